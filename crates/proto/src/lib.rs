@@ -1,0 +1,21 @@
+//! nagare-proto: the sans-IO core of nagare.
+//!
+//! No sockets, threads, files or clock reads live here: time is passed in
+//! by the caller, bytes come in as slices and go out into buffers. That
+//! keeps packetizers, pacers and statistics deterministic under test, in
+//! the manner of quinn-proto and smoltcp.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod error;
+pub mod format;
+pub mod pacer;
+pub mod pattern;
+pub mod rfc4175;
+pub mod rtp;
+pub mod sdp;
+pub mod stats;
+
+pub use error::Error;
+pub use format::{FrameRate, PixelFormat, VideoFormat};
