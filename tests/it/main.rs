@@ -1,4 +1,8 @@
 //! One integration test binary (ripgrep style): every test drives the real
 //! `nagare` binary over loopback or inside network namespaces it creates.
 
+mod bad_input;
 mod common;
+mod peers;
+mod recv_faults;
+mod send_recv;

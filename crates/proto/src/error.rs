@@ -41,7 +41,9 @@ pub enum Error {
         height: u32,
     },
     /// Width not a whole number of pixel groups.
-    #[error("width {width} is not a multiple of {multiple}, which this pixel format needs (4:2:2 shares chroma between pixel pairs)")]
+    #[error(
+        "width {width} is not a multiple of {multiple}, which this pixel format needs (4:2:2 shares chroma between pixel pairs)"
+    )]
     WidthNotMultiple {
         /// Width asked for.
         width: u32,
