@@ -80,6 +80,8 @@ pub fn main(args: DemoArgs) -> Result<ExitCode> {
         read_delay: Duration::ZERO,
         checksums: true,
         quiet: false,
+        cpu: None,
+        realtime: false,
     };
     let payload = format.frame_bytes() as f64 * 8.0 * rate.as_f64();
     eprintln!(

@@ -12,10 +12,12 @@ use clap::{Parser, Subcommand};
 
 mod clock;
 mod demo;
+mod doctor;
 mod progress;
 mod recv;
 mod send;
 mod source;
+mod tuning;
 mod udp;
 
 #[derive(Parser)]
@@ -35,6 +37,9 @@ enum Command {
     /// Send a test pattern to a receiver on loopback and prove every frame
     /// arrives identical. Needs no files and no flags.
     Demo(demo::DemoArgs),
+    /// Check that this host is set up for a planned stream (buffers,
+    /// backlog, MTU, multicast route, clock) and print the fixes.
+    Doctor(doctor::DoctorArgs),
 }
 
 /// Set by Ctrl-C / SIGTERM: drivers stop cleanly, flush and report.
@@ -54,6 +59,7 @@ fn main() -> ExitCode {
         Command::Send(a) => send::main(a),
         Command::Recv(a) => recv::main(a),
         Command::Demo(a) => demo::main(a),
+        Command::Doctor(a) => doctor::main(a),
     };
     match result {
         Ok(code) => code,

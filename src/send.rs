@@ -68,6 +68,13 @@ pub struct SendArgs {
     /// Send packet by packet (sendmmsg) even where UDP GSO is available.
     #[arg(long)]
     pub no_gso: bool,
+    /// Pin the sending thread to this CPU.
+    #[arg(long)]
+    pub cpu: Option<usize>,
+    /// Run the sending thread with real-time (SCHED_FIFO) priority; needs
+    /// root or CAP_SYS_NICE.
+    #[arg(long)]
+    pub realtime: bool,
     /// Sleep this long before each frame read (simulates slow storage).
     #[arg(long, hide = true, default_value_t = 0)]
     pub read_delay_ms: u64,
@@ -109,6 +116,10 @@ pub struct SendConfig {
     pub checksums: bool,
     /// Suppress the progress line.
     pub quiet: bool,
+    /// CPU to pin the sending thread to.
+    pub cpu: Option<usize>,
+    /// SCHED_FIFO for the sending thread.
+    pub realtime: bool,
 }
 
 /// Parses a pixel format with a message listing the known ones.
@@ -174,6 +185,8 @@ impl SendArgs {
             read_delay: Duration::from_millis(self.read_delay_ms),
             checksums: false,
             quiet: self.json,
+            cpu: self.cpu,
+            realtime: self.realtime,
         })
     }
 }
@@ -281,6 +294,14 @@ pub fn run(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport> {
         cfg.looping || cfg.frames.is_none() && cfg.input.starts_with("pattern:"),
         cfg.read_delay,
     );
+    // Only the sending thread is tuned; the reader keeps default priority.
+    crate::tuning::precise_timers();
+    if let Some(cpu) = cfg.cpu {
+        crate::tuning::pin_to_cpu(cpu)?;
+    }
+    if cfg.realtime {
+        crate::tuning::realtime()?;
+    }
     // Fill the ring before the first frame so early frames never underrun.
     while ring.fill() < cfg.buffer_frames && !ring.reader_done() && !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(1));

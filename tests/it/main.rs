@@ -3,6 +3,7 @@
 
 mod bad_input;
 mod common;
+mod doctor;
 mod peers;
 mod recv_faults;
 mod send_recv;
