@@ -82,6 +82,7 @@ pub fn main(args: DemoArgs) -> Result<ExitCode> {
         quiet: false,
         cpu: None,
         realtime: false,
+        stripes: 1,
     };
     let payload = format.frame_bytes() as f64 * 8.0 * rate.as_f64();
     eprintln!(

@@ -11,7 +11,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use crossbeam_channel::TryRecvError;
 use hdrhistogram::Histogram;
 use nagare_proto::format::parse_size;
-use nagare_proto::pacer::Pacer;
+use nagare_proto::pacer::{Pacer, PacingStats};
 use nagare_proto::rfc4175::{DEFAULT_PACKET_SIZE, Packetizer};
 use nagare_proto::sdp::SdpStream;
 use nagare_proto::{FrameRate, PixelFormat, VideoFormat};
@@ -68,6 +68,11 @@ pub struct SendArgs {
     /// Send packet by packet (sendmmsg) even where UDP GSO is available.
     #[arg(long)]
     pub no_gso: bool,
+    /// Split each frame into N horizontal stripes, each its own RTP stream
+    /// to the next port (PORT, PORT+1, ...), like seed 000's 8 nodes each
+    /// sending one stripe; all stripes share one schedule and timestamp.
+    #[arg(long, default_value_t = 1)]
+    pub stripes: usize,
     /// Pin the sending thread to this CPU.
     #[arg(long)]
     pub cpu: Option<usize>,
@@ -118,6 +123,8 @@ pub struct SendConfig {
     pub quiet: bool,
     /// CPU to pin the sending thread to.
     pub cpu: Option<usize>,
+    /// Horizontal stripes, one RTP stream each.
+    pub stripes: usize,
     /// SCHED_FIFO for the sending thread.
     pub realtime: bool,
 }
@@ -152,7 +159,9 @@ impl SendArgs {
         if dest.port() == 0 {
             bail!("destination {dest} has port 0: give the receiver's port");
         }
-        Packetizer::new(format, self.packet_size, 0)
+        let stripe = stripe_format(format, self.stripes)?;
+        stripe_dest(dest, self.stripes - 1)?;
+        Packetizer::new(stripe, self.packet_size, 0)
             .map_err(|e| anyhow!("--packet-size {}: {e}", self.packet_size))?;
         let interface = self
             .interface
@@ -187,6 +196,7 @@ impl SendArgs {
             quiet: self.json,
             cpu: self.cpu,
             realtime: self.realtime,
+            stripes: self.stripes,
         })
     }
 }
@@ -219,8 +229,10 @@ pub struct SendReport {
     /// Epoch frame number of the first frame (its RTP timestamp is this
     /// times the frame period at 90 kHz).
     pub first_frame: u64,
-    /// RTP SSRC of the stream.
+    /// RTP SSRC of the stream (of the first stripe).
     pub ssrc: u32,
+    /// Streams the frame was split into.
+    pub stripes: usize,
     /// Why sending stopped early, if it did.
     pub error: Option<String>,
     /// xxh3 of every frame sent, in order (demo only).
@@ -248,19 +260,25 @@ fn random_u32() -> u32 {
     h.finish() as u32
 }
 
-/// Writes the stream's SDP.
-pub fn write_sdp(cfg: &SendConfig, sender: &Sender, path: &PathBuf) -> Result<()> {
+/// Writes one stream's SDP.
+fn write_sdp(
+    cfg: &SendConfig,
+    format: VideoFormat,
+    dest: SocketAddr,
+    sender: &Sender,
+    path: &std::path::Path,
+) -> Result<()> {
     let source = sender
         .local_addr()
         .map(|a| a.ip())
         .filter(|ip| !ip.is_unspecified());
     let sdp = SdpStream {
-        address: cfg.dest.ip(),
-        port: cfg.dest.port(),
+        address: dest.ip(),
+        port: dest.port(),
         ttl: cfg.socket.ttl.map(|t| t.min(255) as u8),
         source,
         payload_type: nagare_proto::rfc4175::DEFAULT_PAYLOAD_TYPE,
-        format: cfg.format,
+        format,
         rate: Some(cfg.rate),
         name: format!("nagare {}", cfg.input),
     };
@@ -276,16 +294,32 @@ pub fn run(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport> {
     {
         bail!("input has {avail} frames but --frames asks for {want}; add --loop to repeat it");
     }
-    let sender = Sender::open(cfg.dest, &cfg.socket)
-        .with_context(|| format!("opening a socket to {}", cfg.dest))?;
-    for n in &sender.notices {
-        eprintln!("nagare send: note: {n}");
+    let stripe_format = stripe_format(cfg.format, cfg.stripes)?;
+    let mut flows = Vec::with_capacity(cfg.stripes);
+    for k in 0..cfg.stripes {
+        let dest = stripe_dest(cfg.dest, k)?;
+        let sender = Sender::open(dest, &cfg.socket)
+            .with_context(|| format!("opening a socket to {dest}"))?;
+        if k == 0 {
+            for n in &sender.notices {
+                eprintln!("nagare send: note: {n}");
+            }
+        }
+        if let Some(path) = &cfg.sdp {
+            let path = stripe_sdp_path(path, k, cfg.stripes);
+            write_sdp(cfg, stripe_format, dest, &sender, &path)?;
+        }
+        let ssrc = random_u32();
+        let packetizer = Packetizer::new(stripe_format, cfg.packet_size, ssrc)?.uniform();
+        flows.push(Flow {
+            dest,
+            sender,
+            packetizer,
+            ext_seq: random_u32(),
+            data_offset: k * stripe_format.frame_bytes(),
+            refused: 0,
+        });
     }
-    if let Some(path) = &cfg.sdp {
-        write_sdp(cfg, &sender, path)?;
-    }
-    let ssrc = random_u32();
-    let packetizer = Packetizer::new(cfg.format, cfg.packet_size, ssrc)?.uniform();
     let ring = FrameRing::start(
         source,
         cfg.format,
@@ -306,27 +340,80 @@ pub fn run(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport> {
     while ring.fill() < cfg.buffer_frames && !ring.reader_done() && !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(1));
     }
-    let mut engine = Engine::new(cfg, &sender, &packetizer);
+    let mut engine = Engine::new(cfg, flows);
     let result = engine.run(&ring, stop);
     engine.ticker.finish();
     let mut report = engine.report();
-    report.ssrc = ssrc;
     if let Err(e) = result {
         report.error = Some(format!("{e:#}"));
     }
     Ok(report)
 }
 
-/// The send loop's state.
+/// The format of one of `stripes` horizontal stripes of `format`.
+pub fn stripe_format(format: VideoFormat, stripes: usize) -> Result<VideoFormat> {
+    if stripes == 0 || stripes > 64 {
+        bail!("--stripes {stripes} is out of range: 1..=64");
+    }
+    if format.height as usize % stripes != 0 {
+        bail!(
+            "--stripes {stripes} does not divide the frame height {}: pick a divisor of {}",
+            format.height,
+            format.height
+        );
+    }
+    Ok(VideoFormat::new(
+        format.width,
+        format.height / stripes as u32,
+        format.pixel_format,
+    )?)
+}
+
+/// Stripe `k` goes to the base port plus `k`.
+fn stripe_dest(base: SocketAddr, k: usize) -> Result<SocketAddr> {
+    let port = usize::from(base.port()) + k;
+    let port = u16::try_from(port).map_err(|_| {
+        anyhow!("stripe {k} would need port {port}, above 65535: lower the base port")
+    })?;
+    Ok(SocketAddr::new(base.ip(), port))
+}
+
+/// `clip.sdp` for one stream; `clip-0.sdp`, `clip-1.sdp`, ... for stripes.
+fn stripe_sdp_path(path: &std::path::Path, k: usize, stripes: usize) -> PathBuf {
+    if stripes == 1 {
+        return path.to_path_buf();
+    }
+    let stem = path
+        .file_stem()
+        .map_or("stream".into(), |s| s.to_string_lossy().into_owned());
+    let ext = path
+        .extension()
+        .map_or("sdp".into(), |e| e.to_string_lossy().into_owned());
+    path.with_file_name(format!("{stem}-{k}.{ext}"))
+}
+
+/// One RTP stream: a socket, its packetizer and its place in the frame.
+struct Flow {
+    dest: SocketAddr,
+    sender: Sender,
+    packetizer: Packetizer,
+    ext_seq: u32,
+    /// Where this flow's stripe starts in the frame.
+    data_offset: usize,
+    refused: u64,
+}
+
+/// The send loop's state: every flow shares one schedule (the stripes of
+/// a frame leave together), offset by a fraction of the packet interval
+/// per flow so their trains interleave instead of colliding.
 struct Engine<'a> {
     cfg: &'a SendConfig,
-    sender: &'a Sender,
-    packetizer: &'a Packetizer,
-    pacer: Pacer,
+    flows: Vec<Flow>,
+    pacers: Vec<Pacer>,
+    offsets: Vec<Duration>,
     origin: Origin,
     gso: bool,
     max_train: usize,
-    ext_seq: u32,
     headers: Vec<u8>,
     header_stride: usize,
     iov: Vec<libc::iovec>,
@@ -335,7 +422,6 @@ struct Engine<'a> {
     frames_sent: u64,
     packets_sent: u64,
     bytes_sent: u64,
-    refused: u64,
     first_send: Option<Instant>,
     last_send: Option<Instant>,
     checksums: Vec<u64>,
@@ -344,10 +430,10 @@ struct Engine<'a> {
 }
 
 impl<'a> Engine<'a> {
-    fn new(cfg: &'a SendConfig, sender: &'a Sender, packetizer: &'a Packetizer) -> Self {
-        let ppf = packetizer.packets_per_frame();
+    fn new(cfg: &'a SendConfig, flows: Vec<Flow>) -> Self {
+        let ppf = flows[0].packetizer.packets_per_frame();
         let interval_ns = cfg.rate.frame_start_ns(1) as f64 / ppf as f64;
-        let gso = cfg.gso && sender.gso;
+        let gso = cfg.gso && flows.iter().all(|f| f.sender.gso);
         let cap = if gso {
             (MAX_GSO_BYTES / cfg.packet_size).clamp(1, MAX_GSO_SEGMENTS)
         } else {
@@ -360,18 +446,23 @@ impl<'a> Engine<'a> {
         // late, on the epoch grid shared with other senders.
         let origin = Origin::aligned(cfg.rate, Duration::from_millis(20));
         let header_stride = (0..ppf)
-            .map(|i| packetizer.header_len(i))
+            .map(|i| flows[0].packetizer.header_len(i))
             .max()
             .unwrap_or(0);
+        let n = flows.len();
+        let train_ns = interval_ns * max_train as f64;
         Engine {
             cfg,
-            sender,
-            packetizer,
-            pacer: Pacer::new(cfg.rate, ppf, origin.first_frame),
+            pacers: (0..n)
+                .map(|_| Pacer::new(cfg.rate, ppf, origin.first_frame))
+                .collect(),
+            offsets: (0..n)
+                .map(|k| Duration::from_nanos((train_ns * k as f64 / n as f64) as u64))
+                .collect(),
+            flows,
             origin,
             gso,
             max_train,
-            ext_seq: random_u32(),
             headers: vec![0; header_stride * max_train],
             header_stride,
             iov: Vec::with_capacity(3 * max_train),
@@ -382,7 +473,6 @@ impl<'a> Engine<'a> {
             frames_sent: 0,
             packets_sent: 0,
             bytes_sent: 0,
-            refused: 0,
             first_send: None,
             last_send: None,
             checksums: Vec::new(),
@@ -398,14 +488,14 @@ impl<'a> Engine<'a> {
             {
                 return Ok(());
             }
-            wait_until(self.origin.at(self.pacer.next_release()));
+            wait_until(self.origin.at(self.pacers[0].next_release()));
             let frame = match ring.full.try_recv() {
                 Ok(Slot::Frame(f)) => f,
                 Ok(Slot::Failed(e)) => bail!("{e}"),
                 Err(TryRecvError::Empty) if !ring.reader_done() => {
                     // Underrun: give up this frame's slot rather than shift
                     // the schedule; the receiver sees one frame missing.
-                    self.pacer.skip_frame();
+                    self.pacers.iter_mut().for_each(Pacer::skip_frame);
                     continue;
                 }
                 Err(_) => {
@@ -427,58 +517,72 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// Sends every flow's share of one frame, earliest train first.
     fn send_frame(&mut self, frame: &FrameBuf, stop: &AtomicBool) -> Result<()> {
-        let ppf = self.packetizer.packets_per_frame();
-        let ts = self.cfg.rate.rtp_timestamp(self.pacer.frame());
-        let mut start = self.pacer.index_in_frame();
-        debug_assert_eq!(start, 0);
-        while start < ppf {
-            let release = self.origin.at(self.pacer.next_release());
+        let ppf = self.pacers[0].packets_per_frame() as usize;
+        let epoch_frame = self.pacers[0].frame();
+        let ts = self.cfg.rate.rtp_timestamp(epoch_frame);
+        let mut sent = vec![0usize; self.flows.len()];
+        loop {
+            let Some(k) = (0..self.flows.len())
+                .filter(|&k| sent[k] < ppf)
+                .min_by_key(|&k| self.pacers[k].next_release() + self.offsets[k])
+            else {
+                return Ok(());
+            };
+            let release = self
+                .origin
+                .at(self.pacers[k].next_release() + self.offsets[k]);
             wait_until(release);
             let now_i = Instant::now();
-            let now = self.origin.since(now_i);
-            let n = self.pacer.due(now, self.max_train, self.cfg.burst).max(1);
-            let late = self.pacer.lateness(now).as_nanos() as u64;
+            // Each flow's pacer runs on its own offset clock.
+            let now = self.origin.since(now_i).saturating_sub(self.offsets[k]);
+            let n = self.pacers[k]
+                .due(now, self.max_train, self.cfg.burst)
+                .max(1);
+            let late = self.pacers[k].lateness(now).as_nanos() as u64;
             self.lateness.saturating_record(late.max(1));
-            self.transmit(&frame.data, start, n, ts)?;
-            self.pacer.sent(now, n);
-            start += n;
+            self.transmit(k, &frame.data, sent[k], n, ts)?;
+            self.pacers[k].sent(now, n);
+            sent[k] += n;
             self.first_send.get_or_insert(now_i);
             self.last_send = Some(now_i);
             if self.ticker.due(now_i) {
                 self.progress_line(now_i, 0);
             }
             if stop.load(Ordering::Relaxed) {
-                break;
+                return Ok(());
             }
         }
-        Ok(())
     }
 
-    /// Sends packets `start..start + n` of the frame as one train.
-    fn transmit(&mut self, frame: &[u8], start: usize, n: usize, ts: u32) -> Result<()> {
+    /// Sends packets `start..start + n` of flow `k`'s stripe as one train.
+    fn transmit(&mut self, k: usize, frame: &[u8], start: usize, n: usize, ts: u32) -> Result<()> {
+        let flow = &mut self.flows[k];
+        let stripe =
+            &frame[flow.data_offset..flow.data_offset + flow.packetizer.format().frame_bytes()];
         self.iov.clear();
         let mut bytes = 0usize;
         let mut uniform = true;
-        for k in 0..n {
-            let i = start + k;
-            let hdr = &mut self.headers[k * self.header_stride..(k + 1) * self.header_stride];
+        for j in 0..n {
+            let i = start + j;
+            let hdr = &mut self.headers[j * self.header_stride..(j + 1) * self.header_stride];
             let h =
-                self.packetizer
-                    .write_header(i, self.ext_seq.wrapping_add(k as u32), ts, hdr)?;
-            let data = &frame[self.packetizer.data_range(i)];
-            let pad = self.packetizer.padding(i);
+                flow.packetizer
+                    .write_header(i, flow.ext_seq.wrapping_add(j as u32), ts, hdr)?;
+            let data = &stripe[flow.packetizer.data_range(i)];
+            let pad = flow.packetizer.padding(i);
             self.iov.push(iovec(&hdr[..h]));
             self.iov.push(iovec(data));
             self.iov.push(iovec(pad));
             let len = h + data.len() + pad.len();
             bytes += len;
-            if k + 1 < n && len != self.cfg.packet_size {
+            if j + 1 < n && len != self.cfg.packet_size {
                 uniform = false;
             }
         }
         let sent = if self.gso && n > 1 && uniform {
-            match self.sender.send_gso(&self.iov, self.cfg.packet_size) {
+            match flow.sender.send_gso(&self.iov, self.cfg.packet_size) {
                 Ok(_) => Ok(n),
                 Err(e)
                     if matches!(
@@ -488,27 +592,27 @@ impl<'a> Engine<'a> {
                 {
                     eprintln!("nagare send: note: UDP GSO failed ({e}); sending packet by packet");
                     self.gso = false;
-                    self.sender.send_many(&self.iov, 3, &mut self.mmsg)
+                    flow.sender.send_many(&self.iov, 3, &mut self.mmsg)
                 }
                 Err(e) => Err(e),
             }
         } else {
-            self.sender.send_many(&self.iov, 3, &mut self.mmsg)
+            flow.sender.send_many(&self.iov, 3, &mut self.mmsg)
         };
         match sent {
             Ok(_) => {}
             Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
-                if self.refused == 0 {
+                if flow.refused == 0 {
                     eprintln!(
                         "nagare send: note: {} refused packets (nothing listening there yet); still sending",
-                        self.cfg.dest
+                        flow.dest
                     );
                 }
-                self.refused += n as u64;
+                flow.refused += n as u64;
             }
-            Err(e) => return Err(e).with_context(|| format!("sending to {}", self.cfg.dest)),
+            Err(e) => return Err(e).with_context(|| format!("sending to {}", flow.dest)),
         }
-        self.ext_seq = self.ext_seq.wrapping_add(n as u32);
+        flow.ext_seq = flow.ext_seq.wrapping_add(n as u32);
         self.packets_sent += n as u64;
         self.bytes_sent += bytes as u64;
         Ok(())
@@ -521,12 +625,25 @@ impl<'a> Engine<'a> {
         }
     }
 
+    fn stats(&self) -> PacingStats {
+        let mut total = PacingStats::default();
+        for p in &self.pacers {
+            let s = p.stats();
+            total.packets += s.packets;
+            total.late += s.late;
+            total.max_late_ns = total.max_late_ns.max(s.max_late_ns);
+        }
+        // Underruns are per frame, shared by every flow.
+        total.skipped_frames = self.pacers[0].stats().skipped_frames;
+        total
+    }
+
     fn progress_line(&mut self, now: Instant, fill: usize) {
         let (bytes0, t0) = self.window;
         let secs = now.duration_since(t0).as_secs_f64().max(1e-9);
         let rate = (self.bytes_sent - bytes0) as f64 * 8.0 / secs;
         self.window = (self.bytes_sent, now);
-        let st = self.pacer.stats();
+        let st = self.stats();
         let total = self.cfg.frames.map_or(String::new(), |n| format!("/{n}"));
         self.ticker.print(&format!(
             "send: {}  frames {}{total}  ring {fill}/{}  late {}  underruns {}",
@@ -539,7 +656,7 @@ impl<'a> Engine<'a> {
     }
 
     fn report(&self) -> SendReport {
-        let st = self.pacer.stats();
+        let st = self.stats();
         let seconds = match (self.first_send, self.last_send) {
             (Some(a), Some(b)) => b.duration_since(a).as_secs_f64(),
             _ => 0.0,
@@ -555,7 +672,7 @@ impl<'a> Engine<'a> {
             } else {
                 0.0
             },
-            packets_per_frame: self.packetizer.packets_per_frame() as u64,
+            packets_per_frame: self.flows[0].packetizer.packets_per_frame() as u64,
             packets_late: st.late,
             lateness_us: Lateness {
                 p50: us(0.5),
@@ -564,10 +681,11 @@ impl<'a> Engine<'a> {
                 max: self.lateness.max() as f64 / 1000.0,
             },
             underruns: st.skipped_frames,
-            refused: self.refused,
+            refused: self.flows.iter().map(|f| f.refused).sum(),
             gso: self.gso,
             first_frame: self.origin.first_frame,
-            ssrc: 0,
+            ssrc: self.flows[0].packetizer.ssrc(),
+            stripes: self.flows.len(),
             error: None,
             checksums: self.checksums.clone(),
         }

@@ -294,3 +294,97 @@ fn fast_enough_storage_never_underruns() {
     assert_eq!(sent["underruns"], 0);
     assert_eq!(report["frames_complete"], 20);
 }
+
+#[test]
+fn stripes_are_separate_streams_that_rebuild_the_frame() {
+    // Like seed 000: each stripe of every frame is its own RTP stream on
+    // its own port; any receiver can take one, and the stripes rebuild it.
+    let s = Scratch::new("stripes");
+    let (w, h, frames, stripes) = (64usize, 16usize, 5usize, 4usize);
+    let frame = w * 3 * h;
+    let input = noise(frame * frames, 31);
+    std::fs::write(s.path("in.rgb"), &input).unwrap();
+    let base = loop {
+        // four consecutive free ports
+        let p = crate::common::free_udp_port();
+        if p < 60000
+            && (1..stripes as u16).all(|k| std::net::UdpSocket::bind(("127.0.0.1", p + k)).is_ok())
+        {
+            break p;
+        }
+    };
+    let mut recvs: Vec<Running> = (0..stripes)
+        .map(|k| {
+            let mut c = nagare();
+            c.args([
+                "recv",
+                "--listen",
+                &format!("127.0.0.1:{}", base + k as u16),
+            ])
+            .args([
+                "--size",
+                &format!("{w}x{}", h / stripes),
+                "--pix-fmt",
+                "rgb24",
+            ])
+            .args(["--frames", &frames.to_string(), "--timeout", "5"])
+            .args(["--output", s.path(&format!("s{k}.rgb")).to_str().unwrap()]);
+            let mut r = Running::spawn(c);
+            r.listening();
+            r
+        })
+        .collect();
+    let send = nagare()
+        .args([
+            "send",
+            s.path("in.rgb").to_str().unwrap(),
+            "--to",
+            &format!("127.0.0.1:{base}"),
+        ])
+        .args([
+            "--size",
+            &format!("{w}x{h}"),
+            "--pix-fmt",
+            "rgb24",
+            "--fps",
+            "100",
+        ])
+        .args(["--stripes", &stripes.to_string(), "--json"])
+        .args(["--sdp", s.path("stream.sdp").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        send.status.success(),
+        "{}",
+        String::from_utf8_lossy(&send.stderr)
+    );
+    let sent = json(&String::from_utf8_lossy(&send.stdout));
+    assert_eq!(sent["stripes"], stripes);
+    let parts: Vec<Vec<u8>> = recvs
+        .drain(..)
+        .enumerate()
+        .map(|(k, r)| {
+            let (status, _, err) = r.finish();
+            assert!(status.success(), "stripe {k}: {err}");
+            std::fs::read(s.path(&format!("s{k}.rgb"))).unwrap()
+        })
+        .collect();
+    let part = frame / stripes;
+    let rebuilt: Vec<u8> = (0..frames)
+        .flat_map(|f| {
+            parts
+                .iter()
+                .flat_map(move |p| p[f * part..(f + 1) * part].to_vec())
+        })
+        .collect();
+    assert!(rebuilt == input, "stripes do not rebuild the input");
+    // one SDP per stripe, each on its own port
+    for k in 0..stripes {
+        let sdp = std::fs::read_to_string(s.path(&format!("stream-{k}.sdp"))).unwrap();
+        assert!(
+            sdp.contains(&format!("m=video {} RTP/AVP 96", base + k as u16)),
+            "{sdp}"
+        );
+        assert!(sdp.contains(&format!("height={}", h / stripes)));
+    }
+}
