@@ -113,6 +113,10 @@ impl TileGrid {
 
     fn gather(&self, i: usize, frame: &[u8], out: &mut Vec<u8>) {
         out.clear();
+        self.gather_append(i, frame, out);
+    }
+
+    fn gather_append(&self, i: usize, frame: &[u8], out: &mut Vec<u8>) {
         for r in self.rows_of(i) {
             out.extend_from_slice(&frame[r]);
         }
@@ -409,6 +413,10 @@ pub struct Canvas {
     tile_seen: Vec<u32>,
     generation: u32,
     scratch: Vec<u8>,
+    /// Content and version of the tiles the open frame has changed, so a
+    /// frame cut off half way can be rolled back to the last whole one.
+    undo: Vec<u8>,
+    undo_tiles: Vec<(usize, u64)>,
 }
 
 impl Canvas {
@@ -426,6 +434,8 @@ impl Canvas {
             tile_seen: vec![0; grid.count()],
             generation: 0,
             scratch: Vec::new(),
+            undo: Vec::new(),
+            undo_tiles: Vec::new(),
         })
     }
 
@@ -464,22 +474,31 @@ impl Canvas {
         &self.pixels
     }
 
-    /// Forgets a frame cut off mid-way (its tiles are half applied), so
-    /// that only a key frame is accepted next.
+    /// Rolls back a frame cut off mid-way, so the canvas holds the last
+    /// whole frame again and any peer can continue it from there.
     pub fn abort(&mut self) {
-        if self.pending.take().is_some() {
-            self.version = None;
+        if self.pending.take().is_none() {
+            return;
         }
+        let mut at = 0;
+        for &(i, version) in &self.undo_tiles {
+            let len = self.grid.tile_len(i);
+            self.grid
+                .scatter(i, &self.undo[at..at + len], &mut self.pixels);
+            self.tile_version[i] = version;
+            at += len;
+        }
+        self.undo.clear();
+        self.undo_tiles.clear();
     }
 
     /// Applies one message. Returns the frame it completed, if any. On an
-    /// error the canvas needs a key frame; the caller should drop the
-    /// sender.
+    /// error the open frame is rolled back and the canvas still holds its
+    /// last whole frame; the caller should drop the sender.
     pub fn apply(&mut self, msg: &ScreenMessage<'_>) -> Result<Option<CompletedFrame>, Error> {
         let result = self.apply_inner(msg);
         if result.is_err() {
-            self.pending = None;
-            self.version = None;
+            self.abort();
         }
         result
     }
@@ -551,6 +570,8 @@ impl Canvas {
                     if n != len {
                         return Err(Error::Malformed("tile decompresses to the wrong size"));
                     }
+                    self.grid.gather_append(i, &self.pixels, &mut self.undo);
+                    self.undo_tiles.push((i, self.tile_version[i]));
                     match t.mode {
                         TileMode::Xor => self.grid.xor_into(i, &self.scratch, &mut self.pixels),
                         TileMode::Replace => self.grid.scatter(i, &self.scratch, &mut self.pixels),
@@ -570,6 +591,8 @@ impl Canvas {
                     return Err(Error::Malformed("frame end does not match its start"));
                 }
                 self.pending = None;
+                self.undo.clear();
+                self.undo_tiles.clear();
                 if p.base.is_none() {
                     // Tiles untouched since an older version would look
                     // newer than they are; a key frame resets them all.
@@ -824,7 +847,7 @@ mod tests {
     }
 
     #[test]
-    fn cut_off_frame_needs_a_key() {
+    fn cut_off_frame_rolls_back() {
         let f = rgb(256, 128);
         let mut enc = Encoder::new(f, 0).unwrap();
         let mut dec = Canvas::new(f).unwrap();
@@ -839,9 +862,11 @@ mod tests {
             dec.apply(&ScreenMessage::parse(k, b).unwrap().unwrap())
                 .unwrap();
         }
+        assert_eq!(dec.version(), None, "no whole frame while one is open");
         dec.abort();
-        assert_eq!(dec.version(), None);
-        apply_all(&mut dec, &enc.canvas().refresh(None).unwrap()).unwrap();
+        assert_eq!(dec.version(), Some(0));
+        assert_eq!(dec.pixels(), &vec![0; f.frame_bytes()][..], "rolled back");
+        apply_all(&mut dec, &enc.canvas().refresh(Some(0)).unwrap()).unwrap();
         assert_eq!(dec.pixels(), enc.canvas().pixels());
     }
 
@@ -944,6 +969,32 @@ mod tests {
             let r = enc.canvas().refresh(old.version()).unwrap();
             apply_all(&mut old, &r).unwrap();
             prop_assert_eq!(old.pixels(), &frames.last().unwrap()[..]);
+        }
+
+        #[test]
+        fn frame_cut_anywhere_rolls_back_and_catches_up((f, frames) in frames(), cut in any::<prop::sample::Index>()) {
+            let mut enc = Encoder::new(f, 0).unwrap();
+            let mut dec = Canvas::new(f).unwrap();
+            let last = frames.len() - 1;
+            for (n, fr) in frames.iter().enumerate() {
+                let e = enc.encode(fr, n as u64, 0).unwrap();
+                if n < last {
+                    apply_all(&mut dec, &e).unwrap();
+                    continue;
+                }
+                let held = dec.pixels().to_vec();
+                for m in &e.messages[..cut.index(e.messages.len())] {
+                    let (k, b) = tree_wire::split(m).unwrap();
+                    dec.apply(&ScreenMessage::parse(k, b).unwrap().unwrap()).unwrap();
+                }
+                dec.abort();
+                prop_assert_eq!(dec.pixels(), &held[..]);
+            }
+            if dec.version() != enc.canvas().version() {
+                let r = enc.canvas().refresh(dec.version()).unwrap();
+                apply_all(&mut dec, &r).unwrap();
+            }
+            prop_assert_eq!(dec.pixels(), &frames[last][..]);
         }
 
         #[test]

@@ -42,6 +42,8 @@ pub enum Kind {
     Welcome = 6,
     /// Parent → child: the stream has ended.
     End = 7,
+    /// Peer → coordinator: attached and welcomed, frames can flow.
+    Ready = 8,
     /// Screen codec: frame start.
     FrameStart = 16,
     /// Screen codec: a chunk of tiles.
@@ -61,6 +63,7 @@ impl TryFrom<u8> for Kind {
             5 => Kind::Attach,
             6 => Kind::Welcome,
             7 => Kind::End,
+            8 => Kind::Ready,
             16 => Kind::FrameStart,
             17 => Kind::Tiles,
             18 => Kind::FrameEnd,
@@ -307,6 +310,8 @@ pub enum Control {
     },
     /// Parent → child: no more frames.
     End,
+    /// Peer → coordinator: attached and welcomed.
+    Ready,
 }
 
 fn pixel_format_code(pf: PixelFormat) -> u8 {
@@ -377,6 +382,7 @@ impl Control {
                 w.finish()
             }
             Control::End => Writer::new(Kind::End).finish(),
+            Control::Ready => Writer::new(Kind::Ready).finish(),
         }
     }
 
@@ -429,6 +435,7 @@ impl Control {
                 }
             }
             Kind::End => Control::End,
+            Kind::Ready => Control::Ready,
             Kind::FrameStart | Kind::Tiles | Kind::FrameEnd => return Ok(None),
         };
         r.end()?;
@@ -491,6 +498,7 @@ mod tests {
             format: VideoFormat::new(320, 240, PixelFormat::Rgb24).unwrap(),
         });
         round_trip(Control::End);
+        round_trip(Control::Ready);
     }
 
     #[test]
