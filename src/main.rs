@@ -8,6 +8,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod tree;
+
 #[derive(Parser)]
 #[command(name = "nagare", version, about, propagate_version = true)]
 struct Cli {
@@ -18,11 +20,15 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     // Subcommands are added here, one module each.
+    /// One screen to many peers over a balanced binary tree of TCP relays.
+    Tree(tree::TreeArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result: anyhow::Result<ExitCode> = match cli.command {};
+    let result: anyhow::Result<ExitCode> = match cli.command {
+        Command::Tree(args) => tree::run(args),
+    };
     match result {
         Ok(code) => code,
         Err(e) => {
