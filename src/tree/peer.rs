@@ -351,6 +351,11 @@ impl Peer {
         } else {
             parent_addr
         };
+        if self.canvas.is_some() {
+            // A move (the parent failed and a sibling's report got here
+            // first, or this peer fills a hole): time it as a recovery.
+            self.lost_at.get_or_insert_with(Instant::now);
+        }
         self.drop_upstream();
         self.parent = parent;
         if let Err(e) = self.attach(addr) {
