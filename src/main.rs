@@ -17,6 +17,7 @@ mod progress;
 mod recv;
 mod send;
 mod source;
+mod tree;
 mod tuning;
 mod udp;
 
@@ -40,6 +41,8 @@ enum Command {
     /// Check that this host is set up for a planned stream (buffers,
     /// backlog, MTU, multicast route, clock) and print the fixes.
     Doctor(doctor::DoctorArgs),
+    /// One screen to many peers over a balanced binary tree of TCP relays.
+    Tree(tree::TreeArgs),
 }
 
 /// Set by Ctrl-C / SIGTERM: drivers stop cleanly, flush and report.
@@ -60,6 +63,7 @@ fn main() -> ExitCode {
         Command::Recv(a) => recv::main(a),
         Command::Demo(a) => demo::main(a),
         Command::Doctor(a) => doctor::main(a),
+        Command::Tree(a) => tree::run(a),
     };
     match result {
         Ok(code) => code,

@@ -7,3 +7,4 @@ mod doctor;
 mod peers;
 mod recv_faults;
 mod send_recv;
+mod tree;

@@ -14,8 +14,11 @@ pub mod pacer;
 pub mod pattern;
 pub mod rfc4175;
 pub mod rtp;
+pub mod screen;
 pub mod sdp;
 pub mod stats;
+pub mod tree;
+pub mod tree_wire;
 
 pub use error::Error;
 pub use format::{FrameRate, PixelFormat, VideoFormat};
