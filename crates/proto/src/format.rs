@@ -148,9 +148,7 @@ impl VideoFormat {
 
 /// Parses `WIDTHxHEIGHT`.
 pub fn parse_size(s: &str) -> Result<(u32, u32), Error> {
-    let (w, h) = s
-        .split_once(['x', 'X'])
-        .ok_or(Error::BadSize)?;
+    let (w, h) = s.split_once(['x', 'X']).ok_or(Error::BadSize)?;
     let w = w.trim().parse().map_err(|_| Error::BadSize)?;
     let h = h.trim().parse().map_err(|_| Error::BadSize)?;
     Ok((w, h))
@@ -276,16 +274,28 @@ mod tests {
 
     #[test]
     fn frame_rates_parse_exactly() {
-        assert_eq!("30".parse::<FrameRate>().unwrap(), FrameRate { num: 30, den: 1 });
+        assert_eq!(
+            "30".parse::<FrameRate>().unwrap(),
+            FrameRate { num: 30, den: 1 }
+        );
         assert_eq!(
             "60000/1001".parse::<FrameRate>().unwrap(),
-            FrameRate { num: 60000, den: 1001 }
+            FrameRate {
+                num: 60000,
+                den: 1001
+            }
         );
         assert_eq!(
             "29.97".parse::<FrameRate>().unwrap(),
-            FrameRate { num: 30000, den: 1001 }
+            FrameRate {
+                num: 30000,
+                den: 1001
+            }
         );
-        assert_eq!("12.5".parse::<FrameRate>().unwrap(), FrameRate { num: 25, den: 2 });
+        assert_eq!(
+            "12.5".parse::<FrameRate>().unwrap(),
+            FrameRate { num: 25, den: 2 }
+        );
         for bad in ["0", "abc", "1/0", "-5", "", ".", "5000", "1e3"] {
             assert!(bad.parse::<FrameRate>().is_err(), "{bad}");
         }

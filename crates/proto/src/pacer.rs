@@ -227,7 +227,11 @@ mod tests {
         let n = 1_000_000u64;
         let exact = n as f64 * 1001.0 / 60000.0 / ppf as f64; // seconds
         let got = p.next_release().as_secs_f64();
-        assert!((got - exact).abs() < 2e-9, "drift {} ns", (got - exact) * 1e9);
+        assert!(
+            (got - exact).abs() < 2e-9,
+            "drift {} ns",
+            (got - exact) * 1e9
+        );
         // and frame starts land exactly on the epoch grid
         let f = 1_000_000 / ppf as u64 + 1;
         let start = p.slot(f * ppf as u64).as_nanos();
@@ -264,11 +268,17 @@ mod tests {
     #[test]
     fn trains_start_on_their_slot_and_stay_in_frame() {
         let mut p = Pacer::new(rate(1, 1), 10, 0); // 100 ms interval
-        assert_eq!(p.due(Duration::from_millis(0), 4, Duration::from_millis(250)), 3);
+        assert_eq!(
+            p.due(Duration::from_millis(0), 4, Duration::from_millis(250)),
+            3
+        );
         assert_eq!(p.due(Duration::ZERO, 64, Duration::from_secs(5)), 10);
         p.sent(Duration::ZERO, 8);
         assert_eq!(p.due(p.next_release(), 64, Duration::from_secs(5)), 2);
-        assert_eq!(p.due(Duration::from_millis(799), 64, Duration::from_secs(5)), 0);
+        assert_eq!(
+            p.due(Duration::from_millis(799), 64, Duration::from_secs(5)),
+            0
+        );
     }
 
     #[test]

@@ -50,7 +50,11 @@ fn pgroup(pf: PixelFormat, rgb: [u8; 3]) -> ([u8; 5], usize) {
     let cb = (b - y) / 1.8556;
     let cr = (r - y) / 1.5748;
     let q8 = |v: f64, scale: f64, off: f64| (off + scale * v).round().clamp(0.0, 255.0) as u16;
-    let (y8, cb8, cr8) = (q8(y, 219.0, 16.0), q8(cb, 224.0, 128.0), q8(cr, 224.0, 128.0));
+    let (y8, cb8, cr8) = (
+        q8(y, 219.0, 16.0),
+        q8(cb, 224.0, 128.0),
+        q8(cr, 224.0, 128.0),
+    );
     let mut out = [0u8; 5];
     match pf {
         PixelFormat::Uyvy422 => {

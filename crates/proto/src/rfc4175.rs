@@ -143,16 +143,16 @@ impl Packetizer {
 
     /// Bytes of RTP + RFC 4175 headers in packet `index` of a frame.
     pub fn header_len(&self, index: usize) -> usize {
-        self.slots
-            .get(index)
-            .map_or(0, |s| rtp::HEADER_LEN + ESN_LEN + SRD_LEN * usize::from(s.srd_count))
+        self.slots.get(index).map_or(0, |s| {
+            rtp::HEADER_LEN + ESN_LEN + SRD_LEN * usize::from(s.srd_count)
+        })
     }
 
     /// The range of the frame carried by packet `index`.
     pub fn data_range(&self, index: usize) -> Range<usize> {
-        self.slots.get(index).map_or(0..0, |s| {
-            s.data_start..s.data_start + s.data_len as usize
-        })
+        self.slots
+            .get(index)
+            .map_or(0..0, |s| s.data_start..s.data_start + s.data_len as usize)
     }
 
     /// Total length of packet `index`.
@@ -705,7 +705,14 @@ mod tests {
         let srds: Vec<_> = view.srds().map(|(s, _)| s).collect();
         assert!(srds.len() > 1);
         assert_eq!(n, 14 + 6 * srds.len());
-        assert_eq!(srds[0], Srd { length: 16, line: 0, offset: 0 });
+        assert_eq!(
+            srds[0],
+            Srd {
+                length: 16,
+                line: 0,
+                offset: 0
+            }
+        );
         assert_eq!(srds[1].line, 1);
         let total: usize = srds.iter().map(|s| usize::from(s.length)).sum();
         assert_eq!(p.data_range(0), 0..total);

@@ -261,7 +261,10 @@ mod tests {
         let text = "v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=No Name\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\na=tool:libavformat\r\nm=video 5004 RTP/AVP 96\r\na=rtpmap:96 raw/90000\r\na=fmtp:96 sampling=YCbCr-4:2:2; width=320; height=240; depth=8\r\n";
         let s = SdpStream::parse(text).unwrap();
         assert_eq!(s.port, 5004);
-        assert_eq!(s.format, VideoFormat::new(320, 240, PixelFormat::Uyvy422).unwrap());
+        assert_eq!(
+            s.format,
+            VideoFormat::new(320, 240, PixelFormat::Uyvy422).unwrap()
+        );
         assert_eq!(s.rate, None);
     }
 
