@@ -187,7 +187,7 @@ mod tests {
 
     #[test]
     fn padding_and_csrcs_are_skipped() {
-        let mut b = vec![0u8; 12 + 4 + 3 + 2];
+        let mut b = [0u8; 12 + 4 + 3 + 2];
         b[0] = 0xa1; // padding, 1 CSRC
         b[16..19].copy_from_slice(b"abc");
         b[19] = 0;
