@@ -8,6 +8,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod impair;
+mod probe;
+
 #[derive(Parser)]
 #[command(name = "nagare", version, about, propagate_version = true)]
 struct Cli {
@@ -18,11 +21,18 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     // Subcommands are added here, one module each.
+    /// Check whether a path carries a stream: paced RTP test stream, loss, bursts, reordering, jitter, PDV, RTT, verdict.
+    Probe(probe::ProbeArgs),
+    /// User-space UDP relay that impairs traffic like netem: loss, bursts, reordering, duplicates, delay, rate.
+    Impair(impair::ImpairArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result: anyhow::Result<ExitCode> = match cli.command {};
+    let result: anyhow::Result<ExitCode> = match cli.command {
+        Command::Probe(a) => probe::run(a),
+        Command::Impair(a) => impair::run(a),
+    };
     match result {
         Ok(code) => code,
         Err(e) => {
