@@ -178,8 +178,7 @@ pub fn run(a: ImpairArgs) -> Result<ExitCode> {
             a.listen
         );
     }
-    let down = UdpSocket::bind(a.listen)
-        .with_context(|| format!("binding UDP {}: is the port taken?", a.listen))?;
+    let down = crate::probe::bind_udp(a.listen)?;
     let local = down.local_addr()?;
     let tcp = if a.tcp {
         Some(
@@ -332,13 +331,17 @@ fn forward(
         down.set_read_timeout(Some(wait))?;
         match down.recv_from(&mut buf) {
             Ok((n, src)) => {
-                last_rx = Instant::now();
+                let now = Instant::now();
                 *client.lock().unwrap_or_else(|p| p.into_inner()) = Some(src);
                 let pkt = &buf[..n];
                 let seq = RtpPacket::new_checked(pkt)
                     .ok()
                     .map(|r| r.sequence_number());
-                model.push(ns(last_rx), pkt.to_vec(), n, seq, &mut out);
+                if seq.is_some() {
+                    // Only the stream's own pauses release held packets.
+                    last_rx = now;
+                }
+                model.push(ns(now), pkt.to_vec(), n, seq, &mut out);
             }
             Err(e)
                 if matches!(

@@ -51,7 +51,7 @@ pub fn run(a: ClientArgs) -> Result<ExitCode> {
         Ok((secs * 1000.0).round() as u64)
     };
     let playout_us = match a.playout {
-        Some(p) if !p.is_finite() || p < 0.0 || p > 1e7 => {
+        Some(p) if !p.is_finite() || !(0.0..=1e7).contains(&p) => {
             bail!("--playout {p} must be a number of milliseconds, 0 or more")
         }
         Some(p) => (p * 1000.0).round() as u64,

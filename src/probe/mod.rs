@@ -10,7 +10,7 @@ mod plot;
 mod server;
 mod stream;
 
-pub use stream::any_for;
+pub use stream::{any_for, bind as bind_udp};
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -128,7 +128,7 @@ pub fn parse_rate(text: &str) -> Result<u64> {
         anyhow::anyhow!("rate {text:?} is not a number; write it like 6M, 3.2G or 100k")
     })?;
     let bps = v * mult;
-    if !bps.is_finite() || bps < 1.0 || bps > 1e15 {
+    if !bps.is_finite() || !(1.0..=1e15).contains(&bps) {
         bail!("rate {text:?} is out of range; write it like 6M, 3.2G or 100k");
     }
     Ok(bps.round() as u64)

@@ -2,3 +2,4 @@
 //! `nagare` binary over loopback or inside network namespaces it creates.
 
 mod common;
+mod probe;
