@@ -5,11 +5,22 @@
 //! reads clocks. Each subcommand's driver lives in its own module.
 
 use std::process::ExitCode;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::{Parser, Subcommand};
 
+mod clock;
+mod demo;
+mod doctor;
 mod impair;
+mod progress;
 mod probe;
+mod recv;
+mod send;
+mod source;
+mod tuning;
+mod udp;
 
 #[derive(Parser)]
 #[command(name = "nagare", version, about, propagate_version = true)]
@@ -20,16 +31,41 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    // Subcommands are added here, one module each.
+    /// Send a raw video file, a directory of frames or a test pattern as a
+    /// paced RFC 4175 / ST 2110-20 RTP stream.
+    Send(send::SendArgs),
+    /// Receive an RFC 4175 stream, reassemble and record its frames.
+    Recv(recv::RecvArgs),
+    /// Send a test pattern to a receiver on loopback and prove every frame
+    /// arrives identical. Needs no files and no flags.
+    Demo(demo::DemoArgs),
+    /// Check that this host is set up for a planned stream (buffers,
+    /// backlog, MTU, multicast route, clock) and print the fixes.
+    Doctor(doctor::DoctorArgs),
     /// Check whether a path carries a stream: paced RTP test stream, loss, bursts, reordering, jitter, PDV, RTT, verdict.
     Probe(probe::ProbeArgs),
     /// User-space UDP relay that impairs traffic like netem: loss, bursts, reordering, duplicates, delay, rate.
     Impair(impair::ImpairArgs),
 }
 
+/// Set by Ctrl-C / SIGTERM: drivers stop cleanly, flush and report.
+pub fn stop_flag() -> &'static AtomicBool {
+    static STOP: OnceLock<&'static AtomicBool> = OnceLock::new();
+    STOP.get_or_init(|| {
+        let flag: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+        // A second Ctrl-C while stopping is ignored; the loops are bounded.
+        let _ = ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed));
+        flag
+    })
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result: anyhow::Result<ExitCode> = match cli.command {
+        Command::Send(a) => send::main(a),
+        Command::Recv(a) => recv::main(a),
+        Command::Demo(a) => demo::main(a),
+        Command::Doctor(a) => doctor::main(a),
         Command::Probe(a) => probe::run(a),
         Command::Impair(a) => impair::run(a),
     };

@@ -57,3 +57,177 @@ pub fn have(program: &str) -> bool {
         .map(|s| s.success())
         .unwrap_or(false)
 }
+
+/// Like `have`, but in CI (where .ci/run installs the program) a missing
+/// program is a failure, not a skip.
+pub fn require(program: &str) -> bool {
+    if have(program) {
+        return true;
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("{program} is not installed, but CI must have it (see .ci/run)");
+    }
+    eprintln!("skipping: {program} is not installed");
+    false
+}
+
+/// A nagare process whose stderr is read line by line in the background.
+pub struct Running {
+    pub child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    pub stderr: Vec<String>,
+}
+
+impl Running {
+    /// Spawns `cmd` with piped stdout/stderr.
+    pub fn spawn(mut cmd: Command) -> Running {
+        use std::io::BufRead;
+        cmd.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = cmd.spawn().expect("spawning nagare");
+        let err = child.stderr.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(err).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Running {
+            child,
+            lines,
+            stderr: Vec::new(),
+        }
+    }
+
+    /// Waits (up to 10 s) for a stderr line containing `needle`.
+    pub fn wait_for(&mut self, needle: &str) -> String {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => {
+                    self.stderr.push(l.clone());
+                    if l.contains(needle) {
+                        return l;
+                    }
+                }
+                Err(_) => panic!("no '{needle}' on stderr; got: {:#?}", self.stderr),
+            }
+        }
+    }
+
+    /// The address a `recv --listen ...:0` bound (from its stderr).
+    pub fn listening(&mut self) -> std::net::SocketAddr {
+        let line = self.wait_for("listening on ");
+        line.rsplit("listening on ")
+            .next()
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    /// Waits for exit (bounded: killed after 60 s); returns status, stdout
+    /// and all of stderr.
+    pub fn finish(mut self) -> (std::process::ExitStatus, String, String) {
+        use std::io::Read;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("process did not finish; stderr so far: {:#?}", self.stderr);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let mut out = String::new();
+        if let Some(mut o) = self.child.stdout.take() {
+            o.read_to_string(&mut out).unwrap();
+        }
+        while let Ok(l) = self
+            .lines
+            .recv_timeout(std::time::Duration::from_millis(500))
+        {
+            self.stderr.push(l);
+        }
+        (status, out, self.stderr.join("\n"))
+    }
+}
+
+/// Deterministic bytes that look nothing like the test pattern.
+pub fn noise(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// A network namespace made for one test, with a veth pair v0/v1 (up,
+/// multicast-capable) and fd00::1/64 on v0; deleted on drop. Needs root.
+pub struct Netns(pub String);
+
+impl Netns {
+    pub fn new(tag: &str) -> Option<Netns> {
+        let name = format!("nagare-{tag}-{}", std::process::id());
+        let ip = |args: &[&str]| {
+            Command::new("ip")
+                .args(args)
+                .status()
+                .map(|s| s.success())
+                .unwrap_or(false)
+        };
+        if !ip(&["netns", "add", &name]) {
+            if std::env::var_os("CI").is_some() {
+                panic!("cannot create a network namespace (CI runs as root with iproute2)");
+            }
+            eprintln!("skipping: cannot create a network namespace (not root?)");
+            return None;
+        }
+        let ns = Netns(name.clone());
+        for args in [
+            vec!["-n", &name, "link", "set", "lo", "up"],
+            vec![
+                "-n", &name, "link", "add", "v0", "type", "veth", "peer", "name", "v1",
+            ],
+            vec!["-n", &name, "link", "set", "v0", "up"],
+            vec!["-n", &name, "link", "set", "v1", "up"],
+            vec![
+                "-n",
+                &name,
+                "-6",
+                "addr",
+                "add",
+                "fd00::1/64",
+                "dev",
+                "v0",
+                "nodad",
+            ],
+        ] {
+            assert!(ip(&args), "ip {args:?} failed");
+        }
+        Some(ns)
+    }
+
+    /// A nagare command run inside the namespace.
+    pub fn nagare(&self) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.0, env!("CARGO_BIN_EXE_nagare")]);
+        c
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}

@@ -1,5 +1,10 @@
 //! One integration test binary (ripgrep style): every test drives the real
 //! `nagare` binary over loopback or inside network namespaces it creates.
 
+mod bad_input;
 mod common;
+mod doctor;
+mod peers;
 mod probe;
+mod recv_faults;
+mod send_recv;

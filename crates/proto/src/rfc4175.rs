@@ -46,7 +46,23 @@ struct Slot {
     srd_count: u16,
     data_start: usize,
     data_len: u32,
+    padding: u8,
 }
+
+/// Largest RTP padding a uniform plan adds: a packet is only left short
+/// when its room is below one SRD header plus one pixel group.
+const MAX_PADDING: usize = 16;
+
+/// `PADDING[k][..k]` is valid RTP padding of k bytes (last byte = count).
+const PADDING: [[u8; MAX_PADDING]; MAX_PADDING] = {
+    let mut t = [[0u8; MAX_PADDING]; MAX_PADDING];
+    let mut k = 1;
+    while k < MAX_PADDING {
+        t[k][k - 1] = k as u8;
+        k += 1;
+    }
+    t
+};
 
 /// Splits frames of one format into RFC 4175 packets of at most
 /// `packet_size` bytes of UDP payload.
@@ -109,6 +125,7 @@ impl Packetizer {
                 srd_count: (srds.len() - srd_start) as u16,
                 data_start,
                 data_len: data_len as u32,
+                padding: 0,
             });
         }
         Ok(Packetizer {
@@ -119,6 +136,26 @@ impl Packetizer {
             srds,
             slots,
         })
+    }
+
+    /// Pads every packet but each frame's last to exactly `packet_size`
+    /// bytes with RTP padding (at most a few bytes), so that a run of
+    /// packets can leave as one UDP GSO train, which needs equal segments.
+    pub fn uniform(mut self) -> Self {
+        let last = self.slots.len().saturating_sub(1);
+        for i in 0..last {
+            let used = self.header_len(i) + self.data_range(i).len();
+            let pad = self.packet_size - used;
+            debug_assert!(pad < MAX_PADDING);
+            self.slots[i].padding = pad.min(MAX_PADDING - 1) as u8;
+        }
+        self
+    }
+
+    /// The RTP padding that ends packet `index` (empty when none).
+    pub fn padding(&self, index: usize) -> &'static [u8] {
+        let k = self.slots.get(index).map_or(0, |s| usize::from(s.padding));
+        &PADDING[k][..k]
     }
 
     /// The format being packetized.
@@ -155,9 +192,9 @@ impl Packetizer {
             .map_or(0..0, |s| s.data_start..s.data_start + s.data_len as usize)
     }
 
-    /// Total length of packet `index`.
+    /// Total length of packet `index`, padding included.
     pub fn packet_len(&self, index: usize) -> usize {
-        self.header_len(index) + self.data_range(index).len()
+        self.header_len(index) + self.data_range(index).len() + self.padding(index).len()
     }
 
     /// Writes the headers of packet `index`: RTP with the low half of
@@ -183,6 +220,9 @@ impl Packetizer {
             ssrc: self.ssrc,
         }
         .write(out)?;
+        if slot.padding > 0 {
+            out[0] |= 0x20;
+        }
         out[12..14].copy_from_slice(&((ext_seq >> 16) as u16).to_be_bytes());
         let srds = &self.srds[slot.srd_start as usize..][..usize::from(slot.srd_count)];
         for (k, (srd, chunk)) in srds
@@ -217,10 +257,14 @@ impl Packetizer {
         }
         let h = self.write_header(index, ext_seq, timestamp, buf)?;
         let range = self.data_range(index);
-        let total = h + range.len();
-        buf.get_mut(h..total)
-            .ok_or(Error::BufferTooSmall { needed: total })?
-            .copy_from_slice(&frame[range]);
+        let pad = self.padding(index);
+        let total = h + range.len() + pad.len();
+        let out = buf
+            .get_mut(h..total)
+            .ok_or(Error::BufferTooSmall { needed: total })?;
+        let (data, tail) = out.split_at_mut(range.len());
+        data.copy_from_slice(&frame[range]);
+        tail.copy_from_slice(pad);
         Ok(total)
     }
 }
@@ -320,6 +364,13 @@ impl<'a> PayloadView<'a> {
         }
         Ok(cursor)
     }
+}
+
+/// A packet whose headers passed [`Depacketizer::prepare`].
+#[derive(Debug, Clone, Copy)]
+pub struct Prepared<'a> {
+    timestamp: u32,
+    data: &'a [u8],
 }
 
 /// A frame handed out by the [`Depacketizer`].
@@ -449,22 +500,36 @@ impl Depacketizer {
     /// Feeds one RTP packet (already de-duplicated). Errors mean the packet
     /// was dropped and counted; they are never fatal.
     pub fn push(&mut self, packet: &RtpPacket<&[u8]>) -> Result<(), Error> {
-        let payload = match PayloadView::parse(packet.payload()) {
-            Ok(p) => p,
-            Err(e) => {
-                self.stats.malformed += 1;
-                return Err(e);
-            }
-        };
-        let mut scratch = std::mem::take(&mut self.scratch);
-        let placed = payload.placements(&self.format, &mut scratch);
-        let result = match placed {
+        let prepared = self.prepare(packet)?;
+        self.commit(prepared)
+    }
+
+    /// Validates a packet's payload headers against the format (counting
+    /// it malformed if they are not valid) without touching any frame, so a
+    /// receiver can refuse garbage before it reaches its sequence
+    /// statistics. Pass the result to [`Depacketizer::commit`] next.
+    pub fn prepare<'a>(&mut self, packet: &RtpPacket<&'a [u8]>) -> Result<Prepared<'a>, Error> {
+        let checked = PayloadView::parse(packet.payload_slice()).and_then(|view| {
+            view.placements(&self.format, &mut self.scratch)
+                .map(|_| view)
+        });
+        match checked {
+            Ok(view) => Ok(Prepared {
+                timestamp: packet.timestamp(),
+                data: view.data(),
+            }),
             Err(e) => {
                 self.stats.malformed += 1;
                 Err(e)
             }
-            Ok(_) => self.place(packet.timestamp(), payload.data(), &scratch),
-        };
+        }
+    }
+
+    /// Copies a packet validated by the last [`Depacketizer::prepare`] into
+    /// its frame.
+    pub fn commit(&mut self, prepared: Prepared<'_>) -> Result<(), Error> {
+        let scratch = std::mem::take(&mut self.scratch);
+        let result = self.place(prepared.timestamp, prepared.data, &scratch);
         self.scratch = scratch;
         result
     }
@@ -650,15 +715,22 @@ mod tests {
             packet_size in 30usize..=MAX_PACKET_SIZE,
             seq0 in any::<u32>(),
             ts in any::<u32>(),
+            uniform in any::<bool>(),
         ) {
             let format = VideoFormat::new(half_w * 2, h, pf).unwrap();
-            let p = Packetizer::new(format, packet_size, 7).unwrap();
+            let mut p = Packetizer::new(format, packet_size, 7).unwrap();
+            if uniform {
+                p = p.uniform();
+            }
             let frame = frame_of(&format, 3);
             let pkts = packets(&p, &frame, seq0, ts);
             // Count: enough packets to carry the frame, none oversized, and
             // only the last one marked.
             for (i, pk) in pkts.iter().enumerate() {
                 prop_assert!(pk.len() <= packet_size);
+                if uniform && i + 1 < pkts.len() {
+                    prop_assert_eq!(pk.len(), packet_size);
+                }
                 let v = RtpPacket::new_checked(&pk[..]).unwrap();
                 prop_assert_eq!(v.marker(), i + 1 == pkts.len());
                 prop_assert_eq!(v.timestamp(), ts);

@@ -107,6 +107,14 @@ impl<T: AsRef<[u8]>> RtpPacket<T> {
     }
 }
 
+impl<'a> RtpPacket<&'a [u8]> {
+    /// The payload, borrowed for the buffer's lifetime rather than the
+    /// view's, so it can outlive the view.
+    pub fn payload_slice(&self) -> &'a [u8] {
+        &self.buffer[self.payload_start..self.payload_end]
+    }
+}
+
 /// The fields nagare writes into a fixed 12-byte RTP header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RtpHeader {

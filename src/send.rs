@@ -1,0 +1,621 @@
+//! `nagare send`: frames from a file, a directory or the test pattern,
+//! read ahead on a reader thread, packetized per RFC 4175 and paced evenly
+//! over each frame period on an absolute schedule.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use crossbeam_channel::TryRecvError;
+use hdrhistogram::Histogram;
+use nagare_proto::format::parse_size;
+use nagare_proto::pacer::Pacer;
+use nagare_proto::rfc4175::{DEFAULT_PACKET_SIZE, Packetizer};
+use nagare_proto::sdp::SdpStream;
+use nagare_proto::{FrameRate, PixelFormat, VideoFormat};
+use serde::Serialize;
+
+use crate::clock::{Origin, wait_until};
+use crate::progress::{Ticker, bitrate};
+use crate::source::{FrameBuf, FrameRing, Slot, Source};
+use crate::udp::{self, MAX_GSO_BYTES, MAX_GSO_SEGMENTS, SendOptions, Sender};
+
+/// Command-line arguments of `nagare send`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SendArgs {
+    /// Raw video file (frames back to back), a directory with one file per
+    /// frame (sorted by name), or pattern:bars for a moving test pattern.
+    pub input: String,
+    /// Destination HOST:PORT (unicast or multicast group; IPv4 or IPv6).
+    #[arg(long)]
+    pub to: String,
+    /// Frame size WIDTHxHEIGHT.
+    #[arg(long)]
+    pub size: String,
+    /// Pixel format: uyvy422 (8-bit 4:2:2), uyvp (10-bit 4:2:2), rgb24.
+    #[arg(long = "pix-fmt")]
+    pub pix_fmt: String,
+    /// Frame rate: 30, 60000/1001 or 29.97.
+    #[arg(long)]
+    pub fps: String,
+    /// UDP payload bytes per packet (up to 8960 for jumbo frames).
+    #[arg(long, default_value_t = DEFAULT_PACKET_SIZE)]
+    pub packet_size: usize,
+    /// Stop after N frames.
+    #[arg(long)]
+    pub frames: Option<u64>,
+    /// Play the input again and again (until --frames or Ctrl-C).
+    #[arg(long = "loop")]
+    pub looping: bool,
+    /// Multicast interface, by address (127.0.0.1) or name (lo).
+    #[arg(long)]
+    pub interface: Option<String>,
+    /// TTL / hop limit.
+    #[arg(long)]
+    pub ttl: Option<u32>,
+    /// Write an ST 2110-20 SDP for receivers here.
+    #[arg(long)]
+    pub sdp: Option<PathBuf>,
+    /// Frames read ahead into the ring between reader and sender.
+    #[arg(long, default_value_t = 8)]
+    pub buffer_frames: usize,
+    /// Longest train of packets sent back to back, in microseconds of
+    /// schedule (bigger trains cost less CPU, smaller ones burst less).
+    #[arg(long, default_value_t = 100)]
+    pub burst_us: u64,
+    /// Send packet by packet (sendmmsg) even where UDP GSO is available.
+    #[arg(long)]
+    pub no_gso: bool,
+    /// Pin the sending thread to this CPU.
+    #[arg(long)]
+    pub cpu: Option<usize>,
+    /// Run the sending thread with real-time (SCHED_FIFO) priority; needs
+    /// root or CAP_SYS_NICE.
+    #[arg(long)]
+    pub realtime: bool,
+    /// Sleep this long before each frame read (simulates slow storage).
+    #[arg(long, hide = true, default_value_t = 0)]
+    pub read_delay_ms: u64,
+    /// Print statistics as JSON on stdout at the end.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A validated sender configuration.
+#[derive(Debug, Clone)]
+pub struct SendConfig {
+    /// Input description (file, directory, pattern:bars).
+    pub input: String,
+    /// Destination.
+    pub dest: SocketAddr,
+    /// Frame format.
+    pub format: VideoFormat,
+    /// Frame rate.
+    pub rate: FrameRate,
+    /// UDP payload size.
+    pub packet_size: usize,
+    /// Frame limit.
+    pub frames: Option<u64>,
+    /// Repeat the input.
+    pub looping: bool,
+    /// Socket options.
+    pub socket: SendOptions,
+    /// SDP output path.
+    pub sdp: Option<PathBuf>,
+    /// Ring capacity.
+    pub buffer_frames: usize,
+    /// Train length limit in schedule time.
+    pub burst: Duration,
+    /// Use GSO where available.
+    pub gso: bool,
+    /// Artificial per-frame read delay.
+    pub read_delay: Duration,
+    /// Keep an xxh3 checksum of every frame sent (for the demo).
+    pub checksums: bool,
+    /// Suppress the progress line.
+    pub quiet: bool,
+    /// CPU to pin the sending thread to.
+    pub cpu: Option<usize>,
+    /// SCHED_FIFO for the sending thread.
+    pub realtime: bool,
+}
+
+/// Parses a pixel format with a message listing the known ones.
+pub fn parse_pix_fmt(s: &str) -> Result<PixelFormat> {
+    s.parse().map_err(|_| {
+        anyhow!("unknown pixel format '{s}': known formats are uyvy422 (8-bit 4:2:2), uyvp (10-bit 4:2:2), rgb24")
+    })
+}
+
+/// Parses `--size` and `--pix-fmt` into a validated format.
+pub fn parse_format(size: &str, pix_fmt: &str) -> Result<VideoFormat> {
+    let pf = parse_pix_fmt(pix_fmt)?;
+    let (w, h) = parse_size(size)
+        .map_err(|_| anyhow!("size '{size}' does not parse: give WIDTHxHEIGHT, e.g. 1920x1080"))?;
+    VideoFormat::new(w, h, pf).map_err(|e| anyhow!("size {size} with {pf}: {e}"))
+}
+
+/// Parses `--fps`.
+pub fn parse_rate(fps: &str) -> Result<FrameRate> {
+    fps.parse()
+        .map_err(|_| anyhow!("frame rate '{fps}' does not parse: give 30, 60000/1001 or 29.97 (above 0, at most 1000)"))
+}
+
+impl SendArgs {
+    /// Validates the arguments.
+    pub fn config(&self) -> Result<SendConfig> {
+        let format = parse_format(&self.size, &self.pix_fmt)?;
+        let rate = parse_rate(&self.fps)?;
+        let dest = udp::parse_addr(&self.to, "destination")?;
+        if dest.port() == 0 {
+            bail!("destination {dest} has port 0: give the receiver's port");
+        }
+        Packetizer::new(format, self.packet_size, 0)
+            .map_err(|e| anyhow!("--packet-size {}: {e}", self.packet_size))?;
+        let interface = self
+            .interface
+            .as_deref()
+            .map(udp::parse_interface)
+            .transpose()?;
+        if self.buffer_frames == 0 || self.buffer_frames > 1024 {
+            bail!(
+                "--buffer-frames {} is out of range: 1..=1024",
+                self.buffer_frames
+            );
+        }
+        Ok(SendConfig {
+            input: self.input.clone(),
+            dest,
+            format,
+            rate,
+            packet_size: self.packet_size,
+            frames: self.frames,
+            looping: self.looping,
+            socket: SendOptions {
+                interface,
+                ttl: self.ttl,
+                buffer_bytes: 8 << 20,
+            },
+            sdp: self.sdp.clone(),
+            buffer_frames: self.buffer_frames,
+            burst: Duration::from_micros(self.burst_us),
+            gso: !self.no_gso,
+            read_delay: Duration::from_millis(self.read_delay_ms),
+            checksums: false,
+            quiet: self.json,
+            cpu: self.cpu,
+            realtime: self.realtime,
+        })
+    }
+}
+
+/// What a sender did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SendReport {
+    /// Frames sent completely.
+    pub frames_sent: u64,
+    /// Datagrams sent.
+    pub packets_sent: u64,
+    /// UDP payload bytes sent.
+    pub bytes_sent: u64,
+    /// From the first to the last packet, seconds.
+    pub seconds: f64,
+    /// UDP payload rate over that span.
+    pub rate_bps: f64,
+    /// Packets per frame.
+    pub packets_per_frame: u64,
+    /// Packets released more than 100 µs behind their slot.
+    pub packets_late: u64,
+    /// Lateness of train starts against the schedule, microseconds.
+    pub lateness_us: Lateness,
+    /// Frame slots skipped because the ring was empty.
+    pub underruns: u64,
+    /// Datagrams the kernel refused (no receiver on a unicast port).
+    pub refused: u64,
+    /// Whether UDP GSO trains were used.
+    pub gso: bool,
+    /// Epoch frame number of the first frame (its RTP timestamp is this
+    /// times the frame period at 90 kHz).
+    pub first_frame: u64,
+    /// RTP SSRC of the stream.
+    pub ssrc: u32,
+    /// Why sending stopped early, if it did.
+    pub error: Option<String>,
+    /// xxh3 of every frame sent, in order (demo only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub checksums: Vec<u64>,
+}
+
+/// Percentiles of pacing lateness.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Lateness {
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+fn random_u32() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(crate::clock::epoch_ns());
+    h.finish() as u32
+}
+
+/// Writes the stream's SDP.
+pub fn write_sdp(cfg: &SendConfig, sender: &Sender, path: &PathBuf) -> Result<()> {
+    let source = sender
+        .local_addr()
+        .map(|a| a.ip())
+        .filter(|ip| !ip.is_unspecified());
+    let sdp = SdpStream {
+        address: cfg.dest.ip(),
+        port: cfg.dest.port(),
+        ttl: cfg.socket.ttl.map(|t| t.min(255) as u8),
+        source,
+        payload_type: nagare_proto::rfc4175::DEFAULT_PAYLOAD_TYPE,
+        format: cfg.format,
+        rate: Some(cfg.rate),
+        name: format!("nagare {}", cfg.input),
+    };
+    let text = sdp.to_sdp((crate::clock::epoch_ns() / 1_000_000_000) as u64);
+    std::fs::write(path, text).with_context(|| format!("writing SDP to '{}'", path.display()))
+}
+
+/// Runs a sender until its frames are sent, the input ends, or `stop`.
+pub fn run(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport> {
+    let source = Source::open(&cfg.input, cfg.format)?;
+    if let (Some(avail), Some(want), false) = (source.frames(), cfg.frames, cfg.looping)
+        && want > avail
+    {
+        bail!("input has {avail} frames but --frames asks for {want}; add --loop to repeat it");
+    }
+    let sender = Sender::open(cfg.dest, &cfg.socket)
+        .with_context(|| format!("opening a socket to {}", cfg.dest))?;
+    for n in &sender.notices {
+        eprintln!("nagare send: note: {n}");
+    }
+    if let Some(path) = &cfg.sdp {
+        write_sdp(cfg, &sender, path)?;
+    }
+    let ssrc = random_u32();
+    let packetizer = Packetizer::new(cfg.format, cfg.packet_size, ssrc)?.uniform();
+    let ring = FrameRing::start(
+        source,
+        cfg.format,
+        cfg.buffer_frames,
+        cfg.frames,
+        cfg.looping || cfg.frames.is_none() && cfg.input.starts_with("pattern:"),
+        cfg.read_delay,
+    );
+    // Only the sending thread is tuned; the reader keeps default priority.
+    crate::tuning::precise_timers();
+    if let Some(cpu) = cfg.cpu {
+        crate::tuning::pin_to_cpu(cpu)?;
+    }
+    if cfg.realtime {
+        crate::tuning::realtime()?;
+    }
+    // Fill the ring before the first frame so early frames never underrun.
+    while ring.fill() < cfg.buffer_frames && !ring.reader_done() && !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mut engine = Engine::new(cfg, &sender, &packetizer);
+    let result = engine.run(&ring, stop);
+    engine.ticker.finish();
+    let mut report = engine.report();
+    report.ssrc = ssrc;
+    if let Err(e) = result {
+        report.error = Some(format!("{e:#}"));
+    }
+    Ok(report)
+}
+
+/// The send loop's state.
+struct Engine<'a> {
+    cfg: &'a SendConfig,
+    sender: &'a Sender,
+    packetizer: &'a Packetizer,
+    pacer: Pacer,
+    origin: Origin,
+    gso: bool,
+    max_train: usize,
+    ext_seq: u32,
+    headers: Vec<u8>,
+    header_stride: usize,
+    iov: Vec<libc::iovec>,
+    mmsg: Vec<libc::mmsghdr>,
+    lateness: Histogram<u64>,
+    frames_sent: u64,
+    packets_sent: u64,
+    bytes_sent: u64,
+    refused: u64,
+    first_send: Option<Instant>,
+    last_send: Option<Instant>,
+    checksums: Vec<u64>,
+    ticker: Ticker,
+    window: (u64, Instant),
+}
+
+impl<'a> Engine<'a> {
+    fn new(cfg: &'a SendConfig, sender: &'a Sender, packetizer: &'a Packetizer) -> Self {
+        let ppf = packetizer.packets_per_frame();
+        let interval_ns = cfg.rate.frame_start_ns(1) as f64 / ppf as f64;
+        let gso = cfg.gso && sender.gso;
+        let cap = if gso {
+            (MAX_GSO_BYTES / cfg.packet_size).clamp(1, MAX_GSO_SEGMENTS)
+        } else {
+            64
+        };
+        // Packets whose slots fit in the burst window leave together.
+        let by_burst = (cfg.burst.as_nanos() as f64 / interval_ns).floor() as usize + 1;
+        let max_train = by_burst.clamp(1, cap);
+        // The schedule starts far enough ahead that the first frame is not
+        // late, on the epoch grid shared with other senders.
+        let origin = Origin::aligned(cfg.rate, Duration::from_millis(20));
+        let header_stride = (0..ppf)
+            .map(|i| packetizer.header_len(i))
+            .max()
+            .unwrap_or(0);
+        Engine {
+            cfg,
+            sender,
+            packetizer,
+            pacer: Pacer::new(cfg.rate, ppf, origin.first_frame),
+            origin,
+            gso,
+            max_train,
+            ext_seq: random_u32(),
+            headers: vec![0; header_stride * max_train],
+            header_stride,
+            iov: Vec::with_capacity(3 * max_train),
+            mmsg: Vec::with_capacity(max_train),
+            // 1 ns to 100 s at 3 significant digits: the bounds are constants.
+            lateness: Histogram::new_with_bounds(1, 100_000_000_000, 3)
+                .expect("constant histogram bounds are valid"),
+            frames_sent: 0,
+            packets_sent: 0,
+            bytes_sent: 0,
+            refused: 0,
+            first_send: None,
+            last_send: None,
+            checksums: Vec::new(),
+            ticker: Ticker::new(cfg.quiet),
+            window: (0, Instant::now()),
+        }
+    }
+
+    fn run(&mut self, ring: &FrameRing, stop: &AtomicBool) -> Result<()> {
+        loop {
+            if stop.load(Ordering::Relaxed)
+                || self.cfg.frames.is_some_and(|n| self.frames_sent >= n)
+            {
+                return Ok(());
+            }
+            wait_until(self.origin.at(self.pacer.next_release()));
+            let frame = match ring.full.try_recv() {
+                Ok(Slot::Frame(f)) => f,
+                Ok(Slot::Failed(e)) => bail!("{e}"),
+                Err(TryRecvError::Empty) if !ring.reader_done() => {
+                    // Underrun: give up this frame's slot rather than shift
+                    // the schedule; the receiver sees one frame missing.
+                    self.pacer.skip_frame();
+                    continue;
+                }
+                Err(_) => {
+                    // The reader may have finished right after try_recv.
+                    match ring.full.try_recv() {
+                        Ok(Slot::Frame(f)) => f,
+                        Ok(Slot::Failed(e)) => bail!("{e}"),
+                        Err(_) => return Ok(()),
+                    }
+                }
+            };
+            self.send_frame(&frame, stop)?;
+            if self.cfg.checksums {
+                self.checksums.push(xxhash_rust::xxh3::xxh3_64(&frame.data));
+            }
+            let _ = ring.empty.try_send(frame.data);
+            self.frames_sent += 1;
+            self.progress(ring.fill());
+        }
+    }
+
+    fn send_frame(&mut self, frame: &FrameBuf, stop: &AtomicBool) -> Result<()> {
+        let ppf = self.packetizer.packets_per_frame();
+        let ts = self.cfg.rate.rtp_timestamp(self.pacer.frame());
+        let mut start = self.pacer.index_in_frame();
+        debug_assert_eq!(start, 0);
+        while start < ppf {
+            let release = self.origin.at(self.pacer.next_release());
+            wait_until(release);
+            let now_i = Instant::now();
+            let now = self.origin.since(now_i);
+            let n = self.pacer.due(now, self.max_train, self.cfg.burst).max(1);
+            let late = self.pacer.lateness(now).as_nanos() as u64;
+            self.lateness.saturating_record(late.max(1));
+            self.transmit(&frame.data, start, n, ts)?;
+            self.pacer.sent(now, n);
+            start += n;
+            self.first_send.get_or_insert(now_i);
+            self.last_send = Some(now_i);
+            if self.ticker.due(now_i) {
+                self.progress_line(now_i, 0);
+            }
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends packets `start..start + n` of the frame as one train.
+    fn transmit(&mut self, frame: &[u8], start: usize, n: usize, ts: u32) -> Result<()> {
+        self.iov.clear();
+        let mut bytes = 0usize;
+        let mut uniform = true;
+        for k in 0..n {
+            let i = start + k;
+            let hdr = &mut self.headers[k * self.header_stride..(k + 1) * self.header_stride];
+            let h =
+                self.packetizer
+                    .write_header(i, self.ext_seq.wrapping_add(k as u32), ts, hdr)?;
+            let data = &frame[self.packetizer.data_range(i)];
+            let pad = self.packetizer.padding(i);
+            self.iov.push(iovec(&hdr[..h]));
+            self.iov.push(iovec(data));
+            self.iov.push(iovec(pad));
+            let len = h + data.len() + pad.len();
+            bytes += len;
+            if k + 1 < n && len != self.cfg.packet_size {
+                uniform = false;
+            }
+        }
+        let sent = if self.gso && n > 1 && uniform {
+            match self.sender.send_gso(&self.iov, self.cfg.packet_size) {
+                Ok(_) => Ok(n),
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EIO | libc::EINVAL | libc::EMSGSIZE | libc::ENOPROTOOPT)
+                    ) =>
+                {
+                    eprintln!("nagare send: note: UDP GSO failed ({e}); sending packet by packet");
+                    self.gso = false;
+                    self.sender.send_many(&self.iov, 3, &mut self.mmsg)
+                }
+                Err(e) => Err(e),
+            }
+        } else {
+            self.sender.send_many(&self.iov, 3, &mut self.mmsg)
+        };
+        match sent {
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
+                if self.refused == 0 {
+                    eprintln!(
+                        "nagare send: note: {} refused packets (nothing listening there yet); still sending",
+                        self.cfg.dest
+                    );
+                }
+                self.refused += n as u64;
+            }
+            Err(e) => return Err(e).with_context(|| format!("sending to {}", self.cfg.dest)),
+        }
+        self.ext_seq = self.ext_seq.wrapping_add(n as u32);
+        self.packets_sent += n as u64;
+        self.bytes_sent += bytes as u64;
+        Ok(())
+    }
+
+    fn progress(&mut self, fill: usize) {
+        let now = Instant::now();
+        if self.ticker.due(now) {
+            self.progress_line(now, fill);
+        }
+    }
+
+    fn progress_line(&mut self, now: Instant, fill: usize) {
+        let (bytes0, t0) = self.window;
+        let secs = now.duration_since(t0).as_secs_f64().max(1e-9);
+        let rate = (self.bytes_sent - bytes0) as f64 * 8.0 / secs;
+        self.window = (self.bytes_sent, now);
+        let st = self.pacer.stats();
+        let total = self.cfg.frames.map_or(String::new(), |n| format!("/{n}"));
+        self.ticker.print(&format!(
+            "send: {}  frames {}{total}  ring {fill}/{}  late {}  underruns {}",
+            bitrate(rate),
+            self.frames_sent,
+            self.cfg.buffer_frames,
+            st.late,
+            st.skipped_frames
+        ));
+    }
+
+    fn report(&self) -> SendReport {
+        let st = self.pacer.stats();
+        let seconds = match (self.first_send, self.last_send) {
+            (Some(a), Some(b)) => b.duration_since(a).as_secs_f64(),
+            _ => 0.0,
+        };
+        let us = |q: f64| self.lateness.value_at_quantile(q) as f64 / 1000.0;
+        SendReport {
+            frames_sent: self.frames_sent,
+            packets_sent: self.packets_sent,
+            bytes_sent: self.bytes_sent,
+            seconds,
+            rate_bps: if seconds > 0.0 {
+                self.bytes_sent as f64 * 8.0 / seconds
+            } else {
+                0.0
+            },
+            packets_per_frame: self.packetizer.packets_per_frame() as u64,
+            packets_late: st.late,
+            lateness_us: Lateness {
+                p50: us(0.5),
+                p99: us(0.99),
+                p999: us(0.999),
+                max: self.lateness.max() as f64 / 1000.0,
+            },
+            underruns: st.skipped_frames,
+            refused: self.refused,
+            gso: self.gso,
+            first_frame: self.origin.first_frame,
+            ssrc: 0,
+            error: None,
+            checksums: self.checksums.clone(),
+        }
+    }
+}
+
+fn iovec(b: &[u8]) -> libc::iovec {
+    libc::iovec {
+        iov_base: b.as_ptr().cast_mut().cast(),
+        iov_len: b.len(),
+    }
+}
+
+/// Prints the human summary of a send.
+pub fn print_summary(r: &SendReport) {
+    eprintln!(
+        "send: {} frames, {} packets ({} per frame), {} in {:.2} s; late packets {}, underruns {}, \
+         lateness p50 {:.1} µs p99 {:.1} µs max {:.1} µs; {}",
+        r.frames_sent,
+        r.packets_sent,
+        r.packets_per_frame,
+        bitrate(r.rate_bps),
+        r.seconds,
+        r.packets_late,
+        r.underruns,
+        r.lateness_us.p50,
+        r.lateness_us.p99,
+        r.lateness_us.max,
+        if r.gso { "UDP GSO" } else { "sendmmsg" }
+    );
+    if let Some(e) = &r.error {
+        eprintln!("send: stopped early: {e}");
+    }
+}
+
+/// `nagare send`.
+pub fn main(args: SendArgs) -> Result<std::process::ExitCode> {
+    let cfg = args.config()?;
+    let stop = crate::stop_flag();
+    let report = run(&cfg, stop)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_summary(&report);
+    }
+    Ok(if report.error.is_some() {
+        std::process::ExitCode::from(1)
+    } else {
+        std::process::ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,277 @@
+//! Frame sources and the reader thread (seed 002): frames are read ahead
+//! into a bounded ring on their own thread so that a slow read never
+//! disturbs the send schedule while the ring holds frames.
+
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use crossbeam_channel::{Receiver, Sender, bounded};
+use nagare_proto::VideoFormat;
+use nagare_proto::pattern::Pattern;
+
+/// Where frames come from.
+#[derive(Debug)]
+pub enum Source {
+    /// A raw file of frames back to back.
+    File {
+        /// Path for messages and reopening when looping.
+        path: PathBuf,
+        /// Whole frames in the file.
+        frames: u64,
+    },
+    /// A directory with one file per frame, sorted by name.
+    Dir(Vec<PathBuf>),
+    /// The synthetic scrolling-bars pattern.
+    Pattern(Box<Pattern>),
+}
+
+impl Source {
+    /// Opens and validates `input` against `format`.
+    pub fn open(input: &str, format: VideoFormat) -> Result<Source> {
+        let frame = format.frame_bytes() as u64;
+        if let Some(name) = input.strip_prefix("pattern:") {
+            if name != "bars" && !name.is_empty() {
+                bail!("unknown pattern '{name}': the built-in pattern is pattern:bars");
+            }
+            return Ok(Source::Pattern(Box::new(Pattern::new(format))));
+        }
+        let path = Path::new(input);
+        let meta = std::fs::metadata(path).with_context(|| {
+            format!("cannot read input '{input}': give a raw video file, a directory of frames, or pattern:bars")
+        })?;
+        if meta.is_dir() {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+                .with_context(|| format!("cannot list directory '{input}'"))?
+                .filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| p.is_file())
+                .collect();
+            files.sort();
+            if files.is_empty() {
+                bail!("directory '{input}' holds no frame files");
+            }
+            for f in &files {
+                let len = std::fs::metadata(f)?.len();
+                if len != frame {
+                    bail!(
+                        "frame file '{}' is {len} bytes but a {}x{} {} frame is {frame} bytes; \
+                         check --size and --pix-fmt",
+                        f.display(),
+                        format.width,
+                        format.height,
+                        format.pixel_format
+                    );
+                }
+            }
+            return Ok(Source::Dir(files));
+        }
+        File::open(path).with_context(|| format!("cannot open input '{input}'"))?;
+        let len = meta.len();
+        if len == 0 {
+            bail!("input '{input}' is empty");
+        }
+        if len % frame != 0 {
+            bail!(
+                "input '{input}' is {len} bytes: {} whole frames of {frame} bytes ({}x{} {}) and \
+                 {} bytes left over; check --size and --pix-fmt",
+                len / frame,
+                format.width,
+                format.height,
+                format.pixel_format,
+                len % frame
+            );
+        }
+        Ok(Source::File {
+            path: path.to_path_buf(),
+            frames: len / frame,
+        })
+    }
+
+    /// Frames available in one pass (None for the endless pattern).
+    pub fn frames(&self) -> Option<u64> {
+        match self {
+            Source::File { frames, .. } => Some(*frames),
+            Source::Dir(files) => Some(files.len() as u64),
+            Source::Pattern(_) => None,
+        }
+    }
+}
+
+/// A frame handed from the reader to the sender.
+pub struct FrameBuf {
+    /// The frame's bytes.
+    pub data: Vec<u8>,
+}
+
+/// Message on the ring: a frame, or why the reader stopped early.
+pub enum Slot {
+    /// The next frame.
+    Frame(FrameBuf),
+    /// A read failed; the sender reports it and stops.
+    Failed(String),
+}
+
+/// The bounded ring between reader and sender, with a return path for
+/// buffers so nothing is allocated per frame.
+pub struct FrameRing {
+    /// Frames ready to send.
+    pub full: Receiver<Slot>,
+    /// Buffers to hand back after sending.
+    pub empty: Sender<Vec<u8>>,
+    done: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl FrameRing {
+    /// Starts the reader thread with `capacity` frame buffers. It reads
+    /// `limit` frames (or one pass, or forever with `looping`), sleeping
+    /// `read_delay` before each read (to simulate slow storage in tests).
+    pub fn start(
+        source: Source,
+        format: VideoFormat,
+        capacity: usize,
+        limit: Option<u64>,
+        looping: bool,
+        read_delay: Duration,
+    ) -> FrameRing {
+        let capacity = capacity.max(1);
+        let (full_tx, full) = bounded::<Slot>(capacity);
+        let (empty, empty_rx) = bounded::<Vec<u8>>(capacity);
+        for _ in 0..capacity {
+            // The channel has exactly `capacity` places.
+            let _ = empty.send(vec![0u8; format.frame_bytes()]);
+        }
+        let done = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (done2, stop2) = (done.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("reader".into())
+            .spawn(move || {
+                if let Err(e) = read_loop(
+                    &source, limit, looping, read_delay, &empty_rx, &full_tx, &stop2,
+                ) {
+                    let _ = full_tx.send(Slot::Failed(format!("{e:#}")));
+                }
+                done2.store(true, Ordering::Release);
+            })
+            .ok();
+        FrameRing {
+            full,
+            empty,
+            done,
+            stop,
+            thread,
+        }
+    }
+
+    /// Whether the reader has finished (no more frames will come once the
+    /// ring is drained).
+    pub fn reader_done(&self) -> bool {
+        self.done.load(Ordering::Acquire)
+    }
+
+    /// Frames waiting in the ring.
+    pub fn fill(&self) -> usize {
+        self.full.len()
+    }
+}
+
+impl Drop for FrameRing {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        // Unblock a reader waiting for a buffer or a free slot.
+        while self.full.try_recv().is_ok() {}
+        if let Some(t) = self.thread.take() {
+            let _ = self.empty.send(Vec::new());
+            while !t.is_finished() {
+                while self.full.try_recv().is_ok() {}
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let _ = t.join();
+        }
+    }
+}
+
+fn read_loop(
+    source: &Source,
+    limit: Option<u64>,
+    looping: bool,
+    read_delay: Duration,
+    empty: &Receiver<Vec<u8>>,
+    full: &Sender<Slot>,
+    stop: &AtomicBool,
+) -> Result<()> {
+    let per_pass = source.frames();
+    let mut file: Option<File> = None;
+    let mut number = 0u64;
+    loop {
+        if limit.is_some_and(|l| number >= l) || stop.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let in_pass = per_pass.map(|n| number % n);
+        if let (Some(n), false) = (per_pass, looping)
+            && number >= n
+            && limit.is_none_or(|l| l > n)
+        {
+            // One pass only: --frames beyond the input needs --loop.
+            if limit.is_some() {
+                bail!(
+                    "input has {n} frames but --frames asks for {}; add --loop to repeat it",
+                    limit.unwrap_or(0)
+                );
+            }
+            return Ok(());
+        }
+        let Ok(mut buf) = empty.recv() else {
+            return Ok(());
+        };
+        if stop.load(Ordering::Acquire) || buf.is_empty() {
+            return Ok(());
+        }
+        if !read_delay.is_zero() {
+            std::thread::sleep(read_delay);
+        }
+        match source {
+            Source::Pattern(p) => p.render(number, &mut buf),
+            Source::Dir(files) => {
+                let f = &files[in_pass.unwrap_or(0) as usize];
+                File::open(f)
+                    .and_then(|mut h| h.read_exact(&mut buf))
+                    .with_context(|| format!("reading frame file '{}'", f.display()))?;
+            }
+            Source::File { path, .. } => {
+                if in_pass == Some(0) || file.is_none() {
+                    let h = File::open(path)
+                        .with_context(|| format!("opening '{}'", path.display()))?;
+                    advise_sequential(&h);
+                    file = Some(h);
+                }
+                if let Some(h) = file.as_mut() {
+                    h.read_exact(&mut buf).with_context(|| {
+                        format!("reading frame {number} of '{}'", path.display())
+                    })?;
+                }
+            }
+        }
+        if full.send(Slot::Frame(FrameBuf { data: buf })).is_err() {
+            return Ok(());
+        }
+        number += 1;
+    }
+}
+
+/// Tells the kernel the file is read front to back, so it reads ahead.
+fn advise_sequential(file: &File) {
+    // SAFETY: plain advisory call on a valid descriptor.
+    unsafe {
+        libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_SEQUENTIAL);
+    }
+}

@@ -1,0 +1,698 @@
+//! UDP sockets for multi-gigabit streams: address and interface parsing,
+//! unicast and multicast (any-source and source-specific, IPv4 and IPv6)
+//! setup, large buffers, and batched I/O: `sendmsg` with UDP GSO trains or
+//! `sendmmsg`, and `recvmmsg` with UDP GRO and the kernel's drop counter.
+
+use std::io;
+use std::mem::{self, MaybeUninit};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use socket2::{Domain, InterfaceIndexOrAddress, Protocol, SockAddr, Socket, Type};
+
+// Linux generic values (every architecture nagare targets: x86_64, aarch64).
+const SOL_UDP: libc::c_int = 17;
+const UDP_SEGMENT: libc::c_int = 103;
+const UDP_GRO: libc::c_int = 104;
+const SO_RXQ_OVFL: libc::c_int = 40;
+const SO_SNDBUFFORCE: libc::c_int = 32;
+const SO_RCVBUFFORCE: libc::c_int = 33;
+
+/// Largest datagram a GSO train or GRO batch carries (the kernel's limit
+/// for one UDP super-packet).
+pub const MAX_GSO_BYTES: usize = 65_000;
+/// Most segments the kernel accepts in one GSO send.
+pub const MAX_GSO_SEGMENTS: usize = 64;
+
+/// Parses `HOST:PORT` (`127.0.0.1:5004`, `[::1]:5004`, `localhost:5004`).
+pub fn parse_addr(text: &str, what: &str) -> Result<SocketAddr> {
+    if let Ok(a) = text.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    let mut addrs = text.to_socket_addrs().map_err(|_| {
+        anyhow!(
+            "{what} '{text}' does not parse: expected HOST:PORT such as 127.0.0.1:5004, \
+             239.10.10.1:5004 or [::1]:5004"
+        )
+    })?;
+    addrs
+        .next()
+        .ok_or_else(|| anyhow!("{what} '{text}' resolves to no address"))
+}
+
+/// A network interface named by address or by name.
+#[derive(Debug, Clone)]
+pub struct Interface {
+    /// What the user typed, for messages.
+    pub label: String,
+    /// Kernel interface index.
+    pub index: u32,
+    /// Its first IPv4 address, if any.
+    pub ipv4: Option<Ipv4Addr>,
+}
+
+/// Resolves `--interface ADDR|NAME` against the machine's interfaces.
+pub fn parse_interface(text: &str) -> Result<Interface> {
+    let ifaces = interfaces().context("listing network interfaces")?;
+    let known = || {
+        let mut names: Vec<&str> = ifaces.iter().map(|i| i.0.as_str()).collect();
+        names.dedup();
+        names.join(", ")
+    };
+    if let Ok(ip) = text.parse::<IpAddr>() {
+        let found = ifaces.iter().find(|(_, _, a)| *a == ip).ok_or_else(|| {
+            anyhow!(
+                "no interface has the address {ip}: give an address of this machine or an \
+                 interface name ({})",
+                known()
+            )
+        })?;
+        return Ok(Interface {
+            label: text.to_string(),
+            index: found.1,
+            ipv4: match ip {
+                IpAddr::V4(v4) => Some(v4),
+                IpAddr::V6(_) => first_ipv4(&ifaces, found.1),
+            },
+        });
+    }
+    let found = ifaces
+        .iter()
+        .find(|(name, _, _)| name == text)
+        .ok_or_else(|| anyhow!("no interface named '{text}' (known: {})", known()))?;
+    Ok(Interface {
+        label: text.to_string(),
+        index: found.1,
+        ipv4: first_ipv4(&ifaces, found.1),
+    })
+}
+
+fn first_ipv4(ifaces: &[(String, u32, IpAddr)], index: u32) -> Option<Ipv4Addr> {
+    ifaces.iter().find_map(|(_, i, a)| match a {
+        IpAddr::V4(v4) if *i == index => Some(*v4),
+        _ => None,
+    })
+}
+
+/// (name, index, address) for every address of every interface.
+fn interfaces() -> io::Result<Vec<(String, u32, IpAddr)>> {
+    let mut out = Vec::new();
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `head` with a list we free below.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut cur = head;
+    while !cur.is_null() {
+        // SAFETY: `cur` is a node of the list getifaddrs returned.
+        let ifa = unsafe { &*cur };
+        cur = ifa.ifa_next;
+        if ifa.ifa_addr.is_null() || ifa.ifa_name.is_null() {
+            continue;
+        }
+        // SAFETY: ifa_name is a NUL-terminated string owned by the list.
+        let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }
+            .to_string_lossy()
+            .into_owned();
+        // SAFETY: ifa_addr points to a sockaddr whose family we check.
+        let family = i32::from(unsafe { (*ifa.ifa_addr).sa_family });
+        let addr = match family {
+            libc::AF_INET => {
+                // SAFETY: family says this is a sockaddr_in.
+                let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
+                IpAddr::V4(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)))
+            }
+            libc::AF_INET6 => {
+                // SAFETY: family says this is a sockaddr_in6.
+                let sin6 = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in6) };
+                IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr))
+            }
+            _ => continue,
+        };
+        let cname = std::ffi::CString::new(name.clone()).unwrap_or_default();
+        // SAFETY: cname is a valid C string.
+        let index = unsafe { libc::if_nametoindex(cname.as_ptr()) };
+        out.push((name, index, addr));
+    }
+    // SAFETY: head came from getifaddrs.
+    unsafe { libc::freeifaddrs(head) };
+    Ok(out)
+}
+
+fn setsockopt_int(
+    sock: &Socket,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: passing a pointer to a c_int of the stated size.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Asks for a socket buffer of `bytes`, forcing past `net.core.*mem_max`
+/// when running as root. Returns a warning when the kernel granted less.
+fn size_buffer(sock: &Socket, bytes: usize, receive: bool) -> Option<String> {
+    let want = bytes.min(i32::MAX as usize / 2) as libc::c_int;
+    let forced = setsockopt_int(
+        sock,
+        libc::SOL_SOCKET,
+        if receive {
+            SO_RCVBUFFORCE
+        } else {
+            SO_SNDBUFFORCE
+        },
+        want,
+    )
+    .is_ok();
+    if !forced {
+        let _ = if receive {
+            sock.set_recv_buffer_size(want as usize)
+        } else {
+            sock.set_send_buffer_size(want as usize)
+        };
+    }
+    let got = if receive {
+        sock.recv_buffer_size()
+    } else {
+        sock.send_buffer_size()
+    }
+    .unwrap_or(0);
+    // Linux reports double the requested size (bookkeeping overhead).
+    (got < want as usize).then(|| {
+        let knob = if receive { "rmem_max" } else { "wmem_max" };
+        format!(
+            "{} buffer is {} KiB, asked for {} KiB: bursts may be dropped. Run as root, or \
+             raise it with: sysctl -w net.core.{knob}={}",
+            if receive { "receive" } else { "send" },
+            got / 2048,
+            want / 1024,
+            want
+        )
+    })
+}
+
+/// Options for a sending socket.
+#[derive(Debug, Clone, Default)]
+pub struct SendOptions {
+    /// Multicast interface.
+    pub interface: Option<Interface>,
+    /// TTL / hop limit (multicast or unicast).
+    pub ttl: Option<u32>,
+    /// Send buffer to ask for.
+    pub buffer_bytes: usize,
+}
+
+/// A connected sending socket and what it supports.
+pub struct Sender {
+    sock: Socket,
+    /// Whether UDP GSO is available.
+    pub gso: bool,
+    /// Warnings worth one line each.
+    pub notices: Vec<String>,
+}
+
+impl Sender {
+    /// Opens a socket towards `dest`.
+    pub fn open(dest: SocketAddr, opts: &SendOptions) -> Result<Sender> {
+        let sock = Socket::new(Domain::for_address(dest), Type::DGRAM, Some(Protocol::UDP))
+            .context("creating a UDP socket")?;
+        let mut notices = Vec::new();
+        if dest.ip().is_multicast() {
+            match (dest.ip(), &opts.interface) {
+                (IpAddr::V4(_), Some(i)) => {
+                    let r = match i.ipv4 {
+                        Some(a) => sock.set_multicast_if_v4(&a),
+                        None => set_multicast_if_index_v4(&sock, i.index),
+                    };
+                    r.with_context(|| format!("using interface {} for multicast", i.label))?;
+                }
+                (IpAddr::V6(_), Some(i)) => sock
+                    .set_multicast_if_v6(i.index)
+                    .with_context(|| format!("using interface {} for multicast", i.label))?,
+                (_, None) => notices.push(
+                    "multicast without --interface follows the default route; pin it with \
+                     --interface"
+                        .into(),
+                ),
+            }
+            let ttl = opts.ttl.unwrap_or(1);
+            if dest.is_ipv4() {
+                sock.set_multicast_ttl_v4(ttl)
+                    .context("setting multicast TTL")?;
+                sock.set_multicast_loop_v4(true)
+                    .context("enabling multicast loop")?;
+            } else {
+                sock.set_multicast_hops_v6(ttl)
+                    .context("setting multicast hops")?;
+                sock.set_multicast_loop_v6(true)
+                    .context("enabling multicast loop")?;
+            }
+        } else if let Some(ttl) = opts.ttl {
+            if dest.is_ipv4() {
+                sock.set_ttl(ttl).context("setting TTL")?;
+            } else {
+                sock.set_unicast_hops_v6(ttl).context("setting hop limit")?;
+            }
+        }
+        if opts.buffer_bytes > 0
+            && let Some(w) = size_buffer(&sock, opts.buffer_bytes, false)
+        {
+            notices.push(w);
+        }
+        sock.connect(&SockAddr::from(dest))
+            .with_context(|| format!("no route to {dest}"))?;
+        // Probe GSO: setting a segment size on the socket fails where the
+        // kernel lacks it.
+        let gso = setsockopt_int(&sock, SOL_UDP, UDP_SEGMENT, 1400).is_ok()
+            && setsockopt_int(&sock, SOL_UDP, UDP_SEGMENT, 0).is_ok();
+        Ok(Sender { sock, gso, notices })
+    }
+
+    /// The local address the socket sends from.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.sock.local_addr().ok()?.as_socket()
+    }
+
+    /// Sends one GSO train: `iov` holds the gathered bytes of `segments`
+    /// datagrams, each `segment` bytes long except possibly the last.
+    pub fn send_gso(&self, iov: &[libc::iovec], segment: usize) -> io::Result<usize> {
+        let mut cmsg = [0u64; 4]; // aligned room for one cmsghdr + u16
+        let mut msg: libc::msghdr = unsafe_zeroed_msghdr();
+        msg.msg_iov = iov.as_ptr().cast_mut();
+        msg.msg_iovlen = iov.len() as _;
+        // SAFETY: CMSG_SPACE is a pure size computation.
+        let space = unsafe { libc::CMSG_SPACE(mem::size_of::<u16>() as u32) } as usize;
+        msg.msg_control = cmsg.as_mut_ptr().cast();
+        msg.msg_controllen = space as _;
+        // SAFETY: msg_control points to `space` bytes we own; CMSG_FIRSTHDR
+        // returns a header inside it, and CMSG_DATA leaves room for a u16.
+        unsafe {
+            let c = libc::CMSG_FIRSTHDR(&msg);
+            (*c).cmsg_level = SOL_UDP;
+            (*c).cmsg_type = UDP_SEGMENT;
+            (*c).cmsg_len = libc::CMSG_LEN(mem::size_of::<u16>() as u32) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), segment as u16);
+        }
+        // SAFETY: msg describes valid iovecs and control data for the call.
+        let n = unsafe { libc::sendmsg(self.sock.as_raw_fd(), &msg, 0) };
+        if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
+    }
+
+    /// Sends datagrams with `sendmmsg`: datagram `k` is the iovecs
+    /// `iov[parts * k .. parts * (k + 1)]`. Returns how many were sent.
+    pub fn send_many(
+        &self,
+        iov: &[libc::iovec],
+        parts: usize,
+        hdrs: &mut Vec<libc::mmsghdr>,
+    ) -> io::Result<usize> {
+        hdrs.clear();
+        for chunk in iov.chunks(parts) {
+            let mut msg: libc::msghdr = unsafe_zeroed_msghdr();
+            msg.msg_iov = chunk.as_ptr().cast_mut();
+            msg.msg_iovlen = chunk.len() as _;
+            hdrs.push(libc::mmsghdr {
+                msg_hdr: msg,
+                msg_len: 0,
+            });
+        }
+        let mut done = 0;
+        while done < hdrs.len() {
+            // SAFETY: every mmsghdr points at iovecs borrowed for this call.
+            let n = unsafe {
+                libc::sendmmsg(
+                    self.sock.as_raw_fd(),
+                    hdrs[done..].as_mut_ptr(),
+                    (hdrs.len() - done) as u32,
+                    0,
+                )
+            };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if done > 0 {
+                    return Ok(done);
+                }
+                return Err(e);
+            }
+            done += n as usize;
+        }
+        Ok(done)
+    }
+}
+
+fn unsafe_zeroed_msghdr() -> libc::msghdr {
+    // SAFETY: msghdr is plain data; all-zero is a valid empty header.
+    unsafe { MaybeUninit::<libc::msghdr>::zeroed().assume_init() }
+}
+
+fn set_multicast_if_index_v4(sock: &Socket, index: u32) -> io::Result<()> {
+    let mreqn = libc::ip_mreqn {
+        imr_multiaddr: libc::in_addr { s_addr: 0 },
+        imr_address: libc::in_addr { s_addr: 0 },
+        imr_ifindex: index as libc::c_int,
+    };
+    // SAFETY: passing a pointer to an ip_mreqn of the stated size.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_MULTICAST_IF,
+            (&mreqn as *const libc::ip_mreqn).cast(),
+            mem::size_of::<libc::ip_mreqn>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Options for a receiving socket.
+#[derive(Debug, Clone, Default)]
+pub struct ReceiveOptions {
+    /// Multicast interface to join on.
+    pub interface: Option<Interface>,
+    /// Source for source-specific multicast.
+    pub source: Option<IpAddr>,
+    /// Receive buffer to ask for.
+    pub buffer_bytes: usize,
+}
+
+/// A bound receiving socket with batch buffers.
+pub struct Receiver {
+    sock: Socket,
+    /// Whether UDP GRO is on (datagrams may arrive coalesced).
+    pub gro: bool,
+    /// Warnings worth one line each.
+    pub notices: Vec<String>,
+    bufs: Vec<Vec<u8>>,
+    ctrl: Vec<[u64; 8]>,
+    names: Vec<libc::sockaddr_storage>,
+    /// Kernel's cumulative count of datagrams dropped for lack of buffer.
+    pub kernel_drops: u32,
+}
+
+/// Datagrams (or GRO batches) taken per receive call.
+const RECV_BATCH: usize = 32;
+
+/// One datagram (or GRO batch of equal-sized datagrams) from a batch.
+pub struct Datagram<'a> {
+    /// The bytes received.
+    pub bytes: &'a [u8],
+    /// Segment size when GRO coalesced several datagrams, else `bytes.len()`.
+    pub segment: usize,
+    /// Sender address.
+    pub from: Option<SocketAddr>,
+}
+
+impl Datagram<'_> {
+    /// The individual datagrams (splits a GRO batch).
+    pub fn segments(&self) -> impl Iterator<Item = &[u8]> {
+        self.bytes.chunks(self.segment.max(1))
+    }
+}
+
+impl Receiver {
+    /// Binds `listen` (joining it when it is a multicast group).
+    pub fn open(listen: SocketAddr, opts: &ReceiveOptions) -> Result<Receiver> {
+        let sock = Socket::new(
+            Domain::for_address(listen),
+            Type::DGRAM,
+            Some(Protocol::UDP),
+        )
+        .context("creating a UDP socket")?;
+        let group = listen.ip();
+        let mut notices = Vec::new();
+        if group.is_multicast() {
+            // Several receivers of one group on a host share the port.
+            sock.set_reuse_address(true)
+                .context("setting SO_REUSEADDR")?;
+            if listen.is_ipv6() {
+                sock.set_only_v6(true).ok();
+            }
+        }
+        let bind_addr = if group.is_multicast() && listen.is_ipv6() {
+            SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), listen.port())
+        } else {
+            listen
+        };
+        sock.bind(&SockAddr::from(bind_addr)).map_err(|e| {
+            if e.kind() == io::ErrorKind::AddrInUse {
+                anyhow!(
+                    "port {} on {} is in use: pick another port, or stop the program using it \
+                     (ss -ulpn | grep {})",
+                    listen.port(),
+                    bind_addr.ip(),
+                    listen.port()
+                )
+            } else if e.kind() == io::ErrorKind::AddrNotAvailable {
+                anyhow!("cannot listen on {listen}: the address is not on this machine")
+            } else {
+                anyhow!("cannot listen on {listen}: {e}")
+            }
+        })?;
+        if group.is_multicast() {
+            join(&sock, group, opts).map_err(|e| {
+                anyhow!(
+                    "joining multicast group {group}{} on interface {} failed: {e}; check the \
+                     interface has multicast enabled (ip link set DEV multicast on) and a route \
+                     for the group",
+                    opts.source
+                        .map(|s| format!(" from source {s}"))
+                        .unwrap_or_default(),
+                    opts.interface
+                        .as_ref()
+                        .map_or("(default route)".to_string(), |i| i.label.clone())
+                )
+            })?;
+            if opts.interface.is_none() {
+                notices.push(
+                    "joined the group on the default-route interface; pin it with --interface"
+                        .into(),
+                );
+            }
+        }
+        if opts.buffer_bytes > 0
+            && let Some(w) = size_buffer(&sock, opts.buffer_bytes, true)
+        {
+            notices.push(w);
+        }
+        setsockopt_int(&sock, libc::SOL_SOCKET, SO_RXQ_OVFL, 1).ok();
+        let gro = setsockopt_int(&sock, SOL_UDP, UDP_GRO, 1).is_ok();
+        sock.set_read_timeout(Some(Duration::from_millis(100)))
+            .context("setting the receive timeout")?;
+        let size = if gro { 65_536 } else { 9_216 };
+        Ok(Receiver {
+            sock,
+            gro,
+            notices,
+            bufs: (0..RECV_BATCH).map(|_| vec![0u8; size]).collect(),
+            ctrl: vec![[0u64; 8]; RECV_BATCH],
+            // SAFETY: sockaddr_storage is plain data; zero is valid.
+            names: vec![unsafe { mem::zeroed() }; RECV_BATCH],
+            kernel_drops: 0,
+        })
+    }
+
+    /// The bound address (with the port chosen when 0 was asked for).
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.sock.local_addr().ok()?.as_socket()
+    }
+
+    /// Waits up to 100 ms for datagrams and hands each to `each`.
+    /// Returns the number of receive calls' messages (0 on timeout).
+    pub fn recv_batch(&mut self, mut each: impl FnMut(Datagram<'_>)) -> io::Result<usize> {
+        // Built per call so the struct holds no raw pointers (and is Send).
+        let mut iovs: [libc::iovec; RECV_BATCH] = std::array::from_fn(|k| libc::iovec {
+            iov_base: self.bufs[k].as_mut_ptr().cast(),
+            iov_len: self.bufs[k].len(),
+        });
+        let mut hdrs: [libc::mmsghdr; RECV_BATCH] = std::array::from_fn(|_| libc::mmsghdr {
+            msg_hdr: unsafe_zeroed_msghdr(),
+            msg_len: 0,
+        });
+        for (k, h) in hdrs.iter_mut().enumerate() {
+            let msg = &mut h.msg_hdr;
+            msg.msg_iov = &mut iovs[k];
+            msg.msg_iovlen = 1;
+            msg.msg_control = self.ctrl[k].as_mut_ptr().cast();
+            msg.msg_controllen = mem::size_of::<[u64; 8]>() as _;
+            msg.msg_name = (&mut self.names[k] as *mut libc::sockaddr_storage).cast();
+            msg.msg_namelen = mem::size_of::<libc::sockaddr_storage>() as _;
+        }
+        // SAFETY: every header points at buffers owned by self, alive for
+        // the call; MSG_WAITFORONE returns once at least one arrived.
+        let n = unsafe {
+            libc::recvmmsg(
+                self.sock.as_raw_fd(),
+                hdrs.as_mut_ptr(),
+                RECV_BATCH as u32,
+                libc::MSG_WAITFORONE,
+                std::ptr::null_mut(),
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock
+                | io::ErrorKind::TimedOut
+                | io::ErrorKind::Interrupted => Ok(0),
+                _ => Err(e),
+            };
+        }
+        let n = n as usize;
+        for (k, h) in hdrs.iter().enumerate().take(n) {
+            let len = h.msg_len as usize;
+            let mut segment = len;
+            // SAFETY: the kernel filled msg_control with msg_controllen
+            // bytes of well-formed cmsgs; the CMSG_* walk stays inside.
+            unsafe {
+                let mut c = libc::CMSG_FIRSTHDR(&h.msg_hdr);
+                while !c.is_null() {
+                    let data = libc::CMSG_DATA(c);
+                    match ((*c).cmsg_level, (*c).cmsg_type) {
+                        (SOL_UDP, UDP_GRO) => {
+                            segment = std::ptr::read_unaligned(data.cast::<libc::c_int>()) as usize;
+                        }
+                        (libc::SOL_SOCKET, SO_RXQ_OVFL) => {
+                            self.kernel_drops = std::ptr::read_unaligned(data.cast::<u32>());
+                        }
+                        _ => {}
+                    }
+                    c = libc::CMSG_NXTHDR(&h.msg_hdr, c);
+                }
+            }
+            let from = sockaddr_to_std(&self.names[k]);
+            each(Datagram {
+                bytes: &self.bufs[k][..len],
+                segment: if segment == 0 { len } else { segment },
+                from,
+            });
+        }
+        Ok(n)
+    }
+}
+
+fn sockaddr_to_std(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    match i32::from(ss.ss_family) {
+        libc::AF_INET => {
+            // SAFETY: family says sockaddr_in, which fits in the storage.
+            let sin =
+                unsafe { &*(ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            Some(SocketAddr::new(
+                IpAddr::V4(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr))),
+                u16::from_be(sin.sin_port),
+            ))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: family says sockaddr_in6, which fits in the storage.
+            let sin6 =
+                unsafe { &*(ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            Some(SocketAddr::new(
+                IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr)),
+                u16::from_be(sin6.sin6_port),
+            ))
+        }
+        _ => None,
+    }
+}
+
+fn join(sock: &Socket, group: IpAddr, opts: &ReceiveOptions) -> io::Result<()> {
+    match (group, opts.source) {
+        (IpAddr::V4(g), None) => {
+            let iface = match &opts.interface {
+                Some(i) => InterfaceIndexOrAddress::Index(i.index),
+                None => InterfaceIndexOrAddress::Address(Ipv4Addr::UNSPECIFIED),
+            };
+            sock.join_multicast_v4_n(&g, &iface)
+        }
+        (IpAddr::V4(g), Some(IpAddr::V4(s))) => {
+            let iface = opts
+                .interface
+                .as_ref()
+                .and_then(|i| i.ipv4)
+                .unwrap_or(Ipv4Addr::UNSPECIFIED);
+            sock.join_ssm_v4(&s, &g, &iface)
+        }
+        (IpAddr::V6(g), None) => {
+            sock.join_multicast_v6(&g, opts.interface.as_ref().map_or(0, |i| i.index))
+        }
+        (IpAddr::V6(g), Some(IpAddr::V6(s))) => {
+            join_ssm_v6(sock, g, s, opts.interface.as_ref().map_or(0, |i| i.index))
+        }
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "group and source must both be IPv4 or both IPv6",
+        )),
+    }
+}
+
+fn join_ssm_v6(sock: &Socket, group: Ipv6Addr, source: Ipv6Addr, index: u32) -> io::Result<()> {
+    fn storage(ip: Ipv6Addr) -> libc::sockaddr_storage {
+        // SAFETY: plain data; we fill the sockaddr_in6 prefix.
+        let mut ss: libc::sockaddr_storage = unsafe { mem::zeroed() };
+        let sin6 = (&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>();
+        // SAFETY: sockaddr_in6 fits in sockaddr_storage.
+        unsafe {
+            (*sin6).sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            (*sin6).sin6_addr.s6_addr = ip.octets();
+        }
+        ss
+    }
+    #[repr(C)]
+    struct GroupSourceReq {
+        interface: u32,
+        group: libc::sockaddr_storage,
+        source: libc::sockaddr_storage,
+    }
+    let req = GroupSourceReq {
+        interface: index,
+        group: storage(group),
+        source: storage(source),
+    };
+    // SAFETY: passing a pointer to a group_source_req of the stated size.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_IPV6,
+            libc::MCAST_JOIN_SOURCE_GROUP,
+            (&req as *const GroupSourceReq).cast(),
+            mem::size_of::<GroupSourceReq>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Rejects an address family mix early with a clear message.
+pub fn check_family(group: IpAddr, source: Option<IpAddr>) -> Result<()> {
+    if let Some(s) = source
+        && s.is_ipv4() != group.is_ipv4()
+    {
+        bail!("source {s} and group {group} must both be IPv4 or both IPv6");
+    }
+    Ok(())
+}

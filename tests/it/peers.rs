@@ -1,0 +1,333 @@
+//! Real peers on the other end: GStreamer (rtpvrawpay / rtpvrawdepay) and
+//! FFmpeg (RTP muxer / SDP demuxer), byte-identical both ways.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::{Running, Scratch, free_udp_port, nagare, noise, require};
+
+const W: usize = 320;
+const H: usize = 240;
+const FRAMES: usize = 15;
+
+/// GStreamer caps for nagare's stream.
+fn caps(sampling: &str, depth: u32) -> String {
+    format!(
+        "application/x-rtp,media=video,clock-rate=90000,encoding-name=RAW,sampling={sampling},\
+         depth=(string){depth},width=(string){W},height=(string){H},payload=96"
+    )
+}
+
+/// Stops a gst-launch -e pipeline with SIGINT so it writes EOS and flushes.
+fn interrupt(child: &mut std::process::Child) {
+    // SAFETY: plain kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("gst-launch did not stop");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until `file` stops growing and has `len` bytes (or 10 s pass).
+fn wait_for_size(file: &std::path::Path, len: u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if std::fs::metadata(file).map(|m| m.len()).unwrap_or(0) >= len {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn gstreamer_receives_nagare_byte_identical() {
+    if !require("gst-launch-1.0") {
+        return;
+    }
+    for (pix, sampling, depth, bytes_per_line) in [
+        ("uyvy422", "YCbCr-4:2:2", 8, W * 2),
+        ("uyvp", "YCbCr-4:2:2", 10, W * 5 / 2),
+        ("rgb24", "RGB", 8, W * 3),
+    ] {
+        let s = Scratch::new("gst-rx");
+        let input = noise(bytes_per_line * H * FRAMES, 21);
+        std::fs::write(s.path("in.raw"), &input).unwrap();
+        let out = s.path("out.raw");
+        let port = free_udp_port();
+        let mut gst = Command::new("gst-launch-1.0")
+            .args([
+                "-e",
+                "-q",
+                "udpsrc",
+                &format!("port={port}"),
+                "address=127.0.0.1",
+            ])
+            .args([
+                "buffer-size=33554432",
+                &format!("caps={}", caps(sampling, depth)),
+            ])
+            .args(["!", "rtpvrawdepay", "!", "filesink"])
+            .arg(format!("location={}", out.display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(700));
+        let send = nagare()
+            .args(["send", s.path("in.raw").to_str().unwrap()])
+            .args([
+                "--to",
+                &format!("127.0.0.1:{port}"),
+                "--size",
+                &format!("{W}x{H}"),
+            ])
+            .args([
+                "--pix-fmt",
+                pix,
+                "--fps",
+                "30",
+                "--frames",
+                &FRAMES.to_string(),
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            send.status.success(),
+            "{}",
+            String::from_utf8_lossy(&send.stderr)
+        );
+        wait_for_size(&out, input.len() as u64);
+        interrupt(&mut gst);
+        let got = std::fs::read(&out).unwrap();
+        assert_eq!(
+            got.len(),
+            input.len(),
+            "{pix}: GStreamer wrote {} bytes",
+            got.len()
+        );
+        assert!(
+            got == input,
+            "{pix}: GStreamer's frames differ from nagare's input"
+        );
+    }
+}
+
+#[test]
+fn nagare_receives_gstreamer_byte_identical() {
+    if !require("gst-launch-1.0") {
+        return;
+    }
+    for (pix, gst_format, bytes_per_line) in
+        [("uyvy422", "uyvy", W * 2), ("uyvp", "uyvp", W * 5 / 2)]
+    {
+        let s = Scratch::new("gst-tx");
+        let input = noise(bytes_per_line * H * FRAMES, 22);
+        std::fs::write(s.path("in.raw"), &input).unwrap();
+        let out = s.path("out.raw");
+        let mut recv = nagare();
+        recv.args([
+            "recv",
+            "--listen",
+            "127.0.0.1:0",
+            "--size",
+            &format!("{W}x{H}"),
+        ])
+        .args([
+            "--pix-fmt",
+            pix,
+            "--frames",
+            &FRAMES.to_string(),
+            "--timeout",
+            "5",
+        ])
+        .args(["--json", "--output", out.to_str().unwrap()]);
+        let mut r = Running::spawn(recv);
+        let port = r.listening().port();
+        let gst = Command::new("gst-launch-1.0")
+            .args(["-q", "filesrc"])
+            .arg(format!("location={}", s.path("in.raw").display()))
+            .args([
+                "!",
+                "rawvideoparse",
+                &format!("width={W}"),
+                &format!("height={H}"),
+            ])
+            .args([&format!("format={gst_format}"), "framerate=30/1"])
+            .args([
+                "!",
+                "rtpvrawpay",
+                "!",
+                "udpsink",
+                "host=127.0.0.1",
+                &format!("port={port}"),
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            gst.status.success(),
+            "{}",
+            String::from_utf8_lossy(&gst.stderr)
+        );
+        let (status, out_json, err) = r.finish();
+        assert!(status.success(), "{pix}: {err}\n{out_json}");
+        assert!(
+            std::fs::read(&out).unwrap() == input,
+            "{pix}: recording differs"
+        );
+    }
+}
+
+#[test]
+fn nagare_receives_ffmpeg_byte_identical_with_its_sdp() {
+    if !require("ffmpeg") {
+        return;
+    }
+    let s = Scratch::new("ff-tx");
+    let input = noise(W * 2 * H * FRAMES, 23);
+    std::fs::write(s.path("in.yuv"), &input).unwrap();
+    let port = free_udp_port();
+    // FFmpeg writes its SDP when it starts sending; make it first with a
+    // one-frame run to a port nobody reads.
+    let sdp = s.path("ff.sdp");
+    let ff = |frames: usize, to: u16| {
+        Command::new("ffmpeg")
+            .args([
+                "-loglevel",
+                "error",
+                "-re",
+                "-f",
+                "rawvideo",
+                "-pix_fmt",
+                "uyvy422",
+            ])
+            .args(["-s", &format!("{W}x{H}"), "-r", "30", "-i"])
+            .arg(s.path("in.yuv"))
+            .args([
+                "-frames:v",
+                &frames.to_string(),
+                "-c:v",
+                "rawvideo",
+                "-f",
+                "rtp",
+            ])
+            .args([
+                "-sdp_file",
+                sdp.to_str().unwrap(),
+                &format!("rtp://127.0.0.1:{to}"),
+            ])
+            .output()
+            .unwrap()
+    };
+    assert!(ff(1, port).status.success());
+    let out = s.path("out.yuv");
+    let mut recv = nagare();
+    recv.args([
+        "recv",
+        "--sdp",
+        sdp.to_str().unwrap(),
+        "--frames",
+        &FRAMES.to_string(),
+    ])
+    .args([
+        "--timeout",
+        "5",
+        "--json",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    let mut r = Running::spawn(recv);
+    r.listening();
+    let sent = ff(FRAMES, port);
+    assert!(
+        sent.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sent.stderr)
+    );
+    let (status, report, err) = r.finish();
+    assert!(status.success(), "{err}\n{report}");
+    assert!(
+        std::fs::read(&out).unwrap() == input,
+        "recording differs from FFmpeg's input"
+    );
+}
+
+#[test]
+fn ffmpeg_receives_nagare_through_nagares_sdp() {
+    if !require("ffmpeg") {
+        return;
+    }
+    let s = Scratch::new("ff-rx");
+    let input = noise(W * 2 * H * FRAMES, 24);
+    std::fs::write(s.path("in.yuv"), &input).unwrap();
+    let port = free_udp_port();
+    let sdp = s.path("nagare.sdp");
+    let send = |frames: usize| {
+        nagare()
+            .args(["send", s.path("in.yuv").to_str().unwrap()])
+            .args([
+                "--to",
+                &format!("127.0.0.1:{port}"),
+                "--size",
+                &format!("{W}x{H}"),
+            ])
+            .args([
+                "--pix-fmt",
+                "uyvy422",
+                "--fps",
+                "30",
+                "--frames",
+                &frames.to_string(),
+            ])
+            .args(["--sdp", sdp.to_str().unwrap()])
+            .output()
+            .unwrap()
+    };
+    // First write the SDP (a one-frame send nobody hears), then start FFmpeg
+    // on it, then send for real.
+    assert!(send(1).status.success());
+    let out = s.path("out.yuv");
+    let ff = Command::new("ffmpeg")
+        .args(["-loglevel", "error", "-protocol_whitelist", "file,udp,rtp"])
+        .args([
+            "-i",
+            sdp.to_str().unwrap(),
+            "-frames:v",
+            &FRAMES.to_string(),
+        ])
+        .args([
+            "-c:v", "rawvideo", "-pix_fmt", "uyvy422", "-f", "rawvideo", "-y",
+        ])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let sent = send(FRAMES);
+    assert!(
+        sent.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sent.stderr)
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut ff = ff;
+    while ff.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = ff.kill();
+            panic!("ffmpeg did not finish");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let got = std::fs::read(&out).unwrap();
+    assert_eq!(got.len(), input.len());
+    assert!(
+        got == input,
+        "FFmpeg's decoded frames differ from nagare's input"
+    );
+}

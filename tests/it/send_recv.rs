@@ -1,0 +1,296 @@
+//! nagare send -> nagare recv over loopback and namespaces: recordings
+//! are byte-identical to the input.
+
+use crate::common::{Netns, Running, Scratch, nagare, noise};
+
+fn json(out: &str) -> serde_json::Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("bad JSON ({e}): {out}"))
+}
+
+/// Runs `recv` (with `recv_args`, listening on `listen`) and `send` of
+/// `input`, returning recv's (status, JSON report, stderr) and send's JSON.
+fn round_trip(
+    input: &str,
+    size: &str,
+    pix: &str,
+    listen: &str,
+    send_extra: &[&str],
+    recv_extra: &[&str],
+    frames: u64,
+) -> (
+    std::process::ExitStatus,
+    serde_json::Value,
+    String,
+    serde_json::Value,
+) {
+    let mut recv = nagare();
+    recv.args(["recv", "--listen", listen, "--size", size, "--pix-fmt", pix])
+        .args(["--frames", &frames.to_string(), "--timeout", "5", "--json"])
+        .args(recv_extra);
+    let mut r = Running::spawn(recv);
+    let addr = r.listening();
+    let dest = if addr.ip().is_unspecified() {
+        listen.to_string()
+    } else {
+        addr.to_string()
+    };
+    let send = nagare()
+        .args([
+            "send",
+            input,
+            "--to",
+            &dest,
+            "--size",
+            size,
+            "--pix-fmt",
+            pix,
+        ])
+        .args(["--fps", "100", "--frames", &frames.to_string(), "--json"])
+        .args(send_extra)
+        .output()
+        .unwrap();
+    assert!(
+        send.status.success(),
+        "send failed: {}",
+        String::from_utf8_lossy(&send.stderr)
+    );
+    let (status, out, err) = r.finish();
+    (
+        status,
+        json(&out),
+        err,
+        json(&String::from_utf8_lossy(&send.stdout)),
+    )
+}
+
+#[test]
+fn unicast_file_is_recorded_byte_identical_and_round_trips() {
+    let s = Scratch::new("unicast");
+    let (w, h, frames) = (320usize, 180usize, 12u64);
+    let input = noise(w * h * 3 * frames as usize, 1);
+    std::fs::write(s.path("in.rgb"), &input).unwrap();
+    let out = s.path("out.rgb");
+    let (status, report, err, sent) = round_trip(
+        s.path("in.rgb").to_str().unwrap(),
+        "320x180",
+        "rgb24",
+        "127.0.0.1:0",
+        &[],
+        &["--output", out.to_str().unwrap()],
+        frames,
+    );
+    assert!(status.success(), "{err}");
+    assert_eq!(report["frames_complete"], frames);
+    assert_eq!(report["packets_lost"], 0);
+    assert_eq!(report["packets_received"], sent["packets_sent"]);
+    assert_eq!(std::fs::read(&out).unwrap(), input);
+
+    // The recording is valid input for send again: send -> recv -> send.
+    let out2 = s.path("out2.rgb");
+    let (status, _, err, _) = round_trip(
+        out.to_str().unwrap(),
+        "320x180",
+        "rgb24",
+        "127.0.0.1:0",
+        &["--packet-size", "8960"],
+        &["--output", out2.to_str().unwrap()],
+        frames,
+    );
+    assert!(status.success(), "{err}");
+    assert_eq!(std::fs::read(&out2).unwrap(), input);
+}
+
+#[test]
+fn multicast_on_loopback_10_bit() {
+    let s = Scratch::new("mcast");
+    let (w, h, frames) = (256usize, 64usize, 10u64);
+    let input = noise(w / 2 * 5 * h * frames as usize, 2);
+    std::fs::write(s.path("in.uyvp"), &input).unwrap();
+    let out = s.path("out.uyvp");
+    // The group's port is chosen by the test, so pick a free one.
+    let port = crate::common::free_udp_port();
+    let group = format!("239.255.77.1:{port}");
+    let (status, report, err, _) = round_trip(
+        s.path("in.uyvp").to_str().unwrap(),
+        "256x64",
+        "uyvp",
+        &group,
+        &["--interface", "127.0.0.1", "--ttl", "0"],
+        &["--interface", "lo", "--output", out.to_str().unwrap()],
+        frames,
+    );
+    assert!(status.success(), "{err}");
+    assert_eq!(report["frames_complete"], frames);
+    assert_eq!(std::fs::read(&out).unwrap(), input);
+}
+
+#[test]
+fn source_specific_multicast_ignores_other_sources() {
+    // SSM join for source 127.0.0.1: the stream from 127.0.0.1 arrives.
+    let s = Scratch::new("ssm");
+    let out = s.path("out.raw");
+    let port = crate::common::free_udp_port();
+    let group = format!("232.1.2.3:{port}");
+    let (status, report, err, _) = round_trip(
+        "pattern:bars",
+        "64x32",
+        "uyvy422",
+        &group,
+        &["--interface", "127.0.0.1", "--ttl", "0"],
+        &[
+            "--interface",
+            "127.0.0.1",
+            "--source",
+            "127.0.0.1",
+            "--output",
+            out.to_str().unwrap(),
+        ],
+        5,
+    );
+    assert!(status.success(), "{err}");
+    assert_eq!(report["frames_complete"], 5);
+}
+
+#[test]
+fn ipv6_unicast_and_multicast_in_a_namespace() {
+    let s = Scratch::new("v6");
+    let input = noise(64 * 2 * 16 * 6, 3);
+    std::fs::write(s.path("in.raw"), &input).unwrap();
+    let out = s.path("out.raw");
+    let (status, _, err, _) = round_trip(
+        s.path("in.raw").to_str().unwrap(),
+        "64x16",
+        "uyvy422",
+        "[::1]:0",
+        &[],
+        &["--output", out.to_str().unwrap()],
+        6,
+    );
+    assert!(status.success(), "{err}");
+    assert_eq!(std::fs::read(&out).unwrap(), input);
+
+    let Some(ns) = Netns::new("v6mc") else { return };
+    for source in [None, Some("fd00::1")] {
+        let out = s.path("mc.raw");
+        let mut recv = ns.nagare();
+        recv.args(["recv", "--listen", "[ff15::77]:5004", "--interface", "v0"])
+            .args(["--size", "64x16", "--pix-fmt", "uyvy422", "--frames", "6"])
+            .args([
+                "--timeout",
+                "5",
+                "--json",
+                "--output",
+                out.to_str().unwrap(),
+            ]);
+        if let Some(src) = source {
+            recv.args(["--source", src]);
+        }
+        let mut r = Running::spawn(recv);
+        r.listening();
+        let send = ns
+            .nagare()
+            .args([
+                "send",
+                s.path("in.raw").to_str().unwrap(),
+                "--to",
+                "[ff15::77]:5004",
+            ])
+            .args([
+                "--interface",
+                "v0",
+                "--size",
+                "64x16",
+                "--pix-fmt",
+                "uyvy422",
+            ])
+            .args(["--fps", "100", "--frames", "6"])
+            .output()
+            .unwrap();
+        assert!(
+            send.status.success(),
+            "{}",
+            String::from_utf8_lossy(&send.stderr)
+        );
+        let (status, _, err) = r.finish();
+        assert!(status.success(), "source {source:?}: {err}");
+        assert_eq!(std::fs::read(&out).unwrap(), input);
+    }
+}
+
+#[test]
+fn directory_input_loops_in_name_order() {
+    let s = Scratch::new("dir");
+    let frame = 32 * 2 * 8;
+    let dir = s.path("frames");
+    std::fs::create_dir(&dir).unwrap();
+    let frames: Vec<Vec<u8>> = (0..3).map(|i| noise(frame, 10 + i)).collect();
+    // Written out of order: the sender sorts by name.
+    for i in [2usize, 0, 1] {
+        std::fs::write(dir.join(format!("f{i:03}.yuv")), &frames[i]).unwrap();
+    }
+    let out = s.path("out.yuv");
+    let (status, _, err, _) = round_trip(
+        dir.to_str().unwrap(),
+        "32x8",
+        "uyvy422",
+        "127.0.0.1:0",
+        &["--loop"],
+        &["--output", out.to_str().unwrap()],
+        7,
+    );
+    assert!(status.success(), "{err}");
+    let want: Vec<u8> = (0..7).flat_map(|i| frames[i % 3].clone()).collect();
+    assert_eq!(std::fs::read(&out).unwrap(), want);
+}
+
+#[test]
+fn slow_storage_is_reported_as_underruns_not_hidden() {
+    // Reads take 3x the frame period: the ring empties and the sender gives
+    // up frame slots (keeping its schedule); the receiver sees the gaps.
+    let mut recv = nagare();
+    recv.args(["recv", "--listen", "127.0.0.1:0", "--size", "64x16"])
+        .args([
+            "--pix-fmt",
+            "uyvy422",
+            "--fps",
+            "50",
+            "--timeout",
+            "1.5",
+            "--json",
+        ]);
+    let mut r = Running::spawn(recv);
+    let addr = r.listening().to_string();
+    let send = nagare()
+        .args(["send", "pattern:bars", "--to", &addr, "--size", "64x16"])
+        .args(["--pix-fmt", "uyvy422", "--fps", "50", "--frames", "8"])
+        .args(["--buffer-frames", "2", "--read-delay-ms", "60", "--json"])
+        .output()
+        .unwrap();
+    let sent = json(&String::from_utf8_lossy(&send.stdout));
+    assert_eq!(sent["frames_sent"], 8);
+    let underruns = sent["underruns"].as_u64().unwrap();
+    assert!(underruns >= 5, "underruns: {sent}");
+    let (status, out, err) = r.finish();
+    let report = json(&out);
+    assert!(!status.success(), "gaps must fail the receive: {err}");
+    assert_eq!(report["frames_complete"], 8);
+    // Every skipped slot after the first frame shows as a lost frame.
+    assert_eq!(report["frames_lost"]["count"], underruns);
+    assert_eq!(report["packets_lost"], 0);
+}
+
+#[test]
+fn fast_enough_storage_never_underruns() {
+    let (status, report, err, sent) = round_trip(
+        "pattern:bars",
+        "64x16",
+        "uyvy422",
+        "127.0.0.1:0",
+        &["--buffer-frames", "4", "--read-delay-ms", "2"],
+        &[],
+        20,
+    );
+    assert!(status.success(), "{err}");
+    assert_eq!(sent["underruns"], 0);
+    assert_eq!(report["frames_complete"], 20);
+}
