@@ -198,24 +198,18 @@ pub fn run(a: ImpairArgs) -> Result<ExitCode> {
         local.port()
     );
 
-    let stop = Arc::new(AtomicBool::new(false));
-    {
-        let s = stop.clone();
-        // A second handler cannot be installed (tests run one relay per
-        // process); without one, Ctrl-C just ends the process.
-        let _ = ctrlc::set_handler(move || s.store(true, Ordering::Relaxed));
-    }
+    // Ctrl-C / SIGTERM stop the relay cleanly, so it prints its counters.
+    let stop: &'static AtomicBool = crate::stop_flag();
     let client: Arc<Mutex<Option<SocketAddr>>> = Arc::new(Mutex::new(None));
     let replies = Arc::new(AtomicU64::new(0));
     let tcp_conns = Arc::new(AtomicU64::new(0));
 
     // Replies: upstream -> last client, untouched.
     let back = {
-        let (up, down, client, stop, replies) = (
+        let (up, down, client, replies) = (
             up.try_clone()?,
             down.try_clone()?,
             client.clone(),
-            stop.clone(),
             replies.clone(),
         );
         std::thread::spawn(move || {
@@ -233,7 +227,7 @@ pub fn run(a: ImpairArgs) -> Result<ExitCode> {
         })
     };
     if let Some(listener) = tcp {
-        let (to, stop, n) = (a.to, stop.clone(), tcp_conns.clone());
+        let (to, n) = (a.to, tcp_conns.clone());
         listener.set_nonblocking(true)?;
         std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
@@ -252,7 +246,7 @@ pub fn run(a: ImpairArgs) -> Result<ExitCode> {
         .duration
         .filter(|d| d.is_finite() && *d > 0.0)
         .map(|d| Instant::now() + Duration::from_secs_f64(d.min(1e7)));
-    let counters = forward(&down, &up, cfg, &client, &stop, end)?;
+    let counters = forward(&down, &up, cfg, &client, stop, end)?;
     stop.store(true, Ordering::Relaxed);
     let _ = back.join();
     let s = Summary {

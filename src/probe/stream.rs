@@ -1,8 +1,9 @@
 //! The UDP side of a test: the paced sender and the receiver that keeps
 //! per-packet records, answers echo requests and times echo replies.
 //!
-//! The socket setup and `wait_until` are deliberately small and private:
-//! they give way to the shared `udp.rs` / `clock.rs` once those land.
+//! The socket setup is small and local: `udp.rs` sizes buffers for its
+//! batch sender/receiver, while the probe needs plain `recv_from` with
+//! source addresses on one socket that both receives and echoes.
 
 use std::io::ErrorKind;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
@@ -61,24 +62,6 @@ pub fn any_for(peer: SocketAddr) -> SocketAddr {
     }
 }
 
-/// Sleeps most of the way to `deadline`, then spins: sleeps overshoot by
-/// tens of microseconds, the whole gap between packets at gigabit rates.
-pub fn wait_until(deadline: Instant) {
-    const SPIN_BELOW: Duration = Duration::from_micros(120);
-    loop {
-        let now = Instant::now();
-        if now >= deadline {
-            return;
-        }
-        let left = deadline - now;
-        if left > SPIN_BELOW {
-            std::thread::sleep(left - SPIN_BELOW);
-        } else {
-            std::hint::spin_loop();
-        }
-    }
-}
-
 /// Sends the whole test stream on its schedule to `to` (or the connected
 /// peer); stops early when `stop` is set.
 pub fn send_stream(
@@ -99,7 +82,7 @@ pub fn send_stream(
     let start = Instant::now() + Duration::from_millis(2);
     let ppf = schedule.packets_per_frame;
     while pacer.next_packet() < schedule.total_packets && !stop.load(Ordering::Relaxed) {
-        wait_until(start + pacer.next_release());
+        crate::clock::wait_until(start + pacer.next_release());
         let seq = pacer.next_packet();
         let sent = start.elapsed();
         let h = DataHeader {
