@@ -1,0 +1,244 @@
+#!/usr/bin/env python3
+"""End-to-end loopback benchmark of issue 4's targets, side by side with
+iperf3 and GStreamer, printed as a markdown table.
+
+Workloads (8800-byte packets, loopback only):
+  1. one 3.2 Gbit/s stream (an 8K stripe: 7680x540 uyvy422 at 48 fps)
+  2. eight such streams at once (the whole 8K frame), as 8 sender and 8
+     receiver processes
+  3. a rate sweep of one stream (48, 96, 144, 192 fps) for the highest
+     lossless rate
+and the same through `iperf3 -u -l 8800 -b RATE` and through GStreamer
+(rtpvrawpay -> udpsink / udpsrc -> rtpvrawdepay).
+
+Usage: bench/loopback.sh [SECONDS]   (default 60 s per workload)
+Nothing here is a pass/fail test: timings on shared VMs are noisy.
+"""
+
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NAGARE = os.path.join(ROOT, "target", "release", "nagare")
+SECONDS = float(sys.argv[1]) if len(sys.argv) > 1 else float(os.environ.get("DURATION", 60))
+W, H, PIX, FPS, PKT = 7680, 540, "uyvy422", 48, 8800
+FRAME = W * H * 2
+RATE = FRAME * 8 * FPS  # 3.185 Gbit/s of video payload
+BASE = 47000
+
+
+def timed(cmd, **kw):
+    """Starts cmd under GNU time so its CPU seconds can be read."""
+    tf = tempfile.NamedTemporaryFile(delete=False, suffix=".time")
+    tf.close()
+    full = ["/usr/bin/time", "-f", "%U %S", "-o", tf.name] + cmd
+    # A session of its own, so a signal reaches the tool and not only time.
+    p = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True, **kw)
+    p.timefile = tf.name
+    return p
+
+
+def finish(p, timeout=None):
+    out, err = p.communicate(timeout=timeout)
+    try:
+        with open(p.timefile) as f:
+            fields = f.read().split()
+        cpu = float(fields[-2]) + float(fields[-1])
+    except (OSError, ValueError, IndexError):
+        cpu = float("nan")
+    os.unlink(p.timefile)
+    return out, err, cpu
+
+
+def nagare_streams(n, fps, seconds):
+    frames = int(fps * seconds)
+    recvs = []
+    for k in range(n):
+        recvs.append(timed([NAGARE, "recv", "--listen", f"127.0.0.1:{BASE + k}", "--size", f"{W}x{H}",
+                            "--pix-fmt", PIX, "--fps", str(fps), "--frames", str(frames),
+                            "--timeout", "5", "--json"]))
+    time.sleep(0.5)
+    sends = [timed([NAGARE, "send", "pattern:bars", "--to", f"127.0.0.1:{BASE + k}", "--size", f"{W}x{H}",
+                    "--pix-fmt", PIX, "--fps", str(fps), "--frames", str(frames), "--packet-size", str(PKT),
+                    "--json"]) for k in range(n)]
+    sent, recv = [], []
+    for p in sends:
+        out, err, cpu = finish(p)
+        d = json.loads(out)
+        d["cpu"] = cpu
+        sent.append(d)
+    for p in recvs:
+        out, err, cpu = finish(p)
+        d = json.loads(out)
+        d["cpu"] = cpu
+        recv.append(d)
+    packets = sum(s["packets_sent"] for s in sent)
+    lost = sum(r["packets_lost"] for r in recv)
+    missing_frames = sum(r["frames_lost"]["count"] + r["frames_incomplete"]["count"] for r in recv)
+    rate = sum(r["rate_bps"] for r in recv)
+    cpu_s = sum(s["cpu"] for s in sent)
+    cpu_r = sum(r["cpu"] for r in recv)
+    gbit = sum(s["bytes_sent"] for s in sent) * 8 / 1e9
+    return {
+        "tool": f"nagare ({n} stream{'s' if n > 1 else ''})",
+        "rate": rate,
+        "packets": packets,
+        "lost": lost,
+        "loss_pct": 100.0 * lost / max(packets, 1),
+        "frames_bad": missing_frames,
+        "late": sum(s["packets_late"] for s in sent),
+        "p99_us": max(s["lateness_us"]["p99"] for s in sent),
+        "max_us": max(s["lateness_us"]["max"] for s in sent),
+        "cpu_send_per_gbit": cpu_s / max(gbit, 1e-9),
+        "cpu_recv_per_gbit": cpu_r / max(gbit, 1e-9),
+        "jitter_ms": max(r["jitter_ms"] for r in recv),
+    }
+
+
+def iperf_streams(n, seconds):
+    servers = [subprocess.Popen(["iperf3", "-s", "-1", "-p", str(BASE + 100 + k), "-B", "127.0.0.1"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for k in range(n)]
+    time.sleep(0.5)
+    clients = [timed(["iperf3", "-u", "-c", "127.0.0.1", "-p", str(BASE + 100 + k), "-l", str(PKT),
+                      "-b", str(RATE), "-t", str(int(seconds)), "-J"]) for k in range(n)]
+    res = []
+    for p in clients:
+        out, err, cpu = finish(p)
+        try:
+            d = json.loads(out)
+            s = d["end"]["sum"]
+            res.append((s, d["end"].get("cpu_utilization_percent", {}), cpu))
+        except (ValueError, KeyError):
+            res.append(None)
+    for s in servers:
+        try:
+            s.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            s.kill()
+    ok = [r for r in res if r]
+    packets = sum(r[0]["packets"] for r in ok)
+    lost = sum(r[0]["lost_packets"] for r in ok)
+    rate = sum(r[0]["bits_per_second"] * (1 - r[0]["lost_percent"] / 100) for r in ok)
+    gbit = sum(r[0]["bytes"] for r in ok) * 8 / 1e9
+    # iperf3 reports its own and the remote side's CPU in percent of the run.
+    cpu_s = sum(r[2] for r in ok)
+    cpu_r = sum(r[1].get("remote_total", 0) / 100 * seconds for r in ok)
+    return {
+        "tool": f"iperf3 -u ({n} stream{'s' if n > 1 else ''})",
+        "rate": rate,
+        "packets": packets,
+        "lost": lost,
+        "loss_pct": 100.0 * lost / max(packets, 1),
+        "frames_bad": None,
+        "late": None,
+        "p99_us": None,
+        "max_us": None,
+        "cpu_send_per_gbit": cpu_s / max(gbit, 1e-9),
+        "cpu_recv_per_gbit": cpu_r / max(gbit, 1e-9),
+        "jitter_ms": max(r[0]["jitter_ms"] for r in ok) if ok else None,
+    }
+
+
+def gst_streams(n, seconds):
+    frames = int(FPS * seconds)
+    caps = (f"application/x-rtp,media=video,clock-rate=90000,encoding-name=RAW,sampling=YCbCr-4:2:2,"
+            f"depth=(string)8,width=(string){W},height=(string){H},payload=96")
+    recvs = [timed(["gst-launch-1.0", "-e", "-v", "udpsrc", f"port={BASE + 200 + k}", "address=127.0.0.1",
+                    "buffer-size=268435456", f"caps={caps}", "!", "rtpvrawdepay", "!",
+                    "fakesink", "silent=false", "sync=false"]) for k in range(n)]
+    time.sleep(1.0)
+    sends = [timed(["gst-launch-1.0", "-q", "videotestsrc", "is-live=true", "pattern=black",
+                    f"num-buffers={frames}", "!",
+                    f"video/x-raw,format=UYVY,width={W},height={H},framerate={FPS}/1", "!",
+                    "rtpvrawpay", f"mtu={PKT + 28}", "!", "udpsink", "host=127.0.0.1",
+                    f"port={BASE + 200 + k}", "buffer-size=67108864"]) for k in range(n)]
+    cpu_s = 0.0
+    for p in sends:
+        _, _, cpu = finish(p)
+        cpu_s += cpu
+    time.sleep(1.0)
+    got, cpu_r = 0, 0.0
+    for p in recvs:
+        os.killpg(p.pid, 2)  # SIGINT: gst-launch -e sends EOS and exits
+        out, err, cpu = finish(p, timeout=30)
+        got += len(re.findall(r"chain\s+\*+", out + err))
+        cpu_r += cpu
+    want = frames * n
+    gbit = want * FRAME * 8 / 1e9
+    return {
+        "tool": f"GStreamer ({n} stream{'s' if n > 1 else ''})",
+        "rate": got * FRAME * 8 / seconds,
+        "packets": None,
+        "lost": None,
+        "loss_pct": None,
+        "frames_bad": want - got,
+        "late": None,
+        "p99_us": None,
+        "max_us": None,
+        "cpu_send_per_gbit": cpu_s / max(gbit, 1e-9),
+        "cpu_recv_per_gbit": cpu_r / max(gbit, 1e-9),
+        "jitter_ms": None,
+    }
+
+
+def fmt(v, f="{:.2f}"):
+    return "–" if v is None else f.format(v)
+
+
+def main():
+    if not os.path.exists(NAGARE):
+        sys.exit("build first: cargo build --release")
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    print(f"Machine: {os.cpu_count()} cores ({cpu}), {platform.release()}, "
+          f"{SECONDS:.0f} s per workload, {PKT}-byte packets, loopback", flush=True)
+    rows = []
+    for n in (1, 8):
+        rows.append(nagare_streams(n, FPS, SECONDS))
+        print(f"  done: {rows[-1]['tool']}", file=sys.stderr, flush=True)
+        rows.append(iperf_streams(n, SECONDS))
+        print(f"  done: {rows[-1]['tool']}", file=sys.stderr, flush=True)
+        rows.append(gst_streams(n, SECONDS))
+        print(f"  done: {rows[-1]['tool']}", file=sys.stderr, flush=True)
+    print()
+    print("| tool | received rate | packets | lost | loss % | bad frames | sender late pkts | "
+          "pacing p99 µs | pacing max µs | jitter ms | CPU s/Gbit send | CPU s/Gbit recv |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['tool']} | {r['rate'] / 1e9:.2f} Gbit/s | {fmt(r['packets'], '{}')} | "
+              f"{fmt(r['lost'], '{}')} | {fmt(r['loss_pct'], '{:.3f}')} | {fmt(r['frames_bad'], '{}')} | "
+              f"{fmt(r['late'], '{}')} | {fmt(r['p99_us'], '{:.1f}')} | {fmt(r['max_us'], '{:.1f}')} | "
+              f"{fmt(r['jitter_ms'], '{:.3f}')} | {r['cpu_send_per_gbit']:.3f} | {r['cpu_recv_per_gbit']:.3f} |")
+    one = {r["tool"].split(" (")[0]: r for r in rows if "(1 stream)" in r["tool"]}
+    if "nagare" in one and "iperf3 -u" in one:
+        n, i = one["nagare"], one["iperf3 -u"]
+        print()
+        print(f"Ratios, one stream: nagare/iperf3 received rate {n['rate'] / max(i['rate'], 1):.2f}, "
+              f"loss {n['loss_pct']:.3f}% vs {i['loss_pct']:.3f}%, send CPU per Gbit "
+              f"{n['cpu_send_per_gbit'] / max(i['cpu_send_per_gbit'], 1e-9):.2f}x")
+    print()
+    print("Rate sweep, one nagare stream (10 s each):")
+    print("| fps | offered | received | packets lost | bad frames | pacing p99 µs |")
+    print("|---|---|---|---|---|---|")
+    best = 0.0
+    for fps in (48, 96, 144, 192):
+        r = nagare_streams(1, fps, min(SECONDS, 10))
+        offered = FRAME * 8 * fps
+        if r["lost"] == 0 and r["frames_bad"] == 0:
+            best = max(best, r["rate"])
+        print(f"| {fps} | {offered / 1e9:.2f} Gbit/s | {r['rate'] / 1e9:.2f} Gbit/s | {r['lost']} | "
+              f"{r['frames_bad']} | {r['p99_us']:.1f} |", flush=True)
+    print(f"\nHighest lossless rate of one stream: {best / 1e9:.2f} Gbit/s")
+    print("\nNotes: 'bad frames' for GStreamer counts frames that never left rtpvrawdepay; it does not")
+    print("flag frames with packets missing, so its count is a lower bound. iperf3's receive CPU is its")
+    print("own remote_total percentage. nagare's rate is what the receivers got, first to last packet.")
+
+
+if __name__ == "__main__":
+    main()
