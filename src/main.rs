@@ -13,6 +13,8 @@ use clap::{Parser, Subcommand};
 mod clock;
 mod demo;
 mod doctor;
+mod impair;
+mod probe;
 mod progress;
 mod recv;
 mod send;
@@ -43,6 +45,10 @@ enum Command {
     Doctor(doctor::DoctorArgs),
     /// One screen to many peers over a balanced binary tree of TCP relays.
     Tree(tree::TreeArgs),
+    /// Check whether a path carries a stream: paced RTP test stream, loss, bursts, reordering, jitter, PDV, RTT, verdict.
+    Probe(probe::ProbeArgs),
+    /// User-space UDP relay that impairs traffic like netem: loss, bursts, reordering, duplicates, delay, rate.
+    Impair(impair::ImpairArgs),
 }
 
 /// Set by Ctrl-C / SIGTERM: drivers stop cleanly, flush and report.
@@ -64,6 +70,8 @@ fn main() -> ExitCode {
         Command::Demo(a) => demo::main(a),
         Command::Doctor(a) => doctor::main(a),
         Command::Tree(a) => tree::run(a),
+        Command::Probe(a) => probe::run(a),
+        Command::Impair(a) => impair::run(a),
     };
     match result {
         Ok(code) => code,

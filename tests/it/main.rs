@@ -5,6 +5,7 @@ mod bad_input;
 mod common;
 mod doctor;
 mod peers;
+mod probe;
 mod recv_faults;
 mod send_recv;
 mod tree;

@@ -125,4 +125,49 @@ pub enum Error {
     /// Canvas has no complete frame to build a refresh from.
     #[error("no complete frame yet")]
     NoFrame,
+    /// Datagram that is not a nagare probe packet (wrong magic or kind).
+    #[error("not a nagare probe packet")]
+    NotProbe,
+    /// Probe packet or control message of another protocol version.
+    #[error("probe protocol version {got}, this build speaks {want}")]
+    ProbeVersion {
+        /// Version in the input.
+        got: u32,
+        /// Version this build speaks.
+        want: u32,
+    },
+    /// Control frame longer than allowed.
+    #[error("control frame of {len} bytes exceeds the limit of {max}")]
+    ControlTooLong {
+        /// Announced length.
+        len: usize,
+        /// Limit.
+        max: usize,
+    },
+    /// Control frame of an unknown type byte.
+    #[error("control frame of unknown type 0x{0:02x}")]
+    ControlType(u8),
+    /// Control message whose JSON does not parse as a message.
+    #[error("malformed control message (JSON error at line {line}, column {column})")]
+    ControlMalformed {
+        /// Line of the JSON error.
+        line: usize,
+        /// Column of the JSON error.
+        column: usize,
+    },
+    /// A probe test parameter outside its range.
+    #[error("{what} = {value} is out of range {min}..={max}")]
+    TestParam {
+        /// Which parameter.
+        what: &'static str,
+        /// Value given.
+        value: u64,
+        /// Smallest allowed.
+        min: u64,
+        /// Largest allowed.
+        max: u64,
+    },
+    /// An impairment probability outside 0..=1 or a bad impairment spec.
+    #[error("impairment {0} is out of range")]
+    Impairment(&'static str),
 }

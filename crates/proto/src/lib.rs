@@ -10,8 +10,12 @@
 
 mod error;
 pub mod format;
+pub mod metrics;
+pub mod netem;
 pub mod pacer;
 pub mod pattern;
+pub mod probe;
+pub mod profile;
 pub mod rfc4175;
 pub mod rtp;
 pub mod screen;

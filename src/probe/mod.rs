@@ -1,0 +1,153 @@
+//! `nagare probe`: tells whether a path carries a stream, by sending a
+//! paced RTP test stream of that shape (seed 003, Sperf) and measuring
+//! what arrives. The server is a long-running responder; the client
+//! prints the whole report.
+
+mod client;
+mod control;
+mod output;
+mod plot;
+mod server;
+mod stream;
+
+pub use stream::{any_for, bind as bind_udp};
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+use clap::{Args, Subcommand};
+
+/// Default port of the probe server (TCP control and UDP test stream).
+pub const DEFAULT_PORT: u16 = 5201;
+
+/// `nagare probe`.
+#[derive(Args, Debug)]
+pub struct ProbeArgs {
+    #[command(subcommand)]
+    role: Role,
+}
+
+#[derive(Subcommand, Debug)]
+enum Role {
+    /// Answer probe clients, one test at a time (TCP control and UDP test
+    /// stream on the same port).
+    Server(ServerArgs),
+    /// Run one test against a probe server and print the report.
+    Client(ClientArgs),
+}
+
+/// `nagare probe server`.
+#[derive(Args, Debug)]
+pub struct ServerArgs {
+    /// Address to listen on; port 0 picks a free one (printed on stderr).
+    #[arg(long, default_value = "127.0.0.1:5201")]
+    listen: SocketAddr,
+    /// Token clients must present; required when listening beyond loopback.
+    #[arg(long)]
+    token: Option<String>,
+    /// Exit after this many tests (default: run until killed).
+    #[arg(long)]
+    tests: Option<u64>,
+}
+
+/// `nagare probe client`.
+#[derive(Args, Debug)]
+pub struct ClientArgs {
+    /// The probe server, HOST:PORT (PORT defaults to 5201).
+    server: String,
+    /// Stream rate: bits of UDP payload per second, with k/M/G suffixes
+    /// (100k to what the machine can do). Default: the profile's, or 6M.
+    #[arg(long)]
+    rate: Option<String>,
+    /// Test length in seconds.
+    #[arg(long, default_value_t = 5.0)]
+    duration: f64,
+    /// UDP payload bytes per packet (default: the profile's, or 1316).
+    #[arg(long)]
+    packet_size: Option<u32>,
+    /// Group packets into video frames at this rate (30, 59.94, 60000/1001).
+    #[arg(long)]
+    fps: Option<String>,
+    /// Judge against a stream profile: generic, mpeg2-ts, hd-2110, 8k-stripe.
+    #[arg(long)]
+    profile: Option<String>,
+    /// The server sends and this client receives.
+    #[arg(long)]
+    reverse: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Write one CSV line per received packet (seq, send and receive time).
+    #[arg(long, value_name = "FILE.csv")]
+    log: Option<PathBuf>,
+    /// Draw rate, loss and delay over time into a PNG.
+    #[arg(long, value_name = "FILE.png")]
+    plot: Option<PathBuf>,
+    /// Receiver's playout buffer in ms: packets later than their slot plus
+    /// this are late (default: the profile's).
+    #[arg(long)]
+    playout: Option<f64>,
+    /// Shortest run of consecutive losses counted as a Sperf burst loss.
+    #[arg(long, default_value_t = 5)]
+    burst_threshold: u32,
+    /// Reporting interval of the time series, seconds.
+    #[arg(long, default_value_t = 1.0)]
+    interval: f64,
+    /// Token the server asks for.
+    #[arg(long)]
+    token: Option<String>,
+}
+
+/// Runs `nagare probe`.
+pub fn run(args: ProbeArgs) -> Result<ExitCode> {
+    match args.role {
+        Role::Server(a) => server::run(a),
+        Role::Client(a) => client::run(a),
+    }
+}
+
+/// Parses a rate such as `3.2G`, `100k`, `6M` or `6000000` (bits/s).
+pub fn parse_rate(text: &str) -> Result<u64> {
+    let t = text.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m = match c.to_ascii_lowercase() {
+                'k' => 1e3,
+                'm' => 1e6,
+                'g' => 1e9,
+                't' => 1e12,
+                _ => bail!("rate {text:?}: unknown suffix {c:?}; use k, M or G (like 3.2G)"),
+            };
+            (&t[..i], m)
+        }
+        _ => (t, 1.0),
+    };
+    let v: f64 = num.parse().map_err(|_| {
+        anyhow::anyhow!("rate {text:?} is not a number; write it like 6M, 3.2G or 100k")
+    })?;
+    let bps = v * mult;
+    if !bps.is_finite() || !(1.0..=1e15).contains(&bps) {
+        bail!("rate {text:?} is out of range; write it like 6M, 3.2G or 100k");
+    }
+    Ok(bps.round() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates() {
+        assert_eq!(parse_rate("3.2G").unwrap(), 3_200_000_000);
+        assert_eq!(parse_rate("100k").unwrap(), 100_000);
+        assert_eq!(parse_rate("6m").unwrap(), 6_000_000);
+        assert_eq!(parse_rate("6000000").unwrap(), 6_000_000);
+        assert!(parse_rate("fast").is_err());
+        assert!(parse_rate("3x").is_err());
+        assert!(parse_rate("-1").is_err());
+        assert!(parse_rate("").is_err());
+        assert!(parse_rate("1e400").is_err());
+    }
+}

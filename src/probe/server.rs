@@ -1,0 +1,299 @@
+//! `nagare probe server`: one test at a time; others are told "busy".
+
+use std::hash::{BuildHasher, RandomState};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use nagare_proto::metrics::analyze;
+use nagare_proto::probe::{
+    ControlMessage, PROTOCOL_VERSION, Refusal, TestParams, records_to_frames,
+};
+
+use super::ServerArgs;
+use super::control::{self, Frame};
+use super::stream::{Receiver, bind, record_cap, send_stream};
+
+/// How long the receiver keeps listening after the sender said it is done.
+pub const DRAIN: Duration = Duration::from_millis(300);
+/// Longest wait for a client's hello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub fn run(args: ServerArgs) -> Result<ExitCode> {
+    if !args.listen.ip().is_loopback() && args.token.is_none() {
+        bail!(
+            "listening on {} reaches beyond this host: give --token SECRET (clients pass the same), \
+             or listen on 127.0.0.1",
+            args.listen
+        );
+    }
+    let listener = TcpListener::bind(args.listen)
+        .with_context(|| format!("listening on TCP {}: is the port taken?", args.listen))?;
+    let local = listener.local_addr()?;
+    // The test stream uses the same port number, as iperf3 does.
+    let udp = bind(local)?;
+    eprintln!(
+        "nagare probe server listening on {local} (TCP control, UDP test stream); port {}",
+        local.port()
+    );
+    let busy = Arc::new(AtomicBool::new(false));
+    let udp = Arc::new(udp);
+    let token = Arc::new(args.token);
+    let mut done = 0u64;
+    for conn in listener.incoming() {
+        let Ok(conn) = conn else { continue };
+        if busy.swap(true, Ordering::AcqRel) {
+            std::thread::spawn(move || refuse_busy(conn));
+            continue;
+        }
+        let (busy2, udp2, token2) = (busy.clone(), udp.clone(), token.clone());
+        let last = args.tests.is_some_and(|t| done + 1 >= t);
+        let worker = std::thread::spawn(move || {
+            let peer = conn.peer_addr().ok();
+            if let Err(e) = session(conn, &udp2, token2.as_deref()) {
+                eprintln!(
+                    "nagare probe server: test from {} failed: {e:#}",
+                    peer.map_or("?".to_string(), |p| p.to_string())
+                );
+            }
+            busy2.store(false, Ordering::Release);
+        });
+        done += 1;
+        if last {
+            let _ = worker.join();
+            break;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn refuse_busy(mut conn: TcpStream) {
+    // Read the hello first, so closing does not reset the connection
+    // before the client has read the answer.
+    let _ = control::receive(&mut conn, HELLO_TIMEOUT);
+    let _ = control::send(
+        &mut conn,
+        &ControlMessage::Refused {
+            version: PROTOCOL_VERSION,
+            reason: Refusal::Busy,
+            message: "another test is running on this server; try again when it ends".into(),
+        },
+    );
+}
+
+fn refuse(conn: &mut TcpStream, reason: Refusal, message: String) -> Result<()> {
+    control::send(
+        conn,
+        &ControlMessage::Refused {
+            version: PROTOCOL_VERSION,
+            reason,
+            message: message.clone(),
+        },
+    )?;
+    bail!("refused: {message}")
+}
+
+fn session(mut conn: TcpStream, udp: &UdpSocket, token: Option<&str>) -> Result<()> {
+    conn.set_nodelay(true)?;
+    let peer = conn.peer_addr()?;
+    let Some(Frame::Message(hello)) = control::receive(&mut conn, HELLO_TIMEOUT)? else {
+        bail!("client sent no hello");
+    };
+    let ControlMessage::Hello {
+        version,
+        token: given,
+        params,
+    } = hello
+    else {
+        return refuse(&mut conn, Refusal::Other, "expected a hello first".into());
+    };
+    if version != PROTOCOL_VERSION {
+        return refuse(
+            &mut conn,
+            Refusal::Version,
+            format!(
+                "client speaks probe protocol version {version}, this server speaks {PROTOCOL_VERSION}: \
+                 run the same nagare release on both ends"
+            ),
+        );
+    }
+    if let Some(t) = token
+        && given.as_deref() != Some(t)
+    {
+        return refuse(&mut conn, Refusal::Token, "missing or wrong --token".into());
+    }
+    let schedule = match params.validate() {
+        Ok(s) => s,
+        Err(e) => return refuse(&mut conn, Refusal::Params, format!("{e}")),
+    };
+    let session = RandomState::new().hash_one((Instant::now(), peer, std::process::id()));
+    // Strangers that arrived between tests belong to no test.
+    drain(udp);
+    control::send(
+        &mut conn,
+        &ControlMessage::Welcome {
+            version: PROTOCOL_VERSION,
+            session,
+        },
+    )?;
+    let start = Instant::now();
+    if params.reverse {
+        serve_reverse(&mut conn, udp, peer, session, &params, &schedule, start)
+    } else {
+        serve_forward(&mut conn, udp, peer, session, &params, &schedule, start)
+    }
+}
+
+fn drain(udp: &UdpSocket) {
+    let mut buf = [0u8; 2048];
+    if udp.set_nonblocking(true).is_ok() {
+        while udp.recv_from(&mut buf).is_ok() {}
+        let _ = udp.set_nonblocking(false);
+    }
+}
+
+/// Control-connection reader on its own thread, so UDP reception never
+/// waits on TCP.
+fn watch(conn: &TcpStream, limit: Duration) -> Result<crossbeam_channel::Receiver<Result<Frame>>> {
+    let mut c = conn.try_clone()?;
+    let (tx, rx) = crossbeam_channel::bounded(4);
+    std::thread::spawn(move || {
+        loop {
+            let r = control::receive(&mut c, limit);
+            let end = !matches!(r, Ok(Some(_)));
+            let _ = tx.send(r.and_then(|f| f.context("peer closed the control connection")));
+            if end {
+                return;
+            }
+        }
+    });
+    Ok(rx)
+}
+
+fn test_limit(params: &TestParams) -> Duration {
+    Duration::from_millis(params.duration_ms) + Duration::from_secs(30)
+}
+
+fn serve_forward(
+    conn: &mut TcpStream,
+    udp: &UdpSocket,
+    peer: SocketAddr,
+    session: u64,
+    params: &TestParams,
+    schedule: &nagare_proto::probe::Schedule,
+    start: Instant,
+) -> Result<()> {
+    let rx = watch(conn, test_limit(params))?;
+    let mut recv = Receiver::new(session, peer.ip(), record_cap(schedule), start);
+    let deadline = start + test_limit(params);
+    let mut done_at: Option<Instant> = None;
+    let mut sender = None;
+    loop {
+        let now = Instant::now();
+        if done_at.is_some_and(|d| now >= d + DRAIN) {
+            break;
+        }
+        if now >= deadline {
+            bail!("the client never said it was done");
+        }
+        recv.poll(udp, now + Duration::from_millis(20))?;
+        if done_at.is_none()
+            && let Ok(msg) = rx.try_recv()
+        {
+            match msg? {
+                Frame::Message(ControlMessage::Done { sender: s }) => {
+                    sender = Some(s);
+                    done_at = Some(Instant::now());
+                }
+                Frame::Message(ControlMessage::Abort { message }) => {
+                    bail!("client aborted: {message}")
+                }
+                _ => bail!("unexpected control message during the test"),
+            }
+        }
+    }
+    let sent = sender.map_or(0, |s| s.sent);
+    let mut report = analyze(&recv.arrivals, sent, params, schedule);
+    report.strangers += recv.strangers;
+    let records = if params.records {
+        recv.arrivals.len() as u64
+    } else {
+        0
+    };
+    control::send(
+        conn,
+        &ControlMessage::Report {
+            receiver: Box::new(report),
+            records,
+        },
+    )?;
+    if params.records {
+        use std::io::Write;
+        for f in records_to_frames(&recv.arrivals) {
+            conn.write_all(&f).context("sending records")?;
+        }
+    }
+    Ok(())
+}
+
+fn serve_reverse(
+    conn: &mut TcpStream,
+    udp: &UdpSocket,
+    peer: SocketAddr,
+    session: u64,
+    params: &TestParams,
+    schedule: &nagare_proto::probe::Schedule,
+    start: Instant,
+) -> Result<()> {
+    // Stream only to the address the client opens from, and only if it is
+    // the TCP peer's: the server never sends to a third party.
+    let mut recv = Receiver::new(session, peer.ip(), 0, start);
+    let wait = Instant::now() + Duration::from_secs(5);
+    while recv.opened.is_none() {
+        if Instant::now() >= wait {
+            bail!("the client's UDP open datagram never arrived (firewall or NAT on the way?)");
+        }
+        recv.poll(udp, Instant::now() + Duration::from_millis(20))?;
+    }
+    let target = recv.opened.context("open address vanished")?;
+    let stop = Arc::new(AtomicBool::new(false));
+    // Echo requests still need answers while the main thread sends.
+    let echo_sock = udp.try_clone()?;
+    let stop2 = stop.clone();
+    let echo = std::thread::spawn(move || {
+        while !stop2.load(Ordering::Relaxed) {
+            if recv
+                .poll(&echo_sock, Instant::now() + Duration::from_millis(20))
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+    // The client aborting (closing) must stop the stream early.
+    let rx = watch(conn, test_limit(params))?;
+    let stop3 = stop.clone();
+    let abort_watch = std::thread::spawn(move || {
+        // Any frame or close from the client during the stream means stop.
+        if rx.recv().is_ok() {
+            stop3.store(true, Ordering::Relaxed);
+        }
+    });
+    let report = send_stream(
+        udp,
+        Some(target),
+        session,
+        schedule,
+        params.packet_size as usize,
+        &stop,
+    );
+    control::send(conn, &ControlMessage::Done { sender: report })?;
+    // Keep answering echoes until the client closes the connection.
+    let _ = abort_watch.join();
+    stop.store(true, Ordering::Relaxed);
+    let _ = echo.join();
+    Ok(())
+}
