@@ -83,6 +83,7 @@ pub fn main(args: DemoArgs) -> Result<ExitCode> {
         cpu: None,
         realtime: false,
         stripes: 1,
+        direct: false,
     };
     let payload = format.frame_bytes() as f64 * 8.0 * rate.as_f64();
     eprintln!(

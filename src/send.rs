@@ -73,6 +73,10 @@ pub struct SendArgs {
     /// sending one stripe; all stripes share one schedule and timestamp.
     #[arg(long, default_value_t = 1)]
     pub stripes: usize,
+    /// Read the input file with O_DIRECT (bypassing the page cache); the
+    /// frame size must be a multiple of 4096 bytes.
+    #[arg(long)]
+    pub direct: bool,
     /// Pin the sending thread to this CPU.
     #[arg(long)]
     pub cpu: Option<usize>,
@@ -125,6 +129,8 @@ pub struct SendConfig {
     pub cpu: Option<usize>,
     /// Horizontal stripes, one RTP stream each.
     pub stripes: usize,
+    /// Read the input file with O_DIRECT.
+    pub direct: bool,
     /// SCHED_FIFO for the sending thread.
     pub realtime: bool,
 }
@@ -197,6 +203,7 @@ impl SendArgs {
             cpu: self.cpu,
             realtime: self.realtime,
             stripes: self.stripes,
+            direct: self.direct,
         })
     }
 }
@@ -288,7 +295,7 @@ fn write_sdp(
 
 /// Runs a sender until its frames are sent, the input ends, or `stop`.
 pub fn run(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport> {
-    let source = Source::open(&cfg.input, cfg.format)?;
+    let source = Source::open(&cfg.input, cfg.format, cfg.direct)?;
     if let (Some(avail), Some(want), false) = (source.frames(), cfg.frames, cfg.looping)
         && want > avail
     {

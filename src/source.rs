@@ -25,6 +25,8 @@ pub enum Source {
         path: PathBuf,
         /// Whole frames in the file.
         frames: u64,
+        /// Read with O_DIRECT, bypassing the page cache.
+        direct: bool,
     },
     /// A directory with one file per frame, sorted by name.
     Dir(Vec<PathBuf>),
@@ -33,8 +35,10 @@ pub enum Source {
 }
 
 impl Source {
-    /// Opens and validates `input` against `format`.
-    pub fn open(input: &str, format: VideoFormat) -> Result<Source> {
+    /// Opens and validates `input` against `format`. With `direct`, a file
+    /// is read with O_DIRECT: a multi-gigabit stream read once should not
+    /// push everything else out of the page cache.
+    pub fn open(input: &str, format: VideoFormat, direct: bool) -> Result<Source> {
         let frame = format.frame_bytes() as u64;
         if let Some(name) = input.strip_prefix("pattern:") {
             if name != "bars" && !name.is_empty() {
@@ -88,9 +92,20 @@ impl Source {
                 len % frame
             );
         }
+        if direct {
+            if frame % ALIGN as u64 != 0 {
+                bail!(
+                    "--direct reads whole frames at {ALIGN}-byte boundaries, but a frame is {frame} \
+                     bytes ({} over a multiple of {ALIGN}); drop --direct for this size",
+                    frame % ALIGN as u64
+                );
+            }
+            open_direct(path)?;
+        }
         Ok(Source::File {
             path: path.to_path_buf(),
             frames: len / frame,
+            direct,
         })
     }
 
@@ -104,10 +119,46 @@ impl Source {
     }
 }
 
+/// Alignment of frame buffers: what O_DIRECT needs for any block size
+/// up to a page.
+const ALIGN: usize = 4096;
+
+/// A frame buffer whose bytes start on a page boundary, so O_DIRECT can
+/// read into it; it dereferences to the frame's bytes.
+pub struct FrameMem {
+    raw: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl FrameMem {
+    /// A zeroed, page-aligned buffer of `len` bytes.
+    pub fn new(len: usize) -> FrameMem {
+        let raw = vec![0u8; len + ALIGN];
+        // The heap block never moves while the Vec lives, so the offset
+        // stays valid when the FrameMem itself is moved.
+        let start = raw.as_ptr().align_offset(ALIGN).min(ALIGN);
+        FrameMem { raw, start, len }
+    }
+}
+
+impl std::ops::Deref for FrameMem {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.raw[self.start..self.start + self.len]
+    }
+}
+
+impl std::ops::DerefMut for FrameMem {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.raw[self.start..self.start + self.len]
+    }
+}
+
 /// A frame handed from the reader to the sender.
 pub struct FrameBuf {
     /// The frame's bytes.
-    pub data: Vec<u8>,
+    pub data: FrameMem,
 }
 
 /// Message on the ring: a frame, or why the reader stopped early.
@@ -124,7 +175,7 @@ pub struct FrameRing {
     /// Frames ready to send.
     pub full: Receiver<Slot>,
     /// Buffers to hand back after sending.
-    pub empty: Sender<Vec<u8>>,
+    pub empty: Sender<FrameMem>,
     done: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
@@ -144,10 +195,10 @@ impl FrameRing {
     ) -> FrameRing {
         let capacity = capacity.max(1);
         let (full_tx, full) = bounded::<Slot>(capacity);
-        let (empty, empty_rx) = bounded::<Vec<u8>>(capacity);
+        let (empty, empty_rx) = bounded::<FrameMem>(capacity);
         for _ in 0..capacity {
             // The channel has exactly `capacity` places.
-            let _ = empty.send(vec![0u8; format.frame_bytes()]);
+            let _ = empty.send(FrameMem::new(format.frame_bytes()));
         }
         let done = Arc::new(AtomicBool::new(false));
         let stop = Arc::new(AtomicBool::new(false));
@@ -190,7 +241,7 @@ impl Drop for FrameRing {
         // Unblock a reader waiting for a buffer or a free slot.
         while self.full.try_recv().is_ok() {}
         if let Some(t) = self.thread.take() {
-            let _ = self.empty.send(Vec::new());
+            let _ = self.empty.send(FrameMem::new(0));
             while !t.is_finished() {
                 while self.full.try_recv().is_ok() {}
                 std::thread::sleep(Duration::from_millis(1));
@@ -205,7 +256,7 @@ fn read_loop(
     limit: Option<u64>,
     looping: bool,
     read_delay: Duration,
-    empty: &Receiver<Vec<u8>>,
+    empty: &Receiver<FrameMem>,
     full: &Sender<Slot>,
     stop: &AtomicBool,
 ) -> Result<()> {
@@ -247,10 +298,13 @@ fn read_loop(
                     .and_then(|mut h| h.read_exact(&mut buf))
                     .with_context(|| format!("reading frame file '{}'", f.display()))?;
             }
-            Source::File { path, .. } => {
+            Source::File { path, direct, .. } => {
                 if in_pass == Some(0) || file.is_none() {
-                    let h = File::open(path)
-                        .with_context(|| format!("opening '{}'", path.display()))?;
+                    let h = if *direct {
+                        open_direct(path)?
+                    } else {
+                        File::open(path).with_context(|| format!("opening '{}'", path.display()))?
+                    };
                     advise_sequential(&h);
                     file = Some(h);
                 }
@@ -266,6 +320,24 @@ fn read_loop(
         }
         number += 1;
     }
+}
+
+fn open_direct(path: &Path) -> Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::EINVAL) {
+                anyhow::anyhow!(
+                    "the filesystem holding '{}' does not support O_DIRECT (tmpfs does not); drop --direct",
+                    path.display()
+                )
+            } else {
+                anyhow::anyhow!("opening '{}' with O_DIRECT: {e}", path.display())
+            }
+        })
 }
 
 /// Tells the kernel the file is read front to back, so it reads ahead.

@@ -388,3 +388,52 @@ fn stripes_are_separate_streams_that_rebuild_the_frame() {
         assert!(sdp.contains(&format!("height={}", h / stripes)));
     }
 }
+
+#[test]
+fn direct_io_input_is_sent_byte_identical() {
+    // 64x32 uyvy422 is 4096 bytes a frame: O_DIRECT reads whole frames.
+    let s = Scratch::new("direct");
+    let input = noise(4096 * 6, 41);
+    std::fs::write(s.path("in.yuv"), &input).unwrap();
+    let out = s.path("out.yuv");
+    let (status, _, err, _) = round_trip(
+        s.path("in.yuv").to_str().unwrap(),
+        "64x32",
+        "uyvy422",
+        "127.0.0.1:0",
+        &["--direct"],
+        &["--output", out.to_str().unwrap()],
+        6,
+    );
+    assert!(status.success(), "{err}");
+    assert_eq!(std::fs::read(&out).unwrap(), input);
+
+    // A frame size O_DIRECT cannot read in whole blocks is refused up front.
+    std::fs::write(s.path("odd.yuv"), vec![0u8; 64 * 2 * 30 * 2]).unwrap();
+    let o = nagare()
+        .args([
+            "send",
+            s.path("odd.yuv").to_str().unwrap(),
+            "--to",
+            "127.0.0.1:9",
+        ])
+        .args([
+            "--size",
+            "64x30",
+            "--pix-fmt",
+            "uyvy422",
+            "--fps",
+            "30",
+            "--direct",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        err.contains(
+            "--direct reads whole frames at 4096-byte boundaries, but a frame is 3840 bytes"
+        ),
+        "{err}"
+    );
+}
