@@ -77,6 +77,13 @@ pub struct RecvArgs {
     /// Frames buffered between the receive thread and the writer.
     #[arg(long, default_value_t = 8)]
     pub buffer_frames: usize,
+    /// Pin the receiving thread to this CPU.
+    #[arg(long)]
+    pub cpu: Option<usize>,
+    /// Run the receiving thread with real-time (SCHED_FIFO) priority;
+    /// needs root or CAP_SYS_NICE.
+    #[arg(long)]
+    pub realtime: bool,
     /// Print statistics as JSON on stdout at the end.
     #[arg(long)]
     pub json: bool,
@@ -346,7 +353,10 @@ impl Writer {
         let frame_bytes = cfg.format.frame_bytes();
         let thread = std::thread::Builder::new()
             .name("writer".into())
-            .spawn(move || write_loop(file, rx, back, policy, frame_bytes))
+            .spawn(move || {
+                crate::tuning::ordinary();
+                write_loop(file, rx, back, policy, frame_bytes)
+            })
             .context("starting the writer thread")?;
         Ok(Writer {
             tx,
@@ -655,6 +665,14 @@ pub fn main(args: RecvArgs) -> Result<std::process::ExitCode> {
     }
     if let Some(a) = bound.local_addr() {
         eprintln!("nagare recv: listening on {a}");
+    }
+    // Only the receiving thread is tuned; the writer thread is started by
+    // `run` after this and keeps default priority on any CPU.
+    if let Some(cpu) = args.cpu {
+        crate::tuning::pin_to_cpu(cpu)?;
+    }
+    if args.realtime {
+        crate::tuning::realtime()?;
     }
     let report = run(&cfg, bound, crate::stop_flag())?;
     if args.json {

@@ -52,3 +52,21 @@ pub fn realtime() -> Result<()> {
     }
     Ok(())
 }
+
+/// Undoes what a tuned parent thread passed on (Linux threads inherit
+/// affinity and scheduling policy): any CPU, normal priority. For helper
+/// threads such as the recorder's writer.
+pub fn ordinary() {
+    let count = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: plain syscalls on this thread with valid arguments; failure
+    // leaves the inherited settings, which is only less ideal.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for cpu in 0..count.min(libc::CPU_SETSIZE as usize) {
+            libc::CPU_SET(cpu, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        libc::sched_setscheduler(0, libc::SCHED_OTHER, &param);
+    }
+}
