@@ -5,25 +5,44 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nagare_proto::FrameRate;
 
-/// Below this much remaining time the wait spins instead of sleeping:
-/// even with 1 µs timer slack (see `tuning::precise_timers`) a sleep here
-/// overshoots by about 20 µs typically and 50 µs at p99 under load, which
-/// is the whole pacing budget at gigabit rates.
-const SPIN_BELOW: Duration = Duration::from_micros(60);
+/// Bounds of the spin margin: how long before a deadline the wait stops
+/// sleeping and spins. Linux sleeps end late by the timer slack (1 µs with
+/// `tuning::precise_timers`) plus wake-up latency, about 20 µs typically
+/// and 50 µs at p99 on a loaded VM, which is the whole pacing budget at
+/// gigabit rates; spinning the whole time would cost a core.
+const MIN_MARGIN_NS: u64 = 10_000;
+const MAX_MARGIN_NS: u64 = 100_000;
 
-/// Sleeps most of the way to `deadline`, then spins the rest.
+thread_local! {
+    /// Smoothed sleep overshoot of this thread, in nanoseconds (x16 fixed point).
+    static OVERSHOOT: std::cell::Cell<u64> = const { std::cell::Cell::new(20_000 * 16) };
+}
+
+/// Sleeps most of the way to `deadline`, then spins the rest. The margin
+/// left for spinning adapts to how late this thread's sleeps have been
+/// ending (twice the smoothed overshoot), so an idle machine spins little
+/// and a loaded one still meets its deadlines.
 pub fn wait_until(deadline: Instant) {
-    loop {
-        let now = Instant::now();
-        if now >= deadline {
-            return;
-        }
-        let left = deadline - now;
-        if left > SPIN_BELOW {
-            std::thread::sleep(left - SPIN_BELOW);
-        } else {
-            std::hint::spin_loop();
-        }
+    let now = Instant::now();
+    if now >= deadline {
+        return;
+    }
+    let avg = OVERSHOOT.with(|o| o.get() / 16);
+    let margin = Duration::from_nanos((2 * avg + 5_000).clamp(MIN_MARGIN_NS, MAX_MARGIN_NS));
+    let left = deadline - now;
+    if left > margin {
+        let target = deadline - margin;
+        std::thread::sleep(target - now);
+        let woke = Instant::now();
+        let over = woke
+            .saturating_duration_since(target)
+            .as_nanos()
+            .min(10_000_000) as u64;
+        // EWMA with weight 1/16, kept in x16 fixed point.
+        OVERSHOOT.with(|o| o.set(o.get() - o.get() / 16 + over));
+    }
+    while Instant::now() < deadline {
+        std::hint::spin_loop();
     }
 }
 
