@@ -12,6 +12,7 @@ mod error;
 pub mod format;
 pub mod pacer;
 pub mod pattern;
+pub mod relay;
 pub mod rfc4175;
 pub mod rtp;
 pub mod screen;
