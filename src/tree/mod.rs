@@ -73,6 +73,10 @@ pub struct SourceArgs {
     /// Write statistics as JSON here when the stream ends.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
+    /// Test only: queue limit per child in KiB (default 8192), so a test
+    /// can make a stalled child lag with little data.
+    #[arg(long, hide = true)]
+    lag_limit_kib: Option<usize>,
 }
 
 /// Arguments of `nagare tree join`.
@@ -103,6 +107,10 @@ pub struct JoinArgs {
     /// Write statistics as JSON here when leaving.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
+    /// Test only: stop reading from the parent for this many
+    /// milliseconds, once, after the first few messages (a slow child).
+    #[arg(long, hide = true, default_value_t = 0)]
+    stall_ms: u64,
 }
 
 /// Runs `nagare tree`.

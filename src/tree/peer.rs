@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use crossbeam_channel::{RecvTimeoutError, Sender, unbounded};
 use nagare_proto::VideoFormat;
+use nagare_proto::relay::Chunk;
 use nagare_proto::screen::{Canvas, ScreenMessage};
 use nagare_proto::tree_wire::{self, Control, Kind, PeerId, SessionKey, key_matches};
 use serde::Serialize;
@@ -113,7 +114,13 @@ struct Peer {
     viewer: Option<Viewer>,
     want_view: bool,
     fingerprints: bool,
+    /// Test only: a pause the upstream reader takes once.
+    stall: Option<Duration>,
 }
+
+/// Upstream messages read before a test stall starts: past the first
+/// frames, so the stall hits a running stream.
+const STALL_AFTER: u64 = 30;
 
 /// Joins the tree and runs until the stream ends.
 pub fn run(args: JoinArgs) -> anyhow::Result<ExitCode> {
@@ -221,6 +228,7 @@ pub fn run(args: JoinArgs) -> anyhow::Result<ExitCode> {
         viewer: None,
         want_view: args.view,
         fingerprints: args.report.is_some(),
+        stall: (args.stall_ms > 0).then(|| Duration::from_millis(args.stall_ms)),
     };
     println!("placed {peer} slot {slot} depth {depth} under {parent}");
     let _ = std::io::stdout().flush();
@@ -412,10 +420,18 @@ impl Peer {
         s.set_read_timeout(Some(SILENCE))?;
         let mut reader = s.try_clone()?;
         let (tx, generation) = (self.tx.clone(), self.generation);
+        let mut stall = self.stall.take();
         std::thread::Builder::new()
             .name("upstream".into())
             .spawn(move || {
+                let mut read = 0u64;
                 loop {
+                    if read == STALL_AFTER {
+                        if let Some(d) = stall.take() {
+                            std::thread::sleep(d);
+                        }
+                    }
+                    read += 1;
                     match read_message(&mut reader) {
                         Ok(m) => {
                             if tx.send(Event::Upstream(generation, m)).is_err() {
@@ -489,24 +505,14 @@ impl Peer {
         let Some(canvas) = &mut self.canvas else {
             bail!("frame data before the welcome");
         };
-        let shared = Message::from(msg);
-        let done = match screen {
-            ScreenMessage::FrameStart { base, .. } => {
-                canvas.abort();
-                self.fanout.catch_up(canvas);
-                self.fanout.frame_start(base, &shared);
-                canvas.apply(&screen)
-            }
-            ScreenMessage::Tiles(_) => {
-                self.fanout.tiles(&shared);
-                canvas.apply(&screen)
-            }
-            ScreenMessage::FrameEnd { number } => {
-                self.fanout.frame_end(number, &shared);
-                canvas.apply(&screen)
-            }
-        };
-        let Some(frame) = done? else {
+        if let ScreenMessage::FrameStart { .. } = screen {
+            // A start cuts off any open frame; children are caught up
+            // from the last whole one.
+            canvas.abort();
+            self.fanout.catch_up(canvas);
+        }
+        self.fanout.offer(Chunk::from(&screen), &Message::from(msg));
+        let Some(frame) = canvas.apply(&screen)? else {
             return Ok(false);
         };
         let r = &mut self.report;

@@ -421,3 +421,92 @@ fn x11_capture_reaches_a_peer_with_a_window() {
     assert_eq!(got.len(), 10);
     assert_eq!(std::fs::metadata(&raw).unwrap().len(), 10 * 320 * 200 * 3);
 }
+
+/// Frames of noise (incompressible, every tile changes every frame), so a
+/// few seconds of stream are tens of megabytes: enough to overflow what a
+/// stalled child's queue and socket buffers hold.
+fn noise_file(path: &Path, frame_bytes: usize, frames: usize) {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut data = vec![0u8; frame_bytes * frames];
+    for w in data.chunks_exact_mut(8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        w.copy_from_slice(&x.to_le_bytes());
+    }
+    std::fs::write(path, data).unwrap();
+}
+
+#[test]
+fn stalled_child_lags_alone_and_catches_up_bit_exact() {
+    let dir = Scratch::new("treeslow");
+    let mut procs = Procs::default();
+    let (w, h, frames) = (480, 270, 100u64);
+    let input = dir.path("noise.raw");
+    noise_file(&input, w * h * 3, frames as usize);
+    let src_report = dir.path("source.json");
+    let addr = start_source(
+        &mut procs,
+        &[
+            input.to_str().unwrap(),
+            "--size",
+            &format!("{w}x{h}"),
+            "--fps",
+            "30",
+            "--wait-peers",
+            "2",
+            "--lag-limit-kib",
+            "3072",
+            "--report",
+            src_report.to_str().unwrap(),
+        ],
+    );
+    // Both are children of the source: the sibling in slot 1, the
+    // staller in slot 2. The stall (2 s, about 23 MB of stream) is far
+    // more than the 3 MiB queue plus socket buffers (2 MiB send, at most
+    // 6 MiB receive) hold; 3 MiB (8 frames) is slack enough that a busy
+    // machine does not make the sibling lag.
+    join(&mut procs, &addr, &dir.path("sibling.json"), &[]);
+    join(
+        &mut procs,
+        &addr,
+        &dir.path("slow.json"),
+        &["--stall-ms", "2000"],
+    );
+    let ok = procs.wait_all(Duration::from_secs(25));
+    assert!(ok.iter().all(|&o| o), "exit statuses: {ok:?}");
+
+    let src = report(&src_report);
+    assert_eq!(src["frames"], frames);
+    assert!(src["lag_drops"].as_u64().unwrap() >= 1, "no lag: {src}");
+    assert!(
+        src["refreshes"].as_u64().unwrap() >= 1,
+        "no catch-up: {src}"
+    );
+    let truth = fingerprints(&src);
+
+    // The sibling got every frame, bit-exact, and on time: had the source
+    // waited on the staller, frames would have been late by the stall.
+    let sib = report(&dir.path("sibling.json"));
+    assert_eq!(sib["lost"], 0, "{sib}");
+    assert_eq!(fingerprints(&sib), truth);
+    let max_ms = sib["latency_us"]["max"].as_u64().unwrap() as f64 / 1e3;
+    assert!(max_ms < 1000.0, "sibling frame {max_ms} ms late: {sib}");
+
+    // The staller skipped frames but every one it shows is bit-exact, and
+    // it caught up to the end of the stream.
+    let r = report(&dir.path("slow.json"));
+    let truth: std::collections::BTreeMap<u64, u64> = truth.into_iter().collect();
+    assert_eq!(r["ended"], true, "{r}");
+    assert_eq!(r["last"], frames - 1, "the slow peer never caught up: {r}");
+    let got = fingerprints(&r);
+    for (n, h) in &got {
+        assert_eq!(truth.get(n), Some(h), "slow peer frame {n} is wrong");
+    }
+    let skipped = r["lost"].as_u64().unwrap();
+    assert!(skipped > 0, "the stall skipped nothing: {r}");
+    eprintln!(
+        "slow peer: {} frames shown, {skipped} skipped; sibling latency max {max_ms:.1} ms",
+        got.len()
+    );
+}
