@@ -13,14 +13,16 @@ use crossbeam_channel::{RecvTimeoutError, Sender, unbounded};
 use nagare_proto::VideoFormat;
 use nagare_proto::relay::Chunk;
 use nagare_proto::screen::{Canvas, ScreenMessage};
-use nagare_proto::tree_wire::{self, Control, Kind, PeerId, SessionKey, key_matches};
+use nagare_proto::tree_wire::{
+    self, Control, Kind, PeerId, Role, SessionKey, proof, proof_matches,
+};
 use serde::Serialize;
 
 use super::fanout::{Fanout, Message};
 use super::view::Viewer;
 use super::{
-    JoinArgs, check_no_refusal, fingerprint, now_us, parse_key, read_control, read_message, refuse,
-    resolve, send,
+    JoinArgs, challenge, check_no_refusal, fingerprint, now_us, parse_key, read_challenge,
+    read_control, read_message, refuse, resolve, send,
 };
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -143,8 +145,10 @@ pub fn run(args: JoinArgs) -> anyhow::Result<ExitCode> {
         format!("connecting to the source at {source}; is `nagare tree source` running there?")
     })?;
     control.set_nodelay(true)?;
-    send(&mut control, &Control::Join { key, relay_port })?;
     control.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
+    let nonce = read_challenge(&mut control, "the source")?;
+    let proof = proof(&key, &nonce, Role::Join);
+    send(&mut control, &Control::Join { proof, relay_port })?;
     let placed = read_control(&mut control).context("waiting for the source to place this peer")?;
     check_no_refusal(&placed, "the source")?;
     control.set_read_timeout(None)?;
@@ -329,16 +333,22 @@ fn accept_children(listener: TcpListener, key: SessionKey, tx: Sender<Event>) {
             .name("child-handshake".into())
             .spawn(move || {
                 let _ = stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
+                let Ok(nonce) = challenge(&mut stream) else {
+                    return;
+                };
                 match read_control(&mut stream) {
                     Ok(Control::Attach {
-                        key: k,
+                        proof,
                         peer,
                         version,
-                    }) if key_matches(&k, &key) => {
+                    }) if proof_matches(&key, &nonce, Role::Attach, &proof) => {
                         let _ = stream.set_read_timeout(None);
                         let _ = tx.send(Event::Child(stream, peer, version));
                     }
-                    Ok(Control::Attach { .. }) => refuse(&mut stream, "wrong session key"),
+                    Ok(Control::Attach { .. }) => refuse(
+                        &mut stream,
+                        "wrong session key: use the key `nagare tree source` printed",
+                    ),
                     _ => refuse(&mut stream, "expected an attach request"),
                 }
             });
@@ -403,10 +413,11 @@ impl Peer {
         s.set_nodelay(true)?;
         s.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
         let version = self.canvas.as_ref().and_then(Canvas::version);
+        let nonce = read_challenge(&mut s, "the parent")?;
         send(
             &mut s,
             &Control::Attach {
-                key: self.key,
+                proof: proof(&self.key, &nonce, Role::Attach),
                 peer: self.id,
                 version,
             },

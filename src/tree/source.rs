@@ -15,12 +15,14 @@ use nagare_proto::FrameRate;
 use nagare_proto::relay::{Chunk, Limits};
 use nagare_proto::screen::Encoder;
 use nagare_proto::tree::{Placement, Topology};
-use nagare_proto::tree_wire::{Control, PeerId, SessionKey, key_matches};
+use nagare_proto::tree_wire::{Control, PeerId, Role, SessionKey, proof_matches};
 use serde::Serialize;
 
 use super::capture::Capture;
 use super::fanout::{Fanout, Message};
-use super::{SourceArgs, format_key, now_us, parse_key, random_key, read_control, refuse, send};
+use super::{
+    SourceArgs, challenge, format_key, now_us, parse_key, random_key, read_control, refuse, send,
+};
 
 /// How long a new connection may take to say who it is.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -274,10 +276,11 @@ fn handshake(
     let peer_addr = stream.peer_addr()?;
     stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
     stream.set_nodelay(true)?;
+    let nonce = challenge(&mut stream)?;
     let first = read_control(&mut stream)?;
     match first {
-        Control::Join { key: k, relay_port } => {
-            if !key_matches(&k, &key) {
+        Control::Join { proof, relay_port } => {
+            if !proof_matches(&key, &nonce, Role::Join, &proof) {
                 refuse(
                     &mut stream,
                     "wrong session key: use the key `nagare tree source` printed",
@@ -291,12 +294,15 @@ fn handshake(
             ));
         }
         Control::Attach {
-            key: k,
+            proof,
             peer,
             version,
         } => {
-            if !key_matches(&k, &key) {
-                refuse(&mut stream, "wrong session key");
+            if !proof_matches(&key, &nonce, Role::Attach, &proof) {
+                refuse(
+                    &mut stream,
+                    "wrong session key: use the key `nagare tree source` printed",
+                );
                 bail!("{peer_addr} tried to attach with a wrong key");
             }
             let _ = children.send(Child(stream, peer, version));

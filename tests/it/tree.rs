@@ -302,6 +302,10 @@ fn hostile_length_does_not_take_the_source_down() {
     );
     let mut s = std::net::TcpStream::connect(&addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    assert!(matches!(
+        read_wire(&mut s),
+        nagare_proto::tree_wire::Control::Challenge { .. }
+    ));
     // A 4 GB message: refused without allocating, connection closed.
     s.write_all(&u32::MAX.to_be_bytes()).unwrap();
     let mut buf = [0u8; 16];
@@ -509,4 +513,75 @@ fn stalled_child_lags_alone_and_catches_up_bit_exact() {
         "slow peer: {} frames shown, {skipped} skipped; sibling latency max {max_ms:.1} ms",
         got.len()
     );
+}
+
+/// Reads one framed tree message off a raw connection.
+fn read_wire(s: &mut std::net::TcpStream) -> nagare_proto::tree_wire::Control {
+    use nagare_proto::tree_wire::{self, Control};
+    let mut header = [0u8; 4];
+    s.read_exact(&mut header).unwrap();
+    let len = tree_wire::body_len(header).unwrap();
+    let mut msg = header.to_vec();
+    msg.resize(4 + len, 0);
+    s.read_exact(&mut msg[4..]).unwrap();
+    let (kind, body) = tree_wire::split(&msg).unwrap();
+    Control::parse(kind, body).unwrap().unwrap()
+}
+
+#[test]
+fn replayed_answer_is_refused_and_the_key_never_travels() {
+    use nagare_proto::tree_wire::{Control, Role, proof};
+    use std::io::Write;
+    let mut procs = Procs::default();
+    let addr = start_source(
+        &mut procs,
+        &["pattern:bars", "--size", "64x64", "--fps", "5"],
+    );
+    let key: [u8; 16] =
+        std::array::from_fn(|i| u8::from_str_radix(&KEY[2 * i..2 * i + 2], 16).unwrap());
+
+    // An honest join: answer the challenge, get placed.
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let Control::Challenge { nonce } = read_wire(&mut s) else {
+        panic!("the source did not open with a challenge");
+    };
+    let answer = Control::Join {
+        proof: proof(&key, &nonce, Role::Join),
+        relay_port: 9,
+    }
+    .to_bytes();
+    assert!(
+        !answer.windows(16).any(|w| w == key),
+        "the key itself is on the wire"
+    );
+    s.write_all(&answer).unwrap();
+    assert!(matches!(read_wire(&mut s), Control::Placed { .. }));
+
+    // The same answer, captured and replayed against a new challenge.
+    let mut r = std::net::TcpStream::connect(&addr).unwrap();
+    r.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let Control::Challenge { nonce: fresh } = read_wire(&mut r) else {
+        panic!("the source did not open with a challenge");
+    };
+    assert_ne!(fresh, nonce, "the source reused a nonce");
+    r.write_all(&answer).unwrap();
+    match read_wire(&mut r) {
+        Control::Refused { reason } => assert!(reason.contains("wrong session key"), "{reason}"),
+        other => panic!("replay was answered with {other:?}"),
+    }
+
+    // A proof for joining is no good for attaching either.
+    let mut a = std::net::TcpStream::connect(&addr).unwrap();
+    a.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let Control::Challenge { nonce } = read_wire(&mut a) else {
+        panic!("the source did not open with a challenge");
+    };
+    let wrong_role = Control::Attach {
+        proof: proof(&key, &nonce, Role::Join),
+        peer: nagare_proto::tree::PeerId(1),
+        version: None,
+    };
+    a.write_all(&wrong_role.to_bytes()).unwrap();
+    assert!(matches!(read_wire(&mut a), Control::Refused { .. }));
 }
