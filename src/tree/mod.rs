@@ -19,7 +19,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use nagare_proto::tree_wire::{self, Control, KEY_LEN, SessionKey};
+use nagare_proto::tree_wire::{self, Control, KEY_LEN, NONCE_LEN, Nonce, SessionKey};
 
 /// Arguments of `nagare tree`.
 #[derive(Args)]
@@ -73,6 +73,10 @@ pub struct SourceArgs {
     /// Write statistics as JSON here when the stream ends.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
+    /// Test only: queue limit per child in KiB (default 8192), so a test
+    /// can make a stalled child lag with little data.
+    #[arg(long, hide = true)]
+    lag_limit_kib: Option<usize>,
 }
 
 /// Arguments of `nagare tree join`.
@@ -103,6 +107,10 @@ pub struct JoinArgs {
     /// Write statistics as JSON here when leaving.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
+    /// Test only: stop reading from the parent for this many
+    /// milliseconds, once, after the first few messages (a slow child).
+    #[arg(long, hide = true, default_value_t = 0)]
+    stall_ms: u64,
 }
 
 /// Runs `nagare tree`.
@@ -146,10 +154,32 @@ fn format_key(key: &SessionKey) -> String {
 
 fn random_key() -> anyhow::Result<SessionKey> {
     let mut key = [0; KEY_LEN];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut key))
-        .context("reading a session key from /dev/urandom; pass --key instead")?;
+    getrandom::fill(&mut key).map_err(|e| {
+        anyhow::anyhow!("the system's random source failed ({e}); pass --key instead")
+    })?;
     Ok(key)
+}
+
+/// Sends a fresh challenge on a connection just accepted and returns it:
+/// the newcomer must answer with a proof for this nonce.
+fn challenge(stream: &mut TcpStream) -> anyhow::Result<Nonce> {
+    let mut nonce = [0; NONCE_LEN];
+    getrandom::fill(&mut nonce)
+        .map_err(|e| anyhow::anyhow!("the system's random source failed ({e})"))?;
+    send(stream, &Control::Challenge { nonce })?;
+    Ok(nonce)
+}
+
+/// Reads the challenge the accepting side opens with.
+fn read_challenge(stream: &mut TcpStream, whom: &str) -> anyhow::Result<Nonce> {
+    let c = read_control(stream).with_context(|| format!("waiting for {whom}'s challenge"))?;
+    check_no_refusal(&c, whom)?;
+    match c {
+        Control::Challenge { nonce } => Ok(nonce),
+        other => bail!(
+            "{whom} opened with {other:?} instead of a challenge; is it a `nagare tree` of the same version?"
+        ),
+    }
 }
 
 /// Reads one framed message (header included), refusing oversized ones

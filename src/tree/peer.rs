@@ -11,15 +11,18 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use crossbeam_channel::{RecvTimeoutError, Sender, unbounded};
 use nagare_proto::VideoFormat;
+use nagare_proto::relay::Chunk;
 use nagare_proto::screen::{Canvas, ScreenMessage};
-use nagare_proto::tree_wire::{self, Control, Kind, PeerId, SessionKey, key_matches};
+use nagare_proto::tree_wire::{
+    self, Control, Kind, PeerId, Role, SessionKey, proof, proof_matches,
+};
 use serde::Serialize;
 
 use super::fanout::{Fanout, Message};
 use super::view::Viewer;
 use super::{
-    JoinArgs, check_no_refusal, fingerprint, now_us, parse_key, read_control, read_message, refuse,
-    resolve, send,
+    JoinArgs, challenge, check_no_refusal, fingerprint, now_us, parse_key, read_challenge,
+    read_control, read_message, refuse, resolve, send,
 };
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -113,7 +116,13 @@ struct Peer {
     viewer: Option<Viewer>,
     want_view: bool,
     fingerprints: bool,
+    /// Test only: a pause the upstream reader takes once.
+    stall: Option<Duration>,
 }
+
+/// Upstream messages read before a test stall starts: past the first
+/// frames, so the stall hits a running stream.
+const STALL_AFTER: u64 = 30;
 
 /// Joins the tree and runs until the stream ends.
 pub fn run(args: JoinArgs) -> anyhow::Result<ExitCode> {
@@ -136,8 +145,10 @@ pub fn run(args: JoinArgs) -> anyhow::Result<ExitCode> {
         format!("connecting to the source at {source}; is `nagare tree source` running there?")
     })?;
     control.set_nodelay(true)?;
-    send(&mut control, &Control::Join { key, relay_port })?;
     control.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
+    let nonce = read_challenge(&mut control, "the source")?;
+    let proof = proof(&key, &nonce, Role::Join);
+    send(&mut control, &Control::Join { proof, relay_port })?;
     let placed = read_control(&mut control).context("waiting for the source to place this peer")?;
     check_no_refusal(&placed, "the source")?;
     control.set_read_timeout(None)?;
@@ -221,6 +232,7 @@ pub fn run(args: JoinArgs) -> anyhow::Result<ExitCode> {
         viewer: None,
         want_view: args.view,
         fingerprints: args.report.is_some(),
+        stall: (args.stall_ms > 0).then(|| Duration::from_millis(args.stall_ms)),
     };
     println!("placed {peer} slot {slot} depth {depth} under {parent}");
     let _ = std::io::stdout().flush();
@@ -321,16 +333,22 @@ fn accept_children(listener: TcpListener, key: SessionKey, tx: Sender<Event>) {
             .name("child-handshake".into())
             .spawn(move || {
                 let _ = stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
+                let Ok(nonce) = challenge(&mut stream) else {
+                    return;
+                };
                 match read_control(&mut stream) {
                     Ok(Control::Attach {
-                        key: k,
+                        proof,
                         peer,
                         version,
-                    }) if key_matches(&k, &key) => {
+                    }) if proof_matches(&key, &nonce, Role::Attach, &proof) => {
                         let _ = stream.set_read_timeout(None);
                         let _ = tx.send(Event::Child(stream, peer, version));
                     }
-                    Ok(Control::Attach { .. }) => refuse(&mut stream, "wrong session key"),
+                    Ok(Control::Attach { .. }) => refuse(
+                        &mut stream,
+                        "wrong session key: use the key `nagare tree source` printed",
+                    ),
                     _ => refuse(&mut stream, "expected an attach request"),
                 }
             });
@@ -395,10 +413,11 @@ impl Peer {
         s.set_nodelay(true)?;
         s.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
         let version = self.canvas.as_ref().and_then(Canvas::version);
+        let nonce = read_challenge(&mut s, "the parent")?;
         send(
             &mut s,
             &Control::Attach {
-                key: self.key,
+                proof: proof(&self.key, &nonce, Role::Attach),
                 peer: self.id,
                 version,
             },
@@ -412,10 +431,18 @@ impl Peer {
         s.set_read_timeout(Some(SILENCE))?;
         let mut reader = s.try_clone()?;
         let (tx, generation) = (self.tx.clone(), self.generation);
+        let mut stall = self.stall.take();
         std::thread::Builder::new()
             .name("upstream".into())
             .spawn(move || {
+                let mut read = 0u64;
                 loop {
+                    if read == STALL_AFTER {
+                        if let Some(d) = stall.take() {
+                            std::thread::sleep(d);
+                        }
+                    }
+                    read += 1;
                     match read_message(&mut reader) {
                         Ok(m) => {
                             if tx.send(Event::Upstream(generation, m)).is_err() {
@@ -489,24 +516,14 @@ impl Peer {
         let Some(canvas) = &mut self.canvas else {
             bail!("frame data before the welcome");
         };
-        let shared = Message::from(msg);
-        let done = match screen {
-            ScreenMessage::FrameStart { base, .. } => {
-                canvas.abort();
-                self.fanout.catch_up(canvas);
-                self.fanout.frame_start(base, &shared);
-                canvas.apply(&screen)
-            }
-            ScreenMessage::Tiles(_) => {
-                self.fanout.tiles(&shared);
-                canvas.apply(&screen)
-            }
-            ScreenMessage::FrameEnd { number } => {
-                self.fanout.frame_end(number, &shared);
-                canvas.apply(&screen)
-            }
-        };
-        let Some(frame) = done? else {
+        if let ScreenMessage::FrameStart { .. } = screen {
+            // A start cuts off any open frame; children are caught up
+            // from the last whole one.
+            canvas.abort();
+            self.fanout.catch_up(canvas);
+        }
+        self.fanout.offer(Chunk::from(&screen), &Message::from(msg));
+        let Some(frame) = canvas.apply(&screen)? else {
             return Ok(false);
         };
         let r = &mut self.report;

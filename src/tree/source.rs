@@ -12,14 +12,17 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use crossbeam_channel::{Receiver, Sender, unbounded};
 use nagare_proto::FrameRate;
+use nagare_proto::relay::{Chunk, Limits};
 use nagare_proto::screen::Encoder;
 use nagare_proto::tree::{Placement, Topology};
-use nagare_proto::tree_wire::{Control, PeerId, SessionKey, key_matches};
+use nagare_proto::tree_wire::{Control, PeerId, Role, SessionKey, proof_matches};
 use serde::Serialize;
 
 use super::capture::Capture;
 use super::fanout::{Fanout, Message};
-use super::{SourceArgs, format_key, now_us, parse_key, random_key, read_control, refuse, send};
+use super::{
+    SourceArgs, challenge, format_key, now_us, parse_key, random_key, read_control, refuse, send,
+};
 
 /// How long a new connection may take to say who it is.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -133,7 +136,13 @@ pub fn run(args: SourceArgs) -> anyhow::Result<ExitCode> {
         let _ = ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed));
     }
 
-    let mut fanout = Fanout::default();
+    let mut fanout = Fanout::new(match args.lag_limit_kib {
+        Some(kib) => Limits {
+            lag: kib.saturating_mul(1024),
+            resume: kib.saturating_mul(1024) / 8,
+        },
+        None => Limits::default(),
+    });
     let welcome = Control::Welcome { format }.to_bytes();
     let admit = |fanout: &mut Fanout, rx: &Receiver<Child>| {
         for Child(mut stream, peer, version) in rx.try_iter() {
@@ -182,12 +191,12 @@ pub fn run(args: SourceArgs) -> anyhow::Result<ExitCode> {
         let base = if encoded.key { None } else { n.checked_sub(1) };
         let last = encoded.messages.len() - 1;
         for (i, m) in encoded.messages.into_iter().enumerate() {
-            let m = Message::from(m);
-            match i {
-                0 => fanout.frame_start(base, &m),
-                _ if i == last => fanout.frame_end(n, &m),
-                _ => fanout.tiles(&m),
-            }
+            let chunk = match i {
+                0 => Chunk::Start { number: n, base },
+                _ if i == last => Chunk::End { number: n },
+                _ => Chunk::Tiles,
+            };
+            fanout.offer(chunk, &Message::from(m));
         }
         capture_s += (t1 - t0).as_secs_f64();
         encode_s += (t2 - t1).as_secs_f64();
@@ -267,10 +276,11 @@ fn handshake(
     let peer_addr = stream.peer_addr()?;
     stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
     stream.set_nodelay(true)?;
+    let nonce = challenge(&mut stream)?;
     let first = read_control(&mut stream)?;
     match first {
-        Control::Join { key: k, relay_port } => {
-            if !key_matches(&k, &key) {
+        Control::Join { proof, relay_port } => {
+            if !proof_matches(&key, &nonce, Role::Join, &proof) {
                 refuse(
                     &mut stream,
                     "wrong session key: use the key `nagare tree source` printed",
@@ -284,12 +294,15 @@ fn handshake(
             ));
         }
         Control::Attach {
-            key: k,
+            proof,
             peer,
             version,
         } => {
-            if !key_matches(&k, &key) {
-                refuse(&mut stream, "wrong session key");
+            if !proof_matches(&key, &nonce, Role::Attach, &proof) {
+                refuse(
+                    &mut stream,
+                    "wrong session key: use the key `nagare tree source` printed",
+                );
                 bail!("{peer_addr} tried to attach with a wrong key");
             }
             let _ = children.send(Child(stream, peer, version));

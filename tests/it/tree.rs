@@ -302,6 +302,10 @@ fn hostile_length_does_not_take_the_source_down() {
     );
     let mut s = std::net::TcpStream::connect(&addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    assert!(matches!(
+        read_wire(&mut s),
+        nagare_proto::tree_wire::Control::Challenge { .. }
+    ));
     // A 4 GB message: refused without allocating, connection closed.
     s.write_all(&u32::MAX.to_be_bytes()).unwrap();
     let mut buf = [0u8; 16];
@@ -420,4 +424,164 @@ fn x11_capture_reaches_a_peer_with_a_window() {
     assert_eq!(got, fingerprints(&report(&src_report)));
     assert_eq!(got.len(), 10);
     assert_eq!(std::fs::metadata(&raw).unwrap().len(), 10 * 320 * 200 * 3);
+}
+
+/// Frames of noise (incompressible, every tile changes every frame), so a
+/// few seconds of stream are tens of megabytes: enough to overflow what a
+/// stalled child's queue and socket buffers hold.
+fn noise_file(path: &Path, frame_bytes: usize, frames: usize) {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut data = vec![0u8; frame_bytes * frames];
+    for w in data.chunks_exact_mut(8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        w.copy_from_slice(&x.to_le_bytes());
+    }
+    std::fs::write(path, data).unwrap();
+}
+
+#[test]
+fn stalled_child_lags_alone_and_catches_up_bit_exact() {
+    let dir = Scratch::new("treeslow");
+    let mut procs = Procs::default();
+    let (w, h, frames) = (480, 270, 100u64);
+    let input = dir.path("noise.raw");
+    noise_file(&input, w * h * 3, frames as usize);
+    let src_report = dir.path("source.json");
+    let addr = start_source(
+        &mut procs,
+        &[
+            input.to_str().unwrap(),
+            "--size",
+            &format!("{w}x{h}"),
+            "--fps",
+            "30",
+            "--wait-peers",
+            "2",
+            "--lag-limit-kib",
+            "3072",
+            "--report",
+            src_report.to_str().unwrap(),
+        ],
+    );
+    // Both are children of the source: the sibling in slot 1, the
+    // staller in slot 2. The stall (2 s, about 23 MB of stream) is far
+    // more than the 3 MiB queue plus socket buffers (2 MiB send, at most
+    // 6 MiB receive) hold; 3 MiB (8 frames) is slack enough that a busy
+    // machine does not make the sibling lag.
+    join(&mut procs, &addr, &dir.path("sibling.json"), &[]);
+    join(
+        &mut procs,
+        &addr,
+        &dir.path("slow.json"),
+        &["--stall-ms", "2000"],
+    );
+    let ok = procs.wait_all(Duration::from_secs(25));
+    assert!(ok.iter().all(|&o| o), "exit statuses: {ok:?}");
+
+    let src = report(&src_report);
+    assert_eq!(src["frames"], frames);
+    assert!(src["lag_drops"].as_u64().unwrap() >= 1, "no lag: {src}");
+    assert!(
+        src["refreshes"].as_u64().unwrap() >= 1,
+        "no catch-up: {src}"
+    );
+    let truth = fingerprints(&src);
+
+    // The sibling got every frame, bit-exact, and on time: had the source
+    // waited on the staller, frames would have been late by the stall.
+    let sib = report(&dir.path("sibling.json"));
+    assert_eq!(sib["lost"], 0, "{sib}");
+    assert_eq!(fingerprints(&sib), truth);
+    let max_ms = sib["latency_us"]["max"].as_u64().unwrap() as f64 / 1e3;
+    assert!(max_ms < 1000.0, "sibling frame {max_ms} ms late: {sib}");
+
+    // The staller skipped frames but every one it shows is bit-exact, and
+    // it caught up to the end of the stream.
+    let r = report(&dir.path("slow.json"));
+    let truth: std::collections::BTreeMap<u64, u64> = truth.into_iter().collect();
+    assert_eq!(r["ended"], true, "{r}");
+    assert_eq!(r["last"], frames - 1, "the slow peer never caught up: {r}");
+    let got = fingerprints(&r);
+    for (n, h) in &got {
+        assert_eq!(truth.get(n), Some(h), "slow peer frame {n} is wrong");
+    }
+    let skipped = r["lost"].as_u64().unwrap();
+    assert!(skipped > 0, "the stall skipped nothing: {r}");
+    eprintln!(
+        "slow peer: {} frames shown, {skipped} skipped; sibling latency max {max_ms:.1} ms",
+        got.len()
+    );
+}
+
+/// Reads one framed tree message off a raw connection.
+fn read_wire(s: &mut std::net::TcpStream) -> nagare_proto::tree_wire::Control {
+    use nagare_proto::tree_wire::{self, Control};
+    let mut header = [0u8; 4];
+    s.read_exact(&mut header).unwrap();
+    let len = tree_wire::body_len(header).unwrap();
+    let mut msg = header.to_vec();
+    msg.resize(4 + len, 0);
+    s.read_exact(&mut msg[4..]).unwrap();
+    let (kind, body) = tree_wire::split(&msg).unwrap();
+    Control::parse(kind, body).unwrap().unwrap()
+}
+
+#[test]
+fn replayed_answer_is_refused_and_the_key_never_travels() {
+    use nagare_proto::tree_wire::{Control, Role, proof};
+    use std::io::Write;
+    let mut procs = Procs::default();
+    let addr = start_source(
+        &mut procs,
+        &["pattern:bars", "--size", "64x64", "--fps", "5"],
+    );
+    let key: [u8; 16] =
+        std::array::from_fn(|i| u8::from_str_radix(&KEY[2 * i..2 * i + 2], 16).unwrap());
+
+    // An honest join: answer the challenge, get placed.
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let Control::Challenge { nonce } = read_wire(&mut s) else {
+        panic!("the source did not open with a challenge");
+    };
+    let answer = Control::Join {
+        proof: proof(&key, &nonce, Role::Join),
+        relay_port: 9,
+    }
+    .to_bytes();
+    assert!(
+        !answer.windows(16).any(|w| w == key),
+        "the key itself is on the wire"
+    );
+    s.write_all(&answer).unwrap();
+    assert!(matches!(read_wire(&mut s), Control::Placed { .. }));
+
+    // The same answer, captured and replayed against a new challenge.
+    let mut r = std::net::TcpStream::connect(&addr).unwrap();
+    r.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let Control::Challenge { nonce: fresh } = read_wire(&mut r) else {
+        panic!("the source did not open with a challenge");
+    };
+    assert_ne!(fresh, nonce, "the source reused a nonce");
+    r.write_all(&answer).unwrap();
+    match read_wire(&mut r) {
+        Control::Refused { reason } => assert!(reason.contains("wrong session key"), "{reason}"),
+        other => panic!("replay was answered with {other:?}"),
+    }
+
+    // A proof for joining is no good for attaching either.
+    let mut a = std::net::TcpStream::connect(&addr).unwrap();
+    a.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let Control::Challenge { nonce } = read_wire(&mut a) else {
+        panic!("the source did not open with a challenge");
+    };
+    let wrong_role = Control::Attach {
+        proof: proof(&key, &nonce, Role::Join),
+        peer: nagare_proto::tree::PeerId(1),
+        version: None,
+    };
+    a.write_all(&wrong_role.to_bytes()).unwrap();
+    assert!(matches!(read_wire(&mut a), Control::Refused { .. }));
 }

@@ -16,6 +16,7 @@ pub mod pacer;
 pub mod pattern;
 pub mod probe;
 pub mod profile;
+pub mod relay;
 pub mod rfc4175;
 pub mod rtp;
 pub mod screen;

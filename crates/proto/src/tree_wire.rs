@@ -5,6 +5,16 @@
 //! reader checks the length with [`body_len`] before allocating. Control
 //! messages (join, placement, repair, attach) are defined here; the
 //! screen codec's frame messages live in [`crate::screen`].
+//!
+//! Admission is a challenge-response, so the session key never crosses
+//! the wire: whoever accepts a connection (the source, or a relay parent)
+//! first sends a fresh random [`Control::Challenge`]; the newcomer answers
+//! with [`proof`] = HMAC-SHA256(key, nonce || role), checked in constant
+//! time by [`proof_matches`]. A recorded answer is worthless against the
+//! next nonce. The video that follows is not encrypted.
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -18,8 +28,60 @@ pub const MAX_MESSAGE: usize = 1 << 20;
 /// Length of a session key.
 pub const KEY_LEN: usize = 16;
 
-/// A session key: peers present it to join and to attach.
+/// A session key: peers prove they hold it to join and to attach.
 pub type SessionKey = [u8; KEY_LEN];
+
+/// Length of a challenge nonce.
+pub const NONCE_LEN: usize = 32;
+
+/// A challenge: random bytes the accepting side never uses twice.
+pub type Nonce = [u8; NONCE_LEN];
+
+/// Length of a proof (an HMAC-SHA256 tag).
+pub const PROOF_LEN: usize = 32;
+
+/// An answer to a challenge.
+pub type Proof = [u8; PROOF_LEN];
+
+/// What a proof admits its sender as, so an answer given to join cannot
+/// be replayed to attach and the other way round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// A peer joining through the coordinator.
+    Join,
+    /// A child attaching to a relay parent.
+    Attach,
+}
+
+impl Role {
+    fn context(self) -> &'static [u8] {
+        match self {
+            Role::Join => b"nagare tree v1 join",
+            Role::Attach => b"nagare tree v1 attach",
+        }
+    }
+}
+
+fn mac(key: &SessionKey, nonce: &Nonce, role: Role) -> Hmac<Sha256> {
+    // Invariant: HMAC takes keys of any length, so this cannot fail.
+    let mut mac =
+        <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC accepts keys of any length");
+    mac.update(nonce);
+    mac.update(role.context());
+    mac
+}
+
+/// The answer to `nonce` from a holder of `key` acting as `role`:
+/// HMAC-SHA256(key, nonce || context of role).
+pub fn proof(key: &SessionKey, nonce: &Nonce, role: Role) -> Proof {
+    mac(key, nonce, role).finalize().into_bytes().into()
+}
+
+/// Whether `answer` is the proof for `nonce` and `role` under `key`,
+/// compared in time independent of where it differs.
+pub fn proof_matches(key: &SessionKey, nonce: &Nonce, role: Role, answer: &Proof) -> bool {
+    mac(key, nonce, role).verify_slice(answer).is_ok()
+}
 
 /// Longest refusal reason carried.
 const MAX_REASON: usize = 512;
@@ -44,6 +106,8 @@ pub enum Kind {
     End = 7,
     /// Peer → coordinator: attached and welcomed, frames can flow.
     Ready = 8,
+    /// Accepting side → newcomer: prove you hold the key.
+    Challenge = 9,
     /// Screen codec: frame start.
     FrameStart = 16,
     /// Screen codec: a chunk of tiles.
@@ -64,6 +128,7 @@ impl TryFrom<u8> for Kind {
             6 => Kind::Welcome,
             7 => Kind::End,
             8 => Kind::Ready,
+            9 => Kind::Challenge,
             16 => Kind::FrameStart,
             17 => Kind::Tiles,
             18 => Kind::FrameEnd,
@@ -263,11 +328,11 @@ impl std::fmt::Display for PeerId {
 /// A control message of the tree protocol.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Control {
-    /// Peer → coordinator: join with `key`; children reach me on
+    /// Peer → coordinator: join, proving the key; children reach me on
     /// `relay_port` at the address the coordinator sees me on.
     Join {
-        /// Session key.
-        key: SessionKey,
+        /// Answer to the coordinator's challenge, [`Role::Join`].
+        proof: Proof,
         /// TCP port of the peer's relay listener.
         relay_port: u16,
     },
@@ -296,8 +361,8 @@ pub enum Control {
     },
     /// Child → parent: stream to me; I hold frame `version`.
     Attach {
-        /// Session key.
-        key: SessionKey,
+        /// Answer to the parent's challenge, [`Role::Attach`].
+        proof: Proof,
         /// The child's id.
         peer: PeerId,
         /// Frame the child holds, so the parent sends only what changed.
@@ -312,6 +377,11 @@ pub enum Control {
     End,
     /// Peer → coordinator: attached and welcomed.
     Ready,
+    /// Accepting side → newcomer: answer this with [`proof`].
+    Challenge {
+        /// Fresh random bytes.
+        nonce: Nonce,
+    },
 }
 
 fn pixel_format_code(pf: PixelFormat) -> u8 {
@@ -326,9 +396,9 @@ impl Control {
     /// The framed bytes.
     pub fn to_bytes(&self) -> Vec<u8> {
         match self {
-            Control::Join { key, relay_port } => {
+            Control::Join { proof, relay_port } => {
                 let mut w = Writer::new(Kind::Join);
-                w.bytes(key);
+                w.bytes(proof);
                 w.u16(*relay_port);
                 w.finish()
             }
@@ -361,9 +431,13 @@ impl Control {
                 w.bytes(&reason.as_bytes()[..end]);
                 w.finish()
             }
-            Control::Attach { key, peer, version } => {
+            Control::Attach {
+                proof,
+                peer,
+                version,
+            } => {
                 let mut w = Writer::new(Kind::Attach);
-                w.bytes(key);
+                w.bytes(proof);
                 w.u32(peer.0);
                 match version {
                     None => w.u8(0),
@@ -383,6 +457,11 @@ impl Control {
             }
             Control::End => Writer::new(Kind::End).finish(),
             Control::Ready => Writer::new(Kind::Ready).finish(),
+            Control::Challenge { nonce } => {
+                let mut w = Writer::new(Kind::Challenge);
+                w.bytes(nonce);
+                w.finish()
+            }
         }
     }
 
@@ -391,7 +470,7 @@ impl Control {
         let mut r = Reader::new(body);
         let msg = match kind {
             Kind::Join => Control::Join {
-                key: r.array()?,
+                proof: r.array()?,
                 relay_port: r.u16()?,
             },
             Kind::Placed => Control::Placed {
@@ -413,7 +492,7 @@ impl Control {
                 }
             }
             Kind::Attach => Control::Attach {
-                key: r.array()?,
+                proof: r.array()?,
                 peer: PeerId(r.u32()?),
                 version: match r.u8()? {
                     0 => None,
@@ -436,16 +515,12 @@ impl Control {
             }
             Kind::End => Control::End,
             Kind::Ready => Control::Ready,
+            Kind::Challenge => Control::Challenge { nonce: r.array()? },
             Kind::FrameStart | Kind::Tiles | Kind::FrameEnd => return Ok(None),
         };
         r.end()?;
         Ok(Some(msg))
     }
-}
-
-/// Compares session keys in time independent of where they differ.
-pub fn key_matches(a: &SessionKey, b: &SessionKey) -> bool {
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]
@@ -461,9 +536,9 @@ mod tests {
 
     #[test]
     fn control_messages_round_trip() {
-        let key = [7; KEY_LEN];
+        let proof = [7; PROOF_LEN];
         round_trip(Control::Join {
-            key,
+            proof,
             relay_port: 4000,
         });
         round_trip(Control::Placed {
@@ -485,12 +560,12 @@ mod tests {
             reason: "wrong key".into(),
         });
         round_trip(Control::Attach {
-            key,
+            proof,
             peer: PeerId(2),
             version: Some(77),
         });
         round_trip(Control::Attach {
-            key,
+            proof,
             peer: PeerId(2),
             version: None,
         });
@@ -499,6 +574,9 @@ mod tests {
         });
         round_trip(Control::End);
         round_trip(Control::Ready);
+        round_trip(Control::Challenge {
+            nonce: [9; NONCE_LEN],
+        });
     }
 
     #[test]
@@ -523,11 +601,46 @@ mod tests {
     }
 
     #[test]
-    fn keys_compare() {
-        assert!(key_matches(&[1; KEY_LEN], &[1; KEY_LEN]));
-        let mut k = [1; KEY_LEN];
-        k[15] = 2;
-        assert!(!key_matches(&[1; KEY_LEN], &k));
+    fn proofs_bind_key_nonce_and_role() {
+        let key = [1; KEY_LEN];
+        let nonce = [2; NONCE_LEN];
+        let p = proof(&key, &nonce, Role::Join);
+        assert!(proof_matches(&key, &nonce, Role::Join, &p));
+        // Another key, a replay against a new nonce, or the other role.
+        let mut other_key = key;
+        other_key[15] ^= 1;
+        assert!(!proof_matches(&other_key, &nonce, Role::Join, &p));
+        let mut new_nonce = nonce;
+        new_nonce[0] ^= 1;
+        assert!(!proof_matches(&key, &new_nonce, Role::Join, &p));
+        assert!(!proof_matches(&key, &nonce, Role::Attach, &p));
+        let mut flipped = p;
+        flipped[31] ^= 0x80;
+        assert!(!proof_matches(&key, &nonce, Role::Join, &flipped));
+    }
+
+    #[test]
+    fn proof_is_rfc_2104_hmac_sha256() {
+        // The definition of HMAC (RFC 2104) with SHA-256 over nonce || context,
+        // checked against the same computation done by hand with sha2.
+        use sha2::Digest;
+        let key = [0x0b; KEY_LEN];
+        let nonce = [0x5a; NONCE_LEN];
+        let mut k = [0u8; 64];
+        k[..KEY_LEN].copy_from_slice(&key);
+        let ipad: Vec<u8> = k.iter().map(|b| b ^ 0x36).collect();
+        let opad: Vec<u8> = k.iter().map(|b| b ^ 0x5c).collect();
+        let inner = Sha256::new()
+            .chain_update(&ipad)
+            .chain_update(nonce)
+            .chain_update(b"nagare tree v1 attach")
+            .finalize();
+        let outer: [u8; 32] = Sha256::new()
+            .chain_update(&opad)
+            .chain_update(inner)
+            .finalize()
+            .into();
+        assert_eq!(proof(&key, &nonce, Role::Attach), outer);
     }
 
     proptest! {
