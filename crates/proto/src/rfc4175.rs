@@ -306,7 +306,12 @@ impl<'a> PayloadView<'a> {
                 return Err(Error::Misaligned);
             }
             let start_in_line = offset / pg_pixels * pg_bytes;
-            if line >= format.height as usize || start_in_line + len > line_bytes {
+            // `>=`: an empty segment at offset == width would otherwise be
+            // placed at the start of the next line (or past the frame).
+            if line >= format.height as usize
+                || start_in_line >= line_bytes
+                || start_in_line + len > line_bytes
+            {
                 return Err(Error::OutsideFrame { line, offset });
             }
             if cursor + len > self.data.len() {
@@ -760,6 +765,25 @@ mod tests {
         let v = RtpPacket::new_checked(&straggler[..]).unwrap();
         assert!(d.push(&v).is_err());
         assert_eq!(d.stats().late, 1);
+    }
+
+    #[test]
+    fn empty_segment_past_the_line_end_is_outside_the_frame() {
+        // Found by fuzz target rfc4175_payload: length 0 at offset == width
+        // passed the bounds check and was placed at byte 5 of a 5-byte frame.
+        let format = VideoFormat::new(2, 1, PixelFormat::Uyvp).unwrap();
+        let payload = [0, 0, 0, 0, 0, 0, 0, 2];
+        let view = PayloadView::parse(&payload).unwrap();
+        let mut out = Vec::new();
+        assert_eq!(
+            view.placements(&format, &mut out),
+            Err(Error::OutsideFrame { line: 0, offset: 2 })
+        );
+        // An empty segment inside the line is still fine.
+        let payload = [0, 0, 0, 0, 0, 0, 0, 0];
+        let view = PayloadView::parse(&payload).unwrap();
+        assert_eq!(view.placements(&format, &mut out), Ok(0));
+        assert_eq!(out, [(0, 0..0)]);
     }
 
     #[test]
