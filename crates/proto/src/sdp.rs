@@ -15,7 +15,10 @@ pub struct SdpStream {
     pub address: IpAddr,
     /// UDP port.
     pub port: u16,
-    /// Multicast TTL / hop limit from `c=`, if given.
+    /// Multicast TTL from `c=`. RFC 8866 gives one to IPv4 multicast
+    /// addresses only, so parsing yields `None` for any other address and
+    /// `Some(1)` (what [`SdpStream::to_sdp`] writes for `None`) when an IPv4
+    /// multicast `c=` line has no TTL, as FFmpeg's have not.
     pub ttl: Option<u8>,
     /// Sender address from `a=source-filter` (source-specific multicast)
     /// or, when writing, the sender's own address.
@@ -225,7 +228,17 @@ fn parse_connection(value: &str) -> Result<(IpAddr, Option<u8>), Error> {
         .next()
         .and_then(|a| a.parse().ok())
         .ok_or(Error::Sdp("c= address is not an IP address"))?;
-    let ttl = parts.next().and_then(|t| t.parse().ok());
+    // For IPv6 the number after the slash counts addresses; unicast has none.
+    let ttl = match ip {
+        IpAddr::V4(v4) if v4.is_multicast() => match parts.next() {
+            None => Some(1),
+            Some(t) => Some(
+                t.parse()
+                    .map_err(|_| Error::Sdp("c= TTL is not a number from 0 to 255"))?,
+            ),
+        },
+        _ => None,
+    };
     Ok((ip, ttl))
 }
 
@@ -263,6 +276,37 @@ mod tests {
         assert_eq!(s.port, 5004);
         assert_eq!(s.format, VideoFormat::new(320, 240, PixelFormat::Uyvy422).unwrap());
         assert_eq!(s.rate, None);
+    }
+
+    fn with_c_line(c: &str) -> String {
+        format!(
+            "m=video 5004 RTP/AVP 96\r\n{c}\r\na=rtpmap:96 raw/90000\r\n\
+             a=fmtp:96 sampling=RGB; width=8; height=8; depth=8\r\n"
+        )
+    }
+
+    #[test]
+    fn ttl_only_for_ipv4_multicast_and_round_trips() {
+        // Found by fuzz target sdp: `c=IN IP4 239.1.2.3/8-` parsed with no
+        // TTL, to_sdp wrote the default `/1`, and the re-read SDP differed.
+        for (c, ttl) in [
+            ("c=IN IP4 239.1.2.3/8", Some(8)),
+            ("c=IN IP4 239.1.2.3", Some(1)),
+            ("c=IN IP4 192.0.2.7/8", None),
+            ("c=IN IP6 ff15::1/3", None),
+            ("c=IN IP6 2001:db8::1", None),
+        ] {
+            let s = SdpStream::parse(&with_c_line(c)).unwrap();
+            assert_eq!(s.ttl, ttl, "{c}");
+            assert_eq!(SdpStream::parse(&s.to_sdp(1)).unwrap(), s, "{c}");
+        }
+        for c in ["c=IN IP4 239.1.2.3/8-", "c=IN IP4 239.1.2.3/256"] {
+            assert_eq!(
+                SdpStream::parse(&with_c_line(c)),
+                Err(Error::Sdp("c= TTL is not a number from 0 to 255")),
+                "{c}"
+            );
+        }
     }
 
     #[test]
