@@ -20,8 +20,9 @@ pub struct SdpStream {
     /// `Some(1)` (what [`SdpStream::to_sdp`] writes for `None`) when an IPv4
     /// multicast `c=` line has no TTL, as FFmpeg's have not.
     pub ttl: Option<u8>,
-    /// Sender address from `a=source-filter` (source-specific multicast)
-    /// or, when writing, the sender's own address.
+    /// Sender address from `a=source-filter` (source-specific multicast,
+    /// so only read for a multicast address) or, when writing, the sender's
+    /// own address.
     pub source: Option<IpAddr>,
     /// RTP payload type.
     pub payload_type: u8,
@@ -210,7 +211,9 @@ impl SdpStream {
             address,
             port,
             ttl,
-            source,
+            // to_sdp writes a source filter only for multicast, and SSM means
+            // nothing for unicast.
+            source: source.filter(|_| address.is_multicast()),
             payload_type,
             format,
             rate: rate.or(framerate_attr),
@@ -306,6 +309,23 @@ mod tests {
                 Err(Error::Sdp("c= TTL is not a number from 0 to 255")),
                 "{c}"
             );
+        }
+    }
+
+    #[test]
+    fn source_filter_only_for_multicast() {
+        // Found by fuzz target sdp: a source filter on a unicast address was
+        // read into `source`, which to_sdp writes only into o= for unicast,
+        // so the re-read SDP lost it.
+        let filter = "a=source-filter: incl IN IP6 * 2001:db8::1";
+        for (c, source) in [
+            ("c=IN IP6 ff15::1234", Some("2001:db8::1".parse().unwrap())),
+            ("c=IN IP6 bf15::1234", None),
+            ("c=IN IP4 192.0.2.7", None),
+        ] {
+            let s = SdpStream::parse(&format!("{}{filter}\r\n", with_c_line(c))).unwrap();
+            assert_eq!(s.source, source, "{c}");
+            assert_eq!(SdpStream::parse(&s.to_sdp(1)).unwrap(), s, "{c}");
         }
     }
 
