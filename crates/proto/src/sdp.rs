@@ -109,7 +109,15 @@ impl SdpStream {
                 continue;
             };
             match kind {
-                "s" => name = value.chars().take(256).collect(),
+                "s" => {
+                    // At most 256 characters; trimmed again after the cut, as
+                    // a re-read of the written line would be.
+                    let end = value
+                        .char_indices()
+                        .nth(256)
+                        .map_or(value.len(), |(i, _)| i);
+                    name = value[..end].trim_end().to_string();
+                }
                 "m" => {
                     in_video = false;
                     if seen_video {
@@ -327,6 +335,17 @@ mod tests {
             assert_eq!(s.source, source, "{c}");
             assert_eq!(SdpStream::parse(&s.to_sdp(1)).unwrap(), s, "{c}");
         }
+    }
+
+    #[test]
+    fn long_session_name_is_cut_without_trailing_space() {
+        // Found by fuzz target sdp: cutting the name at 256 characters can
+        // end it in a space, which the re-read of the written s= line trims.
+        let name = format!("{} tail", "é".repeat(255));
+        let text = format!("s={name}\r\n{}", with_c_line("c=IN IP4 192.0.2.7"));
+        let s = SdpStream::parse(&text).unwrap();
+        assert_eq!(s.name, "é".repeat(255));
+        assert_eq!(SdpStream::parse(&s.to_sdp(1)).unwrap(), s);
     }
 
     #[test]
