@@ -350,7 +350,12 @@ impl<'a> PayloadView<'a> {
                 return Err(Error::Misaligned);
             }
             let start_in_line = offset / pg_pixels * pg_bytes;
-            if line >= format.height as usize || start_in_line + len > line_bytes {
+            // `>=`: an empty segment at offset == width would otherwise be
+            // placed at the start of the next line (or past the frame).
+            if line >= format.height as usize
+                || start_in_line >= line_bytes
+                || start_in_line + len > line_bytes
+            {
                 return Err(Error::OutsideFrame { line, offset });
             }
             if cursor + len > self.data.len() {
@@ -453,13 +458,16 @@ pub struct Depacketizer {
 impl Depacketizer {
     /// A depacketizer for `format`. `period_ticks` is the frame period in
     /// 90 kHz ticks when known (it is learned from the first two frames
-    /// otherwise) and is used to number frames and count lost ones.
+    /// otherwise) and is used to number frames and count lost ones. A
+    /// period under one tick (above 90000 fps) or not finite is treated as
+    /// unknown: dividing a timestamp gap by it would count more lost frames
+    /// than a `u64` holds.
     pub fn new(format: VideoFormat, period_ticks: Option<f64>) -> Self {
         Depacketizer {
             format,
             in_flight: 2,
             zero_fill: false,
-            period_ticks: period_ticks.filter(|p| *p > 0.0),
+            period_ticks: period_ticks.filter(|p| p.is_finite() && *p >= 1.0),
             assemblies: VecDeque::new(),
             free: Vec::new(),
             ready: VecDeque::new(),
@@ -839,6 +847,49 @@ mod tests {
         let v = RtpPacket::new_checked(&straggler[..]).unwrap();
         assert!(d.push(&v).is_err());
         assert_eq!(d.stats().late, 1);
+    }
+
+    #[test]
+    fn empty_segment_past_the_line_end_is_outside_the_frame() {
+        // Found by fuzz target rfc4175_payload: length 0 at offset == width
+        // passed the bounds check and was placed at byte 5 of a 5-byte frame.
+        let format = VideoFormat::new(2, 1, PixelFormat::Uyvp).unwrap();
+        let payload = [0, 0, 0, 0, 0, 0, 0, 2];
+        let view = PayloadView::parse(&payload).unwrap();
+        let mut out = Vec::new();
+        assert_eq!(
+            view.placements(&format, &mut out),
+            Err(Error::OutsideFrame { line: 0, offset: 2 })
+        );
+        // An empty segment inside the line is still fine.
+        let payload = [0, 0, 0, 0, 0, 0, 0, 0];
+        let view = PayloadView::parse(&payload).unwrap();
+        assert_eq!(view.placements(&format, &mut out), Ok(0));
+        assert_eq!(out, [(0, 0..0)]);
+    }
+
+    #[test]
+    fn absurd_periods_count_as_unknown() {
+        // Found by fuzz target depacketizer: with a period of 1e-308 ticks
+        // the gap/period step count saturated to u64::MAX and the frame
+        // index overflowed (a panic in debug, indices going back in release).
+        let format = VideoFormat::new(32, 4, PixelFormat::Rgb24).unwrap();
+        let p = Packetizer::new(format, 100, 1).unwrap();
+        let mut all = packets(&p, &frame_of(&format, 0), 0, 0);
+        all.extend(packets(&p, &frame_of(&format, 1), 100, 3000));
+        all.extend(packets(&p, &frame_of(&format, 3), 300, 9000));
+        for period in [1e-308, 0.5, f64::INFINITY, f64::NAN] {
+            let mut d = Depacketizer::new(format, Some(period));
+            let out = feed(&mut d, &all);
+            let kinds: Vec<String> = out
+                .iter()
+                .map(|o| match o {
+                    Output::Frame(f) => format!("f{}", f.index),
+                    Output::Lost { first, count } => format!("lost{first}+{count}"),
+                })
+                .collect();
+            assert_eq!(kinds, ["f0", "f1", "lost2+1", "f3"], "period {period}");
+        }
     }
 
     #[test]

@@ -15,10 +15,14 @@ pub struct SdpStream {
     pub address: IpAddr,
     /// UDP port.
     pub port: u16,
-    /// Multicast TTL / hop limit from `c=`, if given.
+    /// Multicast TTL from `c=`. RFC 8866 gives one to IPv4 multicast
+    /// addresses only, so parsing yields `None` for any other address and
+    /// `Some(1)` (what [`SdpStream::to_sdp`] writes for `None`) when an IPv4
+    /// multicast `c=` line has no TTL, as FFmpeg's have not.
     pub ttl: Option<u8>,
-    /// Sender address from `a=source-filter` (source-specific multicast)
-    /// or, when writing, the sender's own address.
+    /// Sender address from `a=source-filter` (source-specific multicast,
+    /// so only read for a multicast address) or, when writing, the sender's
+    /// own address.
     pub source: Option<IpAddr>,
     /// RTP payload type.
     pub payload_type: u8,
@@ -105,7 +109,15 @@ impl SdpStream {
                 continue;
             };
             match kind {
-                "s" => name = value.chars().take(256).collect(),
+                "s" => {
+                    // At most 256 characters; trimmed again after the cut, as
+                    // a re-read of the written line would be.
+                    let end = value
+                        .char_indices()
+                        .nth(256)
+                        .map_or(value.len(), |(i, _)| i);
+                    name = value[..end].trim_end().to_string();
+                }
                 "m" => {
                     in_video = false;
                     if seen_video {
@@ -207,7 +219,9 @@ impl SdpStream {
             address,
             port,
             ttl,
-            source,
+            // to_sdp writes a source filter only for multicast, and SSM means
+            // nothing for unicast.
+            source: source.filter(|_| address.is_multicast()),
             payload_type,
             format,
             rate: rate.or(framerate_attr),
@@ -225,7 +239,17 @@ fn parse_connection(value: &str) -> Result<(IpAddr, Option<u8>), Error> {
         .next()
         .and_then(|a| a.parse().ok())
         .ok_or(Error::Sdp("c= address is not an IP address"))?;
-    let ttl = parts.next().and_then(|t| t.parse().ok());
+    // For IPv6 the number after the slash counts addresses; unicast has none.
+    let ttl = match ip {
+        IpAddr::V4(v4) if v4.is_multicast() => match parts.next() {
+            None => Some(1),
+            Some(t) => Some(
+                t.parse()
+                    .map_err(|_| Error::Sdp("c= TTL is not a number from 0 to 255"))?,
+            ),
+        },
+        _ => None,
+    };
     Ok((ip, ttl))
 }
 
@@ -266,6 +290,65 @@ mod tests {
             VideoFormat::new(320, 240, PixelFormat::Uyvy422).unwrap()
         );
         assert_eq!(s.rate, None);
+    }
+
+    fn with_c_line(c: &str) -> String {
+        format!(
+            "m=video 5004 RTP/AVP 96\r\n{c}\r\na=rtpmap:96 raw/90000\r\n\
+             a=fmtp:96 sampling=RGB; width=8; height=8; depth=8\r\n"
+        )
+    }
+
+    #[test]
+    fn ttl_only_for_ipv4_multicast_and_round_trips() {
+        // Found by fuzz target sdp: `c=IN IP4 239.1.2.3/8-` parsed with no
+        // TTL, to_sdp wrote the default `/1`, and the re-read SDP differed.
+        for (c, ttl) in [
+            ("c=IN IP4 239.1.2.3/8", Some(8)),
+            ("c=IN IP4 239.1.2.3", Some(1)),
+            ("c=IN IP4 192.0.2.7/8", None),
+            ("c=IN IP6 ff15::1/3", None),
+            ("c=IN IP6 2001:db8::1", None),
+        ] {
+            let s = SdpStream::parse(&with_c_line(c)).unwrap();
+            assert_eq!(s.ttl, ttl, "{c}");
+            assert_eq!(SdpStream::parse(&s.to_sdp(1)).unwrap(), s, "{c}");
+        }
+        for c in ["c=IN IP4 239.1.2.3/8-", "c=IN IP4 239.1.2.3/256"] {
+            assert_eq!(
+                SdpStream::parse(&with_c_line(c)),
+                Err(Error::Sdp("c= TTL is not a number from 0 to 255")),
+                "{c}"
+            );
+        }
+    }
+
+    #[test]
+    fn source_filter_only_for_multicast() {
+        // Found by fuzz target sdp: a source filter on a unicast address was
+        // read into `source`, which to_sdp writes only into o= for unicast,
+        // so the re-read SDP lost it.
+        let filter = "a=source-filter: incl IN IP6 * 2001:db8::1";
+        for (c, source) in [
+            ("c=IN IP6 ff15::1234", Some("2001:db8::1".parse().unwrap())),
+            ("c=IN IP6 bf15::1234", None),
+            ("c=IN IP4 192.0.2.7", None),
+        ] {
+            let s = SdpStream::parse(&format!("{}{filter}\r\n", with_c_line(c))).unwrap();
+            assert_eq!(s.source, source, "{c}");
+            assert_eq!(SdpStream::parse(&s.to_sdp(1)).unwrap(), s, "{c}");
+        }
+    }
+
+    #[test]
+    fn long_session_name_is_cut_without_trailing_space() {
+        // Found by fuzz target sdp: cutting the name at 256 characters can
+        // end it in a space, which the re-read of the written s= line trims.
+        let name = format!("{} tail", "é".repeat(255));
+        let text = format!("s={name}\r\n{}", with_c_line("c=IN IP4 192.0.2.7"));
+        let s = SdpStream::parse(&text).unwrap();
+        assert_eq!(s.name, "é".repeat(255));
+        assert_eq!(SdpStream::parse(&s.to_sdp(1)).unwrap(), s);
     }
 
     #[test]

@@ -1,0 +1,22 @@
+//! `SdpStream::parse` on any UTF-8 text: no panic, and whatever parses
+//! survives `to_sdp` and `parse` again unchanged (so nagare can relay an
+//! SDP it read without altering the stream it describes).
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use nagare_proto::sdp::SdpStream;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(stream) = SdpStream::parse(text) else {
+        return;
+    };
+    let written = stream.to_sdp(u64::from(stream.port));
+    match SdpStream::parse(&written) {
+        Ok(again) => assert_eq!(again, stream, "SDP written:\n{written}"),
+        Err(e) => panic!("nagare cannot read its own SDP ({e}):\n{written}"),
+    }
+});

@@ -1,0 +1,198 @@
+//! Helpers shared by the fuzz targets and the seed generator: a byte
+//! reader, the choice of a small video format from input bytes, the packet
+//! stream encoding the `depacketizer` target reads, and an allocator that
+//! counts live bytes so targets can check that memory stays bounded.
+//!
+//! Keeping the encodings here means `examples/gen_seeds.rs` writes seeds in
+//! exactly the layout the targets parse.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use nagare_proto::{PixelFormat, VideoFormat};
+
+/// Reads fixed-width fields from the front of the fuzz input; past the end
+/// every read returns zeros, so no input is rejected for being short.
+pub struct Reader<'a> {
+    data: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    /// A reader over `data`.
+    pub fn new(data: &'a [u8]) -> Self {
+        Reader { data }
+    }
+
+    /// Bytes not read yet.
+    pub fn remaining(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Takes up to `n` bytes.
+    pub fn bytes(&mut self, n: usize) -> &'a [u8] {
+        let (head, tail) = self.data.split_at(n.min(self.data.len()));
+        self.data = tail;
+        head
+    }
+
+    /// Everything left.
+    pub fn rest(&mut self) -> &'a [u8] {
+        self.bytes(self.data.len())
+    }
+
+    fn array<const N: usize>(&mut self) -> [u8; N] {
+        let mut out = [0u8; N];
+        let b = self.bytes(N);
+        out[..b.len()].copy_from_slice(b);
+        out
+    }
+
+    /// One byte.
+    pub fn u8(&mut self) -> u8 {
+        self.array::<1>()[0]
+    }
+
+    /// A big-endian u16.
+    pub fn u16(&mut self) -> u16 {
+        u16::from_be_bytes(self.array())
+    }
+
+    /// A big-endian u32.
+    pub fn u32(&mut self) -> u32 {
+        u32::from_be_bytes(self.array())
+    }
+
+    /// A big-endian u64.
+    pub fn u64(&mut self) -> u64 {
+        u64::from_be_bytes(self.array())
+    }
+}
+
+/// Largest width [`small_format`] picks.
+pub const MAX_WIDTH: u32 = 64;
+/// Largest height [`small_format`] picks.
+pub const MAX_HEIGHT: u32 = 16;
+
+/// A valid format of at most 64x16 pixels from three bytes: pixel format,
+/// width in pixel groups, height.
+pub fn small_format(pf: u8, w: u8, h: u8) -> VideoFormat {
+    let pixel_format = PixelFormat::ALL[usize::from(pf) % PixelFormat::ALL.len()];
+    let pg = pixel_format.pgroup_pixels() as u32;
+    let groups = 1 + u32::from(w) % (MAX_WIDTH / pg);
+    let height = 1 + u32::from(h) % MAX_HEIGHT;
+    // In range and a whole number of pixel groups by construction.
+    VideoFormat::new(groups * pg, height, pixel_format).expect("small format is valid")
+}
+
+/// The three bytes [`small_format`] maps to `format` (inverse, for seeds).
+pub fn small_format_bytes(format: &VideoFormat) -> [u8; 3] {
+    let pf = PixelFormat::ALL
+        .iter()
+        .position(|p| *p == format.pixel_format)
+        .unwrap_or(0) as u8;
+    let pg = format.pixel_format.pgroup_pixels() as u32;
+    [pf, (format.width / pg - 1) as u8, (format.height - 1) as u8]
+}
+
+/// One step of the `depacketizer` target's input after the header.
+///
+/// Layout: `ctrl (1) | len (2, big-endian) | packet (len bytes)`.
+pub mod step {
+    /// Hand every polled frame buffer back with `recycle`.
+    pub const RECYCLE: u8 = 0x01;
+    /// Call `flush` after pushing this packet.
+    pub const FLUSH: u8 = 0x02;
+    /// Also recycle a buffer of a (usually) wrong size.
+    pub const RECYCLE_JUNK: u8 = 0x04;
+}
+
+/// Header of the `depacketizer` target's input.
+///
+/// Layout: `format (3) | opts (1) | period (8, big-endian f64 bits)`.
+/// `opts` bits 0..=2 choose the period (see [`period_choice`]), bit 3 turns
+/// zero-fill on, bits 4..=5 add to the minimum of 2 frames in flight.
+pub const DEPACKETIZER_HEADER_LEN: usize = 12;
+
+/// The period argument of `Depacketizer::new` chosen by `opts & 7`:
+/// unknown, common rates, or the raw f64 from the input (any value).
+pub fn period_choice(opts: u8, raw: u64) -> Option<f64> {
+    match opts & 7 {
+        0 | 1 => None,
+        2 => Some(1500.0),              // 60 fps
+        3 => Some(3003.0),              // 29.97 fps
+        4 => Some(1501.5),              // 59.94 fps
+        5 => Some(90.0),                // 1000 fps, the fastest FrameRate allows
+        _ => Some(f64::from_bits(raw)), // anything, even NaN or negative
+    }
+}
+
+/// Encodes a depacketizer input (for seeds).
+pub fn encode_depacketizer_input(
+    format: &VideoFormat,
+    opts: u8,
+    period_bits: u64,
+    steps: &[(u8, Vec<u8>)],
+) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&small_format_bytes(format));
+    out.push(opts);
+    out.extend_from_slice(&period_bits.to_be_bytes());
+    for (ctrl, pkt) in steps {
+        out.push(*ctrl);
+        out.extend_from_slice(&(pkt.len() as u16).to_be_bytes());
+        out.extend_from_slice(pkt);
+    }
+    out
+}
+
+/// Counts live heap bytes allocated through it; install with
+/// `#[global_allocator]` in a target that checks memory bounds. libFuzzer's
+/// own allocations bypass it (they go to malloc directly).
+pub struct CountingAlloc;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+impl CountingAlloc {
+    /// Heap bytes currently allocated by Rust code.
+    pub fn live() -> usize {
+        LIVE.load(Ordering::Relaxed)
+    }
+}
+
+// SAFETY: forwards every call to the system allocator unchanged and only
+// keeps a counter on the side.
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: same contract as the caller's.
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: same contract as the caller's.
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: same contract as the caller's.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+            LIVE.fetch_add(new_size, Ordering::Relaxed);
+        }
+        p
+    }
+}
