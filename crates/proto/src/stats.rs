@@ -131,6 +131,22 @@ impl SequenceTracker {
         (&mut self.seen[(i / 64) as usize], 1u64 << (i % 64))
     }
 
+    /// Clears window bits `lo..hi` (within one pass of the window).
+    fn clear_bits(&mut self, lo: u64, hi: u64) {
+        let mut i = lo;
+        while i < hi {
+            let (word, bit) = ((i / 64) as usize, i % 64);
+            let n = (64 - bit).min(hi - i);
+            let mask = if n == 64 {
+                u64::MAX
+            } else {
+                ((1u64 << n) - 1) << bit
+            };
+            self.seen[word] &= !mask;
+            i += n;
+        }
+    }
+
     /// Records one arrival.
     pub fn record(&mut self, ext: u64) -> Arrival {
         let Some(_) = self.first else {
@@ -146,9 +162,15 @@ impl SequenceTracker {
             if skipped + 1 >= DUPLICATE_WINDOW {
                 self.seen.fill(0);
             } else {
-                for s in self.highest + 1..ext {
-                    let (w, m) = self.bit(s);
-                    *w &= !m;
+                // Word at a time: a hostile jump of 65535 must not cost
+                // 65535 bit operations per packet.
+                let lo = (self.highest + 1) % DUPLICATE_WINDOW;
+                let hi = ext % DUPLICATE_WINDOW;
+                if lo <= hi {
+                    self.clear_bits(lo, hi);
+                } else {
+                    self.clear_bits(lo, DUPLICATE_WINDOW);
+                    self.clear_bits(0, hi);
                 }
             }
             self.highest = ext;
@@ -277,6 +299,59 @@ mod tests {
         assert_eq!(c.reordered, 1);
         assert_eq!(t.expected(), 10);
         assert_eq!(t.lost(), 2); // 6 and 7
+    }
+
+    #[test]
+    fn jumps_clear_exactly_the_skipped_bits() {
+        // Compare against a set model across jumps that wrap the window.
+        let mut t = SequenceTracker::new();
+        let mut seen = std::collections::BTreeSet::new();
+        let mut x = 12345u64;
+        let mut cur = 1000u64;
+        t.record(cur);
+        seen.insert(cur);
+        for _ in 0..50_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Dense runs (so old bits are set), jumps short of the whole
+            // window (so clearing wraps around it), and late packets.
+            let step = match x % 64 {
+                0 => 30_000 + x % 35_000,
+                1 => 70_000,
+                _ => 1 + x % 3,
+            };
+            let back = x % 5 == 0;
+            let ext = if back {
+                cur.saturating_sub(1 + (x >> 8) % 100).max(1000)
+            } else {
+                cur + step
+            };
+            cur = cur.max(ext);
+            let want_dup = seen.contains(&ext) && cur - ext < DUPLICATE_WINDOW;
+            let got = t.record(ext);
+            if cur - ext < DUPLICATE_WINDOW {
+                assert_eq!(got == Arrival::Duplicate, want_dup, "ext {ext} cur {cur}");
+            }
+            seen.insert(ext);
+        }
+    }
+
+    #[test]
+    fn a_jump_that_wraps_the_window_clears_both_ends() {
+        let w = DUPLICATE_WINDOW;
+        let mut t = SequenceTracker::new();
+        // Every slot but the last 50 seen once.
+        for s in 5 * w..6 * w - 50 {
+            t.record(s);
+        }
+        // Jump: the skipped range runs from slot w-50 round to slot 30000.
+        assert_eq!(t.record(6 * w + 30_000), Arrival::Ahead { missing: 30_050 });
+        // Late packets from both ends of the skipped range are new, not
+        // copies of what sat in those slots a window ago.
+        assert_eq!(t.record(6 * w + 29_990), Arrival::Reordered);
+        assert_eq!(t.record(6 * w - 20), Arrival::Reordered);
+        assert_eq!(t.record(6 * w - 20), Arrival::Duplicate);
     }
 
     #[test]
