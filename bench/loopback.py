@@ -5,7 +5,7 @@ iperf3 and GStreamer, printed as a markdown table.
 Workloads (8800-byte packets, loopback only):
   1. one 3.2 Gbit/s stream (an 8K stripe: 7680x540 uyvy422 at 48 fps)
   2. eight such streams at once (the whole 8K frame), as 8 sender and 8
-     receiver processes
+     receiver processes, and as one sender process with --stripes 8
   3. a rate sweep of one stream (48, 96, 144, 192 fps) for the highest
      lossless rate
 and the same through `iperf3 -u -l 8800 -b RATE` and through GStreamer
@@ -57,7 +57,8 @@ def finish(p, timeout=None):
     return out, err, cpu
 
 
-def nagare_streams(n, fps, seconds):
+def nagare_streams(n, fps, seconds, stripes=False):
+    """n sender/receiver pairs, or with stripes one sender of n stripes."""
     frames = int(fps * seconds)
     recvs = []
     for k in range(n):
@@ -65,9 +66,14 @@ def nagare_streams(n, fps, seconds):
                             "--pix-fmt", PIX, "--fps", str(fps), "--frames", str(frames),
                             "--timeout", "5", "--json"]))
     time.sleep(0.5)
-    sends = [timed([NAGARE, "send", "pattern:bars", "--to", f"127.0.0.1:{BASE + k}", "--size", f"{W}x{H}",
-                    "--pix-fmt", PIX, "--fps", str(fps), "--frames", str(frames), "--packet-size", str(PKT),
-                    "--json"]) for k in range(n)]
+    if stripes:
+        sends = [timed([NAGARE, "send", "pattern:bars", "--to", f"127.0.0.1:{BASE}", "--size", f"{W}x{H * n}",
+                        "--stripes", str(n), "--pix-fmt", PIX, "--fps", str(fps), "--frames", str(frames),
+                        "--packet-size", str(PKT), "--json"])]
+    else:
+        sends = [timed([NAGARE, "send", "pattern:bars", "--to", f"127.0.0.1:{BASE + k}", "--size", f"{W}x{H}",
+                        "--pix-fmt", PIX, "--fps", str(fps), "--frames", str(frames), "--packet-size", str(PKT),
+                        "--json"]) for k in range(n)]
     sent, recv = [], []
     for p in sends:
         out, err, cpu = finish(p)
@@ -86,8 +92,9 @@ def nagare_streams(n, fps, seconds):
     cpu_s = sum(s["cpu"] for s in sent)
     cpu_r = sum(r["cpu"] for r in recv)
     gbit = sum(s["bytes_sent"] for s in sent) * 8 / 1e9
+    label = f"nagare (1 process, {n} stripes)" if stripes else f"nagare ({n} stream{'s' if n > 1 else ''})"
     return {
-        "tool": f"nagare ({n} stream{'s' if n > 1 else ''})",
+        "tool": label,
         "rate": rate,
         "packets": packets,
         "lost": lost,
@@ -206,6 +213,9 @@ def main():
         print(f"  done: {rows[-1]['tool']}", file=sys.stderr, flush=True)
         rows.append(gst_streams(n, SECONDS))
         print(f"  done: {rows[-1]['tool']}", file=sys.stderr, flush=True)
+        if n > 1:
+            rows.append(nagare_streams(n, FPS, SECONDS, stripes=True))
+            print(f"  done: {rows[-1]['tool']}", file=sys.stderr, flush=True)
     print()
     print("| tool | received rate | packets | lost | loss % | bad frames | sender late pkts | "
           "pacing p99 µs | pacing max µs | jitter ms | CPU s/Gbit send | CPU s/Gbit recv |")
