@@ -434,6 +434,8 @@ struct Engine<'a> {
     checksums: Vec<u64>,
     ticker: Ticker,
     window: (u64, Instant),
+    /// Frames waiting in the ring when the last frame was taken.
+    ring_fill: usize,
 }
 
 impl<'a> Engine<'a> {
@@ -485,6 +487,7 @@ impl<'a> Engine<'a> {
             checksums: Vec::new(),
             ticker: Ticker::new(cfg.quiet),
             window: (0, Instant::now()),
+            ring_fill: 0,
         }
     }
 
@@ -520,7 +523,8 @@ impl<'a> Engine<'a> {
             }
             let _ = ring.empty.try_send(frame.data);
             self.frames_sent += 1;
-            self.progress(ring.fill());
+            self.ring_fill = ring.fill();
+            self.progress();
         }
     }
 
@@ -555,7 +559,7 @@ impl<'a> Engine<'a> {
             self.first_send.get_or_insert(now_i);
             self.last_send = Some(now_i);
             if self.ticker.due(now_i) {
-                self.progress_line(now_i, 0);
+                self.progress_line(now_i);
             }
             if stop.load(Ordering::Relaxed) {
                 return Ok(());
@@ -625,10 +629,10 @@ impl<'a> Engine<'a> {
         Ok(())
     }
 
-    fn progress(&mut self, fill: usize) {
+    fn progress(&mut self) {
         let now = Instant::now();
         if self.ticker.due(now) {
-            self.progress_line(now, fill);
+            self.progress_line(now);
         }
     }
 
@@ -645,7 +649,8 @@ impl<'a> Engine<'a> {
         total
     }
 
-    fn progress_line(&mut self, now: Instant, fill: usize) {
+    fn progress_line(&mut self, now: Instant) {
+        let fill = self.ring_fill;
         let (bytes0, t0) = self.window;
         let secs = now.duration_since(t0).as_secs_f64().max(1e-9);
         let rate = (self.bytes_sent - bytes0) as f64 * 8.0 / secs;
