@@ -92,6 +92,11 @@ pub struct ClientArgs {
     /// Shortest run of consecutive losses counted as a Sperf burst loss.
     #[arg(long, default_value_t = 5)]
     burst_threshold: u32,
+    /// Longest train of packets sent back to back, in microseconds of
+    /// schedule, as `nagare send --burst-us` (bigger trains cost less CPU,
+    /// smaller ones burst less; 0 sends packet by packet).
+    #[arg(long, default_value_t = nagare_proto::probe::DEFAULT_BURST_US)]
+    burst_us: u64,
     /// Reporting interval of the time series, seconds.
     #[arg(long, default_value_t = 1.0)]
     interval: f64,

@@ -15,7 +15,7 @@ use nagare_proto::probe::{
 
 use super::ServerArgs;
 use super::control::{self, Frame};
-use super::stream::{Receiver, bind, record_cap, send_stream};
+use super::stream::{Receiver, StreamShape, bind, record_cap, send_stream};
 
 /// How long the receiver keeps listening after the sender said it is done.
 pub const DRAIN: Duration = Duration::from_millis(300);
@@ -287,7 +287,7 @@ fn serve_reverse(
         Some(target),
         session,
         schedule,
-        params.packet_size as usize,
+        StreamShape::of(params),
         &stop,
     );
     control::send(conn, &ControlMessage::Done { sender: report })?;

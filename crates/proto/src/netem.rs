@@ -367,6 +367,7 @@ mod tests {
             records: false,
             playout_us: 1_000_000,
             burst_threshold: 5,
+            burst_us: crate::probe::DEFAULT_BURST_US,
             interval_ms: 1000,
         };
         let s = p.validate().unwrap();

@@ -53,6 +53,10 @@ pub const MAX_PACKETS: u64 = 10_000_000;
 pub const MAX_PLAYOUT_US: u64 = 10_000_000;
 /// Largest reporting interval.
 pub const MAX_INTERVAL_MS: u64 = 60_000;
+/// Default train window of the sender (as `nagare send --burst-us`).
+pub const DEFAULT_BURST_US: u64 = 100;
+/// Largest train window: beyond a few ms the stream is no longer paced.
+pub const MAX_BURST_US: u64 = 10_000;
 
 /// One parsed datagram of a probe test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -252,6 +256,15 @@ pub struct TestParams {
     pub burst_threshold: u32,
     /// Reporting interval of the time series, milliseconds.
     pub interval_ms: u64,
+    /// Sender's train window, microseconds: packets whose slots fall
+    /// within it of a train's first slot leave in one send call. Clients
+    /// that predate it get the default.
+    #[serde(default = "default_burst_us")]
+    pub burst_us: u64,
+}
+
+fn default_burst_us() -> u64 {
+    DEFAULT_BURST_US
 }
 
 fn check(what: &'static str, value: u64, min: u64, max: u64) -> Result<(), Error> {
@@ -319,6 +332,7 @@ impl TestParams {
             1_000_000,
         )?;
         check("interval (ms)", self.interval_ms, 10, MAX_INTERVAL_MS)?;
+        check("burst (us)", self.burst_us, 0, MAX_BURST_US)?;
         let schedule = self.schedule()?;
         check(
             "packets in the test",
@@ -702,6 +716,7 @@ mod tests {
             records: false,
             playout_us: 20_000,
             burst_threshold: 5,
+            burst_us: DEFAULT_BURST_US,
             interval_ms: 1000,
         }
     }
@@ -813,6 +828,23 @@ mod tests {
         assert!(
             TestParams {
                 packet_size: 70_000,
+                ..params()
+            }
+            .validate()
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn burst_window_defaults_and_is_bounded() {
+        // A client that predates the field gets the default window.
+        let mut v = serde_json::to_value(params()).unwrap();
+        v.as_object_mut().unwrap().remove("burst_us");
+        let old: TestParams = serde_json::from_value(v).unwrap();
+        assert_eq!(old.burst_us, DEFAULT_BURST_US);
+        assert!(
+            TestParams {
+                burst_us: MAX_BURST_US + 1,
                 ..params()
             }
             .validate()
