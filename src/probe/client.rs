@@ -15,7 +15,8 @@ use super::control::{self, Frame};
 use super::output::{Report, print_human, write_csv};
 use super::server::DRAIN;
 use super::stream::{Receiver, StreamShape, any_for, bind, record_cap, send_stream};
-use super::{ClientArgs, DEFAULT_PORT, parse_rate};
+use super::{ClientArgs, DEFAULT_PORT};
+use crate::units::parse_bit_rate;
 
 /// Echo requests before the stream starts (idle RTT).
 const IDLE_ECHOES: u64 = 10;
@@ -34,7 +35,7 @@ pub fn run(a: ClientArgs) -> Result<ExitCode> {
         None => GENERIC,
     };
     let rate_bps = match &a.rate {
-        Some(r) => parse_rate(r)?,
+        Some(r) => parse_bit_rate(r)?,
         None => prof.rate_bps,
     };
     let fps = match &a.fps {
