@@ -621,7 +621,7 @@ impl FrameHeader {
         };
         let len = u32::from_be_bytes([b[1], b[2], b[3], b[4]]) as usize;
         if len > MAX_FRAME_LEN {
-            return Err(Error::ControlTooLong {
+            return Err(Error::MessageTooLarge {
                 len,
                 max: MAX_FRAME_LEN,
             });
@@ -863,7 +863,10 @@ mod tests {
         let h = FrameHeader::parse(&f).unwrap();
         assert_eq!(h.kind, FrameKind::Json);
         assert_eq!(ControlMessage::from_json(&f[5..5 + h.len]).unwrap(), m);
-        assert!(FrameHeader::parse(&[b'J', 0xff, 0xff, 0xff, 0xff]).is_err());
+        assert!(matches!(
+            FrameHeader::parse(&[b'J', 0xff, 0xff, 0xff, 0xff]),
+            Err(Error::MessageTooLarge { .. })
+        ));
         assert!(FrameHeader::parse(b"X\0\0\0\0").is_err());
         assert!(ControlMessage::from_json(b"{\"type\":\"hello\"}").is_err());
         let recs = vec![
