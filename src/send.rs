@@ -20,7 +20,7 @@ use serde::Serialize;
 use crate::clock::{Origin, wait_until};
 use crate::progress::{Ticker, bitrate};
 use crate::source::{FrameBuf, FrameRing, Slot, Source};
-use crate::udp::{self, SendOptions, Sender};
+use crate::udp::{self, SendOptions, Sender, iovec};
 
 /// Command-line arguments of `nagare send`.
 #[derive(clap::Args, Debug, Clone)]
@@ -670,13 +670,6 @@ impl<'a> Engine<'a> {
             error: None,
             checksums: self.checksums.clone(),
         }
-    }
-}
-
-fn iovec(b: &[u8]) -> libc::iovec {
-    libc::iovec {
-        iov_base: b.as_ptr().cast_mut().cast(),
-        iov_len: b.len(),
     }
 }
 

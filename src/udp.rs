@@ -357,6 +357,15 @@ pub fn send_train(
     }
 }
 
+/// An iovec over `b` for the send calls here, which only read through it
+/// (the C struct wants a *mut).
+pub fn iovec(b: &[u8]) -> libc::iovec {
+    libc::iovec {
+        iov_base: b.as_ptr().cast_mut().cast(),
+        iov_len: b.len(),
+    }
+}
+
 /// Whether the kernel supports UDP GSO on `sock`: setting a segment size
 /// on the socket fails where it lacks it. Leaves the socket's default
 /// segment size at 0 (trains name theirs per call).

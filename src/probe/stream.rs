@@ -120,10 +120,7 @@ pub fn send_stream(
                 log.error();
                 break 'stream;
             }
-            iov.push(libc::iovec {
-                iov_base: buf.as_mut_ptr().cast(),
-                iov_len: buf.len(),
-            });
+            iov.push(udp::iovec(buf));
         }
         let segment = (n > 1).then_some(size);
         let sent = udp::send_train(
