@@ -13,6 +13,7 @@ use nagare_proto::sdp::SdpStream;
 use serde::Serialize;
 
 use crate::progress::bitrate;
+use crate::units::parse_bit_rate;
 
 /// Command-line arguments of `nagare doctor`.
 #[derive(clap::Args, Debug, Clone)]
@@ -176,25 +177,6 @@ fn write_sysctl(key: &str, value: &str) -> Result<()> {
     std::fs::write(&path, value).with_context(|| format!("writing {} = {value}", path.display()))
 }
 
-/// Parses a bit rate like `3.2G`, `500M`, `100k` or `6000000`.
-fn parse_bits(text: &str) -> Result<f64> {
-    let t = text.trim();
-    let (num, mult) = match t.chars().last() {
-        Some('k' | 'K') => (&t[..t.len() - 1], 1e3),
-        Some('m' | 'M') => (&t[..t.len() - 1], 1e6),
-        Some('g' | 'G') => (&t[..t.len() - 1], 1e9),
-        _ => (t, 1.0),
-    };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| anyhow!("rate '{text}' does not parse: write it like 3.2G, 500M or 100k"))?;
-    let bps = v * mult;
-    if !(1.0..=1e13).contains(&bps) {
-        bail!("rate '{text}' is out of range: 1 bit/s to 10 Tbit/s");
-    }
-    Ok(bps)
-}
-
 /// The interface a datagram to `dest` would leave by (no packet is sent:
 /// connecting a UDP socket only consults the routing table).
 fn route_interface(dest: SocketAddr) -> Result<Option<crate::udp::Interface>> {
@@ -261,7 +243,7 @@ fn clock_check() -> Check {
 /// `nagare doctor`.
 pub fn main(args: DoctorArgs) -> Result<ExitCode> {
     let (bps, dest, sdp_packet) = match (&args.rate, &args.sdp) {
-        (Some(r), None) => (parse_bits(r)?, None, None),
+        (Some(r), None) => (parse_bit_rate(r)? as f64, None, None),
         (None, Some(p)) => {
             let text = std::fs::read_to_string(p)
                 .with_context(|| format!("cannot read SDP file '{}'", p.display()))?;
@@ -471,13 +453,5 @@ mod tests {
         let read = |_: &str| None;
         let checks = sysctl_checks(1e8, 1440, &read);
         assert!(checks.iter().all(|c| !c.ok && c.fix.is_some()));
-    }
-
-    #[test]
-    fn rates_parse() {
-        assert_eq!(parse_bits("3.2G").unwrap(), 3.2e9);
-        assert_eq!(parse_bits("500m").unwrap(), 5e8);
-        assert!(parse_bits("fast").is_err());
-        assert!(parse_bits("0").is_err());
     }
 }

@@ -148,7 +148,7 @@ fn config(a: &ImpairArgs) -> Result<ImpairConfig> {
         rate_bps: a
             .rate
             .as_deref()
-            .map(crate::probe::parse_rate)
+            .map(crate::units::parse_bit_rate)
             .transpose()?,
         queue_ns: 100_000_000,
         drop_seq: list(&a.drop_seq, "drop-seq")?,

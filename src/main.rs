@@ -22,6 +22,7 @@ mod source;
 mod tree;
 mod tuning;
 mod udp;
+mod units;
 
 #[derive(Parser)]
 #[command(name = "nagare", version, about, propagate_version = true)]

@@ -20,7 +20,7 @@ use serde::Serialize;
 use crate::clock::{Origin, wait_until};
 use crate::progress::{Ticker, bitrate};
 use crate::source::{FrameBuf, FrameRing, Slot, Source};
-use crate::udp::{self, MAX_GSO_BYTES, MAX_GSO_SEGMENTS, SendOptions, Sender};
+use crate::udp::{self, SendOptions, Sender, iovec};
 
 /// Command-line arguments of `nagare send`.
 #[derive(clap::Args, Debug, Clone)]
@@ -443,17 +443,14 @@ impl<'a> Engine<'a> {
         let ppf = flows[0].packetizer.packets_per_frame();
         let interval_ns = cfg.rate.frame_start_ns(1) as f64 / ppf as f64;
         let gso = cfg.gso && flows.iter().all(|f| f.sender.gso);
-        let cap = if gso {
-            (MAX_GSO_BYTES / cfg.packet_size).clamp(1, MAX_GSO_SEGMENTS)
-        } else {
-            64
-        };
-        // Packets whose slots fit in the burst window leave together.
-        let by_burst = (cfg.burst.as_nanos() as f64 / interval_ns).floor() as usize + 1;
-        let max_train = by_burst.clamp(1, cap);
         // The schedule starts far enough ahead that the first frame is not
         // late, on the epoch grid shared with other senders.
         let origin = Origin::aligned(cfg.rate, Duration::from_millis(20));
+        let pacers: Vec<Pacer> = (0..flows.len())
+            .map(|_| Pacer::new(cfg.rate, ppf, origin.first_frame))
+            .collect();
+        // Packets whose slots fit in the burst window leave together.
+        let max_train = pacers[0].max_train(cfg.burst, udp::train_cap(gso, cfg.packet_size));
         let header_stride = (0..ppf)
             .map(|i| flows[0].packetizer.header_len(i))
             .max()
@@ -462,9 +459,7 @@ impl<'a> Engine<'a> {
         let train_ns = interval_ns * max_train as f64;
         Engine {
             cfg,
-            pacers: (0..n)
-                .map(|_| Pacer::new(cfg.rate, ppf, origin.first_frame))
-                .collect(),
+            pacers,
             offsets: (0..n)
                 .map(|k| Duration::from_nanos((train_ns * k as f64 / n as f64) as u64))
                 .collect(),
@@ -592,24 +587,10 @@ impl<'a> Engine<'a> {
                 uniform = false;
             }
         }
-        let sent = if self.gso && n > 1 && uniform {
-            match flow.sender.send_gso(&self.iov, self.cfg.packet_size) {
-                Ok(_) => Ok(n),
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(libc::EIO | libc::EINVAL | libc::EMSGSIZE | libc::ENOPROTOOPT)
-                    ) =>
-                {
-                    eprintln!("nagare send: note: UDP GSO failed ({e}); sending packet by packet");
-                    self.gso = false;
-                    flow.sender.send_many(&self.iov, 3, &mut self.mmsg)
-                }
-                Err(e) => Err(e),
-            }
-        } else {
-            flow.sender.send_many(&self.iov, 3, &mut self.mmsg)
-        };
+        let segment = (n > 1 && uniform).then_some(self.cfg.packet_size);
+        let sent = flow
+            .sender
+            .send_train(&self.iov, 3, segment, &mut self.gso, &mut self.mmsg);
         match sent {
             Ok(_) => {}
             Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
@@ -701,13 +682,6 @@ impl<'a> Engine<'a> {
             error: None,
             checksums: self.checksums.clone(),
         }
-    }
-}
-
-fn iovec(b: &[u8]) -> libc::iovec {
-    libc::iovec {
-        iov_base: b.as_ptr().cast_mut().cast(),
-        iov_len: b.len(),
     }
 }
 

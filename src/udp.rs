@@ -26,6 +26,19 @@ pub const MAX_GSO_BYTES: usize = 65_000;
 /// Most segments the kernel accepts in one GSO send.
 pub const MAX_GSO_SEGMENTS: usize = 64;
 
+/// Datagrams per `sendmmsg` call when GSO is off.
+const SENDMMSG_BATCH: usize = 64;
+
+/// Most datagrams of `packet_size` bytes one send call carries: what fits
+/// in a GSO train, or a `sendmmsg` batch.
+pub fn train_cap(gso: bool, packet_size: usize) -> usize {
+    if gso {
+        (MAX_GSO_BYTES / packet_size.max(1)).clamp(1, MAX_GSO_SEGMENTS)
+    } else {
+        SENDMMSG_BATCH
+    }
+}
+
 /// Parses `HOST:PORT` (`127.0.0.1:5004`, `[::1]:5004`, `localhost:5004`).
 pub fn parse_addr(text: &str, what: &str) -> Result<SocketAddr> {
     if let Ok(a) = text.parse::<SocketAddr>() {
@@ -142,7 +155,7 @@ fn interfaces() -> io::Result<Vec<(String, u32, IpAddr)>> {
 }
 
 fn setsockopt_int(
-    sock: &Socket,
+    sock: &impl AsRawFd,
     level: libc::c_int,
     name: libc::c_int,
     value: libc::c_int,
@@ -166,7 +179,7 @@ fn setsockopt_int(
 
 /// Asks for a socket buffer of `bytes`, forcing past `net.core.*mem_max`
 /// when running as root. Returns a warning when the kernel granted less.
-fn size_buffer(sock: &Socket, bytes: usize, receive: bool) -> Option<String> {
+pub fn size_buffer(sock: &Socket, bytes: usize, receive: bool) -> Option<String> {
     let want = bytes.min(i32::MAX as usize / 2) as libc::c_int;
     let forced = setsockopt_int(
         sock,
@@ -276,10 +289,7 @@ impl Sender {
         }
         sock.connect(&SockAddr::from(dest))
             .with_context(|| format!("no route to {dest}"))?;
-        // Probe GSO: setting a segment size on the socket fails where the
-        // kernel lacks it.
-        let gso = setsockopt_int(&sock, SOL_UDP, UDP_SEGMENT, 1400).is_ok()
-            && setsockopt_int(&sock, SOL_UDP, UDP_SEGMENT, 0).is_ok();
+        let gso = gso_available(&sock);
         Ok(Sender { sock, gso, notices })
     }
 
@@ -288,75 +298,174 @@ impl Sender {
         self.sock.local_addr().ok()?.as_socket()
     }
 
-    /// Sends one GSO train: `iov` holds the gathered bytes of `segments`
-    /// datagrams, each `segment` bytes long except possibly the last.
-    pub fn send_gso(&self, iov: &[libc::iovec], segment: usize) -> io::Result<usize> {
-        let mut cmsg = [0u64; 4]; // aligned room for one cmsghdr + u16
-        let mut msg: libc::msghdr = unsafe_zeroed_msghdr();
-        msg.msg_iov = iov.as_ptr().cast_mut();
-        msg.msg_iovlen = iov.len() as _;
-        // SAFETY: CMSG_SPACE is a pure size computation.
-        let space = unsafe { libc::CMSG_SPACE(mem::size_of::<u16>() as u32) } as usize;
-        msg.msg_control = cmsg.as_mut_ptr().cast();
-        msg.msg_controllen = space as _;
-        // SAFETY: msg_control points to `space` bytes we own; CMSG_FIRSTHDR
-        // returns a header inside it, and CMSG_DATA leaves room for a u16.
-        unsafe {
-            let c = libc::CMSG_FIRSTHDR(&msg);
-            (*c).cmsg_level = SOL_UDP;
-            (*c).cmsg_type = UDP_SEGMENT;
-            (*c).cmsg_len = libc::CMSG_LEN(mem::size_of::<u16>() as u32) as _;
-            std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), segment as u16);
-        }
-        // SAFETY: msg describes valid iovecs and control data for the call.
-        let n = unsafe { libc::sendmsg(self.sock.as_raw_fd(), &msg, 0) };
-        if n < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(n as usize)
-        }
-    }
-
-    /// Sends datagrams with `sendmmsg`: datagram `k` is the iovecs
-    /// `iov[parts * k .. parts * (k + 1)]`. Returns how many were sent.
-    pub fn send_many(
+    /// Sends one train on the connected socket; see [`send_train`].
+    pub fn send_train(
         &self,
         iov: &[libc::iovec],
         parts: usize,
+        segment: Option<usize>,
+        gso: &mut bool,
         hdrs: &mut Vec<libc::mmsghdr>,
     ) -> io::Result<usize> {
-        hdrs.clear();
-        for chunk in iov.chunks(parts) {
-            let mut msg: libc::msghdr = unsafe_zeroed_msghdr();
-            msg.msg_iov = chunk.as_ptr().cast_mut();
-            msg.msg_iovlen = chunk.len() as _;
-            hdrs.push(libc::mmsghdr {
-                msg_hdr: msg,
-                msg_len: 0,
-            });
-        }
-        let mut done = 0;
-        while done < hdrs.len() {
-            // SAFETY: every mmsghdr points at iovecs borrowed for this call.
-            let n = unsafe {
-                libc::sendmmsg(
-                    self.sock.as_raw_fd(),
-                    hdrs[done..].as_mut_ptr(),
-                    (hdrs.len() - done) as u32,
-                    0,
-                )
-            };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if done > 0 {
-                    return Ok(done);
-                }
-                return Err(e);
-            }
-            done += n as usize;
-        }
-        Ok(done)
+        send_train(
+            &self.sock,
+            iov,
+            parts,
+            segment,
+            gso,
+            hdrs,
+            None,
+            "nagare send",
+        )
     }
+}
+
+/// Sends one train of datagrams, each `parts` iovecs of `iov`, to `dest`
+/// or the connected peer: as one GSO send when `*gso` is on and the
+/// caller gives the common `segment` size, else with `sendmmsg`. Where
+/// the kernel refuses GSO (no support, or a path MTU below the segment)
+/// it prints a one-line note as `who`, turns `*gso` off for later trains
+/// and sends this one with `sendmmsg`. Returns how many datagrams left.
+#[allow(clippy::too_many_arguments)] // one call's worth of borrowed state
+pub fn send_train(
+    sock: &impl AsRawFd,
+    iov: &[libc::iovec],
+    parts: usize,
+    segment: Option<usize>,
+    gso: &mut bool,
+    hdrs: &mut Vec<libc::mmsghdr>,
+    dest: Option<&SockAddr>,
+    who: &str,
+) -> io::Result<usize> {
+    let count = iov.len().div_ceil(parts.max(1));
+    match segment {
+        Some(seg) if *gso => match send_gso(sock, iov, seg, dest) {
+            Ok(_) => Ok(count),
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EIO | libc::EINVAL | libc::EMSGSIZE | libc::ENOPROTOOPT)
+                ) =>
+            {
+                eprintln!("{who}: note: UDP GSO failed ({e}); sending packet by packet");
+                *gso = false;
+                send_many(sock, iov, parts, hdrs, dest)
+            }
+            Err(e) => Err(e),
+        },
+        _ => send_many(sock, iov, parts, hdrs, dest),
+    }
+}
+
+/// An iovec over `b` for the send calls here, which only read through it
+/// (the C struct wants a *mut).
+pub fn iovec(b: &[u8]) -> libc::iovec {
+    libc::iovec {
+        iov_base: b.as_ptr().cast_mut().cast(),
+        iov_len: b.len(),
+    }
+}
+
+/// Whether the kernel supports UDP GSO on `sock`: setting a segment size
+/// on the socket fails where it lacks it. Leaves the socket's default
+/// segment size at 0 (trains name theirs per call).
+pub fn gso_available(sock: &impl AsRawFd) -> bool {
+    setsockopt_int(sock, SOL_UDP, UDP_SEGMENT, 1400).is_ok()
+        && setsockopt_int(sock, SOL_UDP, UDP_SEGMENT, 0).is_ok()
+}
+
+/// Points `msg` at `dest` (for an unconnected socket); `None` leaves the
+/// name empty, which a connected socket needs.
+fn set_name(msg: &mut libc::msghdr, dest: Option<&SockAddr>) {
+    if let Some(d) = dest {
+        // The kernel only reads the name; the cast to *mut is what the
+        // C struct asks for.
+        msg.msg_name = d.as_ptr().cast_mut().cast();
+        msg.msg_namelen = d.len();
+    }
+}
+
+/// Sends one GSO train on `sock`, to `dest` or the connected peer: `iov`
+/// holds the gathered bytes of the train's datagrams, each `segment`
+/// bytes long except possibly the last. The kernel splits it; one
+/// syscall and one trip down the stack for the whole train.
+pub fn send_gso(
+    sock: &impl AsRawFd,
+    iov: &[libc::iovec],
+    segment: usize,
+    dest: Option<&SockAddr>,
+) -> io::Result<usize> {
+    let mut cmsg = [0u64; 4]; // aligned room for one cmsghdr + u16
+    let mut msg: libc::msghdr = unsafe_zeroed_msghdr();
+    set_name(&mut msg, dest);
+    msg.msg_iov = iov.as_ptr().cast_mut();
+    msg.msg_iovlen = iov.len() as _;
+    // SAFETY: CMSG_SPACE is a pure size computation.
+    let space = unsafe { libc::CMSG_SPACE(mem::size_of::<u16>() as u32) } as usize;
+    msg.msg_control = cmsg.as_mut_ptr().cast();
+    msg.msg_controllen = space as _;
+    // SAFETY: msg_control points to `space` bytes we own; CMSG_FIRSTHDR
+    // returns a header inside it, and CMSG_DATA leaves room for a u16.
+    unsafe {
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        (*c).cmsg_level = SOL_UDP;
+        (*c).cmsg_type = UDP_SEGMENT;
+        (*c).cmsg_len = libc::CMSG_LEN(mem::size_of::<u16>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), segment as u16);
+    }
+    // SAFETY: msg describes valid iovecs, control data and (optional) name,
+    // all borrowed for the call.
+    let n = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, 0) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// Sends datagrams with `sendmmsg` on `sock`, to `dest` or the connected
+/// peer: datagram `k` is the iovecs `iov[parts * k .. parts * (k + 1)]`.
+/// Returns how many were sent (an error only when none were).
+pub fn send_many(
+    sock: &impl AsRawFd,
+    iov: &[libc::iovec],
+    parts: usize,
+    hdrs: &mut Vec<libc::mmsghdr>,
+    dest: Option<&SockAddr>,
+) -> io::Result<usize> {
+    hdrs.clear();
+    for chunk in iov.chunks(parts) {
+        let mut msg: libc::msghdr = unsafe_zeroed_msghdr();
+        set_name(&mut msg, dest);
+        msg.msg_iov = chunk.as_ptr().cast_mut();
+        msg.msg_iovlen = chunk.len() as _;
+        hdrs.push(libc::mmsghdr {
+            msg_hdr: msg,
+            msg_len: 0,
+        });
+    }
+    let mut done = 0;
+    while done < hdrs.len() {
+        // SAFETY: every mmsghdr points at iovecs (and a name) borrowed for
+        // this call.
+        let n = unsafe {
+            libc::sendmmsg(
+                sock.as_raw_fd(),
+                hdrs[done..].as_mut_ptr(),
+                (hdrs.len() - done) as u32,
+                0,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if done > 0 {
+                return Ok(done);
+            }
+            return Err(e);
+        }
+        done += n as usize;
+    }
+    Ok(done)
 }
 
 fn unsafe_zeroed_msghdr() -> libc::msghdr {

@@ -14,8 +14,9 @@ use nagare_proto::profile::{GENERIC, PROFILES, profile};
 use super::control::{self, Frame};
 use super::output::{Report, print_human, write_csv};
 use super::server::DRAIN;
-use super::stream::{Receiver, any_for, bind, record_cap, send_stream};
-use super::{ClientArgs, DEFAULT_PORT, parse_rate};
+use super::stream::{Receiver, StreamShape, any_for, bind, record_cap, send_stream};
+use super::{ClientArgs, DEFAULT_PORT};
+use crate::units::parse_bit_rate;
 
 /// Echo requests before the stream starts (idle RTT).
 const IDLE_ECHOES: u64 = 10;
@@ -34,7 +35,7 @@ pub fn run(a: ClientArgs) -> Result<ExitCode> {
         None => GENERIC,
     };
     let rate_bps = match &a.rate {
-        Some(r) => parse_rate(r)?,
+        Some(r) => parse_bit_rate(r)?,
         None => prof.rate_bps,
     };
     let fps = match &a.fps {
@@ -65,9 +66,10 @@ pub fn run(a: ClientArgs) -> Result<ExitCode> {
         playout_us,
         burst_threshold: a.burst_threshold,
         interval_ms: ms(a.interval, "interval")?,
+        burst_us: a.burst_us,
     };
     let schedule = params.validate().map_err(|e| {
-        anyhow!("{e}; adjust --rate, --duration, --packet-size or --fps (a test may plan at most 10 million packets)")
+        anyhow!("{e}; adjust --rate, --duration, --packet-size, --fps or --burst-us (a test may plan at most 10 million packets)")
     })?;
 
     let server = resolve(&a.server)?;
@@ -129,105 +131,105 @@ pub fn run(a: ClientArgs) -> Result<ExitCode> {
     let mut echo_id = IDLE_ECHOES;
 
     let limit = Duration::from_millis(params.duration_ms) + Duration::from_secs(30);
-    let (receiver, sender, mut records): (ReceiverReport, SenderReport, Vec<Arrival>) = if !a
-        .reverse
-    {
-        let tx_sock = udp.try_clone()?;
-        let size = params.packet_size as usize;
-        // Ctrl-C ends the stream early; the report covers what was sent.
-        let stop = crate::stop_flag();
-        let sending =
-            std::thread::spawn(move || send_stream(&tx_sock, None, session, &schedule, size, stop));
-        let mut next_echo = Instant::now();
-        while !sending.is_finished() {
-            if Instant::now() >= next_echo {
-                recv.send_echo(&udp, None, EchoKind::Request, echo_id);
-                echo_id += 1;
-                next_echo += ECHO_EVERY;
-            }
-            recv.poll(&udp, Instant::now() + Duration::from_millis(10))?;
-        }
-        let sender = sending
-            .join()
-            .map_err(|_| anyhow!("the sending thread panicked"))?;
-        recv.poll(&udp, Instant::now() + Duration::from_millis(100))?;
-        control::send(
-            &mut conn,
-            &ControlMessage::Done {
-                sender: sender.clone(),
-            },
-        )?;
-        let (receiver, n) = match control::receive(&mut conn, Duration::from_secs(30))
-            .context("waiting for the receiver's report")?
-        {
-            Some(Frame::Message(ControlMessage::Report { receiver, records })) => {
-                (*receiver, records)
-            }
-            Some(Frame::Message(ControlMessage::Abort { message })) => {
-                bail!("the server aborted the test: {message}")
-            }
-            _ => bail!("the server closed the connection instead of sending its report"),
-        };
-        let mut records = Vec::new();
-        while (records.len() as u64) < n {
-            match control::receive(&mut conn, Duration::from_secs(30))? {
-                Some(Frame::Records(mut r)) => records.append(&mut r),
-                _ => bail!(
-                    "the server stopped sending records ({} of {n})",
-                    records.len()
-                ),
-            }
-            if records.len() as u64 > n {
-                bail!("the server sent more records than it announced ({n})");
-            }
-        }
-        (receiver, sender, records)
-    } else {
-        let mut c2 = conn.try_clone()?;
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        std::thread::spawn(move || {
-            let _ = tx.send(control::receive(&mut c2, limit));
-        });
-        let deadline = Instant::now() + limit;
-        let mut next_echo = Instant::now();
-        let mut done: Option<(Instant, SenderReport)> = None;
-        loop {
-            let now = Instant::now();
-            if done.as_ref().is_some_and(|(t, _)| now >= *t + DRAIN) {
-                break;
-            }
-            if now >= deadline {
-                bail!("the server never finished sending");
-            }
-            if now >= next_echo {
-                // Until data flows, keep opening the path (the first may be lost).
-                if recv.arrivals.is_empty() {
-                    recv.send_echo(&udp, None, EchoKind::Open, 0);
+    let (receiver, sender, mut records): (ReceiverReport, SenderReport, Vec<Arrival>) =
+        if !a.reverse {
+            let tx_sock = udp.try_clone()?;
+            let shape = StreamShape::of(&params);
+            // Ctrl-C ends the stream early; the report covers what was sent.
+            let stop = crate::stop_flag();
+            let sending = std::thread::spawn(move || {
+                send_stream(&tx_sock, None, session, &schedule, shape, stop)
+            });
+            let mut next_echo = Instant::now();
+            while !sending.is_finished() {
+                if Instant::now() >= next_echo {
+                    recv.send_echo(&udp, None, EchoKind::Request, echo_id);
+                    echo_id += 1;
+                    next_echo += ECHO_EVERY;
                 }
-                recv.send_echo(&udp, None, EchoKind::Request, echo_id);
-                echo_id += 1;
-                next_echo += ECHO_EVERY;
+                recv.poll(&udp, Instant::now() + Duration::from_millis(10))?;
             }
-            recv.poll(&udp, now + Duration::from_millis(10))?;
-            if done.is_none()
-                && let Ok(msg) = rx.try_recv()
+            let sender = sending
+                .join()
+                .map_err(|_| anyhow!("the sending thread panicked"))?;
+            recv.poll(&udp, Instant::now() + Duration::from_millis(100))?;
+            control::send(
+                &mut conn,
+                &ControlMessage::Done {
+                    sender: sender.clone(),
+                },
+            )?;
+            let (receiver, n) = match control::receive(&mut conn, Duration::from_secs(30))
+                .context("waiting for the receiver's report")?
             {
-                match msg.context("waiting for the server to finish sending")? {
-                    Some(Frame::Message(ControlMessage::Done { sender })) => {
-                        done = Some((Instant::now(), sender));
-                    }
-                    Some(Frame::Message(ControlMessage::Abort { message })) => {
-                        bail!("the server aborted the test: {message}")
-                    }
-                    _ => bail!("the server closed the connection during the test"),
+                Some(Frame::Message(ControlMessage::Report { receiver, records })) => {
+                    (*receiver, records)
+                }
+                Some(Frame::Message(ControlMessage::Abort { message })) => {
+                    bail!("the server aborted the test: {message}")
+                }
+                _ => bail!("the server closed the connection instead of sending its report"),
+            };
+            let mut records = Vec::new();
+            while (records.len() as u64) < n {
+                match control::receive(&mut conn, Duration::from_secs(30))? {
+                    Some(Frame::Records(mut r)) => records.append(&mut r),
+                    _ => bail!(
+                        "the server stopped sending records ({} of {n})",
+                        records.len()
+                    ),
+                }
+                if records.len() as u64 > n {
+                    bail!("the server sent more records than it announced ({n})");
                 }
             }
-        }
-        let sender = done.map(|(_, s)| s).unwrap_or_default();
-        let mut receiver = analyze(&recv.arrivals, sender.sent, &params, &schedule);
-        receiver.strangers += recv.strangers;
-        (receiver, sender, std::mem::take(&mut recv.arrivals))
-    };
+            (receiver, sender, records)
+        } else {
+            let mut c2 = conn.try_clone()?;
+            let (tx, rx) = crossbeam_channel::bounded(1);
+            std::thread::spawn(move || {
+                let _ = tx.send(control::receive(&mut c2, limit));
+            });
+            let deadline = Instant::now() + limit;
+            let mut next_echo = Instant::now();
+            let mut done: Option<(Instant, SenderReport)> = None;
+            loop {
+                let now = Instant::now();
+                if done.as_ref().is_some_and(|(t, _)| now >= *t + DRAIN) {
+                    break;
+                }
+                if now >= deadline {
+                    bail!("the server never finished sending");
+                }
+                if now >= next_echo {
+                    // Until data flows, keep opening the path (the first may be lost).
+                    if recv.arrivals.is_empty() {
+                        recv.send_echo(&udp, None, EchoKind::Open, 0);
+                    }
+                    recv.send_echo(&udp, None, EchoKind::Request, echo_id);
+                    echo_id += 1;
+                    next_echo += ECHO_EVERY;
+                }
+                recv.poll(&udp, now + Duration::from_millis(10))?;
+                if done.is_none()
+                    && let Ok(msg) = rx.try_recv()
+                {
+                    match msg.context("waiting for the server to finish sending")? {
+                        Some(Frame::Message(ControlMessage::Done { sender })) => {
+                            done = Some((Instant::now(), sender));
+                        }
+                        Some(Frame::Message(ControlMessage::Abort { message })) => {
+                            bail!("the server aborted the test: {message}")
+                        }
+                        _ => bail!("the server closed the connection during the test"),
+                    }
+                }
+            }
+            let sender = done.map(|(_, s)| s).unwrap_or_default();
+            let mut receiver = analyze(&recv.arrivals, sender.sent, &params, &schedule);
+            receiver.strangers += recv.strangers;
+            (receiver, sender, std::mem::take(&mut recv.arrivals))
+        };
     drop(conn);
 
     let mut idle = Vec::new();

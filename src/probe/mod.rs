@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use clap::{Args, Subcommand};
 
 /// Default port of the probe server (TCP control and UDP test stream).
@@ -92,6 +92,11 @@ pub struct ClientArgs {
     /// Shortest run of consecutive losses counted as a Sperf burst loss.
     #[arg(long, default_value_t = 5)]
     burst_threshold: u32,
+    /// Longest train of packets sent back to back, in microseconds of
+    /// schedule, as `nagare send --burst-us` (bigger trains cost less CPU,
+    /// smaller ones burst less; 0 sends packet by packet).
+    #[arg(long, default_value_t = nagare_proto::probe::DEFAULT_BURST_US)]
+    burst_us: u64,
     /// Reporting interval of the time series, seconds.
     #[arg(long, default_value_t = 1.0)]
     interval: f64,
@@ -105,49 +110,5 @@ pub fn run(args: ProbeArgs) -> Result<ExitCode> {
     match args.role {
         Role::Server(a) => server::run(a),
         Role::Client(a) => client::run(a),
-    }
-}
-
-/// Parses a rate such as `3.2G`, `100k`, `6M` or `6000000` (bits/s).
-pub fn parse_rate(text: &str) -> Result<u64> {
-    let t = text.trim();
-    let (num, mult) = match t.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let m = match c.to_ascii_lowercase() {
-                'k' => 1e3,
-                'm' => 1e6,
-                'g' => 1e9,
-                't' => 1e12,
-                _ => bail!("rate {text:?}: unknown suffix {c:?}; use k, M or G (like 3.2G)"),
-            };
-            (&t[..i], m)
-        }
-        _ => (t, 1.0),
-    };
-    let v: f64 = num.parse().map_err(|_| {
-        anyhow::anyhow!("rate {text:?} is not a number; write it like 6M, 3.2G or 100k")
-    })?;
-    let bps = v * mult;
-    if !bps.is_finite() || !(1.0..=1e15).contains(&bps) {
-        bail!("rate {text:?} is out of range; write it like 6M, 3.2G or 100k");
-    }
-    Ok(bps.round() as u64)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rates() {
-        assert_eq!(parse_rate("3.2G").unwrap(), 3_200_000_000);
-        assert_eq!(parse_rate("100k").unwrap(), 100_000);
-        assert_eq!(parse_rate("6m").unwrap(), 6_000_000);
-        assert_eq!(parse_rate("6000000").unwrap(), 6_000_000);
-        assert!(parse_rate("fast").is_err());
-        assert!(parse_rate("3x").is_err());
-        assert!(parse_rate("-1").is_err());
-        assert!(parse_rate("").is_err());
-        assert!(parse_rate("1e400").is_err());
     }
 }

@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use nagare_proto::metrics::analyze;
 use nagare_proto::probe::{
-    ControlMessage, PROTOCOL_VERSION, Refusal, TestParams, records_to_frames,
+    ControlMessage, PROTOCOL_VERSION, Refusal, Schedule, TestParams, records_to_frames,
 };
 
 use super::ServerArgs;
 use super::control::{self, Frame};
-use super::stream::{Receiver, bind, record_cap, send_stream};
+use super::stream::{Receiver, StreamShape, bind, record_cap, send_stream};
 
 /// How long the receiver keeps listening after the sender said it is done.
 pub const DRAIN: Duration = Duration::from_millis(300);
@@ -139,12 +139,32 @@ fn session(mut conn: TcpStream, udp: &UdpSocket, token: Option<&str>) -> Result<
             session,
         },
     )?;
-    let start = Instant::now();
+    let test = Test {
+        udp,
+        peer,
+        session,
+        params: &params,
+        schedule: &schedule,
+        start: Instant::now(),
+    };
     if params.reverse {
-        serve_reverse(&mut conn, udp, peer, session, &params, &schedule, start)
+        serve_reverse(&mut conn, &test)
     } else {
-        serve_forward(&mut conn, udp, peer, session, &params, &schedule, start)
+        serve_forward(&mut conn, &test)
     }
+}
+
+/// One accepted test: what both directions of it serve from.
+struct Test<'a> {
+    /// The test-stream socket.
+    udp: &'a UdpSocket,
+    /// The client's control address; only its IP may take part.
+    peer: SocketAddr,
+    session: u64,
+    params: &'a TestParams,
+    schedule: &'a Schedule,
+    /// Clock zero of receive and send times.
+    start: Instant,
 }
 
 fn drain(udp: &UdpSocket) {
@@ -177,18 +197,10 @@ fn test_limit(params: &TestParams) -> Duration {
     Duration::from_millis(params.duration_ms) + Duration::from_secs(30)
 }
 
-fn serve_forward(
-    conn: &mut TcpStream,
-    udp: &UdpSocket,
-    peer: SocketAddr,
-    session: u64,
-    params: &TestParams,
-    schedule: &nagare_proto::probe::Schedule,
-    start: Instant,
-) -> Result<()> {
-    let rx = watch(conn, test_limit(params))?;
-    let mut recv = Receiver::new(session, peer.ip(), record_cap(schedule), start);
-    let deadline = start + test_limit(params);
+fn serve_forward(conn: &mut TcpStream, t: &Test<'_>) -> Result<()> {
+    let rx = watch(conn, test_limit(t.params))?;
+    let mut recv = Receiver::new(t.session, t.peer.ip(), record_cap(t.schedule), t.start);
+    let deadline = t.start + test_limit(t.params);
     let mut done_at: Option<Instant> = None;
     let mut sender = None;
     loop {
@@ -199,7 +211,7 @@ fn serve_forward(
         if now >= deadline {
             bail!("the client never said it was done");
         }
-        recv.poll(udp, now + Duration::from_millis(20))?;
+        recv.poll(t.udp, now + Duration::from_millis(20))?;
         if done_at.is_none()
             && let Ok(msg) = rx.try_recv()
         {
@@ -216,9 +228,9 @@ fn serve_forward(
         }
     }
     let sent = sender.map_or(0, |s| s.sent);
-    let mut report = analyze(&recv.arrivals, sent, params, schedule);
+    let mut report = analyze(&recv.arrivals, sent, t.params, t.schedule);
     report.strangers += recv.strangers;
-    let records = if params.records {
+    let records = if t.params.records {
         recv.arrivals.len() as u64
     } else {
         0
@@ -230,7 +242,7 @@ fn serve_forward(
             records,
         },
     )?;
-    if params.records {
+    if t.params.records {
         use std::io::Write;
         for f in records_to_frames(&recv.arrivals) {
             conn.write_all(&f).context("sending records")?;
@@ -239,29 +251,21 @@ fn serve_forward(
     Ok(())
 }
 
-fn serve_reverse(
-    conn: &mut TcpStream,
-    udp: &UdpSocket,
-    peer: SocketAddr,
-    session: u64,
-    params: &TestParams,
-    schedule: &nagare_proto::probe::Schedule,
-    start: Instant,
-) -> Result<()> {
+fn serve_reverse(conn: &mut TcpStream, t: &Test<'_>) -> Result<()> {
     // Stream only to the address the client opens from, and only if it is
     // the TCP peer's: the server never sends to a third party.
-    let mut recv = Receiver::new(session, peer.ip(), 0, start);
+    let mut recv = Receiver::new(t.session, t.peer.ip(), 0, t.start);
     let wait = Instant::now() + Duration::from_secs(5);
     while recv.opened.is_none() {
         if Instant::now() >= wait {
             bail!("the client's UDP open datagram never arrived (firewall or NAT on the way?)");
         }
-        recv.poll(udp, Instant::now() + Duration::from_millis(20))?;
+        recv.poll(t.udp, Instant::now() + Duration::from_millis(20))?;
     }
     let target = recv.opened.context("open address vanished")?;
     let stop = Arc::new(AtomicBool::new(false));
     // Echo requests still need answers while the main thread sends.
-    let echo_sock = udp.try_clone()?;
+    let echo_sock = t.udp.try_clone()?;
     let stop2 = stop.clone();
     let echo = std::thread::spawn(move || {
         while !stop2.load(Ordering::Relaxed) {
@@ -274,7 +278,7 @@ fn serve_reverse(
         }
     });
     // The client aborting (closing) must stop the stream early.
-    let rx = watch(conn, test_limit(params))?;
+    let rx = watch(conn, test_limit(t.params))?;
     let stop3 = stop.clone();
     let abort_watch = std::thread::spawn(move || {
         // Any frame or close from the client during the stream means stop.
@@ -283,11 +287,11 @@ fn serve_reverse(
         }
     });
     let report = send_stream(
-        udp,
+        t.udp,
         Some(target),
-        session,
-        schedule,
-        params.packet_size as usize,
+        t.session,
+        t.schedule,
+        StreamShape::of(t.params),
         &stop,
     );
     control::send(conn, &ControlMessage::Done { sender: report })?;

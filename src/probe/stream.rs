@@ -1,9 +1,10 @@
 //! The UDP side of a test: the paced sender and the receiver that keeps
 //! per-packet records, answers echo requests and times echo replies.
 //!
-//! The socket setup is small and local: `udp.rs` sizes buffers for its
-//! batch sender/receiver, while the probe needs plain `recv_from` with
-//! source addresses on one socket that both receives and echoes.
+//! The sender shares `nagare send`'s pacer and batch I/O (`udp.rs`): trains
+//! of packets whose slots fall in one burst window leave in one GSO or
+//! `sendmmsg` call. The receiver needs plain `recv_from` with source
+//! addresses on one socket that both receives and echoes.
 
 use std::io::ErrorKind;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
@@ -13,9 +14,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use nagare_proto::metrics::Arrival;
 use nagare_proto::probe::{
-    DataHeader, Datagram, ECHO_LEN, Echo, EchoKind, Schedule, SenderLog, SenderReport,
+    DataHeader, Datagram, ECHO_LEN, Echo, EchoKind, Schedule, SenderLog, SenderReport, TestParams,
 };
-use socket2::{Domain, Protocol, Socket, Type};
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+use crate::udp;
 
 const BUFFER_BYTES: usize = 64 << 20;
 
@@ -23,35 +26,16 @@ const BUFFER_BYTES: usize = 64 << 20;
 pub fn bind(addr: SocketAddr) -> Result<UdpSocket> {
     let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))
         .context("creating a UDP socket")?;
-    grow_buffers(&s);
+    // A multi-gigabit stream needs big buffers; where the kernel grants
+    // less, say so, since the loss it causes would read as the path's.
+    for receive in [true, false] {
+        if let Some(w) = udp::size_buffer(&s, BUFFER_BYTES, receive) {
+            eprintln!("nagare probe: note: {w}");
+        }
+    }
     s.bind(&addr.into())
         .with_context(|| format!("binding UDP {addr}: is the port taken?"))?;
     Ok(s.into())
-}
-
-/// Asks for big buffers; the kernel caps them at net.core.*mem_max unless
-/// we may force them (root), which is what a multi-gigabit stream needs.
-fn grow_buffers(s: &Socket) {
-    let _ = s.set_recv_buffer_size(BUFFER_BYTES);
-    let _ = s.set_send_buffer_size(BUFFER_BYTES);
-    #[cfg(target_os = "linux")]
-    {
-        use std::os::fd::AsRawFd;
-        let v = BUFFER_BYTES as libc::c_int;
-        for opt in [libc::SO_RCVBUFFORCE, libc::SO_SNDBUFFORCE] {
-            // SAFETY: setsockopt with a valid fd and a c_int option value of
-            // the right size; failure (no CAP_NET_ADMIN) is harmless.
-            unsafe {
-                libc::setsockopt(
-                    s.as_raw_fd(),
-                    libc::SOL_SOCKET,
-                    opt,
-                    (&v as *const libc::c_int).cast(),
-                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                );
-            }
-        }
-    }
 }
 
 /// The unspecified address of `peer`'s family, port 0.
@@ -62,54 +46,106 @@ pub fn any_for(peer: SocketAddr) -> SocketAddr {
     }
 }
 
+/// How the test stream leaves: packet size and train window.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamShape {
+    /// UDP payload bytes per packet (validated, holds the header).
+    pub packet_size: usize,
+    /// Packets whose slots fall within this window of a train's first
+    /// slot leave with it (as `nagare send --burst-us`).
+    pub burst: Duration,
+}
+
+impl StreamShape {
+    /// The shape a test's parameters ask for.
+    pub fn of(params: &TestParams) -> StreamShape {
+        StreamShape {
+            packet_size: params.packet_size as usize,
+            burst: Duration::from_micros(params.burst_us),
+        }
+    }
+}
+
 /// Sends the whole test stream on its schedule to `to` (or the connected
-/// peer); stops early when `stop` is set.
+/// peer), in trains of up to one burst window; stops early when `stop` is
+/// set. Every packet carries its own sequence number and its train's send
+/// time, and is logged against its own slot.
 pub fn send_stream(
     sock: &UdpSocket,
     to: Option<SocketAddr>,
     session: u64,
     schedule: &Schedule,
-    packet_size: usize,
+    shape: StreamShape,
     stop: &AtomicBool,
 ) -> SenderReport {
+    let size = shape.packet_size;
     let mut pacer = schedule.pacer();
-    let mut buf = vec![0u8; packet_size];
-    // Filler that compresses badly, so no link compression flatters us.
-    for (i, b) in buf.iter_mut().enumerate() {
-        *b = (i as u32).wrapping_mul(2_654_435_761).to_be_bytes()[0];
+    let mut gso = udp::gso_available(sock);
+    let max_train = pacer.max_train(shape.burst, udp::train_cap(gso, size));
+    // One packet buffer per train slot, laid end to end so a GSO train is
+    // one contiguous run. Filler that compresses badly, so no link
+    // compression flatters us.
+    let mut bufs = vec![0u8; size * max_train];
+    for buf in bufs.chunks_mut(size) {
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = (i as u32).wrapping_mul(2_654_435_761).to_be_bytes()[0];
+        }
     }
+    let dest = to.map(SockAddr::from);
+    let mut iov: Vec<libc::iovec> = Vec::with_capacity(max_train);
+    let mut hdrs: Vec<libc::mmsghdr> = Vec::with_capacity(max_train);
     let mut log = SenderLog::default();
     let start = Instant::now() + Duration::from_millis(2);
     let ppf = schedule.packets_per_frame;
-    while pacer.next_packet() < schedule.total_packets && !stop.load(Ordering::Relaxed) {
+    let total = schedule.total_packets;
+    'stream: while pacer.next_packet() < total && !stop.load(Ordering::Relaxed) {
         crate::clock::wait_until(start + pacer.next_release());
-        let seq = pacer.next_packet();
-        let sent = start.elapsed();
-        let h = DataHeader {
-            session,
-            seq,
-            send_ns: sent.as_nanos() as u64,
-            marker: seq % ppf == ppf - 1,
-        };
-        // The buffer is at least MIN_PACKET_SIZE (validated), which holds
-        // the header.
-        if h.write(&mut buf).is_err() {
-            log.error();
-            break;
+        let now = start.elapsed();
+        let first = pacer.next_packet();
+        let left = usize::try_from(total - first).unwrap_or(usize::MAX);
+        let n = pacer.due(now, max_train, shape.burst).clamp(1, left);
+        let send_ns = now.as_nanos() as u64;
+        iov.clear();
+        for (j, buf) in bufs.chunks_mut(size).take(n).enumerate() {
+            let seq = first + j as u64;
+            let h = DataHeader {
+                session,
+                seq,
+                send_ns,
+                marker: seq % ppf == ppf - 1,
+            };
+            // The buffer is at least MIN_PACKET_SIZE (validated), which
+            // holds the header.
+            if h.write(buf).is_err() {
+                log.error();
+                break 'stream;
+            }
+            iov.push(udp::iovec(buf));
         }
-        let r = match to {
-            Some(a) => sock.send_to(&buf, a),
-            None => sock.send(&buf),
-        };
-        match r {
-            Ok(_) => log.record(
-                pacer.slot(seq).as_nanos() as u64,
-                h.send_ns,
-                packet_size as u64,
-            ),
-            Err(_) => log.error(),
+        let segment = (n > 1).then_some(size);
+        let sent = udp::send_train(
+            sock,
+            &iov,
+            1,
+            segment,
+            &mut gso,
+            &mut hdrs,
+            dest.as_ref(),
+            "nagare probe",
+        )
+        .unwrap_or(0);
+        for j in 0..n as u64 {
+            if j < sent as u64 {
+                log.record(
+                    pacer.slot(first + j).as_nanos() as u64,
+                    send_ns,
+                    size as u64,
+                );
+            } else {
+                log.error();
+            }
         }
-        pacer.sent(sent, 1);
+        pacer.sent(now, n);
     }
     let pps = schedule.rate.as_f64() * schedule.packets_per_frame as f64;
     log.finish(pps)

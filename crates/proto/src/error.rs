@@ -98,7 +98,8 @@ pub enum Error {
     /// Tree or screen message that does not follow the protocol.
     #[error("malformed message: {0}")]
     Malformed(&'static str),
-    /// Message longer than the protocol allows (a hostile or confused peer).
+    /// Message (tree message, probe control frame) longer than the
+    /// protocol allows: a hostile or confused peer.
     #[error("message of {len} bytes exceeds the limit of {max}")]
     MessageTooLarge {
         /// Length announced.
@@ -135,14 +136,6 @@ pub enum Error {
         got: u32,
         /// Version this build speaks.
         want: u32,
-    },
-    /// Control frame longer than allowed.
-    #[error("control frame of {len} bytes exceeds the limit of {max}")]
-    ControlTooLong {
-        /// Announced length.
-        len: usize,
-        /// Limit.
-        max: usize,
     },
     /// Control frame of an unknown type byte.
     #[error("control frame of unknown type 0x{0:02x}")]

@@ -510,6 +510,7 @@ mod tests {
             records: false,
             playout_us: 20_000,
             burst_threshold: 5,
+            burst_us: crate::probe::DEFAULT_BURST_US,
             interval_ms: 100,
         }
     }

@@ -367,6 +367,7 @@ mod tests {
             records: false,
             playout_us: 1_000_000,
             burst_threshold: 5,
+            burst_us: crate::probe::DEFAULT_BURST_US,
             interval_ms: 1000,
         };
         let s = p.validate().unwrap();
@@ -448,17 +449,15 @@ mod tests {
 
     #[test]
     fn random_mix_is_counted_exactly() {
-        let (out, k) = run(
-            ImpairConfig {
-                loss: 0.02,
-                duplicate: 0.01,
-                reorder: 0.01,
-                gilbert: Some((0.001, 0.3)),
-                seed: 42,
-                ..cfg()
-            },
-            50_000,
-        );
+        let mix = ImpairConfig {
+            loss: 0.02,
+            duplicate: 0.01,
+            reorder: 0.01,
+            gilbert: Some((0.001, 0.3)),
+            seed: 42,
+            ..cfg()
+        };
+        let (out, k) = run(mix.clone(), 50_000);
         let r = report(&out, 50_000);
         assert_eq!(r.lost, k.dropped());
         assert_eq!(r.loss_episodes, k.loss_episodes);
@@ -466,17 +465,7 @@ mod tests {
         assert_eq!(r.reordered, k.reordered);
         assert!(k.dropped_gilbert > 0 && k.reordered > 0 && k.duplicated > 0);
         // Same seed, same fate.
-        let again = run(
-            ImpairConfig {
-                loss: 0.02,
-                duplicate: 0.01,
-                reorder: 0.01,
-                gilbert: Some((0.001, 0.3)),
-                seed: 42,
-                ..cfg()
-            },
-            50_000,
-        );
+        let again = run(mix, 50_000);
         assert_eq!(again.1, k);
     }
 

@@ -144,6 +144,16 @@ impl Pacer {
         n as usize
     }
 
+    /// Longest train worth sending in one go: the first packet plus those
+    /// whose slots fall within `burst` of it, at most `cap` (what one
+    /// syscall can carry) and at least one. Drivers size their batch
+    /// buffers with it and pass it to [`Pacer::due`] as `max`.
+    pub fn max_train(&self, burst: Duration, cap: usize) -> usize {
+        let interval_ns = self.rate.frame_start_ns(1) as f64 / self.packets_per_frame as f64;
+        let by_burst = (burst.as_nanos() as f64 / interval_ns).floor() as usize + 1;
+        by_burst.clamp(1, cap.max(1))
+    }
+
     /// Records that `count` packets left at `now`.
     pub fn sent(&mut self, now: Duration, count: usize) {
         for k in 0..count as u64 {
@@ -208,6 +218,17 @@ mod tests {
         assert_eq!(p.stats().late, 0);
         assert_eq!(p.frame(), 1);
         assert_eq!(p.index_in_frame(), 2);
+    }
+
+    #[test]
+    fn max_train_fits_the_burst_window() {
+        // 50 fps, 4 packets: one every 5 ms.
+        let p = Pacer::new(rate(50, 1), 4, 0);
+        assert_eq!(p.max_train(Duration::ZERO, 64), 1);
+        assert_eq!(p.max_train(Duration::from_micros(4_999), 64), 1);
+        assert_eq!(p.max_train(Duration::from_millis(5), 64), 2);
+        assert_eq!(p.max_train(Duration::from_millis(100), 7), 7);
+        assert_eq!(p.max_train(Duration::from_millis(100), 0), 1);
     }
 
     #[test]

@@ -53,6 +53,10 @@ pub const MAX_PACKETS: u64 = 10_000_000;
 pub const MAX_PLAYOUT_US: u64 = 10_000_000;
 /// Largest reporting interval.
 pub const MAX_INTERVAL_MS: u64 = 60_000;
+/// Default train window of the sender (as `nagare send --burst-us`).
+pub const DEFAULT_BURST_US: u64 = 100;
+/// Largest train window: beyond a few ms the stream is no longer paced.
+pub const MAX_BURST_US: u64 = 10_000;
 
 /// One parsed datagram of a probe test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -252,6 +256,15 @@ pub struct TestParams {
     pub burst_threshold: u32,
     /// Reporting interval of the time series, milliseconds.
     pub interval_ms: u64,
+    /// Sender's train window, microseconds: packets whose slots fall
+    /// within it of a train's first slot leave in one send call. Clients
+    /// that predate it get the default.
+    #[serde(default = "default_burst_us")]
+    pub burst_us: u64,
+}
+
+fn default_burst_us() -> u64 {
+    DEFAULT_BURST_US
 }
 
 fn check(what: &'static str, value: u64, min: u64, max: u64) -> Result<(), Error> {
@@ -319,6 +332,7 @@ impl TestParams {
             1_000_000,
         )?;
         check("interval (ms)", self.interval_ms, 10, MAX_INTERVAL_MS)?;
+        check("burst (us)", self.burst_us, 0, MAX_BURST_US)?;
         let schedule = self.schedule()?;
         check(
             "packets in the test",
@@ -607,7 +621,7 @@ impl FrameHeader {
         };
         let len = u32::from_be_bytes([b[1], b[2], b[3], b[4]]) as usize;
         if len > MAX_FRAME_LEN {
-            return Err(Error::ControlTooLong {
+            return Err(Error::MessageTooLarge {
                 len,
                 max: MAX_FRAME_LEN,
             });
@@ -702,6 +716,7 @@ mod tests {
             records: false,
             playout_us: 20_000,
             burst_threshold: 5,
+            burst_us: DEFAULT_BURST_US,
             interval_ms: 1000,
         }
     }
@@ -821,6 +836,23 @@ mod tests {
     }
 
     #[test]
+    fn burst_window_defaults_and_is_bounded() {
+        // A client that predates the field gets the default window.
+        let mut v = serde_json::to_value(params()).unwrap();
+        v.as_object_mut().unwrap().remove("burst_us");
+        let old: TestParams = serde_json::from_value(v).unwrap();
+        assert_eq!(old.burst_us, DEFAULT_BURST_US);
+        assert!(
+            TestParams {
+                burst_us: MAX_BURST_US + 1,
+                ..params()
+            }
+            .validate()
+            .is_err()
+        );
+    }
+
+    #[test]
     fn control_frames() {
         let m = ControlMessage::Hello {
             version: PROTOCOL_VERSION,
@@ -831,7 +863,10 @@ mod tests {
         let h = FrameHeader::parse(&f).unwrap();
         assert_eq!(h.kind, FrameKind::Json);
         assert_eq!(ControlMessage::from_json(&f[5..5 + h.len]).unwrap(), m);
-        assert!(FrameHeader::parse(&[b'J', 0xff, 0xff, 0xff, 0xff]).is_err());
+        assert!(matches!(
+            FrameHeader::parse(&[b'J', 0xff, 0xff, 0xff, 0xff]),
+            Err(Error::MessageTooLarge { .. })
+        ));
         assert!(FrameHeader::parse(b"X\0\0\0\0").is_err());
         assert!(ControlMessage::from_json(b"{\"type\":\"hello\"}").is_err());
         let recs = vec![
