@@ -443,6 +443,11 @@ impl<'a> Engine<'a> {
         let ppf = flows[0].packetizer.packets_per_frame();
         let interval_ns = cfg.rate.frame_start_ns(1) as f64 / ppf as f64;
         let gso = cfg.gso && flows.iter().all(|f| f.sender.gso);
+        if cfg.gso && !gso {
+            eprintln!(
+                "nagare send: note: this kernel has no UDP GSO; sending with sendmmsg (more CPU per Gbit/s)"
+            );
+        }
         // The schedule starts far enough ahead that the first frame is not
         // late, on the epoch grid shared with other senders.
         let origin = Origin::aligned(cfg.rate, Duration::from_millis(20));
