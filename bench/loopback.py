@@ -57,23 +57,25 @@ def finish(p, timeout=None):
     return out, err, cpu
 
 
-def nagare_streams(n, fps, seconds, stripes=False):
-    """n sender/receiver pairs, or with stripes one sender of n stripes."""
+def nagare_streams(n, fps, seconds, stripes=False, realtime=False):
+    """n sender/receiver pairs, or with stripes one sender of n stripes;
+    realtime runs the sending and receiving threads with SCHED_FIFO."""
     frames = int(fps * seconds)
+    rt = ["--realtime"] if realtime else []
     recvs = []
     for k in range(n):
         recvs.append(timed([NAGARE, "recv", "--listen", f"127.0.0.1:{BASE + k}", "--size", f"{W}x{H}",
                             "--pix-fmt", PIX, "--fps", str(fps), "--frames", str(frames),
-                            "--timeout", "5", "--json"]))
+                            "--timeout", "5", "--json"] + rt))
     time.sleep(0.5)
     if stripes:
         sends = [timed([NAGARE, "send", "pattern:bars", "--to", f"127.0.0.1:{BASE}", "--size", f"{W}x{H * n}",
                         "--stripes", str(n), "--pix-fmt", PIX, "--fps", str(fps), "--frames", str(frames),
-                        "--packet-size", str(PKT), "--json"])]
+                        "--packet-size", str(PKT), "--json"] + rt)]
     else:
         sends = [timed([NAGARE, "send", "pattern:bars", "--to", f"127.0.0.1:{BASE + k}", "--size", f"{W}x{H}",
                         "--pix-fmt", PIX, "--fps", str(fps), "--frames", str(frames), "--packet-size", str(PKT),
-                        "--json"]) for k in range(n)]
+                        "--json"] + rt) for k in range(n)]
     sent, recv = [], []
     for p in sends:
         out, err, cpu = finish(p)
@@ -92,7 +94,8 @@ def nagare_streams(n, fps, seconds, stripes=False):
     cpu_s = sum(s["cpu"] for s in sent)
     cpu_r = sum(r["cpu"] for r in recv)
     gbit = sum(s["bytes_sent"] for s in sent) * 8 / 1e9
-    label = f"nagare (1 process, {n} stripes)" if stripes else f"nagare ({n} stream{'s' if n > 1 else ''})"
+    label = f"nagare (1 process, {n} stripes" if stripes else f"nagare ({n} stream{'s' if n > 1 else ''}"
+    label += ", realtime)" if realtime else ")"
     return {
         "tool": label,
         "rate": rate,
@@ -216,6 +219,11 @@ def main():
         if n > 1:
             rows.append(nagare_streams(n, FPS, SECONDS, stripes=True))
             print(f"  done: {rows[-1]['tool']}", file=sys.stderr, flush=True)
+    if os.geteuid() == 0:
+        # SCHED_FIFO needs root: the same workloads with the pacing thread
+        # protected from the scheduler.
+        rows.append(nagare_streams(1, FPS, SECONDS, realtime=True))
+        rows.append(nagare_streams(8, FPS, SECONDS, stripes=True, realtime=True))
     print()
     print("| tool | received rate | packets | lost | loss % | bad frames | sender late pkts | "
           "pacing p99 µs | pacing max µs | jitter ms | CPU s/Gbit send | CPU s/Gbit recv |")
@@ -225,7 +233,7 @@ def main():
               f"{fmt(r['lost'], '{}')} | {fmt(r['loss_pct'], '{:.3f}')} | {fmt(r['frames_bad'], '{}')} | "
               f"{fmt(r['late'], '{}')} | {fmt(r['p99_us'], '{:.1f}')} | {fmt(r['max_us'], '{:.1f}')} | "
               f"{fmt(r['jitter_ms'], '{:.3f}')} | {r['cpu_send_per_gbit']:.3f} | {r['cpu_recv_per_gbit']:.3f} |")
-    one = {r["tool"].split(" (")[0]: r for r in rows if "(1 stream)" in r["tool"]}
+    one = {r["tool"].split(" (")[0]: r for r in rows if r["tool"].endswith("(1 stream)")}
     if "nagare" in one and "iperf3 -u" in one:
         n, i = one["nagare"], one["iperf3 -u"]
         print()
