@@ -120,14 +120,14 @@ pub fn run(a: ClientArgs) -> Result<ExitCode> {
         .with_context(|| format!("connecting UDP to {server}"))?;
     let start = Instant::now();
     let cap = if a.reverse { record_cap(&schedule) } else { 0 };
-    let mut recv = Receiver::new(session, server.ip(), cap, start);
+    let mut recv = Receiver::new(&udp, session, server.ip(), cap, start)?;
 
     // Idle RTT first, with nothing else on the path.
     for id in 0..IDLE_ECHOES {
-        recv.send_echo(&udp, None, EchoKind::Request, id);
-        recv.poll(&udp, Instant::now() + Duration::from_millis(10))?;
+        recv.send_echo(None, EchoKind::Request, id);
+        recv.poll(Instant::now() + Duration::from_millis(10))?;
     }
-    recv.poll(&udp, Instant::now() + Duration::from_millis(100))?;
+    recv.poll(Instant::now() + Duration::from_millis(100))?;
     let mut echo_id = IDLE_ECHOES;
 
     let limit = Duration::from_millis(params.duration_ms) + Duration::from_secs(30);
@@ -143,16 +143,16 @@ pub fn run(a: ClientArgs) -> Result<ExitCode> {
             let mut next_echo = Instant::now();
             while !sending.is_finished() {
                 if Instant::now() >= next_echo {
-                    recv.send_echo(&udp, None, EchoKind::Request, echo_id);
+                    recv.send_echo(None, EchoKind::Request, echo_id);
                     echo_id += 1;
                     next_echo += ECHO_EVERY;
                 }
-                recv.poll(&udp, Instant::now() + Duration::from_millis(10))?;
+                recv.poll(Instant::now() + Duration::from_millis(10))?;
             }
             let sender = sending
                 .join()
                 .map_err(|_| anyhow!("the sending thread panicked"))?;
-            recv.poll(&udp, Instant::now() + Duration::from_millis(100))?;
+            recv.poll(Instant::now() + Duration::from_millis(100))?;
             control::send(
                 &mut conn,
                 &ControlMessage::Done {
@@ -204,13 +204,13 @@ pub fn run(a: ClientArgs) -> Result<ExitCode> {
                 if now >= next_echo {
                     // Until data flows, keep opening the path (the first may be lost).
                     if recv.arrivals.is_empty() {
-                        recv.send_echo(&udp, None, EchoKind::Open, 0);
+                        recv.send_echo(None, EchoKind::Open, 0);
                     }
-                    recv.send_echo(&udp, None, EchoKind::Request, echo_id);
+                    recv.send_echo(None, EchoKind::Request, echo_id);
                     echo_id += 1;
                     next_echo += ECHO_EVERY;
                 }
-                recv.poll(&udp, now + Duration::from_millis(10))?;
+                recv.poll(now + Duration::from_millis(10))?;
                 if done.is_none()
                     && let Ok(msg) = rx.try_recv()
                 {
@@ -228,6 +228,7 @@ pub fn run(a: ClientArgs) -> Result<ExitCode> {
             let sender = done.map(|(_, s)| s).unwrap_or_default();
             let mut receiver = analyze(&recv.arrivals, sender.sent, &params, &schedule);
             receiver.strangers += recv.strangers;
+            receiver.receiver_drops = recv.receiver_drops();
             (receiver, sender, std::mem::take(&mut recv.arrivals))
         };
     drop(conn);

@@ -199,7 +199,13 @@ fn test_limit(params: &TestParams) -> Duration {
 
 fn serve_forward(conn: &mut TcpStream, t: &Test<'_>) -> Result<()> {
     let rx = watch(conn, test_limit(t.params))?;
-    let mut recv = Receiver::new(t.session, t.peer.ip(), record_cap(t.schedule), t.start);
+    let mut recv = Receiver::new(
+        t.udp,
+        t.session,
+        t.peer.ip(),
+        record_cap(t.schedule),
+        t.start,
+    )?;
     let deadline = t.start + test_limit(t.params);
     let mut done_at: Option<Instant> = None;
     let mut sender = None;
@@ -211,7 +217,7 @@ fn serve_forward(conn: &mut TcpStream, t: &Test<'_>) -> Result<()> {
         if now >= deadline {
             bail!("the client never said it was done");
         }
-        recv.poll(t.udp, now + Duration::from_millis(20))?;
+        recv.poll(now + Duration::from_millis(20))?;
         if done_at.is_none()
             && let Ok(msg) = rx.try_recv()
         {
@@ -230,6 +236,7 @@ fn serve_forward(conn: &mut TcpStream, t: &Test<'_>) -> Result<()> {
     let sent = sender.map_or(0, |s| s.sent);
     let mut report = analyze(&recv.arrivals, sent, t.params, t.schedule);
     report.strangers += recv.strangers;
+    report.receiver_drops = recv.receiver_drops();
     let records = if t.params.records {
         recv.arrivals.len() as u64
     } else {
@@ -254,23 +261,22 @@ fn serve_forward(conn: &mut TcpStream, t: &Test<'_>) -> Result<()> {
 fn serve_reverse(conn: &mut TcpStream, t: &Test<'_>) -> Result<()> {
     // Stream only to the address the client opens from, and only if it is
     // the TCP peer's: the server never sends to a third party.
-    let mut recv = Receiver::new(t.session, t.peer.ip(), 0, t.start);
+    let mut recv = Receiver::new(t.udp, t.session, t.peer.ip(), 0, t.start)?;
     let wait = Instant::now() + Duration::from_secs(5);
     while recv.opened.is_none() {
         if Instant::now() >= wait {
             bail!("the client's UDP open datagram never arrived (firewall or NAT on the way?)");
         }
-        recv.poll(t.udp, Instant::now() + Duration::from_millis(20))?;
+        recv.poll(Instant::now() + Duration::from_millis(20))?;
     }
     let target = recv.opened.context("open address vanished")?;
     let stop = Arc::new(AtomicBool::new(false));
     // Echo requests still need answers while the main thread sends.
-    let echo_sock = t.udp.try_clone()?;
     let stop2 = stop.clone();
     let echo = std::thread::spawn(move || {
         while !stop2.load(Ordering::Relaxed) {
             if recv
-                .poll(&echo_sock, Instant::now() + Duration::from_millis(20))
+                .poll(Instant::now() + Duration::from_millis(20))
                 .is_err()
             {
                 break;
