@@ -2,6 +2,7 @@
 
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::process::ExitCode;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -22,8 +23,14 @@ use crate::units::parse_bit_rate;
 const IDLE_ECHOES: u64 = 10;
 /// Spacing of echo requests: a low rate that does not disturb the test.
 const ECHO_EVERY: Duration = Duration::from_millis(50);
+/// After Ctrl-C in reverse mode, how long to wait for the server's report
+/// of what it sent.
+const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
 
 pub fn run(a: ClientArgs) -> Result<ExitCode> {
+    // Ctrl-C from here on ends the test early with a report of what was
+    // done, in either direction (installed first, so it is never missed).
+    let stop = crate::stop_flag();
     let prof = match &a.profile {
         Some(n) => profile(n).ok_or_else(|| {
             let names: Vec<&str> = PROFILES.iter().map(|p| p.name).collect();
@@ -136,7 +143,6 @@ pub fn run(a: ClientArgs) -> Result<ExitCode> {
             let tx_sock = udp.try_clone()?;
             let shape = StreamShape::of(&params);
             // Ctrl-C ends the stream early; the report covers what was sent.
-            let stop = crate::stop_flag();
             let sending = std::thread::spawn(move || {
                 send_stream(&tx_sock, None, session, &schedule, shape, stop)
             });
@@ -193,6 +199,7 @@ pub fn run(a: ClientArgs) -> Result<ExitCode> {
             let deadline = Instant::now() + limit;
             let mut next_echo = Instant::now();
             let mut done: Option<(Instant, SenderReport)> = None;
+            let mut interrupted: Option<Instant> = None;
             loop {
                 let now = Instant::now();
                 if done.as_ref().is_some_and(|(t, _)| now >= *t + DRAIN) {
@@ -200,6 +207,23 @@ pub fn run(a: ClientArgs) -> Result<ExitCode> {
                 }
                 if now >= deadline {
                     bail!("the server never finished sending");
+                }
+                if interrupted.is_none() && done.is_none() && stop.load(Ordering::Relaxed) {
+                    // Ctrl-C: ask the server to stop; it answers with its
+                    // sender report, so the report covers what was sent.
+                    control::send(
+                        &mut conn,
+                        &ControlMessage::Abort {
+                            message: "interrupted (Ctrl-C) at the client".into(),
+                        },
+                    )?;
+                    interrupted = Some(now);
+                }
+                if done.is_none() && interrupted.is_some_and(|t| now >= t + INTERRUPT_GRACE) {
+                    bail!(
+                        "interrupted, and the server did not confirm the stop within {} s",
+                        INTERRUPT_GRACE.as_secs()
+                    );
                 }
                 if now >= next_echo {
                     // Until data flows, keep opening the path (the first may be lost).
