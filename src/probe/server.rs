@@ -16,9 +16,12 @@ use nagare_proto::probe::{
 use super::ServerArgs;
 use super::control::{self, Frame};
 use super::stream::{Receiver, StreamShape, bind, record_cap, send_stream};
+use crate::units::parse_bit_rate;
 
 /// How long the receiver keeps listening after the sender said it is done.
 pub const DRAIN: Duration = Duration::from_millis(300);
+/// `--max-rate` of a server listening beyond loopback, bits/s.
+const DEFAULT_REMOTE_MAX_RATE: u64 = 10_000_000_000;
 /// Longest wait for a client's hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -30,6 +33,10 @@ pub fn run(args: ServerArgs) -> Result<ExitCode> {
             args.listen
         );
     }
+    let max_rate = match &args.max_rate {
+        Some(r) => Some(parse_bit_rate(r).context("--max-rate")?),
+        None => default_max_rate(args.listen),
+    };
     let listener = TcpListener::bind(args.listen)
         .with_context(|| format!("listening on TCP {}: is the port taken?", args.listen))?;
     let local = listener.local_addr()?;
@@ -41,7 +48,10 @@ pub fn run(args: ServerArgs) -> Result<ExitCode> {
     );
     let busy = Arc::new(AtomicBool::new(false));
     let udp = Arc::new(udp);
-    let token = Arc::new(args.token);
+    let limits = Arc::new(Limits {
+        token: args.token,
+        max_rate,
+    });
     let mut done = 0u64;
     for conn in listener.incoming() {
         let Ok(conn) = conn else { continue };
@@ -49,11 +59,11 @@ pub fn run(args: ServerArgs) -> Result<ExitCode> {
             std::thread::spawn(move || refuse_busy(conn));
             continue;
         }
-        let (busy2, udp2, token2) = (busy.clone(), udp.clone(), token.clone());
+        let (busy2, udp2, limits2) = (busy.clone(), udp.clone(), limits.clone());
         let last = args.tests.is_some_and(|t| done + 1 >= t);
         let worker = std::thread::spawn(move || {
             let peer = conn.peer_addr().ok();
-            if let Err(e) = session(conn, &udp2, token2.as_deref()) {
+            if let Err(e) = session(conn, &udp2, &limits2) {
                 eprintln!(
                     "nagare probe server: test from {} failed: {e:#}",
                     peer.map_or("?".to_string(), |p| p.to_string())
@@ -68,6 +78,20 @@ pub fn run(args: ServerArgs) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Default `--max-rate`: none on loopback (the test stays on this host),
+/// else a cap no single path test should need to exceed.
+fn default_max_rate(listen: SocketAddr) -> Option<u64> {
+    (!listen.ip().is_loopback()).then_some(DEFAULT_REMOTE_MAX_RATE)
+}
+
+/// What a client must satisfy before a test runs.
+struct Limits {
+    /// Token clients must present.
+    token: Option<String>,
+    /// Highest rate a client may ask for, bits/s.
+    max_rate: Option<u64>,
 }
 
 fn refuse_busy(mut conn: TcpStream) {
@@ -96,7 +120,7 @@ fn refuse(conn: &mut TcpStream, reason: Refusal, message: String) -> Result<()> 
     bail!("refused: {message}")
 }
 
-fn session(mut conn: TcpStream, udp: &UdpSocket, token: Option<&str>) -> Result<()> {
+fn session(mut conn: TcpStream, udp: &UdpSocket, limits: &Limits) -> Result<()> {
     conn.set_nodelay(true)?;
     let peer = conn.peer_addr()?;
     let Some(Frame::Message(hello)) = control::receive(&mut conn, HELLO_TIMEOUT)? else {
@@ -120,10 +144,24 @@ fn session(mut conn: TcpStream, udp: &UdpSocket, token: Option<&str>) -> Result<
             ),
         );
     }
-    if let Some(t) = token
-        && given.as_deref() != Some(t)
+    if let Some(t) = &limits.token
+        && given.as_deref() != Some(t.as_str())
     {
         return refuse(&mut conn, Refusal::Token, "missing or wrong --token".into());
+    }
+    if let Some(max) = limits.max_rate
+        && params.rate_bps > max
+    {
+        return refuse(
+            &mut conn,
+            Refusal::Params,
+            format!(
+                "rate {} Mbit/s above this server's --max-rate {} Mbit/s; ask for a \
+                 lower --rate, or start the server with a higher --max-rate",
+                params.rate_bps as f64 / 1e6,
+                max as f64 / 1e6
+            ),
+        );
     }
     let schedule = match params.validate() {
         Ok(s) => s,
@@ -306,4 +344,19 @@ fn serve_reverse(conn: &mut TcpStream, t: &Test<'_>) -> Result<()> {
     stop.store(true, Ordering::Relaxed);
     let _ = echo.join();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_is_capped_beyond_loopback_only() {
+        let at = |s: &str| default_max_rate(s.parse().unwrap());
+        assert_eq!(at("127.0.0.1:5201"), None);
+        assert_eq!(at("[::1]:5201"), None);
+        assert_eq!(at("0.0.0.0:5201"), Some(10_000_000_000));
+        assert_eq!(at("[::]:5201"), Some(10_000_000_000));
+        assert_eq!(at("192.0.2.7:5201"), Some(10_000_000_000));
+    }
 }

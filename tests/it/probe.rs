@@ -517,3 +517,36 @@ fn reverse_client_stops_cleanly_on_ctrl_c() {
     let out = client(&s.addr(), &LIGHT);
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+#[test]
+fn rate_above_max_rate_is_refused() {
+    let s = Daemon::start(&[
+        "probe",
+        "server",
+        "--listen",
+        "127.0.0.1:0",
+        "--max-rate",
+        "5M",
+    ]);
+    // LIGHT asks for 6.4 Mbit/s.
+    let out = client(&s.addr(), &LIGHT);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("refused") && err.contains("--max-rate 5 Mbit/s"),
+        "{err}"
+    );
+    // Under the cap, the same server runs the test.
+    let out = client(
+        &s.addr(),
+        &[
+            "--rate",
+            "1.6M",
+            "--packet-size",
+            "200",
+            "--duration",
+            "0.5",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+}
