@@ -94,6 +94,20 @@ struct Limits {
     max_rate: Option<u64>,
 }
 
+/// Whether `given` is the token, in time that does not depend on where
+/// the two first differ (only on their lengths), so timing the refusal
+/// does not reveal the token byte by byte.
+fn token_matches(given: Option<&str>, want: &str) -> bool {
+    let Some(given) = given else { return false };
+    let (a, b) = (given.as_bytes(), want.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    // xor-fold every byte; no early exit.
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0
+}
+
 fn refuse_busy(mut conn: TcpStream) {
     // Read the hello first, so closing does not reset the connection
     // before the client has read the answer.
@@ -145,7 +159,7 @@ fn session(mut conn: TcpStream, udp: &UdpSocket, limits: &Limits) -> Result<()> 
         );
     }
     if let Some(t) = &limits.token
-        && given.as_deref() != Some(t.as_str())
+        && !token_matches(given.as_deref(), t)
     {
         return refuse(&mut conn, Refusal::Token, "missing or wrong --token".into());
     }
@@ -349,6 +363,16 @@ fn serve_reverse(conn: &mut TcpStream, t: &Test<'_>) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tokens_match_only_when_equal() {
+        assert!(token_matches(Some("s3cret"), "s3cret"));
+        assert!(!token_matches(Some("s3creT"), "s3cret"));
+        assert!(!token_matches(Some("s3cre"), "s3cret"));
+        assert!(!token_matches(Some("s3crett"), "s3cret"));
+        assert!(!token_matches(Some(""), "s3cret"));
+        assert!(!token_matches(None, "s3cret"));
+    }
 
     #[test]
     fn rate_is_capped_beyond_loopback_only() {
