@@ -550,3 +550,22 @@ fn rate_above_max_rate_is_refused() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+#[test]
+fn ipv6_loopback_runs_clean() {
+    let s = Daemon::start(&["probe", "server", "--listen", "[::1]:0"]);
+    let addr = format!("[::1]:{}", s.port);
+    for reverse in [false, true] {
+        let mut args = LIGHT.to_vec();
+        if reverse {
+            args.push("--reverse");
+        }
+        let out = client(&addr, &args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let v = json(&out);
+        assert_eq!(v["verdict"]["pass"], true, "{v}");
+        assert_eq!(n(&v, "lost"), 0, "{v}");
+        assert_eq!(n(&v, "received"), n(&v, "sent"));
+        assert!(v["server"].as_str().unwrap().starts_with("[::1]"), "{v}");
+    }
+}
