@@ -162,7 +162,11 @@ pub fn send_stream(
 /// gets the batch's read time, which adds up to one batch's read latency
 /// to PDV and shows as IPDV between batches. Segments of one GRO batch
 /// share a stamp: the kernel received them as one (on loopback, one GSO
-/// train, which also shares its send time).
+/// train, which also shares its send time), so jitter and IPDV between
+/// them read 0 and the RFC 3550 jitter is that of trains, averaged over
+/// packets. On loopback that is exact; through a NIC, GRO merges what one
+/// interrupt poll brings, so spacing changes inside one poll (tens of
+/// microseconds) do not show, while loss, order and PDV across polls do.
 pub struct Receiver {
     /// This test's session id.
     pub session: u64,
