@@ -895,3 +895,31 @@ pub fn check_family(group: IpAddr, source: Option<IpAddr>) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drop_counter_counts_what_a_full_buffer_refused() {
+        let sock = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).unwrap();
+        // The smallest buffer the kernel grants holds one or two datagrams.
+        sock.set_recv_buffer_size(0).unwrap();
+        sock.bind(&SockAddr::from(SocketAddr::from(([127, 0, 0, 1], 0))))
+            .unwrap();
+        let rx = Receiver::from_socket(sock, Vec::new()).unwrap();
+        let to = rx.local_addr().unwrap();
+        assert_eq!(rx.drops_now(), Some(0));
+        let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        for _ in 0..50 {
+            tx.send_to(&[7u8; 1000], to).unwrap();
+        }
+        // Loopback usually delivers within the send call; a loaded host may
+        // defer it to ksoftirqd, so wait (bounded) for the count to settle.
+        let until = Instant::now() + Duration::from_secs(5);
+        while rx.drops_now().unwrap() < 40 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(rx.drops_now().unwrap() >= 40, "{:?}", rx.drops_now());
+    }
+}
