@@ -7,7 +7,7 @@ use std::io;
 use std::mem::{self, MaybeUninit};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
 use std::os::fd::AsRawFd;
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result, anyhow, bail};
 use socket2::{Domain, InterfaceIndexOrAddress, Protocol, SockAddr, Socket, Type};
@@ -17,6 +17,9 @@ const SOL_UDP: libc::c_int = 17;
 const UDP_SEGMENT: libc::c_int = 103;
 const UDP_GRO: libc::c_int = 104;
 const SO_RXQ_OVFL: libc::c_int = 40;
+const SO_MEMINFO: libc::c_int = 55;
+/// Index of the drop counter in SO_MEMINFO's array (SK_MEMINFO_DROPS).
+const SK_MEMINFO_DROPS: usize = 8;
 const SO_SNDBUFFORCE: libc::c_int = 32;
 const SO_RCVBUFFORCE: libc::c_int = 33;
 
@@ -515,11 +518,18 @@ pub struct Receiver {
     /// Warnings worth one line each.
     pub notices: Vec<String>,
     bufs: Vec<Vec<u8>>,
-    ctrl: Vec<[u64; 8]>,
+    ctrl: Vec<Control>,
     names: Vec<libc::sockaddr_storage>,
     /// Kernel's cumulative count of datagrams dropped for lack of buffer.
     pub kernel_drops: u32,
+    /// Whether the kernel stamps each datagram's arrival (SO_TIMESTAMPNS).
+    stamps: bool,
 }
+
+/// Aligned room for the control messages of one datagram: GRO segment
+/// size, drop counter and a receive timestamp (24 + 24 + 32 bytes); a
+/// smaller buffer would truncate them (MSG_CTRUNC) and lose the stamp.
+type Control = [u64; 12];
 
 /// Datagrams (or GRO batches) taken per receive call.
 const RECV_BATCH: usize = 32;
@@ -532,6 +542,10 @@ pub struct Datagram<'a> {
     pub segment: usize,
     /// Sender address.
     pub from: Option<SocketAddr>,
+    /// When it arrived: the kernel's receive stamp where
+    /// [`Receiver::enable_timestamps`] succeeded, else when the batch was
+    /// read. Every segment of a GRO batch shares it.
+    pub at: Instant,
 }
 
 impl Datagram<'_> {
@@ -606,6 +620,14 @@ impl Receiver {
         {
             notices.push(w);
         }
+        Receiver::from_socket(sock, notices)
+    }
+
+    /// Wraps an already-bound socket (buffers sized and groups joined by
+    /// the caller): turns on the drop counter and GRO, and a 100 ms
+    /// receive timeout. The socket may be a duplicate of one the caller
+    /// keeps sending on; the options apply to the shared socket.
+    pub fn from_socket(sock: Socket, notices: Vec<String>) -> Result<Receiver> {
         setsockopt_int(&sock, libc::SOL_SOCKET, SO_RXQ_OVFL, 1).ok();
         let gro = setsockopt_int(&sock, SOL_UDP, UDP_GRO, 1).is_ok();
         sock.set_read_timeout(Some(Duration::from_millis(100)))
@@ -616,11 +638,56 @@ impl Receiver {
             gro,
             notices,
             bufs: (0..RECV_BATCH).map(|_| vec![0u8; size]).collect(),
-            ctrl: vec![[0u64; 8]; RECV_BATCH],
+            ctrl: vec![[0u64; 12]; RECV_BATCH],
             // SAFETY: sockaddr_storage is plain data; zero is valid.
             names: vec![unsafe { mem::zeroed() }; RECV_BATCH],
             kernel_drops: 0,
+            stamps: false,
         })
+    }
+
+    /// Asks the kernel to stamp each datagram's arrival (SO_TIMESTAMPNS),
+    /// so receive times do not include how long this thread took to get
+    /// to the datagram. Returns whether it is on.
+    pub fn enable_timestamps(&mut self) -> bool {
+        self.stamps = setsockopt_int(&self.sock, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1).is_ok();
+        self.stamps
+    }
+
+    /// Sets how long [`Receiver::recv_batch`] waits for the first datagram
+    /// (at least 1 µs: zero would mean forever).
+    pub fn set_wait(&self, wait: Duration) -> io::Result<()> {
+        self.sock
+            .set_read_timeout(Some(wait.max(Duration::from_micros(1))))
+    }
+
+    /// Sends one datagram from this socket, to `to` or the connected peer
+    /// (a reply leaves from the address the request came to).
+    pub fn send_to(&self, buf: &[u8], to: Option<SocketAddr>) -> io::Result<usize> {
+        match to {
+            Some(a) => self.sock.send_to(buf, &SockAddr::from(a)),
+            None => self.sock.send(buf),
+        }
+    }
+
+    /// The kernel's drop counter of this socket now (SO_MEMINFO), which,
+    /// unlike the per-datagram SO_RXQ_OVFL value, also counts drops after
+    /// the last datagram read. `None` where the kernel lacks it.
+    pub fn drops_now(&self) -> Option<u32> {
+        let mut info = [0u32; 16];
+        let mut len = mem::size_of_val(&info) as libc::socklen_t;
+        // SAFETY: getsockopt writes at most `len` bytes into `info`.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                SO_MEMINFO,
+                info.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        let have = len as usize / mem::size_of::<u32>();
+        (rc == 0 && have > SK_MEMINFO_DROPS).then(|| info[SK_MEMINFO_DROPS])
     }
 
     /// The bound address (with the port chosen when 0 was asked for).
@@ -645,7 +712,7 @@ impl Receiver {
             msg.msg_iov = &mut iovs[k];
             msg.msg_iovlen = 1;
             msg.msg_control = self.ctrl[k].as_mut_ptr().cast();
-            msg.msg_controllen = mem::size_of::<[u64; 8]>() as _;
+            msg.msg_controllen = mem::size_of::<Control>() as _;
             msg.msg_name = (&mut self.names[k] as *mut libc::sockaddr_storage).cast();
             msg.msg_namelen = mem::size_of::<libc::sockaddr_storage>() as _;
         }
@@ -670,9 +737,14 @@ impl Receiver {
             };
         }
         let n = n as usize;
+        // One pair of clock readings per batch turns the kernel's
+        // wall-clock stamps into Instants: only their distance from now
+        // matters, so a wall-clock step between batches does no harm.
+        let (mono_now, wall_now) = (Instant::now(), SystemTime::now());
         for (k, h) in hdrs.iter().enumerate().take(n) {
             let len = h.msg_len as usize;
             let mut segment = len;
+            let mut at = mono_now;
             // SAFETY: the kernel filled msg_control with msg_controllen
             // bytes of well-formed cmsgs; the CMSG_* walk stays inside.
             unsafe {
@@ -686,6 +758,10 @@ impl Receiver {
                         (libc::SOL_SOCKET, SO_RXQ_OVFL) => {
                             self.kernel_drops = std::ptr::read_unaligned(data.cast::<u32>());
                         }
+                        (libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS) if self.stamps => {
+                            let ts = std::ptr::read_unaligned(data.cast::<libc::timespec>());
+                            at = stamp_to_instant(&ts, mono_now, wall_now);
+                        }
                         _ => {}
                     }
                     c = libc::CMSG_NXTHDR(&h.msg_hdr, c);
@@ -696,10 +772,24 @@ impl Receiver {
                 bytes: &self.bufs[k][..len],
                 segment: if segment == 0 { len } else { segment },
                 from,
+                at,
             });
         }
         Ok(n)
     }
+}
+
+/// The Instant of a kernel wall-clock stamp, given both clocks read
+/// together after it; a stamp "in the future" (clock stepped back) reads
+/// as now.
+fn stamp_to_instant(ts: &libc::timespec, mono_now: Instant, wall_now: SystemTime) -> Instant {
+    let stamp = SystemTime::UNIX_EPOCH
+        + Duration::new(
+            u64::try_from(ts.tv_sec).unwrap_or(0),
+            u32::try_from(ts.tv_nsec).unwrap_or(0),
+        );
+    let age = wall_now.duration_since(stamp).unwrap_or(Duration::ZERO);
+    mono_now.checked_sub(age).unwrap_or(mono_now)
 }
 
 fn sockaddr_to_std(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
@@ -804,4 +894,32 @@ pub fn check_family(group: IpAddr, source: Option<IpAddr>) -> Result<()> {
         bail!("source {s} and group {group} must both be IPv4 or both IPv6");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drop_counter_counts_what_a_full_buffer_refused() {
+        let sock = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).unwrap();
+        // The smallest buffer the kernel grants holds one or two datagrams.
+        sock.set_recv_buffer_size(0).unwrap();
+        sock.bind(&SockAddr::from(SocketAddr::from(([127, 0, 0, 1], 0))))
+            .unwrap();
+        let rx = Receiver::from_socket(sock, Vec::new()).unwrap();
+        let to = rx.local_addr().unwrap();
+        assert_eq!(rx.drops_now(), Some(0));
+        let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        for _ in 0..50 {
+            tx.send_to(&[7u8; 1000], to).unwrap();
+        }
+        // Loopback usually delivers within the send call; a loaded host may
+        // defer it to ksoftirqd, so wait (bounded) for the count to settle.
+        let until = Instant::now() + Duration::from_secs(5);
+        while rx.drops_now().unwrap() < 40 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(rx.drops_now().unwrap() >= 40, "{:?}", rx.drops_now());
+    }
 }

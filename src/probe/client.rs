@@ -2,6 +2,7 @@
 
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::process::ExitCode;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -22,8 +23,14 @@ use crate::units::parse_bit_rate;
 const IDLE_ECHOES: u64 = 10;
 /// Spacing of echo requests: a low rate that does not disturb the test.
 const ECHO_EVERY: Duration = Duration::from_millis(50);
+/// After Ctrl-C in reverse mode, how long to wait for the server's report
+/// of what it sent.
+const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
 
 pub fn run(a: ClientArgs) -> Result<ExitCode> {
+    // Ctrl-C from here on ends the test early with a report of what was
+    // done, in either direction (installed first, so it is never missed).
+    let stop = crate::stop_flag();
     let prof = match &a.profile {
         Some(n) => profile(n).ok_or_else(|| {
             let names: Vec<&str> = PROFILES.iter().map(|p| p.name).collect();
@@ -120,14 +127,14 @@ pub fn run(a: ClientArgs) -> Result<ExitCode> {
         .with_context(|| format!("connecting UDP to {server}"))?;
     let start = Instant::now();
     let cap = if a.reverse { record_cap(&schedule) } else { 0 };
-    let mut recv = Receiver::new(session, server.ip(), cap, start);
+    let mut recv = Receiver::new(&udp, session, server.ip(), cap, start)?;
 
     // Idle RTT first, with nothing else on the path.
     for id in 0..IDLE_ECHOES {
-        recv.send_echo(&udp, None, EchoKind::Request, id);
-        recv.poll(&udp, Instant::now() + Duration::from_millis(10))?;
+        recv.send_echo(None, EchoKind::Request, id);
+        recv.poll(Instant::now() + Duration::from_millis(10))?;
     }
-    recv.poll(&udp, Instant::now() + Duration::from_millis(100))?;
+    recv.poll(Instant::now() + Duration::from_millis(100))?;
     let mut echo_id = IDLE_ECHOES;
 
     let limit = Duration::from_millis(params.duration_ms) + Duration::from_secs(30);
@@ -136,23 +143,22 @@ pub fn run(a: ClientArgs) -> Result<ExitCode> {
             let tx_sock = udp.try_clone()?;
             let shape = StreamShape::of(&params);
             // Ctrl-C ends the stream early; the report covers what was sent.
-            let stop = crate::stop_flag();
             let sending = std::thread::spawn(move || {
                 send_stream(&tx_sock, None, session, &schedule, shape, stop)
             });
             let mut next_echo = Instant::now();
             while !sending.is_finished() {
                 if Instant::now() >= next_echo {
-                    recv.send_echo(&udp, None, EchoKind::Request, echo_id);
+                    recv.send_echo(None, EchoKind::Request, echo_id);
                     echo_id += 1;
                     next_echo += ECHO_EVERY;
                 }
-                recv.poll(&udp, Instant::now() + Duration::from_millis(10))?;
+                recv.poll(Instant::now() + Duration::from_millis(10))?;
             }
             let sender = sending
                 .join()
                 .map_err(|_| anyhow!("the sending thread panicked"))?;
-            recv.poll(&udp, Instant::now() + Duration::from_millis(100))?;
+            recv.poll(Instant::now() + Duration::from_millis(100))?;
             control::send(
                 &mut conn,
                 &ControlMessage::Done {
@@ -193,6 +199,7 @@ pub fn run(a: ClientArgs) -> Result<ExitCode> {
             let deadline = Instant::now() + limit;
             let mut next_echo = Instant::now();
             let mut done: Option<(Instant, SenderReport)> = None;
+            let mut interrupted: Option<Instant> = None;
             loop {
                 let now = Instant::now();
                 if done.as_ref().is_some_and(|(t, _)| now >= *t + DRAIN) {
@@ -201,16 +208,33 @@ pub fn run(a: ClientArgs) -> Result<ExitCode> {
                 if now >= deadline {
                     bail!("the server never finished sending");
                 }
+                if interrupted.is_none() && done.is_none() && stop.load(Ordering::Relaxed) {
+                    // Ctrl-C: ask the server to stop; it answers with its
+                    // sender report, so the report covers what was sent.
+                    control::send(
+                        &mut conn,
+                        &ControlMessage::Abort {
+                            message: "interrupted (Ctrl-C) at the client".into(),
+                        },
+                    )?;
+                    interrupted = Some(now);
+                }
+                if done.is_none() && interrupted.is_some_and(|t| now >= t + INTERRUPT_GRACE) {
+                    bail!(
+                        "interrupted, and the server did not confirm the stop within {} s",
+                        INTERRUPT_GRACE.as_secs()
+                    );
+                }
                 if now >= next_echo {
                     // Until data flows, keep opening the path (the first may be lost).
                     if recv.arrivals.is_empty() {
-                        recv.send_echo(&udp, None, EchoKind::Open, 0);
+                        recv.send_echo(None, EchoKind::Open, 0);
                     }
-                    recv.send_echo(&udp, None, EchoKind::Request, echo_id);
+                    recv.send_echo(None, EchoKind::Request, echo_id);
                     echo_id += 1;
                     next_echo += ECHO_EVERY;
                 }
-                recv.poll(&udp, now + Duration::from_millis(10))?;
+                recv.poll(now + Duration::from_millis(10))?;
                 if done.is_none()
                     && let Ok(msg) = rx.try_recv()
                 {
@@ -228,6 +252,7 @@ pub fn run(a: ClientArgs) -> Result<ExitCode> {
             let sender = done.map(|(_, s)| s).unwrap_or_default();
             let mut receiver = analyze(&recv.arrivals, sender.sent, &params, &schedule);
             receiver.strangers += recv.strangers;
+            receiver.receiver_drops = recv.receiver_drops();
             (receiver, sender, std::mem::take(&mut recv.arrivals))
         };
     drop(conn);

@@ -50,6 +50,11 @@ pub struct ServerArgs {
     /// Exit after this many tests (default: run until killed).
     #[arg(long)]
     tests: Option<u64>,
+    /// Highest stream rate a client may ask for, with k/M/G suffixes
+    /// (default: unlimited on loopback, 10G when listening beyond it, so
+    /// a client cannot make the server flood a path by accident).
+    #[arg(long)]
+    max_rate: Option<String>,
 }
 
 /// `nagare probe client`.

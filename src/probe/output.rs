@@ -78,15 +78,22 @@ fn human(o: &mut String, r: &Report) {
     let _ = writeln!(o);
     let _ = writeln!(
         o,
-        "{:>14} {:>14} {:>10} {:>12} {:>12} {:>11}",
-        "set (Mbit/s)", "eff. (Mbit/s)", "loss (%)", "order errs", "burst losses", "jitter (ms)"
+        "{:>14} {:>14} {:>10} {:>12} {:>12} {:>12} {:>11}",
+        "set (Mbit/s)",
+        "eff. (Mbit/s)",
+        "loss (%)",
+        "rcv drops",
+        "order errs",
+        "burst losses",
+        "jitter (ms)"
     );
     let _ = writeln!(
         o,
-        "{:>14.3} {:>14.3} {:>10.4} {:>12} {:>12} {:>11.4}",
+        "{:>14.3} {:>14.3} {:>10.4} {:>12} {:>12} {:>12} {:>11.4}",
         mbps(r.set_bandwidth_bps),
         mbps(x.effective_bandwidth_bps),
         x.loss_rate * 100.0,
+        x.receiver_drops,
         x.order_errors,
         x.burst_losses,
         x.jitter_sperf_ms
@@ -121,10 +128,11 @@ fn human(o: &mut String, r: &Report) {
     );
     let _ = writeln!(
         o,
-        "receiver    {} received, {} lost ({:.4}%), {} late, {} duplicates, {} strangers",
+        "receiver    {} received, {} lost ({:.4}%; {} dropped by the receiving host, not the path), {} late, {} duplicates, {} strangers",
         x.received,
         x.lost,
         x.loss_rate * 100.0,
+        x.receiver_drops,
         x.late,
         x.duplicates,
         x.strangers

@@ -16,9 +16,12 @@ use nagare_proto::probe::{
 use super::ServerArgs;
 use super::control::{self, Frame};
 use super::stream::{Receiver, StreamShape, bind, record_cap, send_stream};
+use crate::units::parse_bit_rate;
 
 /// How long the receiver keeps listening after the sender said it is done.
 pub const DRAIN: Duration = Duration::from_millis(300);
+/// `--max-rate` of a server listening beyond loopback, bits/s.
+const DEFAULT_REMOTE_MAX_RATE: u64 = 10_000_000_000;
 /// Longest wait for a client's hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -30,6 +33,10 @@ pub fn run(args: ServerArgs) -> Result<ExitCode> {
             args.listen
         );
     }
+    let max_rate = match &args.max_rate {
+        Some(r) => Some(parse_bit_rate(r).context("--max-rate")?),
+        None => default_max_rate(args.listen),
+    };
     let listener = TcpListener::bind(args.listen)
         .with_context(|| format!("listening on TCP {}: is the port taken?", args.listen))?;
     let local = listener.local_addr()?;
@@ -41,7 +48,10 @@ pub fn run(args: ServerArgs) -> Result<ExitCode> {
     );
     let busy = Arc::new(AtomicBool::new(false));
     let udp = Arc::new(udp);
-    let token = Arc::new(args.token);
+    let limits = Arc::new(Limits {
+        token: args.token,
+        max_rate,
+    });
     let mut done = 0u64;
     for conn in listener.incoming() {
         let Ok(conn) = conn else { continue };
@@ -49,11 +59,11 @@ pub fn run(args: ServerArgs) -> Result<ExitCode> {
             std::thread::spawn(move || refuse_busy(conn));
             continue;
         }
-        let (busy2, udp2, token2) = (busy.clone(), udp.clone(), token.clone());
+        let (busy2, udp2, limits2) = (busy.clone(), udp.clone(), limits.clone());
         let last = args.tests.is_some_and(|t| done + 1 >= t);
         let worker = std::thread::spawn(move || {
             let peer = conn.peer_addr().ok();
-            if let Err(e) = session(conn, &udp2, token2.as_deref()) {
+            if let Err(e) = session(conn, &udp2, &limits2) {
                 eprintln!(
                     "nagare probe server: test from {} failed: {e:#}",
                     peer.map_or("?".to_string(), |p| p.to_string())
@@ -68,6 +78,34 @@ pub fn run(args: ServerArgs) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Default `--max-rate`: none on loopback (the test stays on this host),
+/// else a cap no single path test should need to exceed.
+fn default_max_rate(listen: SocketAddr) -> Option<u64> {
+    (!listen.ip().is_loopback()).then_some(DEFAULT_REMOTE_MAX_RATE)
+}
+
+/// What a client must satisfy before a test runs.
+struct Limits {
+    /// Token clients must present.
+    token: Option<String>,
+    /// Highest rate a client may ask for, bits/s.
+    max_rate: Option<u64>,
+}
+
+/// Whether `given` is the token, in time that does not depend on where
+/// the two first differ (only on their lengths), so timing the refusal
+/// does not reveal the token byte by byte.
+fn token_matches(given: Option<&str>, want: &str) -> bool {
+    let Some(given) = given else { return false };
+    let (a, b) = (given.as_bytes(), want.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    // xor-fold every byte; no early exit.
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0
 }
 
 fn refuse_busy(mut conn: TcpStream) {
@@ -96,7 +134,7 @@ fn refuse(conn: &mut TcpStream, reason: Refusal, message: String) -> Result<()> 
     bail!("refused: {message}")
 }
 
-fn session(mut conn: TcpStream, udp: &UdpSocket, token: Option<&str>) -> Result<()> {
+fn session(mut conn: TcpStream, udp: &UdpSocket, limits: &Limits) -> Result<()> {
     conn.set_nodelay(true)?;
     let peer = conn.peer_addr()?;
     let Some(Frame::Message(hello)) = control::receive(&mut conn, HELLO_TIMEOUT)? else {
@@ -120,10 +158,24 @@ fn session(mut conn: TcpStream, udp: &UdpSocket, token: Option<&str>) -> Result<
             ),
         );
     }
-    if let Some(t) = token
-        && given.as_deref() != Some(t)
+    if let Some(t) = &limits.token
+        && !token_matches(given.as_deref(), t)
     {
         return refuse(&mut conn, Refusal::Token, "missing or wrong --token".into());
+    }
+    if let Some(max) = limits.max_rate
+        && params.rate_bps > max
+    {
+        return refuse(
+            &mut conn,
+            Refusal::Params,
+            format!(
+                "rate {} Mbit/s above this server's --max-rate {} Mbit/s; ask for a \
+                 lower --rate, or start the server with a higher --max-rate",
+                params.rate_bps as f64 / 1e6,
+                max as f64 / 1e6
+            ),
+        );
     }
     let schedule = match params.validate() {
         Ok(s) => s,
@@ -199,7 +251,13 @@ fn test_limit(params: &TestParams) -> Duration {
 
 fn serve_forward(conn: &mut TcpStream, t: &Test<'_>) -> Result<()> {
     let rx = watch(conn, test_limit(t.params))?;
-    let mut recv = Receiver::new(t.session, t.peer.ip(), record_cap(t.schedule), t.start);
+    let mut recv = Receiver::new(
+        t.udp,
+        t.session,
+        t.peer.ip(),
+        record_cap(t.schedule),
+        t.start,
+    )?;
     let deadline = t.start + test_limit(t.params);
     let mut done_at: Option<Instant> = None;
     let mut sender = None;
@@ -211,7 +269,7 @@ fn serve_forward(conn: &mut TcpStream, t: &Test<'_>) -> Result<()> {
         if now >= deadline {
             bail!("the client never said it was done");
         }
-        recv.poll(t.udp, now + Duration::from_millis(20))?;
+        recv.poll(now + Duration::from_millis(20))?;
         if done_at.is_none()
             && let Ok(msg) = rx.try_recv()
         {
@@ -230,6 +288,7 @@ fn serve_forward(conn: &mut TcpStream, t: &Test<'_>) -> Result<()> {
     let sent = sender.map_or(0, |s| s.sent);
     let mut report = analyze(&recv.arrivals, sent, t.params, t.schedule);
     report.strangers += recv.strangers;
+    report.receiver_drops = recv.receiver_drops();
     let records = if t.params.records {
         recv.arrivals.len() as u64
     } else {
@@ -254,23 +313,22 @@ fn serve_forward(conn: &mut TcpStream, t: &Test<'_>) -> Result<()> {
 fn serve_reverse(conn: &mut TcpStream, t: &Test<'_>) -> Result<()> {
     // Stream only to the address the client opens from, and only if it is
     // the TCP peer's: the server never sends to a third party.
-    let mut recv = Receiver::new(t.session, t.peer.ip(), 0, t.start);
+    let mut recv = Receiver::new(t.udp, t.session, t.peer.ip(), 0, t.start)?;
     let wait = Instant::now() + Duration::from_secs(5);
     while recv.opened.is_none() {
         if Instant::now() >= wait {
             bail!("the client's UDP open datagram never arrived (firewall or NAT on the way?)");
         }
-        recv.poll(t.udp, Instant::now() + Duration::from_millis(20))?;
+        recv.poll(Instant::now() + Duration::from_millis(20))?;
     }
     let target = recv.opened.context("open address vanished")?;
     let stop = Arc::new(AtomicBool::new(false));
     // Echo requests still need answers while the main thread sends.
-    let echo_sock = t.udp.try_clone()?;
     let stop2 = stop.clone();
     let echo = std::thread::spawn(move || {
         while !stop2.load(Ordering::Relaxed) {
             if recv
-                .poll(&echo_sock, Instant::now() + Duration::from_millis(20))
+                .poll(Instant::now() + Duration::from_millis(20))
                 .is_err()
             {
                 break;
@@ -300,4 +358,29 @@ fn serve_reverse(conn: &mut TcpStream, t: &Test<'_>) -> Result<()> {
     stop.store(true, Ordering::Relaxed);
     let _ = echo.join();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_match_only_when_equal() {
+        assert!(token_matches(Some("s3cret"), "s3cret"));
+        assert!(!token_matches(Some("s3creT"), "s3cret"));
+        assert!(!token_matches(Some("s3cre"), "s3cret"));
+        assert!(!token_matches(Some("s3crett"), "s3cret"));
+        assert!(!token_matches(Some(""), "s3cret"));
+        assert!(!token_matches(None, "s3cret"));
+    }
+
+    #[test]
+    fn rate_is_capped_beyond_loopback_only() {
+        let at = |s: &str| default_max_rate(s.parse().unwrap());
+        assert_eq!(at("127.0.0.1:5201"), None);
+        assert_eq!(at("[::1]:5201"), None);
+        assert_eq!(at("0.0.0.0:5201"), Some(10_000_000_000));
+        assert_eq!(at("[::]:5201"), Some(10_000_000_000));
+        assert_eq!(at("192.0.2.7:5201"), Some(10_000_000_000));
+    }
 }

@@ -3,8 +3,8 @@
 //!
 //! The sender shares `nagare send`'s pacer and batch I/O (`udp.rs`): trains
 //! of packets whose slots fall in one burst window leave in one GSO or
-//! `sendmmsg` call. The receiver needs plain `recv_from` with source
-//! addresses on one socket that both receives and echoes.
+//! `sendmmsg` call. The receiver reads in `recvmmsg` batches through the
+//! same module, and echoes from the socket it receives on.
 
 use std::io::ErrorKind;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
@@ -152,6 +152,21 @@ pub fn send_stream(
 }
 
 /// Receives a test: data records, strangers, echo service and RTT samples.
+///
+/// Reads in batches through [`udp::Receiver`] (`recvmmsg`, with UDP GRO
+/// where the kernel has it), so the receiver keeps up with the sender's
+/// GSO trains instead of dropping packets itself. Receive times are the
+/// kernel's per-datagram stamps (SO_TIMESTAMPNS) where available: they
+/// leave out how long this thread took to reach the datagram, so batching
+/// does not blur jitter or PDV. Without stamps every datagram of a batch
+/// gets the batch's read time, which adds up to one batch's read latency
+/// to PDV and shows as IPDV between batches. Segments of one GRO batch
+/// share a stamp: the kernel received them as one (on loopback, one GSO
+/// train, which also shares its send time), so jitter and IPDV between
+/// them read 0 and the RFC 3550 jitter is that of trains, averaged over
+/// packets. On loopback that is exact; through a NIC, GRO merges what one
+/// interrupt poll brings, so spacing changes inside one poll (tens of
+/// microseconds) do not show, while loss, order and PDV across polls do.
 pub struct Receiver {
     /// This test's session id.
     pub session: u64,
@@ -169,13 +184,31 @@ pub struct Receiver {
     pub opened: Option<SocketAddr>,
     /// Clock zero of receive times.
     pub start: Instant,
-    buf: Vec<u8>,
+    rx: udp::Receiver,
+    /// The socket's drop counter when this test began.
+    drops_base: u32,
+    /// Echo replies owed, sent once the batch that asked is handled.
+    replies: Vec<([u8; ECHO_LEN], SocketAddr)>,
 }
 
 impl Receiver {
-    /// A receiver for `session` from `peer_ip`, keeping at most `cap` records.
-    pub fn new(session: u64, peer_ip: IpAddr, cap: usize, start: Instant) -> Receiver {
-        Receiver {
+    /// A receiver on (a duplicate of) `sock` for `session` from `peer_ip`,
+    /// keeping at most `cap` records.
+    pub fn new(
+        sock: &UdpSocket,
+        session: u64,
+        peer_ip: IpAddr,
+        cap: usize,
+        start: Instant,
+    ) -> Result<Receiver> {
+        let dup = sock
+            .try_clone()
+            .context("duplicating the test-stream socket for the receiver")?;
+        let mut rx = udp::Receiver::from_socket(Socket::from(dup), Vec::new())?;
+        rx.enable_timestamps();
+        // The socket may have served earlier tests: count from here.
+        let drops_base = rx.drops_now().unwrap_or(0);
+        Ok(Receiver {
             session,
             peer_ip,
             arrivals: Vec::with_capacity(cap.min(1 << 20)),
@@ -184,74 +217,101 @@ impl Receiver {
             rtts: Vec::new(),
             opened: None,
             start,
-            buf: vec![0u8; 65_536],
-        }
+            rx,
+            drops_base,
+            replies: Vec::new(),
+        })
+    }
+
+    /// Datagrams the kernel dropped on this socket since the test began
+    /// because this host did not read them fast enough (SO_RXQ_OVFL /
+    /// SO_MEMINFO): loss of the receiving host, not of the path.
+    pub fn receiver_drops(&self) -> u64 {
+        let now = self.rx.drops_now().unwrap_or(self.rx.kernel_drops);
+        u64::from(now.wrapping_sub(self.drops_base))
     }
 
     /// Handles datagrams until `until`.
-    pub fn poll(&mut self, sock: &UdpSocket, until: Instant) -> Result<()> {
+    pub fn poll(&mut self, until: Instant) -> Result<()> {
         loop {
             let now = Instant::now();
             if now >= until {
                 return Ok(());
             }
-            sock.set_read_timeout(Some((until - now).max(Duration::from_micros(100))))?;
-            let (n, src) = match sock.recv_from(&mut self.buf) {
-                Ok(x) => x,
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                    return Ok(());
-                }
-                // ICMP errors from earlier sends surface here; not ours to act on.
-                Err(e) if e.kind() == ErrorKind::ConnectionRefused => continue,
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e).context("receiving the test stream"),
-            };
-            let recv_ns = self.start.elapsed().as_nanos() as u64;
-            self.handle(sock, n, src, recv_ns);
-        }
-    }
-
-    fn handle(&mut self, sock: &UdpSocket, n: usize, src: SocketAddr, recv_ns: u64) {
-        let ours = src.ip() == self.peer_ip;
-        match Datagram::parse(&self.buf[..n]) {
-            Ok(Datagram::Data(h)) if ours && h.session == self.session => {
-                if self.arrivals.len() < self.cap {
-                    self.arrivals.push(Arrival {
-                        seq: h.seq,
-                        send_ns: h.send_ns,
-                        recv_ns,
-                    });
-                } else {
-                    self.strangers += 1;
-                }
-            }
-            Ok(Datagram::Echo(e)) if ours && e.session == self.session => match e.kind {
-                EchoKind::Request => {
-                    let mut out = [0u8; ECHO_LEN];
-                    let reply = Echo {
-                        kind: EchoKind::Reply,
-                        ..e
-                    };
-                    // Same size as the request: no amplification.
-                    if reply.write(&mut out).is_ok() {
-                        let _ = sock.send_to(&out, src);
+            self.rx
+                .set_wait((until - now).max(Duration::from_micros(100)))
+                .context("setting the receive timeout")?;
+            let Receiver {
+                session,
+                peer_ip,
+                arrivals,
+                cap,
+                strangers,
+                rtts,
+                opened,
+                start,
+                rx,
+                replies,
+                ..
+            } = self;
+            let got = rx.recv_batch(|d| {
+                let recv_ns = d.at.saturating_duration_since(*start).as_nanos() as u64;
+                let ours = d.from.is_some_and(|a| a.ip() == *peer_ip);
+                for seg in d.segments() {
+                    match Datagram::parse(seg) {
+                        Ok(Datagram::Data(h)) if ours && h.session == *session => {
+                            if arrivals.len() < *cap {
+                                arrivals.push(Arrival {
+                                    seq: h.seq,
+                                    send_ns: h.send_ns,
+                                    recv_ns,
+                                });
+                            } else {
+                                *strangers += 1;
+                            }
+                        }
+                        Ok(Datagram::Echo(e)) if ours && e.session == *session => match e.kind {
+                            EchoKind::Request => {
+                                let mut out = [0u8; ECHO_LEN];
+                                let reply = Echo {
+                                    kind: EchoKind::Reply,
+                                    ..e
+                                };
+                                // Same size as the request: no amplification.
+                                if let (Ok(_), Some(src)) = (reply.write(&mut out), d.from) {
+                                    replies.push((out, src));
+                                }
+                            }
+                            EchoKind::Reply => {
+                                let rtt = recv_ns as i64 - e.send_ns as i64;
+                                rtts.push((e.id, rtt));
+                            }
+                            EchoKind::Open => {
+                                if let Some(src) = d.from {
+                                    opened.get_or_insert(src);
+                                }
+                            }
+                        },
+                        _ => *strangers += 1,
                     }
                 }
-                EchoKind::Reply => {
-                    let rtt = recv_ns as i64 - e.send_ns as i64;
-                    self.rtts.push((e.id, rtt));
-                }
-                EchoKind::Open => {
-                    self.opened.get_or_insert(src);
-                }
-            },
-            _ => self.strangers += 1,
+            });
+            for (out, to) in self.replies.drain(..) {
+                let _ = self.rx.send_to(&out, Some(to));
+            }
+            match got {
+                Ok(0) => return Ok(()),
+                Ok(_) => {}
+                // ICMP errors from earlier sends surface here; not ours to act on.
+                Err(e) if e.kind() == ErrorKind::ConnectionRefused => continue,
+                Err(e) => return Err(e).context("receiving the test stream"),
+            }
         }
     }
 
-    /// Sends an echo datagram of `kind` with `id` on `sock` (connected) or
-    /// to `to`.
-    pub fn send_echo(&self, sock: &UdpSocket, to: Option<SocketAddr>, kind: EchoKind, id: u64) {
+    /// Sends an echo datagram of `kind` with `id` to `to`, or to the
+    /// connected peer.
+    pub fn send_echo(&self, to: Option<SocketAddr>, kind: EchoKind, id: u64) {
         let e = Echo {
             kind,
             session: self.session,
@@ -260,10 +320,7 @@ impl Receiver {
         };
         let mut out = [0u8; ECHO_LEN];
         if e.write(&mut out).is_ok() {
-            let _ = match to {
-                Some(a) => sock.send_to(&out, a),
-                None => sock.send(&out),
-            };
+            let _ = self.rx.send_to(&out, to);
         }
     }
 }

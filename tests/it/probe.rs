@@ -469,3 +469,103 @@ fn non_loopback_listen_needs_a_token() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--token"), "{}", stderr(&out));
 }
+
+#[test]
+fn reverse_client_stops_cleanly_on_ctrl_c() {
+    let s = server();
+    // 30 s planned at 1000 packets/s: the interrupt ends it long before.
+    let child = nagare()
+        .args([
+            "probe",
+            "client",
+            &s.addr(),
+            "--json",
+            "--reverse",
+            "--rate",
+            "1.6M",
+            "--packet-size",
+            "200",
+            "--duration",
+            "30",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = KillOnDrop(child);
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: plain kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(child.0.id() as libc::pid_t, libc::SIGINT);
+    }
+    let mut text = String::new();
+    child
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut text)
+        .unwrap();
+    let status = child.0.wait().unwrap();
+    // Exited by itself (PASS or FAIL verdict), not killed by the signal.
+    assert!(matches!(status.code(), Some(0 | 1)), "{status:?}");
+    let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("no JSON ({e}): {text}"));
+    assert_eq!(v["direction"], "server to client");
+    assert!(n(&v, "sent") < 30_000, "{v}");
+    assert!(n(&v, "received") <= n(&v, "sent"));
+    // The server is free for the next test.
+    let out = client(&s.addr(), &LIGHT);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn rate_above_max_rate_is_refused() {
+    let s = Daemon::start(&[
+        "probe",
+        "server",
+        "--listen",
+        "127.0.0.1:0",
+        "--max-rate",
+        "5M",
+    ]);
+    // LIGHT asks for 6.4 Mbit/s.
+    let out = client(&s.addr(), &LIGHT);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("refused") && err.contains("--max-rate 5 Mbit/s"),
+        "{err}"
+    );
+    // Under the cap, the same server runs the test.
+    let out = client(
+        &s.addr(),
+        &[
+            "--rate",
+            "1.6M",
+            "--packet-size",
+            "200",
+            "--duration",
+            "0.5",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn ipv6_loopback_runs_clean() {
+    let s = Daemon::start(&["probe", "server", "--listen", "[::1]:0"]);
+    let addr = format!("[::1]:{}", s.port);
+    for reverse in [false, true] {
+        let mut args = LIGHT.to_vec();
+        if reverse {
+            args.push("--reverse");
+        }
+        let out = client(&addr, &args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let v = json(&out);
+        assert_eq!(v["verdict"]["pass"], true, "{v}");
+        assert_eq!(n(&v, "lost"), 0, "{v}");
+        assert_eq!(n(&v, "received"), n(&v, "sent"));
+        assert!(v["server"].as_str().unwrap().starts_with("[::1]"), "{v}");
+    }
+}

@@ -134,6 +134,12 @@ pub struct ReceiverReport {
     pub ipdv_ms: Percentiles,
     /// PDV (RFC 5481): one-way delay minus the smallest one, ms.
     pub pdv_ms: Percentiles,
+    /// Datagrams the receiving host's kernel dropped because the receiver
+    /// did not read them in time (socket buffer overflow, SO_RXQ_OVFL):
+    /// part of `lost`, but the receiving host's loss, not the path's.
+    /// Filled in by the driver, which alone can read the counter.
+    #[serde(default)]
+    pub receiver_drops: u64,
     /// Received payload bits over the receive span.
     pub effective_bandwidth_bps: f64,
     /// Distinct payload bytes received.

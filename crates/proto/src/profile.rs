@@ -112,13 +112,23 @@ impl Profile {
             reasons.push("nothing arrived".to_string());
         }
         if r.loss_rate > self.max_loss_rate {
-            reasons.push(format!(
+            let mut why = format!(
                 "loss {:.4}% ({} of {}) above {:.4}%",
                 r.loss_rate * 100.0,
                 r.lost,
                 r.sent,
                 self.max_loss_rate * 100.0
-            ));
+            );
+            if r.receiver_drops > 0 {
+                // Overload of the measuring host must not read as the path's.
+                why.push_str(&format!(
+                    ": the receiving host, not the path, dropped {} of them (its socket \
+                     buffer overflowed); rerun with a lower --rate, larger packets or a less \
+                     loaded receiver",
+                    r.receiver_drops.min(r.lost)
+                ));
+            }
+            reasons.push(why);
         }
         let (late, of, what) = match &r.frames {
             Some(f) => (f.late + f.incomplete, f.frames, "frames late or incomplete"),
@@ -201,5 +211,23 @@ mod tests {
         let exact = 1920.0 * 1080.0 * 20.0 * 60000.0 / 1001.0;
         assert!((p.rate_bps as f64 - exact).abs() < 1.0);
         assert!(profile("nope").is_none());
+    }
+
+    #[test]
+    fn receiver_drops_are_blamed_on_the_receiving_host() {
+        let mut r = clean();
+        r.lost = 100;
+        r.received = 900;
+        r.loss_rate = 0.1;
+        let v = GENERIC.judge(&r, 6e6);
+        assert!(!v.reasons[0].contains("receiving host"), "{:?}", v.reasons);
+        r.receiver_drops = 60;
+        let v = GENERIC.judge(&r, 6e6);
+        assert!(!v.pass);
+        assert!(
+            v.reasons[0].contains("the receiving host, not the path, dropped 60"),
+            "{:?}",
+            v.reasons
+        );
     }
 }
