@@ -53,6 +53,10 @@ pub const MAX_PACKETS: u64 = 10_000_000;
 pub const MAX_PLAYOUT_US: u64 = 10_000_000;
 /// Largest reporting interval.
 pub const MAX_INTERVAL_MS: u64 = 60_000;
+/// Most reporting intervals in one test (an hour of 1 s intervals): the
+/// report carries one entry per interval and must fit one control frame
+/// ([`MAX_FRAME_LEN`]); 3600 entries take about 700 KB of JSON.
+pub const MAX_INTERVALS: u64 = 3600;
 
 /// One parsed datagram of a probe test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -319,6 +323,12 @@ impl TestParams {
             1_000_000,
         )?;
         check("interval (ms)", self.interval_ms, 10, MAX_INTERVAL_MS)?;
+        check(
+            "intervals in the test",
+            self.duration_ms / self.interval_ms,
+            0,
+            MAX_INTERVALS,
+        )?;
         let schedule = self.schedule()?;
         check(
             "packets in the test",
@@ -818,6 +828,53 @@ mod tests {
             .validate()
             .is_err()
         );
+    }
+
+    #[test]
+    fn report_of_the_most_intervals_fits_a_control_frame() {
+        // Found by the metrics_analyze fuzz target: an hour of 10 ms
+        // intervals made a report of tens of MB that the client refused.
+        let many = TestParams {
+            rate_bps: 100_000,
+            packet_size: 65_507,
+            duration_ms: 3_600_000,
+            interval_ms: 10,
+            ..params()
+        };
+        assert!(matches!(
+            many.validate(),
+            Err(Error::TestParam {
+                what: "intervals in the test",
+                ..
+            })
+        ));
+        let p = TestParams {
+            interval_ms: 1000,
+            packet_size: 1250, // 10 packets/s: every interval has some
+            ..many
+        };
+        let s = p.validate().unwrap();
+        // Every packet received, with long-winded floats everywhere.
+        let arrivals: Vec<Arrival> = (0..s.total_packets)
+            .map(|k| {
+                let send = s.pacer().slot(k).as_nanos() as u64;
+                Arrival {
+                    seq: k,
+                    send_ns: send + k % 7,
+                    recv_ns: send + 1_234_567 + k % 13 * 1_111,
+                }
+            })
+            .collect();
+        let r = crate::metrics::analyze(&arrivals, s.total_packets, &p, &s);
+        assert_eq!(r.intervals.len() as u64, MAX_INTERVALS);
+        let f = ControlMessage::Report {
+            receiver: Box::new(r),
+            records: 0,
+        }
+        .to_frame();
+        let h = FrameHeader::parse(&f).unwrap();
+        assert_eq!(h.len, f.len() - FRAME_HEADER_LEN);
+        assert!(h.len < MAX_FRAME_LEN * 3 / 4, "{}", h.len);
     }
 
     #[test]
