@@ -53,9 +53,10 @@ pub const MAX_PACKETS: u64 = 10_000_000;
 pub const MAX_PLAYOUT_US: u64 = 10_000_000;
 /// Largest reporting interval.
 pub const MAX_INTERVAL_MS: u64 = 60_000;
-/// Most reporting intervals in one test (an hour of 1 s intervals): the
-/// report carries one entry per interval and must fit one control frame
-/// ([`MAX_FRAME_LEN`]); 3600 entries take about 700 KB of JSON.
+/// Most reporting intervals in one test (an hour of 1 s intervals), over
+/// the whole send schedule: the report carries one entry per interval and
+/// must fit one control frame ([`MAX_FRAME_LEN`]); 3600 entries take
+/// about 700 KB of JSON.
 pub const MAX_INTERVALS: u64 = 3600;
 
 /// One parsed datagram of a probe test.
@@ -323,18 +324,24 @@ impl TestParams {
             1_000_000,
         )?;
         check("interval (ms)", self.interval_ms, 10, MAX_INTERVAL_MS)?;
-        check(
-            "intervals in the test",
-            self.duration_ms / self.interval_ms,
-            0,
-            MAX_INTERVALS,
-        )?;
         let schedule = self.schedule()?;
         check(
             "packets in the test",
             schedule.total_packets,
             1,
             MAX_PACKETS,
+        )?;
+        // The report's intervals follow the send schedule, which runs up
+        // to a frame period past the duration (a slow --fps).
+        let span_ms = schedule
+            .pacer()
+            .slot(schedule.total_packets - 1)
+            .as_millis();
+        check(
+            "intervals in the test",
+            u64::try_from(span_ms / u128::from(self.interval_ms)).map_or(u64::MAX, |n| n + 1),
+            1,
+            MAX_INTERVALS,
         )?;
         Ok(schedule)
     }
@@ -841,13 +848,24 @@ mod tests {
             interval_ms: 10,
             ..params()
         };
-        assert!(matches!(
-            many.validate(),
-            Err(Error::TestParam {
-                what: "intervals in the test",
-                ..
-            })
-        ));
+        let too_many = |p: TestParams| {
+            matches!(
+                p.validate(),
+                Err(Error::TestParam {
+                    what: "intervals in the test",
+                    ..
+                })
+            )
+        };
+        assert!(too_many(many));
+        // 100 ms of a 1/1001 fps video: one frame, its packets spread
+        // over 1001 s.
+        assert!(too_many(TestParams {
+            duration_ms: 100,
+            fps: Some((1, 1001)),
+            packet_size: 9797,
+            ..many
+        }));
         let p = TestParams {
             interval_ms: 1000,
             packet_size: 1250, // 10 packets/s: every interval has some
