@@ -370,9 +370,12 @@ pub fn analyze(
 /// One-way delay of `a`, ns. Send and receive times are on two clocks,
 /// so only its variation means anything; the send time comes from the
 /// datagram, so a hostile one wraps instead of overflowing, and the
-/// differences taken from delays saturate.
+/// differences taken from delays saturate. Never [`MISSING`], which marks
+/// a packet not received.
 fn delay_ns(a: &Arrival) -> i64 {
-    (a.recv_ns as i64).wrapping_sub(a.send_ns as i64)
+    (a.recv_ns as i64)
+        .wrapping_sub(a.send_ns as i64)
+        .max(MISSING + 1)
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
@@ -708,6 +711,24 @@ mod tests {
         }];
         let r = analyze(&weird, 3, &p, &s);
         assert_eq!(r.strangers, 1);
+    }
+
+    #[test]
+    fn a_delay_of_i64_min_is_not_taken_for_a_missing_packet() {
+        // Found by the metrics_analyze fuzz target: recv - send wrapped to
+        // the MISSING marker, so the packet and its duplicate were both
+        // counted received, yet lost in pass 3 (and the burst finder's
+        // counts underflowed).
+        let p = params(None);
+        let s = p.validate().unwrap();
+        let odd = Arrival {
+            seq: 1,
+            send_ns: 1 << 63,
+            recv_ns: 0,
+        };
+        let r = analyze(&[odd, odd], 3, &p, &s);
+        assert_eq!((r.received, r.duplicates, r.lost), (1, 1, 2));
+        assert_eq!(r.loss_episodes, 2);
     }
 
     #[test]
