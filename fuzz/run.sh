@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Builds every cargo-fuzz target of nagare-proto and runs each for SECONDS
-# (default 60), one after another so a 2-core machine stays usable.
+# Builds the cargo-fuzz targets of nagare-proto and runs each for SECONDS
+# (default 60), one after another so a 2-core machine stays usable: every
+# target, or only the TARGETs named.
 #
-#   fuzz/run.sh [SECONDS]
+#   fuzz/run.sh [SECONDS [TARGET...]]
 #
 # Works on the stable toolchain: RUSTC_BOOTSTRAP=1 lets stable rustc take
 # the nightly-only flags cargo-fuzz passes (-Zsanitizer=address, ...).
-# SANITIZER=none fuzz/run.sh skips AddressSanitizer (about twice the speed;
-# nagare-proto forbids unsafe code, so ASan mostly guards the harness).
+# SANITIZER=none fuzz/run.sh skips AddressSanitizer (several times the
+# speed; nagare-proto forbids unsafe code, so ASan mostly guards the
+# harness).
 # Inputs found go to fuzz/corpus/<target> (untracked) starting from the
 # committed seeds in fuzz/seeds/<target>; crashes go to
 # fuzz/artifacts/<target>/ and make the script exit non-zero at the end.
@@ -15,6 +17,7 @@
 set -uo pipefail
 
 secs=${1:-60}
+shift $(($# > 0 ? 1 : 0))
 sanitizer=${SANITIZER:-address}
 cd "$(dirname "$0")/.." || exit 1
 export RUSTC_BOOTSTRAP=1
@@ -29,7 +32,9 @@ cargo fuzz build --sanitizer "$sanitizer" || exit 1
 mkdir -p fuzz/artifacts/logs
 failed=()
 summary=()
-for t in $(cargo fuzz list); do
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || mapfile -t targets < <(cargo fuzz list)
+for t in "${targets[@]}"; do
     mkdir -p "fuzz/corpus/$t"
     dirs=("fuzz/corpus/$t")
     [ -d "fuzz/seeds/$t" ] && dirs+=("fuzz/seeds/$t")

@@ -10,9 +10,19 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use nagare_fuzz::{encode_depacketizer_input, small_format, small_format_bytes, step};
+use nagare_fuzz::{
+    encode_depacketizer_input, screen_format, screen_format_bytes, screen_picture, small_format,
+    small_format_bytes, step,
+};
+use nagare_proto::metrics::Arrival;
+use nagare_proto::probe::{
+    ControlMessage, DataHeader, ECHO_LEN, Echo, EchoKind, PROTOCOL_VERSION, Refusal, SenderReport,
+    TestParams, records_to_frames,
+};
 use nagare_proto::rfc4175::Packetizer;
+use nagare_proto::screen::Encoder;
 use nagare_proto::sdp::SdpStream;
+use nagare_proto::tree_wire::{Control, Kind, NONCE_LEN, PROOF_LEN, PeerId, split};
 use nagare_proto::{FrameRate, PixelFormat, VideoFormat};
 
 fn frame_of(format: &VideoFormat, seed: u8) -> Vec<u8> {
@@ -180,4 +190,282 @@ fn main() {
 a=tool:libavformat\r\nm=video 5004 RTP/AVP 96\r\na=rtpmap:96 raw/90000\r\n\
 a=fmtp:96 sampling=YCbCr-4:2:2; width=320; height=240; depth=8\r\na=framerate:29.97\r\n",
     );
+
+    probe_seeds(&out);
+    tree_seeds(&out);
+}
+
+fn probe_seeds(out: &Out) {
+    // probe_datagram: a data packet with filler, each echo kind.
+    let h = DataHeader {
+        session: 0x1234_5678_9abc_def0,
+        seq: 70_000,
+        send_ns: 1_500_000_000,
+        marker: true,
+    };
+    let mut buf = vec![0xa5; 96];
+    h.write(&mut buf).expect("fits");
+    out.write("probe_datagram", "data", &buf);
+    for (kind, name) in [
+        (EchoKind::Request, "echo_request"),
+        (EchoKind::Reply, "echo_reply"),
+        (EchoKind::Open, "echo_open"),
+    ] {
+        let mut buf = [0u8; ECHO_LEN];
+        Echo {
+            kind,
+            session: 7,
+            id: 9,
+            send_ns: 11,
+        }
+        .write(&mut buf)
+        .expect("fits");
+        out.write("probe_datagram", name, &buf);
+    }
+
+    // probe_control: a hello then a welcome; a refusal; done + report +
+    // records as a server sends them.
+    let params = TestParams {
+        rate_bps: 100_000_000,
+        duration_ms: 1000,
+        packet_size: 1200,
+        fps: Some((60000, 1001)),
+        reverse: false,
+        records: true,
+        playout_us: 20_000,
+        burst_threshold: 5,
+        interval_ms: 100,
+    };
+    let mut stream = ControlMessage::Hello {
+        version: PROTOCOL_VERSION,
+        token: Some("s3cret".into()),
+        params,
+    }
+    .to_frame();
+    stream.extend(
+        ControlMessage::Welcome {
+            version: PROTOCOL_VERSION,
+            session: 42,
+        }
+        .to_frame(),
+    );
+    out.write("probe_control", "hello_welcome", &stream);
+    let refused = ControlMessage::Refused {
+        version: PROTOCOL_VERSION,
+        reason: Refusal::Busy,
+        message: "another test is running \u{2014} try later".into(),
+    };
+    out.write("probe_control", "refused", &refused.to_frame());
+    let schedule = params.validate().expect("valid params");
+    let arrivals: Vec<Arrival> = [0u64, 1, 3, 2, 2, 5, 9]
+        .iter()
+        .enumerate()
+        .map(|(i, &seq)| Arrival {
+            seq,
+            send_ns: seq * 100_000,
+            recv_ns: 1_000_000 + i as u64 * 100_000,
+        })
+        .collect();
+    let report = nagare_proto::metrics::analyze(&arrivals, 8, &params, &schedule);
+    let mut stream = ControlMessage::Done {
+        sender: SenderReport {
+            sent: 8,
+            bytes: 9600,
+            ..SenderReport::default()
+        },
+    }
+    .to_frame();
+    stream.extend(
+        ControlMessage::Report {
+            receiver: Box::new(report),
+            records: arrivals.len() as u64,
+        }
+        .to_frame(),
+    );
+    for f in records_to_frames(&arrivals) {
+        stream.extend(f);
+    }
+    out.write("probe_control", "done_report_records", &stream);
+    out.write(
+        "probe_control",
+        "abort",
+        &ControlMessage::Abort {
+            message: "bye".into(),
+        }
+        .to_frame(),
+    );
+
+    // seq_list: the forms `nagare impair` documents.
+    out.write("seq_list", "mixed", b"5,10-14,100");
+    out.write("seq_list", "spaces_overlap", b" 10 - 20 , 15-30,,7 ");
+    out.write(
+        "seq_list",
+        "big",
+        b"18446744073709551000-18446744073709551615",
+    );
+
+    // metrics_analyze: params header (raw values the target maps into
+    // range), then records; small seqs use the one-byte form.
+    let mut seed = Vec::new();
+    seed.extend_from_slice(&1000u32.to_be_bytes()); // rate 100 Mbit/s
+    seed.extend_from_slice(&900u32.to_be_bytes()); // 1000 ms
+    seed.extend_from_slice(&1136u16.to_be_bytes()); // 1200 bytes
+    seed.push(0); // no fps
+    seed.extend_from_slice(&5000u32.to_be_bytes()); // playout 20 ms
+    seed.extend_from_slice(&4u16.to_be_bytes()); // burst threshold 5
+    seed.extend_from_slice(&90u16.to_be_bytes()); // 100 ms intervals
+    seed.extend_from_slice(&40u16.to_be_bytes()); // 40 sent
+    for (i, s) in [0u8, 1, 2, 5, 3, 3, 4, 9, 8, 20, 39, 77].iter().enumerate() {
+        seed.push(*s);
+        seed.extend_from_slice(&(u64::from(*s) * 96_000).to_be_bytes());
+        seed.extend_from_slice(&(1_000_000 + i as u64 * 90_000).to_be_bytes());
+    }
+    seed.push(0x80); // a raw sequence number far out
+    seed.extend_from_slice(&u64::MAX.to_be_bytes());
+    seed.extend_from_slice(&0u64.to_be_bytes());
+    seed.extend_from_slice(&5u64.to_be_bytes());
+    out.write("metrics_analyze", "mixed", &seed);
+    seed[10] = 30; // 30 fps video frames
+    out.write("metrics_analyze", "video", &seed);
+}
+
+fn tree_seeds(out: &Out) {
+    // tree_control: every control message, framed by the target (mode 0).
+    let controls = [
+        (
+            "join",
+            Control::Join {
+                proof: [7; PROOF_LEN],
+                relay_port: 4000,
+            },
+        ),
+        (
+            "placed_v4",
+            Control::Placed {
+                peer: PeerId(3),
+                slot: 3,
+                depth: 2,
+                parent: PeerId(1),
+                parent_addr: "192.0.2.1:9000".parse().expect("address"),
+            },
+        ),
+        (
+            "placed_v6",
+            Control::Placed {
+                peer: PeerId(4),
+                slot: 4,
+                depth: 1,
+                parent: PeerId::SOURCE,
+                parent_addr: "[2001:db8::1]:9000".parse().expect("address"),
+            },
+        ),
+        ("orphaned", Control::Orphaned { parent: PeerId(9) }),
+        (
+            "refused",
+            Control::Refused {
+                reason: "wrong key \u{2014} ask the source".into(),
+            },
+        ),
+        (
+            "attach",
+            Control::Attach {
+                proof: [1; PROOF_LEN],
+                peer: PeerId(2),
+                version: Some(77),
+            },
+        ),
+        (
+            "welcome",
+            Control::Welcome {
+                format: VideoFormat::new(1440, 900, PixelFormat::Rgb24).expect("format"),
+            },
+        ),
+        ("end", Control::End),
+        ("ready", Control::Ready),
+        (
+            "challenge",
+            Control::Challenge {
+                nonce: [0x5a; NONCE_LEN],
+            },
+        ),
+    ];
+    for (name, c) in &controls {
+        let mut seed = vec![0];
+        seed.extend_from_slice(&c.to_bytes()[4..]);
+        out.write("tree_control", name, &seed);
+    }
+    // And two whole framed messages (mode 1).
+    let mut seed = vec![1];
+    seed.extend_from_slice(&controls[1].1.to_bytes());
+    out.write("tree_control", "framed_placed", &seed);
+
+    // screen_message, screen_canvas, relay_queue: a real screen stream.
+    let format = screen_format(2, 129, 99); // rgb24 130x100: 3x2 tiles
+    let mut enc = Encoder::new(format, 0).expect("format fits");
+    let mut picture = Vec::new();
+    screen_picture(&format, 4, &mut picture);
+    let key = enc.encode(&picture, 10, 1).expect("key frame");
+    for (i, b) in picture.iter_mut().enumerate().step_by(97).take(40) {
+        *b ^= i as u8 | 1;
+    }
+    let delta = enc.encode(&picture, 11, 2).expect("delta frame");
+    for (i, m) in key.messages.iter().chain(&delta.messages).enumerate() {
+        if m.len() < 1024 {
+            out.write("screen_message", &format!("msg{i}"), &m[4..]);
+        }
+    }
+
+    // screen_canvas: format, key number 10, picture seed 4 (the key frame
+    // the target makes itself is this one), then the delta's messages as
+    // steps, an encoder step, and a catch-up check.
+    let mut seed = screen_format_bytes(&format).to_vec();
+    seed.extend_from_slice(&10u64.to_be_bytes());
+    seed.push(4);
+    for m in &delta.messages {
+        let (kind, body) = split(m).expect("framing");
+        let op = match kind {
+            Kind::FrameStart => 0,
+            Kind::Tiles => 1,
+            _ => 2,
+        };
+        seed.push(op | 0x40);
+        seed.extend_from_slice(&(body.len() as u16).to_be_bytes());
+        seed.extend_from_slice(body);
+    }
+    seed.extend_from_slice(&[3, 0, 3, 1, 2, 3]);
+    seed.extend_from_slice(&[0xc0, 0, 0]);
+    out.write("screen_canvas", "delta_then_encoder", &seed);
+    // relay_queue: format, lag, resume, opts, then op/arg pairs: a few
+    // frames through a fast child, a stall, a catch-up, the end.
+    let mut seed = screen_format_bytes(&format).to_vec();
+    seed.extend_from_slice(&64u16.to_be_bytes());
+    seed.extend_from_slice(&16u16.to_be_bytes());
+    for opts in [0u8, 1 | (3 << 1)] {
+        let mut s = seed.clone();
+        s.push(opts);
+        for step in [
+            [2, 0xff],
+            [5, 0],
+            [2, 0x01],
+            [2, 0x12],
+            [5, 0],
+            [0x12, 0xff],
+            [0x12, 0xff],
+            [0x12, 0xff],
+            [0x12, 0xff],
+            [4, 4],
+            [6, 0],
+            [5, 0],
+            [2, 0x40],
+            [3, 0],
+            [3, 0],
+            [6, 0],
+            [5, 0],
+        ] {
+            s.extend_from_slice(&step);
+        }
+        out.write("relay_queue", &format!("stall_catch_up_{opts}"), &s);
+        s.extend_from_slice(&[7, 0xc1, 5, 0]);
+        out.write("relay_queue", &format!("close_{opts}"), &s);
+    }
 }

@@ -1,7 +1,8 @@
 //! Helpers shared by the fuzz targets and the seed generator: a byte
-//! reader, the choice of a small video format from input bytes, the packet
-//! stream encoding the `depacketizer` target reads, and an allocator that
-//! counts live bytes so targets can check that memory stays bounded.
+//! reader, the choice of a small video or screen format from input bytes,
+//! the packet stream encoding the `depacketizer` target reads, and an
+//! allocator that counts live and peak bytes so targets can check that
+//! memory stays bounded.
 //!
 //! Keeping the encodings here means `examples/gen_seeds.rs` writes seeds in
 //! exactly the layout the targets parse.
@@ -145,17 +146,83 @@ pub fn encode_depacketizer_input(
     out
 }
 
-/// Counts live heap bytes allocated through it; install with
-/// `#[global_allocator]` in a target that checks memory bounds. libFuzzer's
-/// own allocations bypass it (they go to malloc directly).
+/// Largest width [`screen_format`] picks: three 64-pixel tile columns.
+pub const SCREEN_MAX_WIDTH: u32 = 192;
+/// Largest height [`screen_format`] picks: three 64-line tile rows.
+pub const SCREEN_MAX_HEIGHT: u32 = 144;
+
+/// A valid format of at most 192x144 pixels (up to 3x3 screen tiles, the
+/// last row and column partial) from three bytes: pixel format, width,
+/// height. Width is rounded up to whole pixel groups.
+pub fn screen_format(pf: u8, w: u8, h: u8) -> VideoFormat {
+    let pixel_format = PixelFormat::ALL[usize::from(pf) % PixelFormat::ALL.len()];
+    let pg = pixel_format.pgroup_pixels() as u32;
+    let width = (1 + u32::from(w) % SCREEN_MAX_WIDTH).div_ceil(pg) * pg;
+    let height = 1 + u32::from(h) % SCREEN_MAX_HEIGHT;
+    VideoFormat::new(width, height, pixel_format).expect("screen format is valid")
+}
+
+/// The three bytes [`screen_format`] maps to `format` (inverse, for seeds).
+pub fn screen_format_bytes(format: &VideoFormat) -> [u8; 3] {
+    let pf = PixelFormat::ALL
+        .iter()
+        .position(|p| *p == format.pixel_format)
+        .unwrap_or(0) as u8;
+    [pf, (format.width - 1) as u8, (format.height - 1) as u8]
+}
+
+/// A deterministic picture for a screen target: `seed` picks between a
+/// flat fill (compresses well) and noise (does not).
+pub fn screen_picture(format: &VideoFormat, seed: u8, out: &mut Vec<u8>) {
+    out.clear();
+    let mut x = u64::from(seed) | 0x9e37_79b9_0000_0000;
+    out.extend((0..format.frame_bytes()).map(|i| {
+        if seed & 1 == 0 {
+            seed ^ (i / 997) as u8
+        } else {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        }
+    }));
+}
+
+/// FNV-1a of `bytes`: lets a target remember a frame without keeping it.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Counts live heap bytes allocated through it, and the peak since
+/// [`CountingAlloc::reset_peak`]; install with `#[global_allocator]` in a
+/// target that checks memory bounds. libFuzzer's own allocations bypass it
+/// (they go to malloc directly).
 pub struct CountingAlloc;
 
 static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
 
 impl CountingAlloc {
     /// Heap bytes currently allocated by Rust code.
     pub fn live() -> usize {
         LIVE.load(Ordering::Relaxed)
+    }
+
+    /// Most heap bytes live at once since the last [`CountingAlloc::reset_peak`].
+    pub fn peak() -> usize {
+        PEAK.load(Ordering::Relaxed)
+    }
+
+    /// Starts a new peak measurement from what is live now.
+    pub fn reset_peak() {
+        PEAK.store(Self::live(), Ordering::Relaxed);
+    }
+
+    fn grew(by: usize) {
+        let now = LIVE.fetch_add(by, Ordering::Relaxed) + by;
+        PEAK.fetch_max(now, Ordering::Relaxed);
     }
 }
 
@@ -166,7 +233,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
         // SAFETY: same contract as the caller's.
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
-            LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+            CountingAlloc::grew(layout.size());
         }
         p
     }
@@ -175,7 +242,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
         // SAFETY: same contract as the caller's.
         let p = unsafe { System.alloc_zeroed(layout) };
         if !p.is_null() {
-            LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+            CountingAlloc::grew(layout.size());
         }
         p
     }
@@ -190,8 +257,9 @@ unsafe impl GlobalAlloc for CountingAlloc {
         // SAFETY: same contract as the caller's.
         let p = unsafe { System.realloc(ptr, layout, new_size) };
         if !p.is_null() {
+            // Old and new blocks may both be live during the copy.
+            CountingAlloc::grew(new_size);
             LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-            LIVE.fetch_add(new_size, Ordering::Relaxed);
         }
         p
     }

@@ -165,6 +165,10 @@ pub fn analyze(
     params: &TestParams,
     schedule: &Schedule,
 ) -> ReceiverReport {
+    // `sent` comes from the other end of the control connection: a peer
+    // that claims more than the schedule holds must not make us allocate
+    // per claimed packet (u64::MAX would abort the process).
+    let sent = sent.min(schedule.total_packets);
     let n = usize::try_from(sent).unwrap_or(usize::MAX);
     let pacer = schedule.pacer();
     let slot = |s: u64| pacer.slot(s).as_nanos() as i64;
@@ -192,7 +196,7 @@ pub fn analyze(
             r.duplicates += 1;
             continue;
         }
-        *d = (a.recv_ns as i64).wrapping_sub(a.send_ns as i64);
+        *d = delay_ns(a);
         send[a.seq as usize] = a.send_ns;
         firsts.push(*a);
     }
@@ -204,11 +208,7 @@ pub fn analyze(
         0.0
     };
     r.received_bytes = r.received * size;
-    let dmin = firsts
-        .iter()
-        .map(|a| a.recv_ns as i64 - a.send_ns as i64)
-        .min()
-        .unwrap_or(0);
+    let dmin = firsts.iter().map(delay_ns).min().unwrap_or(0);
 
     let buckets = if sent == 0 {
         0
@@ -231,12 +231,12 @@ pub fn analyze(
     // for RFC 4737's extent (distance back to the first later packet).
     let mut highs: Vec<(u64, usize)> = Vec::new();
     for (i, a) in firsts.iter().enumerate() {
-        let d = a.recv_ns as i64 - a.send_ns as i64;
+        let d = delay_ns(a);
         if let Some((ps, pd)) = prev {
             if a.seq < ps {
                 r.order_errors += 1;
             }
-            jitter += ((d - pd).unsigned_abs() as f64 - jitter) / 16.0;
+            jitter += (d.abs_diff(pd) as f64 - jitter) / 16.0;
         }
         prev = Some((a.seq, d));
         if a.seq < next_exp {
@@ -295,17 +295,17 @@ pub fn analyze(
                 run = 0;
             }
             r.intervals[b].received += 1;
-            let p = d - dmin;
+            let p = d.saturating_sub(dmin);
             pdv.push(p);
             r.intervals[b].pdv_max_ms = r.intervals[b].pdv_max_ms.max(p as f64 / 1e6);
             if s > 0 && delay[s as usize - 1] != MISSING {
-                ipdv.push((d - delay[s as usize - 1]).abs());
+                ipdv.push(i64::try_from(d.abs_diff(delay[s as usize - 1])).unwrap_or(i64::MAX));
             }
             // Arrival on the sender's clock had the path been at its best,
             // against the packet's slot: a receiver buffering `playout`
             // absorbs sender lateness and PDV up to that much.
-            let arrival = send[s as usize] as i64 + p;
-            if arrival - slot(s) > playout {
+            let arrival = (send[s as usize] as i64).saturating_add(p);
+            if arrival.saturating_sub(slot(s)) > playout {
                 r.late += 1;
                 frame_ok = false;
             }
@@ -375,6 +375,17 @@ pub fn analyze(
         iv.rate_bps = (iv.received * size * 8) as f64 / secs;
     }
     r
+}
+
+/// One-way delay of `a`, ns. Send and receive times are on two clocks,
+/// so only its variation means anything; the send time comes from the
+/// datagram, so a hostile one wraps instead of overflowing, and the
+/// differences taken from delays saturate. Never [`MISSING`], which marks
+/// a packet not received.
+fn delay_ns(a: &Arrival) -> i64 {
+    (a.recv_ns as i64)
+        .wrapping_sub(a.send_ns as i64)
+        .max(MISSING + 1)
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
@@ -711,5 +722,69 @@ mod tests {
         }];
         let r = analyze(&weird, 3, &p, &s);
         assert_eq!(r.strangers, 1);
+    }
+
+    #[test]
+    fn a_delay_of_i64_min_is_not_taken_for_a_missing_packet() {
+        // Found by the metrics_analyze fuzz target: recv - send wrapped to
+        // the MISSING marker, so the packet and its duplicate were both
+        // counted received, yet lost in pass 3 (and the burst finder's
+        // counts underflowed).
+        let p = params(None);
+        let s = p.validate().unwrap();
+        let odd = Arrival {
+            seq: 1,
+            send_ns: 1 << 63,
+            recv_ns: 0,
+        };
+        let r = analyze(&[odd, odd], 3, &p, &s);
+        assert_eq!((r.received, r.duplicates, r.lost), (1, 1, 2));
+        assert_eq!(r.loss_episodes, 2);
+    }
+
+    #[test]
+    fn a_claimed_sent_count_beyond_the_schedule_is_clamped() {
+        // Found by fuzzing review: the server took `sent` from the client's
+        // Done message unchecked and allocated 16 bytes per claimed packet.
+        let p = params(None);
+        let s = p.validate().unwrap();
+        let r = analyze(&[], u64::MAX, &p, &s);
+        assert_eq!(r.sent, s.total_packets);
+        assert_eq!(r.lost, s.total_packets);
+    }
+
+    #[test]
+    fn hostile_send_times_do_not_overflow_delays() {
+        // Send times from datagrams a stranger wrote: delays at both ends
+        // of i64, next to each other in arrival and in sequence order.
+        let p = params(Some((10, 1)));
+        let s = p.validate().unwrap();
+        let a = [
+            Arrival {
+                seq: 0,
+                send_ns: 1 << 63,
+                recv_ns: 1_000_000,
+            },
+            Arrival {
+                seq: 1,
+                send_ns: 0,
+                recv_ns: i64::MAX as u64,
+            },
+            Arrival {
+                seq: 2,
+                send_ns: u64::MAX,
+                recv_ns: 1 << 63,
+            },
+            Arrival {
+                seq: 3,
+                send_ns: 3_000_000,
+                recv_ns: 4_000_000,
+            },
+        ];
+        let r = analyze(&a, 4, &p, &s);
+        assert_eq!((r.received, r.lost), (4, 0));
+        assert!(r.jitter_rfc3550_ms.is_finite() && r.jitter_rfc3550_ms > 0.0);
+        assert!(r.ipdv_ms.max > 0.0 && r.pdv_ms.max > 0.0);
+        assert!(r.late <= r.received);
     }
 }

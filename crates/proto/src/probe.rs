@@ -57,6 +57,11 @@ pub const MAX_INTERVAL_MS: u64 = 60_000;
 pub const DEFAULT_BURST_US: u64 = 100;
 /// Largest train window: beyond a few ms the stream is no longer paced.
 pub const MAX_BURST_US: u64 = 10_000;
+/// Most reporting intervals in one test (an hour of 1 s intervals), over
+/// the whole send schedule: the report carries one entry per interval and
+/// must fit one control frame ([`MAX_FRAME_LEN`]); 3600 entries take
+/// about 700 KB of JSON.
+pub const MAX_INTERVALS: u64 = 3600;
 
 /// One parsed datagram of a probe test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -339,6 +344,18 @@ impl TestParams {
             schedule.total_packets,
             1,
             MAX_PACKETS,
+        )?;
+        // The report's intervals follow the send schedule, which runs up
+        // to a frame period past the duration (a slow --fps).
+        let span_ms = schedule
+            .pacer()
+            .slot(schedule.total_packets - 1)
+            .as_millis();
+        check(
+            "intervals in the test",
+            u64::try_from(span_ms / u128::from(self.interval_ms)).map_or(u64::MAX, |n| n + 1),
+            1,
+            MAX_INTERVALS,
         )?;
         Ok(schedule)
     }
@@ -850,6 +867,64 @@ mod tests {
             .validate()
             .is_err()
         );
+    }
+
+    #[test]
+    fn report_of_the_most_intervals_fits_a_control_frame() {
+        // Found by the metrics_analyze fuzz target: an hour of 10 ms
+        // intervals made a report of tens of MB that the client refused.
+        let many = TestParams {
+            rate_bps: 100_000,
+            packet_size: 65_507,
+            duration_ms: 3_600_000,
+            interval_ms: 10,
+            ..params()
+        };
+        let too_many = |p: TestParams| {
+            matches!(
+                p.validate(),
+                Err(Error::TestParam {
+                    what: "intervals in the test",
+                    ..
+                })
+            )
+        };
+        assert!(too_many(many));
+        // 100 ms of a 1/1001 fps video: one frame, its packets spread
+        // over 1001 s.
+        assert!(too_many(TestParams {
+            duration_ms: 100,
+            fps: Some((1, 1001)),
+            packet_size: 9797,
+            ..many
+        }));
+        let p = TestParams {
+            interval_ms: 1000,
+            packet_size: 1250, // 10 packets/s: every interval has some
+            ..many
+        };
+        let s = p.validate().unwrap();
+        // Every packet received, with long-winded floats everywhere.
+        let arrivals: Vec<Arrival> = (0..s.total_packets)
+            .map(|k| {
+                let send = s.pacer().slot(k).as_nanos() as u64;
+                Arrival {
+                    seq: k,
+                    send_ns: send + k % 7,
+                    recv_ns: send + 1_234_567 + k % 13 * 1_111,
+                }
+            })
+            .collect();
+        let r = crate::metrics::analyze(&arrivals, s.total_packets, &p, &s);
+        assert_eq!(r.intervals.len() as u64, MAX_INTERVALS);
+        let f = ControlMessage::Report {
+            receiver: Box::new(r),
+            records: 0,
+        }
+        .to_frame();
+        let h = FrameHeader::parse(&f).unwrap();
+        assert_eq!(h.len, f.len() - FRAME_HEADER_LEN);
+        assert!(h.len < MAX_FRAME_LEN * 3 / 4, "{}", h.len);
     }
 
     #[test]
