@@ -234,6 +234,7 @@ fn probe_seeds(out: &Out) {
         records: true,
         playout_us: 20_000,
         burst_threshold: 5,
+        burst_us: nagare_proto::probe::DEFAULT_BURST_US,
         interval_ms: 100,
     };
     let mut stream = ControlMessage::Hello {

@@ -116,6 +116,8 @@ fuzz_target!(|data: &[u8]| {
         records: false,
         playout_us: span(u64::from(playout) * 4, 0, probe::MAX_PLAYOUT_US),
         burst_threshold: 1 + u32::from(burst),
+        // The train window only shapes sending; analysis ignores it.
+        burst_us: probe::DEFAULT_BURST_US,
         interval_ms: span(u64::from(interval), 10, probe::MAX_INTERVAL_MS),
     };
     let Ok(schedule) = params.validate() else {

@@ -50,7 +50,7 @@ fn header(rest: &[u8]) -> Option<FrameHeader> {
     match (head[0], parsed) {
         (b'J' | b'R', _) if len > MAX_FRAME_LEN => {
             assert!(
-                matches!(parsed, Err(Error::ControlTooLong { .. })),
+                matches!(parsed, Err(Error::MessageTooLarge { .. })),
                 "{parsed:?}"
             );
             None
