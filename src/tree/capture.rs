@@ -116,6 +116,42 @@ pub struct X11Capture {
     offsets: [usize; 3],
 }
 
+/// Byte offsets of red, green and blue within the screen's 32-bit
+/// pixels, for capture and for the viewer window alike.
+pub fn rgb_offsets(
+    setup: &x11rb::protocol::xproto::Setup,
+    screen: &x11rb::protocol::xproto::Screen,
+) -> anyhow::Result<[usize; 3]> {
+    let depth = screen.root_depth;
+    let bpp = setup
+        .pixmap_formats
+        .iter()
+        .find(|f| f.depth == depth)
+        .map_or(0, |f| f.bits_per_pixel);
+    if bpp != 32 || depth < 24 {
+        bail!(
+            "the display has depth {depth} at {bpp} bits per pixel; nagare tree needs 24-bit colour (start Xvfb with -screen 0 WxHx24)"
+        );
+    }
+    let visual = screen
+        .allowed_depths
+        .iter()
+        .flat_map(|d| &d.visuals)
+        .find(|v| v.visual_id == screen.root_visual)
+        .context("root visual not found in the X setup")?;
+    let shift = |mask: u32| (mask.trailing_zeros() / 8) as usize;
+    let offsets = [
+        shift(visual.red_mask),
+        shift(visual.green_mask),
+        shift(visual.blue_mask),
+    ];
+    Ok(if setup.image_byte_order == ImageOrder::MSB_FIRST {
+        offsets.map(|o| 3 - o)
+    } else {
+        offsets
+    })
+}
+
 impl X11Capture {
     fn open(display: Option<&str>) -> anyhow::Result<Self> {
         let shown = display
@@ -126,33 +162,8 @@ impl X11Capture {
         })?;
         let setup = conn.setup();
         let screen = &setup.roots[screen_num];
-        let depth = screen.root_depth;
-        let bpp = setup
-            .pixmap_formats
-            .iter()
-            .find(|f| f.depth == depth)
-            .map(|f| f.bits_per_pixel)
-            .unwrap_or(0);
-        if bpp != 32 || depth < 24 {
-            bail!(
-                "X display {shown:?} has depth {depth} at {bpp} bits per pixel; capture needs 24-bit colour (start Xvfb with -screen 0 WxHx24)"
-            );
-        }
-        let visual = screen
-            .allowed_depths
-            .iter()
-            .flat_map(|d| &d.visuals)
-            .find(|v| v.visual_id == screen.root_visual)
-            .context("root visual not found in the X setup")?;
-        let shift = |mask: u32| (mask.trailing_zeros() / 8) as usize;
-        let mut offsets = [
-            shift(visual.red_mask),
-            shift(visual.green_mask),
-            shift(visual.blue_mask),
-        ];
-        if setup.image_byte_order == ImageOrder::MSB_FIRST {
-            offsets = offsets.map(|o| 3 - o);
-        }
+        let offsets =
+            rgb_offsets(setup, screen).with_context(|| format!("capturing X display {shown:?}"))?;
         let format = VideoFormat::new(
             u32::from(screen.width_in_pixels),
             u32::from(screen.height_in_pixels),

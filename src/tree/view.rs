@@ -5,8 +5,8 @@ use anyhow::{Context, bail};
 use nagare_proto::{PixelFormat, VideoFormat};
 use x11rb::connection::{Connection, RequestConnection};
 use x11rb::protocol::xproto::{
-    ConnectionExt as _, CreateGCAux, CreateWindowAux, EventMask, Gcontext, ImageFormat, ImageOrder,
-    Window, WindowClass,
+    ConnectionExt as _, CreateGCAux, CreateWindowAux, EventMask, Gcontext, ImageFormat, Window,
+    WindowClass,
 };
 use x11rb::rust_connection::RustConnection;
 use x11rb::wrapper::ConnectionExt as _;
@@ -37,29 +37,7 @@ impl Viewer {
         let setup = conn.setup();
         let screen = &setup.roots[n];
         let depth = screen.root_depth;
-        let bpp = setup
-            .pixmap_formats
-            .iter()
-            .find(|f| f.depth == depth)
-            .map(|f| f.bits_per_pixel);
-        if bpp != Some(32) || depth < 24 {
-            bail!("the display has depth {depth}; the window needs 24-bit colour");
-        }
-        let visual = screen
-            .allowed_depths
-            .iter()
-            .flat_map(|d| &d.visuals)
-            .find(|v| v.visual_id == screen.root_visual)
-            .context("root visual not found")?;
-        let shift = |mask: u32| (mask.trailing_zeros() / 8) as usize;
-        let mut offsets = [
-            shift(visual.red_mask),
-            shift(visual.green_mask),
-            shift(visual.blue_mask),
-        ];
-        if setup.image_byte_order == ImageOrder::MSB_FIRST {
-            offsets = offsets.map(|o| 3 - o);
-        }
+        let offsets = super::capture::rgb_offsets(setup, screen).context("opening the window")?;
         let (width, height) = (
             u16::try_from(format.width).context("screen too wide for X11")?,
             u16::try_from(format.height).context("screen too tall for X11")?,
