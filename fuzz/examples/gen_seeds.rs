@@ -32,16 +32,8 @@ fn frame_of(format: &VideoFormat, seed: u8) -> Vec<u8> {
 }
 
 fn packets(p: &Packetizer, frame: &[u8], seq0: u32, ts: u32) -> Vec<Vec<u8>> {
-    (0..p.packets_per_frame())
-        .map(|i| {
-            let mut buf = vec![0u8; p.packet_size()];
-            let n = p
-                .write_packet(i, frame, seq0.wrapping_add(i as u32), ts, &mut buf)
-                .expect("buffer of packet_size fits");
-            buf.truncate(n);
-            buf
-        })
-        .collect()
+    p.frame_packets(frame, seq0, ts)
+        .expect("frames here are made for the packetizer's format")
 }
 
 struct Out {

@@ -24,15 +24,11 @@ fn stream(frames: &[Vec<u8>], ssrc: u32) -> Vec<(usize, Vec<u8>)> {
     let mut seq = 0xfff0u32; // crosses the 16-bit wrap mid-stream
     let mut out = Vec::new();
     for (f, frame) in frames.iter().enumerate() {
-        for i in 0..p.packets_per_frame() {
-            let mut buf = vec![0u8; 200];
-            let n = p
-                .write_packet(i, frame, seq, rate.rtp_timestamp(1000 + f as u64), &mut buf)
-                .unwrap();
-            buf.truncate(n);
-            out.push((f, buf));
-            seq = seq.wrapping_add(1);
-        }
+        let packets = p
+            .frame_packets(frame, seq, rate.rtp_timestamp(1000 + f as u64))
+            .unwrap();
+        seq = seq.wrapping_add(packets.len() as u32);
+        out.extend(packets.into_iter().map(|pk| (f, pk)));
     }
     out
 }

@@ -49,14 +49,7 @@ fn depacketize(c: &mut Criterion) {
     g.throughput(Throughput::Bytes(format.frame_bytes() as u64));
     for size in [1440usize, 8800] {
         let p = Packetizer::new(format, size, 1).unwrap().uniform();
-        let mut packets: Vec<Vec<u8>> = (0..p.packets_per_frame())
-            .map(|i| {
-                let mut buf = vec![0u8; size];
-                let n = p.write_packet(i, &data, i as u32, 0, &mut buf).unwrap();
-                buf.truncate(n);
-                buf
-            })
-            .collect();
+        let mut packets = p.frame_packets(&data, 0, 0).unwrap();
         let mut d = Depacketizer::new(format, Some(1500.0));
         let mut ts = 0u32;
         g.bench_with_input(BenchmarkId::new("frame", size), &size, |b, _| {

@@ -267,6 +267,26 @@ impl Packetizer {
         tail.copy_from_slice(pad);
         Ok(total)
     }
+
+    /// Every packet of one frame as owned datagrams, packet `i` carrying
+    /// sequence number `first_seq + i`. Allocates per packet: for tests,
+    /// tools and seed corpora; the sender gathers headers and frame slices
+    /// instead of copying.
+    pub fn frame_packets(
+        &self,
+        frame: &[u8],
+        first_seq: u32,
+        timestamp: u32,
+    ) -> Result<Vec<Vec<u8>>, Error> {
+        (0..self.packets_per_frame())
+            .map(|i| {
+                let mut buf = vec![0u8; self.packet_len(i)];
+                let seq = first_seq.wrapping_add(i as u32);
+                self.write_packet(i, frame, seq, timestamp, &mut buf)?;
+                Ok(buf)
+            })
+            .collect()
+    }
 }
 
 /// Parsed RFC 4175 payload headers of one packet.
@@ -689,16 +709,7 @@ mod tests {
     }
 
     fn packets(p: &Packetizer, frame: &[u8], seq0: u32, ts: u32) -> Vec<Vec<u8>> {
-        (0..p.packets_per_frame())
-            .map(|i| {
-                let mut buf = vec![0u8; p.packet_size()];
-                let n = p
-                    .write_packet(i, frame, seq0.wrapping_add(i as u32), ts, &mut buf)
-                    .unwrap();
-                buf.truncate(n);
-                buf
-            })
-            .collect()
+        p.frame_packets(frame, seq0, ts).unwrap()
     }
 
     fn feed(d: &mut Depacketizer, pkts: &[Vec<u8>]) -> Vec<Output> {
