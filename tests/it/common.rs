@@ -134,17 +134,7 @@ impl Running {
     /// and all of stderr.
     pub fn finish(mut self) -> (std::process::ExitStatus, String, String) {
         use std::io::Read;
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        let status = loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                break s;
-            }
-            if std::time::Instant::now() > deadline {
-                let _ = self.child.kill();
-                panic!("process did not finish; stderr so far: {:#?}", self.stderr);
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        };
+        let status = wait_bounded(&mut self.child, 60, "nagare");
         let mut out = String::new();
         if let Some(mut o) = self.child.stdout.take() {
             o.read_to_string(&mut out).unwrap();
@@ -230,4 +220,33 @@ impl Drop for Netns {
     fn drop(&mut self) {
         let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
     }
+}
+
+/// Waits for `child` to exit, killing it and failing the test after
+/// `secs` seconds: every wait in these tests is bounded.
+pub fn wait_bounded(
+    child: &mut std::process::Child,
+    secs: u64,
+    what: &str,
+) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{what} did not finish within {secs} s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Asserts that a finished command succeeded, showing its stderr if not.
+pub fn assert_ok(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

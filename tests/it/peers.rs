@@ -4,7 +4,9 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{Running, Scratch, free_udp_port, nagare, noise, require};
+use crate::common::{
+    Running, Scratch, assert_ok, free_udp_port, nagare, noise, require, wait_bounded,
+};
 
 const W: usize = 320;
 const H: usize = 240;
@@ -24,14 +26,7 @@ fn interrupt(child: &mut std::process::Child) {
     unsafe {
         libc::kill(child.id() as i32, libc::SIGINT);
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("gst-launch did not stop");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_bounded(child, 10, "gst-launch after SIGINT");
 }
 
 /// Waits until `file` stops growing and has `len` bytes (or 10 s pass).
@@ -97,11 +92,7 @@ fn gstreamer_receives_nagare_byte_identical() {
             ])
             .output()
             .unwrap();
-        assert!(
-            send.status.success(),
-            "{}",
-            String::from_utf8_lossy(&send.stderr)
-        );
+        assert_ok(&send);
         wait_for_size(&out, input.len() as u64);
         interrupt(&mut gst);
         let got = std::fs::read(&out).unwrap();
@@ -169,11 +160,7 @@ fn nagare_receives_gstreamer_byte_identical() {
             ])
             .output()
             .unwrap();
-        assert!(
-            gst.status.success(),
-            "{}",
-            String::from_utf8_lossy(&gst.stderr)
-        );
+        assert_ok(&gst);
         let (status, out_json, err) = r.finish();
         assert!(status.success(), "{pix}: {err}\n{out_json}");
         assert!(
@@ -244,11 +231,7 @@ fn nagare_receives_ffmpeg_byte_identical_with_its_sdp() {
     let mut r = Running::spawn(recv);
     r.listening();
     let sent = ff(FRAMES, port);
-    assert!(
-        sent.status.success(),
-        "{}",
-        String::from_utf8_lossy(&sent.stderr)
-    );
+    assert_ok(&sent);
     let (status, report, err) = r.finish();
     assert!(status.success(), "{err}\n{report}");
     assert!(
@@ -310,20 +293,9 @@ fn ffmpeg_receives_nagare_through_nagares_sdp() {
         .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
     let sent = send(FRAMES);
-    assert!(
-        sent.status.success(),
-        "{}",
-        String::from_utf8_lossy(&sent.stderr)
-    );
-    let deadline = Instant::now() + Duration::from_secs(20);
+    assert_ok(&sent);
     let mut ff = ff;
-    while ff.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = ff.kill();
-            panic!("ffmpeg did not finish");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_bounded(&mut ff, 20, "ffmpeg");
     let got = std::fs::read(&out).unwrap();
     assert_eq!(got.len(), input.len());
     assert!(

@@ -1,7 +1,7 @@
 //! nagare send -> nagare recv over loopback and namespaces: recordings
 //! are byte-identical to the input.
 
-use crate::common::{Netns, Running, Scratch, nagare, noise};
+use crate::common::{Netns, Running, Scratch, assert_ok, nagare, noise};
 
 fn json(out: &str) -> serde_json::Value {
     serde_json::from_str(out).unwrap_or_else(|e| panic!("bad JSON ({e}): {out}"))
@@ -206,11 +206,7 @@ fn ipv6_unicast_and_multicast_in_a_namespace() {
             .args(["--fps", "100", "--frames", "6"])
             .output()
             .unwrap();
-        assert!(
-            send.status.success(),
-            "{}",
-            String::from_utf8_lossy(&send.stderr)
-        );
+        assert_ok(&send);
         let (status, _, err) = r.finish();
         assert!(status.success(), "source {source:?}: {err}");
         assert_eq!(std::fs::read(&out).unwrap(), input);
@@ -353,11 +349,7 @@ fn stripes_are_separate_streams_that_rebuild_the_frame() {
         .args(["--sdp", s.path("stream.sdp").to_str().unwrap()])
         .output()
         .unwrap();
-    assert!(
-        send.status.success(),
-        "{}",
-        String::from_utf8_lossy(&send.stderr)
-    );
+    assert_ok(&send);
     let sent = json(&String::from_utf8_lossy(&send.stdout));
     assert_eq!(sent["stripes"], stripes);
     let parts: Vec<Vec<u8>> = recvs
