@@ -10,19 +10,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::{Parser, Subcommand};
 
+mod cli;
 mod clock;
-mod demo;
-mod doctor;
-mod impair;
-mod probe;
+mod cmd;
+mod net;
 mod progress;
-mod recv;
-mod send;
 mod source;
-mod tree;
-mod tuning;
-mod udp;
-mod units;
 
 #[derive(Parser)]
 #[command(name = "nagare", version, about, propagate_version = true)]
@@ -35,21 +28,21 @@ struct Cli {
 enum Command {
     /// Send a raw video file, a directory of frames or a test pattern as a
     /// paced RFC 4175 / ST 2110-20 RTP stream.
-    Send(send::SendArgs),
+    Send(cmd::send::SendArgs),
     /// Receive an RFC 4175 stream, reassemble and record its frames.
-    Recv(recv::RecvArgs),
+    Recv(cmd::recv::RecvArgs),
     /// Send a test pattern to a receiver on loopback and prove every frame
     /// arrives identical. Needs no files and no flags.
-    Demo(demo::DemoArgs),
+    Demo(cmd::demo::DemoArgs),
     /// Check that this host is set up for a planned stream (buffers,
     /// backlog, MTU, multicast route, clock) and print the fixes.
-    Doctor(doctor::DoctorArgs),
+    Doctor(cmd::doctor::DoctorArgs),
     /// One screen to many peers over a balanced binary tree of TCP relays.
-    Tree(tree::TreeArgs),
+    Tree(cmd::tree::TreeArgs),
     /// Check whether a path carries a stream: paced RTP test stream, loss, bursts, reordering, jitter, PDV, RTT, verdict.
-    Probe(probe::ProbeArgs),
+    Probe(cmd::probe::ProbeArgs),
     /// User-space UDP relay that impairs traffic like netem: loss, bursts, reordering, duplicates, delay, rate.
-    Impair(impair::ImpairArgs),
+    Impair(cmd::impair::ImpairArgs),
 }
 
 /// Set by Ctrl-C / SIGTERM: drivers stop cleanly, flush and report.
@@ -66,13 +59,13 @@ pub fn stop_flag() -> &'static AtomicBool {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result: anyhow::Result<ExitCode> = match cli.command {
-        Command::Send(a) => send::main(a),
-        Command::Recv(a) => recv::main(a),
-        Command::Demo(a) => demo::main(a),
-        Command::Doctor(a) => doctor::main(a),
-        Command::Tree(a) => tree::run(a),
-        Command::Probe(a) => probe::run(a),
-        Command::Impair(a) => impair::run(a),
+        Command::Send(a) => cmd::send::main(a),
+        Command::Recv(a) => cmd::recv::main(a),
+        Command::Demo(a) => cmd::demo::main(a),
+        Command::Doctor(a) => cmd::doctor::main(a),
+        Command::Tree(a) => cmd::tree::run(a),
+        Command::Probe(a) => cmd::probe::run(a),
+        Command::Impair(a) => cmd::impair::run(a),
     };
     match result {
         Ok(code) => code,

@@ -14,7 +14,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use crossbeam_channel::{Receiver, Sender, bounded};
 use nagare_proto::VideoFormat;
-use nagare_proto::pattern::Pattern;
+use nagare_proto::video::pattern::Pattern;
 
 /// Where frames come from.
 #[derive(Debug)]

@@ -14,15 +14,15 @@ use nagare_fuzz::{
     encode_depacketizer_input, screen_format, screen_format_bytes, screen_picture, small_format,
     small_format_bytes, step,
 };
-use nagare_proto::metrics::Arrival;
+use nagare_proto::probe::analysis::Arrival;
 use nagare_proto::probe::{
     ControlMessage, DataHeader, ECHO_LEN, Echo, EchoKind, PROTOCOL_VERSION, Refusal, SenderReport,
     TestParams, records_to_frames,
 };
-use nagare_proto::rfc4175::Packetizer;
+use nagare_proto::video::st2110_20::Packetizer;
 use nagare_proto::screen::Encoder;
 use nagare_proto::sdp::SdpStream;
-use nagare_proto::tree_wire::{Control, Kind, NONCE_LEN, PROOF_LEN, PeerId, split};
+use nagare_proto::tree::wire::{Control, Kind, NONCE_LEN, PROOF_LEN, PeerId, split};
 use nagare_proto::{FrameRate, PixelFormat, VideoFormat};
 
 fn frame_of(format: &VideoFormat, seed: u8) -> Vec<u8> {
@@ -259,7 +259,7 @@ fn probe_seeds(out: &Out) {
             recv_ns: 1_000_000 + i as u64 * 100_000,
         })
         .collect();
-    let report = nagare_proto::metrics::analyze(&arrivals, 8, &params, &schedule);
+    let report = nagare_proto::probe::analysis::analyze(&arrivals, 8, &params, &schedule);
     let mut stream = ControlMessage::Done {
         sender: SenderReport {
             sent: 8,

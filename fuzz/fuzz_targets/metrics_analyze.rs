@@ -21,7 +21,7 @@ use std::collections::HashSet;
 
 use libfuzzer_sys::fuzz_target;
 use nagare_fuzz::{CountingAlloc, Reader};
-use nagare_proto::metrics::{Arrival, ReceiverReport, analyze};
+use nagare_proto::probe::analysis::{Arrival, ReceiverReport, analyze};
 use nagare_proto::probe::{
     self, ControlMessage, FRAME_HEADER_LEN, MAX_FRAME_LEN, Percentiles, TestParams,
 };
@@ -193,7 +193,7 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(rep.rfc3611.burst_packets + rep.rfc3611.gap_packets, sent);
 
     // Intervals partition the packets.
-    let sum = |f: fn(&nagare_proto::metrics::IntervalStats) -> u64| {
+    let sum = |f: fn(&nagare_proto::probe::analysis::IntervalStats) -> u64| {
         rep.intervals.iter().map(f).sum::<u64>()
     };
     assert_eq!(sum(|i| i.sent), sent);

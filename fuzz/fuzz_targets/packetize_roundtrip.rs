@@ -9,7 +9,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use nagare_fuzz::{Reader, small_format};
-use nagare_proto::rfc4175::{Depacketizer, ESN_LEN, MAX_PACKET_SIZE, Output, Packetizer, SRD_LEN};
+use nagare_proto::video::st2110_20::{Depacketizer, ESN_LEN, MAX_PACKET_SIZE, Output, Packetizer, SRD_LEN};
 use nagare_proto::rtp::{self, RtpPacket};
 
 fuzz_target!(|data: &[u8]| {

@@ -19,7 +19,7 @@
 use libfuzzer_sys::fuzz_target;
 use nagare_fuzz::CountingAlloc;
 use nagare_proto::Error;
-use nagare_proto::metrics::Arrival;
+use nagare_proto::probe::analysis::Arrival;
 use nagare_proto::probe::{
     ControlMessage, FRAME_HEADER_LEN, FrameHeader, FrameKind, MAX_FRAME_LEN, RECORD_LEN,
     records_from_bytes, records_to_frames,

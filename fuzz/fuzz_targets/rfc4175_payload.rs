@@ -7,7 +7,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use nagare_fuzz::{Reader, small_format};
-use nagare_proto::rfc4175::{ESN_LEN, PayloadView, SRD_LEN};
+use nagare_proto::video::st2110_20::{ESN_LEN, PayloadView, SRD_LEN};
 
 fuzz_target!(|data: &[u8]| {
     let mut r = Reader::new(data);

@@ -5,7 +5,7 @@
 use std::net::UdpSocket;
 use std::time::Duration;
 
-use nagare_proto::rfc4175::Packetizer;
+use nagare_proto::video::st2110_20::Packetizer;
 use nagare_proto::{FrameRate, PixelFormat, VideoFormat};
 
 use crate::common::{Running, Scratch, nagare, noise};

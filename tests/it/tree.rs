@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nagare_proto::pattern::Pattern;
+use nagare_proto::video::pattern::Pattern;
 use nagare_proto::{PixelFormat, VideoFormat};
 use serde_json::Value;
 
@@ -304,7 +304,7 @@ fn hostile_length_does_not_take_the_source_down() {
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     assert!(matches!(
         read_wire(&mut s),
-        nagare_proto::tree_wire::Control::Challenge { .. }
+        nagare_proto::tree::wire::Control::Challenge { .. }
     ));
     // A 4 GB message: refused without allocating, connection closed.
     s.write_all(&u32::MAX.to_be_bytes()).unwrap();
@@ -516,8 +516,8 @@ fn stalled_child_lags_alone_and_catches_up_bit_exact() {
 }
 
 /// Reads one framed tree message off a raw connection.
-fn read_wire(s: &mut std::net::TcpStream) -> nagare_proto::tree_wire::Control {
-    use nagare_proto::tree_wire::{self, Control};
+fn read_wire(s: &mut std::net::TcpStream) -> nagare_proto::tree::wire::Control {
+    use nagare_proto::tree::wire::{self as tree_wire, Control};
     let mut header = [0u8; 4];
     s.read_exact(&mut header).unwrap();
     let len = tree_wire::body_len(header).unwrap();
@@ -530,7 +530,7 @@ fn read_wire(s: &mut std::net::TcpStream) -> nagare_proto::tree_wire::Control {
 
 #[test]
 fn replayed_answer_is_refused_and_the_key_never_travels() {
-    use nagare_proto::tree_wire::{Control, Role, proof};
+    use nagare_proto::tree::wire::{Control, Role, proof};
     use std::io::Write;
     let mut procs = Procs::default();
     let addr = start_source(

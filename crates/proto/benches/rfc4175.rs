@@ -3,8 +3,8 @@
 //! (1500-byte MTU and 9000-byte jumbo).
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use nagare_proto::rfc4175::{Depacketizer, Output, Packetizer};
 use nagare_proto::rtp::RtpPacket;
+use nagare_proto::video::st2110_20::{Depacketizer, Output, Packetizer};
 use nagare_proto::{PixelFormat, VideoFormat};
 
 fn frame(format: &VideoFormat) -> Vec<u8> {

@@ -7,23 +7,20 @@
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+#![warn(unreachable_pub)]
 
 mod error;
-pub mod format;
-pub mod metrics;
 pub mod netem;
-pub mod pacer;
-pub mod pattern;
 pub mod probe;
-pub mod profile;
-pub mod relay;
-pub mod rfc4175;
 pub mod rtp;
 pub mod screen;
 pub mod sdp;
 pub mod stats;
 pub mod tree;
-pub mod tree_wire;
+pub mod units;
+pub mod video;
+
+pub use units::{BitRate, ByteSize, ExtSeq, MediaTime, Nanos, Ssrc};
 
 pub use error::Error;
-pub use format::{FrameRate, PixelFormat, VideoFormat};
+pub use video::{FrameRate, PixelFormat, VideoFormat};

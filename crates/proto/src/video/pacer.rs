@@ -1,0 +1,314 @@
+//! The send schedule: packet `i` of frame `f` leaves at
+//! `start(f) + i × period / packets_per_frame` (ST 2110-21's linear
+//! spreading), computed from integers each time so it never drifts.
+//!
+//! Time is a [`Duration`] since the start of the first scheduled frame; the
+//! driver maps it to its clock. When the sender falls behind, packets leave
+//! no closer together than `interval / catch_up`, so a stall is followed by
+//! a bounded-rate catch-up rather than a burst, and packets released more
+//! than `late_after` behind their slot are counted late.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::video::format::FrameRate;
+
+/// Default lateness tolerance.
+pub const DEFAULT_LATE_AFTER: Duration = Duration::from_micros(100);
+/// Default catch-up speed: 1.5 × the nominal packet rate.
+pub const DEFAULT_CATCH_UP: f64 = 1.5;
+
+/// Counters of a [`Pacer`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct PacingStats {
+    /// Packets released.
+    pub packets: u64,
+    /// Packets released more than `late_after` behind their slot.
+    pub late: u64,
+    /// Largest lateness seen, in nanoseconds.
+    pub max_late_ns: u64,
+    /// Frame slots skipped because no frame was ready (underruns).
+    pub skipped_frames: u64,
+}
+
+/// A per-flow packet schedule on virtual time.
+#[derive(Debug, Clone)]
+pub struct Pacer {
+    rate: FrameRate,
+    packets_per_frame: u64,
+    first_frame: u64,
+    base_ns: u128,
+    next: u64,
+    last_release: Option<(Duration, u32)>,
+    min_gap: Duration,
+    late_after: Duration,
+    stats: PacingStats,
+}
+
+impl Pacer {
+    /// A schedule of `packets_per_frame` packets per frame at `rate`,
+    /// whose time zero is the start of frame `first_frame` (frames are
+    /// numbered from the epoch, so this also fixes RTP timestamps).
+    pub fn new(rate: FrameRate, packets_per_frame: usize, first_frame: u64) -> Self {
+        let ppf = packets_per_frame.max(1) as u64;
+        let mut p = Pacer {
+            rate,
+            packets_per_frame: ppf,
+            first_frame,
+            base_ns: 0,
+            next: 0,
+            last_release: None,
+            min_gap: Duration::ZERO,
+            late_after: DEFAULT_LATE_AFTER,
+            stats: PacingStats::default(),
+        };
+        p.base_ns = p.abs_ns(0);
+        p.set_catch_up(DEFAULT_CATCH_UP);
+        p
+    }
+
+    /// Sets how much faster than nominal a late sender may catch up
+    /// (≥ 1; `f64::INFINITY` means no limit).
+    pub fn set_catch_up(&mut self, factor: f64) {
+        let interval = self.rate.frame_start_ns(1) as f64 / self.packets_per_frame as f64;
+        let factor = factor.max(1.0);
+        self.min_gap = Duration::from_nanos((interval / factor) as u64);
+    }
+
+    /// Sets the lateness tolerance.
+    pub fn set_late_after(&mut self, d: Duration) {
+        self.late_after = d;
+    }
+
+    fn abs_ns(&self, packet: u64) -> u128 {
+        let ppf = u128::from(self.packets_per_frame);
+        let k = u128::from(self.first_frame) * ppf + u128::from(packet);
+        k * u128::from(self.rate.den) * 1_000_000_000 / (u128::from(self.rate.num) * ppf)
+    }
+
+    /// The slot of schedule packet `packet` (counted from the first frame).
+    pub fn slot(&self, packet: u64) -> Duration {
+        let ns = self.abs_ns(packet) - self.base_ns;
+        Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
+    }
+
+    /// Packets per frame.
+    pub fn packets_per_frame(&self) -> u64 {
+        self.packets_per_frame
+    }
+
+    /// Index of the next packet to release, counted from the first frame.
+    pub fn next_packet(&self) -> u64 {
+        self.next
+    }
+
+    /// Epoch frame number of the next packet.
+    pub fn frame(&self) -> u64 {
+        self.first_frame + self.next / self.packets_per_frame
+    }
+
+    /// Position of the next packet within its frame.
+    pub fn index_in_frame(&self) -> usize {
+        (self.next % self.packets_per_frame) as usize
+    }
+
+    /// Earliest time the next packet may leave: its slot, or the catch-up
+    /// limit after the previous train (`count × interval / catch_up`),
+    /// whichever is later.
+    pub fn next_release(&self) -> Duration {
+        let slot = self.slot(self.next);
+        match self.last_release {
+            Some((at, count)) => slot.max(at + self.min_gap * count),
+            None => slot,
+        }
+    }
+
+    /// How many packets may leave at `now` as one train of at most `max`,
+    /// without crossing the end of the current frame: the next packet (if
+    /// due) and those whose slots fall within `burst` after its slot. A
+    /// train never leaves before its first slot, `burst` bounds how early
+    /// its last packet leaves, and a late sender's trains are spaced by the
+    /// catch-up limit, so a stall never turns into an unbounded burst.
+    pub fn due(&self, now: Duration, max: usize, burst: Duration) -> usize {
+        if now < self.next_release() || max == 0 {
+            return 0;
+        }
+        let left_in_frame = self.packets_per_frame - self.next % self.packets_per_frame;
+        let limit = (max as u64).min(left_in_frame);
+        let horizon = self.slot(self.next) + burst;
+        let mut n = 1;
+        while n < limit && self.slot(self.next + n) <= horizon {
+            n += 1;
+        }
+        n as usize
+    }
+
+    /// Longest train worth sending in one go: the first packet plus those
+    /// whose slots fall within `burst` of it, at most `cap` (what one
+    /// syscall can carry) and at least one. Drivers size their batch
+    /// buffers with it and pass it to [`Pacer::due`] as `max`.
+    pub fn max_train(&self, burst: Duration, cap: usize) -> usize {
+        let interval_ns = self.rate.frame_start_ns(1) as f64 / self.packets_per_frame as f64;
+        let by_burst = (burst.as_nanos() as f64 / interval_ns).floor() as usize + 1;
+        by_burst.clamp(1, cap.max(1))
+    }
+
+    /// Records that `count` packets left at `now`.
+    pub fn sent(&mut self, now: Duration, count: usize) {
+        for k in 0..count as u64 {
+            let slot = self.slot(self.next + k);
+            if let Some(late) = now.checked_sub(slot) {
+                let ns = late.as_nanos() as u64;
+                self.stats.max_late_ns = self.stats.max_late_ns.max(ns);
+                if late > self.late_after {
+                    self.stats.late += 1;
+                }
+            }
+        }
+        self.stats.packets += count as u64;
+        self.next += count as u64;
+        self.last_release = Some((now, count as u32));
+    }
+
+    /// Lateness of the next packet at `now` (zero when not behind).
+    pub fn lateness(&self, now: Duration) -> Duration {
+        now.saturating_sub(self.slot(self.next))
+    }
+
+    /// Gives up the rest of the current frame's slot (no frame was ready)
+    /// and moves to the start of the next frame; counts an underrun.
+    pub fn skip_frame(&mut self) {
+        let ppf = self.packets_per_frame;
+        self.next = (self.next / ppf + 1) * ppf;
+        self.stats.skipped_frames += 1;
+        self.last_release = None;
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> PacingStats {
+        self.stats
+    }
+
+    /// The frame rate being paced.
+    pub fn rate(&self) -> FrameRate {
+        self.rate
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rate(n: u32, d: u32) -> FrameRate {
+        FrameRate::new(n, d).unwrap()
+    }
+
+    #[test]
+    fn each_packet_at_its_instant() {
+        let mut p = Pacer::new(rate(50, 1), 4, 0);
+        // 20 ms frame, 4 packets: 0, 5, 10, 15 ms; next frame at 20 ms.
+        let want = [0u64, 5, 10, 15, 20, 25];
+        for w in want {
+            let t = p.next_release();
+            assert_eq!(t, Duration::from_millis(w));
+            assert_eq!(p.due(t, 1, Duration::ZERO), 1);
+            p.sent(t, 1);
+        }
+        assert_eq!(p.stats().late, 0);
+        assert_eq!(p.frame(), 1);
+        assert_eq!(p.index_in_frame(), 2);
+    }
+
+    #[test]
+    fn max_train_fits_the_burst_window() {
+        // 50 fps, 4 packets: one every 5 ms.
+        let p = Pacer::new(rate(50, 1), 4, 0);
+        assert_eq!(p.max_train(Duration::ZERO, 64), 1);
+        assert_eq!(p.max_train(Duration::from_micros(4_999), 64), 1);
+        assert_eq!(p.max_train(Duration::from_millis(5), 64), 2);
+        assert_eq!(p.max_train(Duration::from_millis(100), 7), 7);
+        assert_eq!(p.max_train(Duration::from_millis(100), 0), 1);
+    }
+
+    #[test]
+    fn no_drift_over_a_million_packets() {
+        // 59.94 fps, 4319 packets a frame: the period is not a whole
+        // number of nanoseconds, which is where accumulated sums drift.
+        let r = rate(60000, 1001);
+        let ppf = 4319;
+        let mut p = Pacer::new(r, ppf, 123_456_789);
+        let mut prev = Duration::ZERO;
+        for _ in 0..1_000_000u64 {
+            let t = p.next_release();
+            assert!(t >= prev);
+            prev = t;
+            p.sent(t, 1);
+        }
+        let n = 1_000_000u64;
+        let exact = n as f64 * 1001.0 / 60000.0 / ppf as f64; // seconds
+        let got = p.next_release().as_secs_f64();
+        assert!(
+            (got - exact).abs() < 2e-9,
+            "drift {} ns",
+            (got - exact) * 1e9
+        );
+        // and frame starts land exactly on the epoch grid
+        let f = 1_000_000 / ppf as u64 + 1;
+        let start = p.slot(f * ppf as u64).as_nanos();
+        let want = r.frame_start_ns(123_456_789 + f) - r.frame_start_ns(123_456_789);
+        assert_eq!(start, want);
+    }
+
+    #[test]
+    fn bounded_catch_up_after_a_stall() {
+        // 1000 packets/s: interval 1 ms; catch-up 2x => 0.5 ms spacing.
+        let mut p = Pacer::new(rate(10, 1), 100, 0);
+        p.set_catch_up(2.0);
+        p.sent(Duration::ZERO, 1);
+        // stall for 10 ms: packets 1..=10 are overdue
+        let mut now = Duration::from_millis(10);
+        let mut releases = Vec::new();
+        for _ in 0..30 {
+            now = now.max(p.next_release());
+            let n = p.due(now, 64, Duration::ZERO);
+            assert_eq!(n, 1, "overdue packets must not burst");
+            releases.push(now);
+            p.sent(now, n);
+        }
+        for w in releases.windows(2) {
+            assert!(w[1] - w[0] >= Duration::from_micros(500));
+        }
+        // Caught up after ~20 packets: the schedule is back on its slots.
+        let t = p.next_release();
+        assert_eq!(t, p.slot(p.next_packet()));
+        assert!(p.stats().late > 0);
+        assert!(p.stats().max_late_ns >= 9_000_000);
+    }
+
+    #[test]
+    fn trains_start_on_their_slot_and_stay_in_frame() {
+        let mut p = Pacer::new(rate(1, 1), 10, 0); // 100 ms interval
+        assert_eq!(
+            p.due(Duration::from_millis(0), 4, Duration::from_millis(250)),
+            3
+        );
+        assert_eq!(p.due(Duration::ZERO, 64, Duration::from_secs(5)), 10);
+        p.sent(Duration::ZERO, 8);
+        assert_eq!(p.due(p.next_release(), 64, Duration::from_secs(5)), 2);
+        assert_eq!(
+            p.due(Duration::from_millis(799), 64, Duration::from_secs(5)),
+            0
+        );
+    }
+
+    #[test]
+    fn skip_frame_keeps_the_grid() {
+        let mut p = Pacer::new(rate(25, 1), 10, 7);
+        p.sent(Duration::ZERO, 3);
+        p.skip_frame();
+        assert_eq!(p.frame(), 8);
+        assert_eq!(p.next_release(), Duration::from_millis(40));
+        assert_eq!(p.stats().skipped_frames, 1);
+    }
+}

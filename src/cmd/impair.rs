@@ -1,0 +1,403 @@
+//! `nagare impair`: a user-space UDP relay that impairs what it forwards,
+//! in the spirit of Linux netem (absent here and on many VMs). The seeded
+//! model lives in `nagare_proto::netem`; this is its socket driver.
+//!
+//! Datagrams from clients to `--listen` go through the model to `--to`;
+//! replies come back untouched to the client that sent last (one flow at
+//! a time, like a minimal NAT). With `--tcp`, TCP connections to the same
+//! port are forwarded untouched, so a probe's control connection follows
+//! its test stream through the relay.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::Args;
+use nagare_proto::netem::{ImpairConfig, ImpairCounters, Impairment, parse_seq_list};
+use nagare_proto::rtp::RtpPacket;
+use serde::Serialize;
+
+/// `nagare impair`.
+#[derive(Args, Debug)]
+pub struct ImpairArgs {
+    /// Address to receive on; port 0 picks one (printed on stderr).
+    #[arg(long)]
+    listen: SocketAddr,
+    /// Where to forward to.
+    #[arg(long)]
+    to: SocketAddr,
+    /// Random loss probability of stream packets: 0.01 or 1%.
+    #[arg(long, value_parser = parse_probability)]
+    loss: Option<f64>,
+    /// Gilbert burst loss: P_GOOD_TO_BAD:P_BAD_TO_GOOD (every packet lost
+    /// in the bad state; mean burst 1/P_BAD_TO_GOOD).
+    #[arg(long)]
+    gilbert: Option<String>,
+    /// Probability that a stream packet is held back and overtaken.
+    #[arg(long, value_parser = parse_probability)]
+    reorder: Option<f64>,
+    /// How many later packets overtake a reordered one.
+    #[arg(long, default_value_t = 3)]
+    reorder_gap: u64,
+    /// Probability that a stream packet is duplicated.
+    #[arg(long, value_parser = parse_probability)]
+    duplicate: Option<f64>,
+    /// One-way delay: 5ms, 500us, 0.1s (bare numbers are ms).
+    #[arg(long, value_parser = parse_time_ns)]
+    delay: Option<u64>,
+    /// Delay varies uniformly within ± this (reorders when above the
+    /// packet spacing, as netem does).
+    #[arg(long, value_parser = parse_time_ns)]
+    jitter: Option<u64>,
+    /// Bottleneck rate (bits/s, k/M/G suffixes); 100 ms queue, then drops.
+    #[arg(long)]
+    rate: Option<String>,
+    /// RTP sequence numbers to drop: 5,10-14,100.
+    #[arg(long, value_name = "LIST")]
+    drop_seq: Option<String>,
+    /// RTP sequence numbers to reorder (each overtaken by --reorder-gap).
+    #[arg(long, value_name = "LIST")]
+    reorder_seq: Option<String>,
+    /// RTP sequence numbers to duplicate.
+    #[arg(long, value_name = "LIST")]
+    duplicate_seq: Option<String>,
+    /// Seed of the random impairments (same seed, same fate per packet).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Forward TCP connections to the same port untouched.
+    #[arg(long)]
+    tcp: bool,
+    /// Stop after this many seconds (default: on Ctrl-C).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Print the counters as JSON when stopping.
+    #[arg(long)]
+    json: bool,
+    /// Allow listening on a non-loopback address.
+    #[arg(long)]
+    public: bool,
+}
+
+fn parse_probability(s: &str) -> Result<f64, String> {
+    let (num, scale) = match s.trim().strip_suffix('%') {
+        Some(n) => (n, 100.0),
+        None => (s.trim(), 1.0),
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a probability; write 0.01 or 1%"))?;
+    let p = v / scale;
+    if !(0.0..=1.0).contains(&p) {
+        return Err(format!("{s:?} is outside 0..1 (0%..100%)"));
+    }
+    Ok(p)
+}
+
+fn parse_time_ns(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, scale) = if let Some(n) = t.strip_suffix("us") {
+        (n, 1e3)
+    } else if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e6)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1e9)
+    } else {
+        (t, 1e6)
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a time; write 5ms, 500us or 0.1s"))?;
+    let ns = v * scale;
+    if !ns.is_finite() || !(0.0..=60e9).contains(&ns) {
+        return Err(format!("{s:?} is outside 0..60 s"));
+    }
+    Ok(ns.round() as u64)
+}
+
+fn config(a: &ImpairArgs) -> Result<ImpairConfig> {
+    let gilbert = match &a.gilbert {
+        Some(g) => {
+            let (x, y) = g.split_once(':').ok_or_else(|| {
+                anyhow!("--gilbert {g:?}: write P_GOOD_TO_BAD:P_BAD_TO_GOOD, like 0.01:0.3")
+            })?;
+            let p = |v: &str| parse_probability(v).map_err(|e| anyhow!("--gilbert: {e}"));
+            Some((p(x)?, p(y)?))
+        }
+        None => None,
+    };
+    let list = |l: &Option<String>, what: &str| -> Result<_> {
+        match l {
+            Some(t) => parse_seq_list(t).with_context(|| format!("--{what} {t:?}")),
+            None => Ok(Default::default()),
+        }
+    };
+    let cfg = ImpairConfig {
+        loss: a.loss.unwrap_or(0.0),
+        gilbert,
+        reorder: a.reorder.unwrap_or(0.0),
+        reorder_gap: a.reorder_gap,
+        duplicate: a.duplicate.unwrap_or(0.0),
+        delay_ns: a.delay.unwrap_or(0),
+        jitter_ns: a.jitter.unwrap_or(0),
+        rate_bps: a
+            .rate
+            .as_deref()
+            .map(crate::cli::parse_bit_rate)
+            .transpose()?,
+        queue_ns: 100_000_000,
+        drop_seq: list(&a.drop_seq, "drop-seq")?,
+        reorder_seq: list(&a.reorder_seq, "reorder-seq")?,
+        duplicate_seq: list(&a.duplicate_seq, "duplicate-seq")?,
+        seed: a.seed,
+    };
+    cfg.validate()
+        .map_err(|e| anyhow!("{e}; check --loss, --gilbert, --reorder, --reorder-gap, --duplicate, --delay/--jitter, --rate"))?;
+    Ok(cfg)
+}
+
+#[derive(Serialize)]
+struct Summary {
+    #[serde(flatten)]
+    counters: ImpairCounters,
+    dropped: u64,
+    replies: u64,
+    tcp_connections: u64,
+}
+
+pub fn run(a: ImpairArgs) -> Result<ExitCode> {
+    let cfg = config(&a)?;
+    if !a.listen.ip().is_loopback() && !a.public {
+        bail!(
+            "--listen {} reaches beyond this host; add --public if you mean it",
+            a.listen
+        );
+    }
+    let down = crate::cmd::probe::bind_udp(a.listen)?;
+    let local = down.local_addr()?;
+    let tcp = if a.tcp {
+        Some(
+            TcpListener::bind(local)
+                .with_context(|| format!("binding TCP {local} for --tcp: is the port taken?"))?,
+        )
+    } else {
+        None
+    };
+    let up = UdpSocket::bind(crate::cmd::probe::any_for(a.to))
+        .context("binding the upstream UDP socket")?;
+    up.connect(a.to)
+        .with_context(|| format!("connecting UDP to --to {}", a.to))?;
+    eprintln!(
+        "nagare impair relaying {local} -> {}; port {}",
+        a.to,
+        local.port()
+    );
+
+    // Ctrl-C / SIGTERM stop the relay cleanly, so it prints its counters.
+    let stop: &'static AtomicBool = crate::stop_flag();
+    let client: Arc<Mutex<Option<SocketAddr>>> = Arc::new(Mutex::new(None));
+    let replies = Arc::new(AtomicU64::new(0));
+    let tcp_conns = Arc::new(AtomicU64::new(0));
+
+    // Replies: upstream -> last client, untouched.
+    let back = {
+        let (up, down, client, replies) = (
+            up.try_clone()?,
+            down.try_clone()?,
+            client.clone(),
+            replies.clone(),
+        );
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 65_536];
+            let _ = up.set_read_timeout(Some(Duration::from_millis(50)));
+            while !stop.load(Ordering::Relaxed) {
+                if let Ok(n) = up.recv(&mut buf) {
+                    let to = *client.lock().unwrap_or_else(|p| p.into_inner());
+                    if let Some(to) = to {
+                        let _ = down.send_to(&buf[..n], to);
+                        replies.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        })
+    };
+    if let Some(listener) = tcp {
+        let (to, n) = (a.to, tcp_conns.clone());
+        listener.set_nonblocking(true)?;
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((c, _)) => {
+                        n.fetch_add(1, Ordering::Relaxed);
+                        std::thread::spawn(move || pipe_tcp(c, to));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+    }
+
+    let end = a
+        .duration
+        .filter(|d| d.is_finite() && *d > 0.0)
+        .map(|d| Instant::now() + Duration::from_secs_f64(d.min(1e7)));
+    let counters = forward(&down, &up, cfg, &client, stop, end)?;
+    stop.store(true, Ordering::Relaxed);
+    let _ = back.join();
+    let s = Summary {
+        dropped: counters.dropped(),
+        counters,
+        replies: replies.load(Ordering::Relaxed),
+        tcp_connections: tcp_conns.load(Ordering::Relaxed),
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+    } else {
+        let c = &s.counters;
+        println!(
+            "received {} ({} stream), forwarded {}, dropped {} (random {}, gilbert {}, scripted {}, queue {}) in {} episodes, duplicated {}, reordered {}, replies {}",
+            c.received,
+            c.stream,
+            c.forwarded,
+            s.dropped,
+            c.dropped_random,
+            c.dropped_gilbert,
+            c.dropped_scripted,
+            c.dropped_queue,
+            c.loss_episodes,
+            c.duplicated,
+            c.reordered,
+            s.replies
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Held packets go out when the stream pauses this long.
+const FLUSH_IDLE: Duration = Duration::from_millis(50);
+
+fn forward(
+    down: &UdpSocket,
+    up: &UdpSocket,
+    cfg: ImpairConfig,
+    client: &Mutex<Option<SocketAddr>>,
+    stop: &AtomicBool,
+    end: Option<Instant>,
+) -> Result<ImpairCounters> {
+    let mut model: Impairment<Vec<u8>> = Impairment::new(cfg);
+    let start = Instant::now();
+    let ns = |t: Instant| t.duration_since(start).as_nanos() as u64;
+    // Departure queue ordered by (time, arrival order): ties keep order.
+    let mut queue: BinaryHeap<Reverse<(u64, u64, Vec<u8>)>> = BinaryHeap::new();
+    let mut order = 0u64;
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 65_536];
+    let mut last_rx = Instant::now();
+    loop {
+        let now = Instant::now();
+        if stop.load(Ordering::Relaxed) || end.is_some_and(|e| now >= e) {
+            break;
+        }
+        // Send what is due.
+        while let Some(Reverse((at, _, _))) = queue.peek() {
+            if *at > ns(Instant::now()) {
+                break;
+            }
+            if let Some(Reverse((_, _, p))) = queue.pop() {
+                let _ = up.send(&p);
+            }
+        }
+        if model.held() > 0 && now.duration_since(last_rx) >= FLUSH_IDLE {
+            model.flush(ns(now), &mut out);
+        }
+        let wait = match queue.peek() {
+            Some(Reverse((at, _, _))) => {
+                Duration::from_nanos(at.saturating_sub(ns(Instant::now())))
+            }
+            None => Duration::from_millis(20),
+        }
+        .clamp(Duration::from_micros(20), Duration::from_millis(20));
+        down.set_read_timeout(Some(wait))?;
+        match down.recv_from(&mut buf) {
+            Ok((n, src)) => {
+                let now = Instant::now();
+                *client.lock().unwrap_or_else(|p| p.into_inner()) = Some(src);
+                let pkt = &buf[..n];
+                let seq = RtpPacket::new_checked(pkt)
+                    .ok()
+                    .map(|r| r.sequence_number());
+                if seq.is_some() {
+                    // Only the stream's own pauses release held packets.
+                    last_rx = now;
+                }
+                model.push(ns(now), pkt.to_vec(), n, seq, &mut out);
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
+                        | std::io::ErrorKind::ConnectionRefused
+                ) => {}
+            Err(e) => return Err(e).context("receiving on the relay"),
+        }
+        for (at, p) in out.drain(..) {
+            queue.push(Reverse((at, order, p)));
+            order += 1;
+        }
+    }
+    // Whatever is still queued goes out now, so counters match what left.
+    model.flush(ns(Instant::now()), &mut out);
+    for (_, p) in out.drain(..) {
+        let _ = up.send(&p);
+    }
+    while let Some(Reverse((_, _, p))) = queue.pop() {
+        let _ = up.send(&p);
+    }
+    Ok(model.counters())
+}
+
+fn pipe_tcp(client: TcpStream, to: SocketAddr) {
+    let Ok(server) = TcpStream::connect_timeout(&to, Duration::from_secs(3)) else {
+        return;
+    };
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    let (Ok(mut c2), Ok(mut s2)) = (client.try_clone(), server.try_clone()) else {
+        return;
+    };
+    let up = std::thread::spawn(move || {
+        let mut c = client;
+        let mut s = server;
+        let _ = std::io::copy(&mut c, &mut s);
+        let _ = s.shutdown(std::net::Shutdown::Write);
+    });
+    let _ = std::io::copy(&mut s2, &mut c2);
+    let _ = c2.shutdown(std::net::Shutdown::Write);
+    let _ = up.join();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probabilities_and_times() {
+        assert_eq!(parse_probability("1%").unwrap(), 0.01);
+        assert_eq!(parse_probability("0.25").unwrap(), 0.25);
+        assert!(parse_probability("150%").is_err());
+        assert!(parse_probability("x").is_err());
+        assert_eq!(parse_time_ns("5ms").unwrap(), 5_000_000);
+        assert_eq!(parse_time_ns("500us").unwrap(), 500_000);
+        assert_eq!(parse_time_ns("0.1s").unwrap(), 100_000_000);
+        assert_eq!(parse_time_ns("2").unwrap(), 2_000_000);
+        assert!(parse_time_ns("-1ms").is_err());
+        assert!(parse_time_ns("1h").is_err());
+    }
+}
