@@ -160,7 +160,4 @@ pub enum Error {
         /// Largest allowed.
         max: u64,
     },
-    /// An impairment probability outside 0..=1 or a bad impairment spec.
-    #[error("impairment {0} is out of range")]
-    Impairment(&'static str),
 }
