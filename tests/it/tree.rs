@@ -3,14 +3,14 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdout, Stdio};
 use std::time::{Duration, Instant};
 
 use nagare_api::tree::{PeerReport, SourceReport};
 use nagare_proto::video::pattern::Pattern;
 use nagare_proto::{PixelFormat, VideoFormat};
 
-use crate::common::{Scratch, have, nagare};
+use crate::common::{Scratch, nagare};
 
 const KEY: &str = "00112233445566778899aabbccddeeff";
 
@@ -342,9 +342,29 @@ fn hostile_length_does_not_take_the_source_down() {
     assert_eq!(peer_report(&r).frames, 3);
 }
 
+#[cfg(not(feature = "x11"))]
+#[test]
+fn headless_build_says_it_has_no_x11() {
+    let out = nagare()
+        .args(["tree", "source", "--capture", "x11", "--listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("built without X11 support"), "{err}");
+    let out = nagare()
+        .args(["tree", "join", "127.0.0.1:9", "--key", KEY, "--view"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("built without it"), "{err}");
+}
+
 /// Starts Xvfb on a free display; `None` (skip) when it is missing outside CI.
+#[cfg(feature = "x11")]
 fn xvfb(procs: &mut Procs, size: &str) -> Option<String> {
-    if !have("Xvfb") {
+    if !crate::common::have("Xvfb") {
         assert!(
             std::env::var_os("CI").is_none(),
             "Xvfb is missing (Debian package xvfb)"
@@ -352,7 +372,7 @@ fn xvfb(procs: &mut Procs, size: &str) -> Option<String> {
         eprintln!("skipping: Xvfb not installed (apt-get install xvfb)");
         return None;
     }
-    let mut c = Command::new("Xvfb")
+    let mut c = std::process::Command::new("Xvfb")
         .args(["-displayfd", "1", "-nolisten", "tcp", "-screen", "0"])
         .arg(format!("{size}x24"))
         .stdout(Stdio::piped())
@@ -366,6 +386,7 @@ fn xvfb(procs: &mut Procs, size: &str) -> Option<String> {
     Some(format!(":{}", line.trim()))
 }
 
+#[cfg(feature = "x11")]
 #[test]
 fn x11_capture_reaches_a_peer_with_a_window() {
     let mut procs = Procs::default();
@@ -395,7 +416,7 @@ fn x11_capture_reaches_a_peer_with_a_window() {
         .spawn()
         .unwrap();
     let mut out = BufReader::new(c.stdout.take().unwrap());
-    procs.push(c);
+    let source = procs.push(c);
     let mut text = String::new();
     let mut addr = None;
     for _ in 0..5 {
@@ -443,6 +464,9 @@ fn x11_capture_reaches_a_peer_with_a_window() {
         .unwrap();
     assert!(peer.wait().unwrap().success(), "{err}");
     assert!(!err.contains("--view"), "window failed: {err}");
+    // The source writes its report once it has seen the stream out.
+    let status = crate::common::wait_bounded(&mut procs.0[source], 30, "tree source");
+    assert!(status.success());
     let got = peer_report(&r).fingerprints;
     assert_eq!(got, source_report(&src_report).fingerprints);
     assert_eq!(got.len(), 10);

@@ -135,7 +135,7 @@ impl Source<'_> {
             }
             // Wake now and then to notice Ctrl-C.
             let until = self.links.now() + Nanos::from_millis(200);
-            self.pump(until)?;
+            self.pump(until, |c| c.ready() >= count)?;
         }
         Ok(true)
     }
@@ -164,7 +164,7 @@ impl Source<'_> {
         while args.frames.is_none_or(|f| n < f) && !stop.load(Ordering::Relaxed) {
             // Frame start times fit u64 nanoseconds for 584 years.
             let due = start + Nanos(rate.frame_start_ns(n) as u64);
-            self.pump(due)?;
+            self.pump(due, |_| false)?;
             let t0 = Instant::now();
             let captured_us = now_us();
             if !capture.next(&mut frame)? {
@@ -200,17 +200,14 @@ impl Source<'_> {
         self.coord.handle_input(self.links.now(), Input::End)?;
         self.flush();
         let limit = self.links.now() + Nanos::from(DRAIN_LIMIT);
-        while !self.coord.is_finished() && self.links.now() < limit {
-            let until = (self.links.now() + Nanos::from_millis(200)).min(limit);
-            self.pump(until)?;
-        }
+        self.pump(limit, Coordinator::is_finished)?;
         self.links.finish(DRAIN_LIMIT);
         Ok(())
     }
 
-    /// Handles inputs until `until`.
-    fn pump(&mut self, until: Nanos) -> anyhow::Result<()> {
-        loop {
+    /// Handles inputs until `until`, or until `done` holds.
+    fn pump(&mut self, until: Nanos, done: impl Fn(&Coordinator) -> bool) -> anyhow::Result<()> {
+        while !done(self.coord) {
             let deadline = self.coord.poll_timeout().map_or(until, |t| t.min(until));
             let input = match self.links.next(Some(deadline))? {
                 Some(l) => Input::Link(l),
@@ -220,6 +217,7 @@ impl Source<'_> {
             self.coord.handle_input(self.links.now(), input)?;
             self.flush();
         }
+        Ok(())
     }
 
     /// Writes what the coordinator wants written and tells the user what
