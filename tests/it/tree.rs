@@ -346,7 +346,14 @@ fn hostile_length_does_not_take_the_source_down() {
 #[test]
 fn headless_build_says_it_has_no_x11() {
     let out = nagare()
-        .args(["tree", "source", "--capture", "x11", "--listen", "127.0.0.1:0"])
+        .args([
+            "tree",
+            "source",
+            "--capture",
+            "x11",
+            "--listen",
+            "127.0.0.1:0",
+        ])
         .output()
         .unwrap();
     assert!(!out.status.success());
@@ -386,31 +393,16 @@ fn xvfb(procs: &mut Procs, size: &str) -> Option<String> {
     Some(format!(":{}", line.trim()))
 }
 
+/// Starts a source capturing `display`; returns its index in `procs`
+/// and its address once it says it captures through MIT-SHM.
 #[cfg(feature = "x11")]
-#[test]
-fn x11_capture_reaches_a_peer_with_a_window() {
-    let mut procs = Procs::default();
-    let Some(display) = xvfb(&mut procs, "320x200") else {
-        return;
-    };
-    let dir = Scratch::new("treex11");
-    let src_report = dir.path("source.json");
+fn start_x11_source(procs: &mut Procs, display: &str, report: &Path) -> (usize, String) {
     let mut c = nagare()
         .args(["tree", "source", "--listen", "127.0.0.1:0", "--key", KEY])
-        .args([
-            "--capture",
-            &format!("x11:{display}"),
-            "--fps",
-            "20",
-            "--frames",
-            "10",
-        ])
-        .args([
-            "--wait-peers",
-            "1",
-            "--report",
-            src_report.to_str().unwrap(),
-        ])
+        .args(["--capture", &format!("x11:{display}")])
+        .args(["--fps", "20", "--frames", "10", "--wait-peers", "1"])
+        .arg("--report")
+        .arg(report)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -433,7 +425,19 @@ fn x11_capture_reaches_a_peer_with_a_window() {
         }
     }
     assert!(text.contains("capturing 320x200 through MIT-SHM"), "{text}");
-    let addr = addr.unwrap();
+    (source, addr.unwrap())
+}
+
+#[cfg(feature = "x11")]
+#[test]
+fn x11_capture_reaches_a_peer_with_a_window() {
+    let mut procs = Procs::default();
+    let Some(display) = xvfb(&mut procs, "320x200") else {
+        return;
+    };
+    let dir = Scratch::new("treex11");
+    let src_report = dir.path("source.json");
+    let (source, addr) = start_x11_source(&mut procs, &display, &src_report);
     let r = dir.path("p.json");
     let raw = dir.path("p.raw");
     let mut peer = nagare()
@@ -449,7 +453,7 @@ fn x11_capture_reaches_a_peer_with_a_window() {
         ])
         .arg("--report")
         .arg(&r)
-        .arg("--output")
+        .arg("-o")
         .arg(&raw)
         .env("DISPLAY", &display)
         .stdout(Stdio::null())
@@ -546,7 +550,11 @@ fn stalled_child_lags_alone_and_catches_up_bit_exact() {
     let r = peer_report(&dir.path("slow.json"));
     let truth: BTreeMap<u64, u64> = truth.into_iter().collect();
     assert!(r.ended, "{r:?}");
-    assert_eq!(r.last, Some(frames - 1), "the slow peer never caught up: {r:?}");
+    assert_eq!(
+        r.last,
+        Some(frames - 1),
+        "the slow peer never caught up: {r:?}"
+    );
     for (n, h) in &r.fingerprints {
         assert_eq!(truth.get(n), Some(h), "slow peer frame {n} is wrong");
     }

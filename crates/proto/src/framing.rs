@@ -299,10 +299,7 @@ mod tests {
             })
         );
         assert_eq!(split(&[0, 0, 0, 1, 99]), Err(Error::UnknownKind(99)));
-        assert_eq!(
-            split(&[0, 0]),
-            Err(Error::Truncated { needed: 4, got: 2 })
-        );
+        assert_eq!(split(&[0, 0]), Err(Error::Truncated { needed: 4, got: 2 }));
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use nagare_proto::tree::coordinator::{self, Coordinator, CoordinatorConfig};
 use nagare_proto::tree::peer::{self, Peer, PeerConfig};
-use nagare_proto::tree::{LinkId, LinkInput, Limits, PeerId, Transmit};
+use nagare_proto::tree::{Limits, LinkId, LinkInput, PeerId, Transmit};
 use nagare_proto::video::pattern::Pattern;
 use nagare_proto::{Nanos, PixelFormat, VideoFormat};
 
@@ -256,7 +256,12 @@ impl World {
             Transmit::Connect { dial, addr, .. } => {
                 let target = self.nodes.iter().position(|x| {
                     x.ip == addr.ip()
-                        && addr.port() == if x.ip == self.nodes[0].ip { SOURCE_PORT } else { RELAY_PORT }
+                        && addr.port()
+                            == if x.ip == self.nodes[0].ip {
+                                SOURCE_PORT
+                            } else {
+                                RELAY_PORT
+                            }
                 });
                 let Some(to) = target.filter(|&t| self.nodes[t].alive) else {
                     self.schedule(self.now + LATENCY, n, LinkInput::ConnectFailed { dial });
@@ -265,13 +270,39 @@ impl World {
                 let (a, b) = (LinkId(self.next_link), LinkId(self.next_link + 1));
                 self.next_link += 2;
                 let free_at = self.now;
-                self.ends.insert(a, End { node: n, remote: b, free_at });
-                self.ends.insert(b, End { node: to, remote: a, free_at });
+                self.ends.insert(
+                    a,
+                    End {
+                        node: n,
+                        remote: b,
+                        free_at,
+                    },
+                );
+                self.ends.insert(
+                    b,
+                    End {
+                        node: to,
+                        remote: a,
+                        free_at,
+                    },
+                );
                 let from = SocketAddr::new(self.nodes[n].ip, 40000 + (a.0 % 20000) as u16);
                 let nonce = std::array::from_fn(|i| (a.0 as u8).wrapping_mul(31) ^ i as u8);
                 let half = Nanos(LATENCY.0 / 2);
-                self.schedule(self.now + half, to, LinkInput::Accepted { link: b, from, nonce });
-                self.schedule(self.now + LATENCY, n, LinkInput::Connected { dial, link: a });
+                self.schedule(
+                    self.now + half,
+                    to,
+                    LinkInput::Accepted {
+                        link: b,
+                        from,
+                        nonce,
+                    },
+                );
+                self.schedule(
+                    self.now + LATENCY,
+                    n,
+                    LinkInput::Connected { dial, link: a },
+                );
             }
         }
     }
@@ -385,7 +416,11 @@ fn run(fault: Fault, frames: usize, at: usize, settled: usize) -> World {
         Machine::Source(c) => c.ready() == PEERS as usize,
         Machine::Peer(_) => false,
     });
-    assert_eq!(w.source().ready(), PEERS as usize, "not every peer attached");
+    assert_eq!(
+        w.source().ready(),
+        PEERS as usize,
+        "not every peer attached"
+    );
     assert_eq!(w.source().topology().depth(), 4);
     let start = w.now;
     for n in 0..frames {
@@ -398,7 +433,9 @@ fn run(fault: Fault, frames: usize, at: usize, settled: usize) -> World {
         w.send_frame(n);
     }
     let now = w.now;
-    w.source().handle_input(now, coordinator::Input::End).unwrap();
+    w.source()
+        .handle_input(now, coordinator::Input::End)
+        .unwrap();
     w.drain(0);
     let limit = w.now + Nanos::from_secs(10);
     w.run(limit, |w| {
@@ -428,7 +465,11 @@ fn check(w: &World, frames: usize, at: usize, settled: usize) {
         );
         if !sub.contains(&i) && i != moved {
             // Untouched by the repair: every frame, no re-attach.
-            assert_eq!(got.len(), frames, "peer {i} outside the subtree lost frames");
+            assert_eq!(
+                got.len(),
+                frames,
+                "peer {i} outside the subtree lost frames"
+            );
             assert_eq!(s.reattaches, 0, "peer {i} outside the subtree re-attached");
         } else {
             // Skipped only frames of the failure; everything after it.
@@ -444,7 +485,12 @@ fn check(w: &World, frames: usize, at: usize, settled: usize) {
         }
         if orphans.contains(&i) {
             assert_eq!(s.reattaches, 1, "orphan {i}");
-            assert_eq!(p.parent(), PeerId(moved as u32), "orphan {i} under {}", p.parent());
+            assert_eq!(
+                p.parent(),
+                PeerId(moved as u32),
+                "orphan {i} under {}",
+                p.parent()
+            );
         }
     }
     assert_eq!(w.peer(moved).parent(), PeerId::SOURCE);
@@ -484,5 +530,8 @@ fn hung_inner_node_is_found_silent_and_its_subtree_reattaches() {
     let w = run(Fault::Hang, 120, 20, 20 + 70 + 3);
     let lost: u64 = (2..w.nodes.len()).map(|i| w.peer(i).stats().lost).sum();
     assert!(lost > 0);
-    eprintln!("hang: {lost} frames skipped across the subtree, {:?} wall", t.elapsed());
+    eprintln!(
+        "hang: {lost} frames skipped across the subtree, {:?} wall",
+        t.elapsed()
+    );
 }

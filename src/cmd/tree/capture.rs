@@ -128,7 +128,9 @@ pub mod x11 {
     use nagare_proto::{PixelFormat, VideoFormat};
     use x11rb::connection::{Connection, RequestConnection};
     use x11rb::protocol::shm::{self, ConnectionExt as _};
-    use x11rb::protocol::xproto::{ConnectionExt as _, ImageFormat, ImageOrder, Screen, Setup, Window};
+    use x11rb::protocol::xproto::{
+        ConnectionExt as _, ImageFormat, ImageOrder, Screen, Setup, Window,
+    };
     use x11rb::rust_connection::RustConnection;
 
     use crate::net::shm::Segment;

@@ -50,9 +50,11 @@ pub fn run(args: JoinArgs) -> anyhow::Result<ExitCode> {
     })?;
     let relay_port = listener.local_addr()?.port();
     let output = match &args.output {
-        Some(p) => Some(BufWriter::new(File::create(p).with_context(|| {
-            format!("creating output file {}", p.display())
-        })?)),
+        Some(p) => {
+            Some(BufWriter::new(File::create(p).with_context(|| {
+                format!("creating output file {}", p.display())
+            })?))
+        }
         None => None,
     };
     let stall = (args.stall_ms > 0).then(|| Duration::from_millis(args.stall_ms));
@@ -121,9 +123,7 @@ impl Session {
             if self.peer.is_done() {
                 break;
             }
-            let reached = self
-                .frames
-                .is_some_and(|f| self.peer.stats().frames >= f);
+            let reached = self.frames.is_some_and(|f| self.peer.stats().frames >= f);
             let input = if reached && !left {
                 left = true;
                 Input::Leave
@@ -158,7 +158,10 @@ impl Session {
 
     fn event(&mut self, e: Event) -> anyhow::Result<()> {
         match e {
-            Event::Placed { placement: p, moved } => {
+            Event::Placed {
+                placement: p,
+                moved,
+            } => {
                 let verb = if moved { "moved" } else { "placed" };
                 println!(
                     "{verb} {} slot {} depth {} under {}",

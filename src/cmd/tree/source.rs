@@ -106,7 +106,11 @@ fn banner(
     let mut out = std::io::stdout().lock();
     writeln!(out, "listening {local}")?;
     writeln!(out, "key {}", format_key(key))?;
-    writeln!(out, "join with: nagare tree join {shown} --key {}", format_key(key))?;
+    writeln!(
+        out,
+        "join with: nagare tree join {shown} --key {}",
+        format_key(key)
+    )?;
     if let Some(how) = capture.describe() {
         writeln!(
             out,

@@ -220,7 +220,12 @@ impl ChunkBuilder {
     }
 
     /// Wraps the chunks in `FrameStart` and `FrameEnd`.
-    pub(super) fn finish(mut self, number: u64, base: Option<u64>, captured_us: u64) -> EncodedFrame {
+    pub(super) fn finish(
+        mut self,
+        number: u64,
+        base: Option<u64>,
+        captured_us: u64,
+    ) -> EncodedFrame {
         self.flush();
         let start = ScreenMessage::FrameStart {
             number,

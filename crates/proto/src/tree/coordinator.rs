@@ -343,8 +343,9 @@ impl Coordinator {
         let Some(peer) = self.by_link.remove(&link) else {
             return;
         };
+        // The link is closed already: the repair must not close it again.
+        self.members.remove(&peer);
         if self.ending {
-            self.members.remove(&peer);
             return;
         }
         self.events.push_back(Event::Left { peer });

@@ -23,6 +23,8 @@ mod fanout;
 pub mod link;
 pub mod peer;
 pub mod relay;
+#[cfg(test)]
+mod tests;
 pub mod topology;
 pub mod wire;
 

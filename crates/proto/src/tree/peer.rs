@@ -266,6 +266,9 @@ enum Upstream {
     },
     /// Attaching failed: ask the source again at `at`.
     Retry { at: Nanos },
+    /// The link to `addr` just closed (a moment's state, so nothing
+    /// closes it again).
+    Lost { addr: SocketAddr },
 }
 
 impl Upstream {
@@ -283,7 +286,8 @@ impl Upstream {
             Upstream::Dialing { addr, .. }
             | Upstream::Challenged { addr, .. }
             | Upstream::Welcoming { addr, .. }
-            | Upstream::Attached { addr, .. } => Some(addr),
+            | Upstream::Attached { addr, .. }
+            | Upstream::Lost { addr } => Some(addr),
             Upstream::Idle | Upstream::Retry { .. } => None,
         }
     }
@@ -297,7 +301,7 @@ impl Upstream {
             | Upstream::Welcoming { deadline, .. } => Some(deadline),
             Upstream::Attached { heard, .. } => Some(heard + silence),
             Upstream::Retry { at } => Some(at),
-            Upstream::Idle => None,
+            Upstream::Idle | Upstream::Lost { .. } => None,
         }
     }
 }
@@ -400,7 +404,7 @@ impl Peer {
         let give_up = (!self.stopping).then(|| self.last_progress + self.cfg.give_up);
         [
             self.admission.poll_timeout(),
-            self.join.deadline(),
+            self.join.deadline().filter(|_| !self.stopping),
             self.upstream.deadline(self.silence()),
             give_up,
         ]
@@ -444,9 +448,14 @@ impl Peer {
     fn link(&mut self, now: Nanos, input: LinkInput) {
         match input {
             LinkInput::Accepted { link, from, nonce } => {
-                match (self.stopping, self.admission.accept(now, link, from, nonce)) {
-                    (false, Some(challenge)) => self.send(link, challenge),
-                    _ => self.refuse(link, from, Refusal::Busy),
+                let challenge = if self.stopping {
+                    None
+                } else {
+                    self.admission.accept(now, link, from, nonce)
+                };
+                match challenge {
+                    Some(c) => self.send(link, c),
+                    None => self.refuse(link, from, Refusal::Busy),
                 }
             }
             LinkInput::Connected { dial, link } => self.connected(now, dial, link),
@@ -505,9 +514,14 @@ impl Peer {
                 self.fail(Failure::SourceClosed);
             }
         } else if self.upstream.link() == Some(link) {
-            match self.upstream {
-                Upstream::Attached { .. } => self.parent_lost(now, Loss::Closed),
-                _ => self.attach_failed(now, AttachFailure::Closed),
+            let attached = matches!(self.upstream, Upstream::Attached { .. });
+            if let Some(addr) = self.upstream.addr() {
+                self.upstream = Upstream::Lost { addr };
+            }
+            if attached {
+                self.parent_lost(now, Loss::Closed);
+            } else {
+                self.attach_failed(now, AttachFailure::Closed);
             }
         } else if !self.admission.remove(link) {
             self.fanout.remove(link);
@@ -567,7 +581,10 @@ impl Peer {
             parent,
         };
         self.events.push_back(Event::Placed { placement, moved });
-        let busy = !matches!(self.upstream, Upstream::Idle | Upstream::Retry { .. });
+        let busy = !matches!(
+            self.upstream,
+            Upstream::Idle | Upstream::Retry { .. } | Upstream::Lost { .. }
+        );
         if self.stopping || (parent == self.parent && busy) {
             // A repeated placement (e.g. the answer to an orphan report
             // that a sibling's report already settled).
@@ -590,7 +607,12 @@ impl Peer {
 
     /// How long the parent may say nothing at this peer's depth.
     fn silence(&self) -> Nanos {
-        SILENCE + Nanos(SILENCE_PER_HOP.0.saturating_mul(u64::from(self.stats.depth)))
+        SILENCE
+            + Nanos(
+                SILENCE_PER_HOP
+                    .0
+                    .saturating_mul(u64::from(self.stats.depth)),
+            )
     }
 
     fn attach(&mut self, now: Nanos, addr: SocketAddr) {
@@ -768,7 +790,11 @@ impl Peer {
         if !self.stopping && self.join.deadline().is_some_and(|d| d <= now) {
             self.fail(Failure::Timeout);
         }
-        if self.upstream.deadline(self.silence()).is_some_and(|d| d <= now) {
+        if self
+            .upstream
+            .deadline(self.silence())
+            .is_some_and(|d| d <= now)
+        {
             match self.upstream {
                 Upstream::Attached { .. } => self.parent_lost(now, Loss::Silent),
                 Upstream::Retry { .. } => {
@@ -824,8 +850,16 @@ impl Peer {
         self.stopping = true;
         self.fanout.close(Control::End.to_bytes().into());
         self.drop_upstream();
-        if self.join.link().is_none() {
-            self.join = Join::Gone;
+        // A placed peer's control link stays until the children are
+        // through (see `check_done`); a join still under way is over.
+        match self.join {
+            Join::Joined { .. } => {}
+            other => {
+                if let Some(link) = other.link() {
+                    self.close(link, Close::Flush);
+                }
+                self.join = Join::Gone;
+            }
         }
     }
 
