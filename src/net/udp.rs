@@ -374,6 +374,9 @@ pub fn send_many(
         // iovecs (and a name) borrowed for the duration of the call.
         let n = unsafe { libc::sendmmsg(sock.as_raw_fd(), left.as_mut_ptr(), count, 0) };
         match usize::try_from(n) {
+            // Nothing taken (never seen from a blocking socket): report
+            // what went rather than spin.
+            Ok(0) => return Ok(done),
             Ok(n) => done += n,
             Err(_) if done > 0 => return Ok(done),
             Err(_) => return Err(io::Error::last_os_error()),
@@ -834,6 +837,45 @@ pub fn check_family(group: IpAddr, source: Option<IpAddr>) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn multicast_interface_by_index_reaches_the_kernel() {
+        let sock = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).unwrap();
+        let lo = parse_interface("127.0.0.1").unwrap();
+        set_multicast_if_index_v4(&sock, lo.index).unwrap();
+        // The kernel checks the index: a missing interface is refused.
+        let e = set_multicast_if_index_v4(&sock, 999_999).unwrap_err();
+        assert!(
+            matches!(e.raw_os_error(), Some(libc::EADDRNOTAVAIL | libc::ENODEV)),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn gso_trains_and_batches_arrive_datagram_by_datagram() {
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.connect(rx.local_addr().unwrap()).unwrap();
+        let payload: Vec<u8> = (0..=255).cycle().take(1000).collect();
+        let iov = [iovec(&payload[..400]), iovec(&payload[400..])];
+        let mut gso = gso_available(&tx);
+        let mut hdrs = Vec::new();
+        // Two datagrams of 500 bytes, as one GSO train where the kernel
+        // has it and two gathered sendmmsg datagrams where not.
+        let sent = if gso {
+            send_train(&tx, &iov, 1, Some(500), &mut gso, &mut hdrs, None, "test").unwrap()
+        } else {
+            let halves = [iovec(&payload[..500]), iovec(&payload[500..])];
+            send_train(&tx, &halves, 1, None, &mut gso, &mut hdrs, None, "test").unwrap()
+        };
+        assert_eq!(sent, 2);
+        let mut buf = [0u8; 2000];
+        for half in payload.chunks(500) {
+            let n = rx.recv(&mut buf).unwrap();
+            assert_eq!(&buf[..n], half);
+        }
+    }
 
     #[test]
     fn drop_counter_counts_what_a_full_buffer_refused() {
