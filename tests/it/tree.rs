@@ -425,6 +425,8 @@ fn start_x11_source(procs: &mut Procs, display: &str, report: &Path) -> (usize, 
         }
     }
     assert!(text.contains("capturing 320x200 through MIT-SHM"), "{text}");
+    // Keep reading: a closed pipe would fail the source's next line.
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
     (source, addr.unwrap())
 }
 
