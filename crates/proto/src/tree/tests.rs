@@ -60,9 +60,9 @@ fn new_peer() -> Peer {
     )
 }
 
-/// Takes a new peer through join and attach to the source; the control
-/// link is 0, the parent link 1.
-fn attached_peer() -> Peer {
+/// Takes a new peer through the join (the control link is 0); returns
+/// it with what it asked for on being placed.
+fn placed_peer() -> (Peer, Vec<Transmit>) {
     let mut p = new_peer();
     let t = transmits(&mut p);
     assert_eq!(
@@ -104,6 +104,13 @@ fn attached_peer() -> Peer {
         parent_addr: "0.0.0.0:0".parse().unwrap(),
     };
     let t = receive(&mut p, Nanos(2), LinkId(0), &placed);
+    (p, t)
+}
+
+/// Takes a new peer through join and attach to the source; the control
+/// link is 0, the parent link 1.
+fn attached_peer() -> Peer {
+    let (mut p, t) = placed_peer();
     let attach_dial = Transmit::Connect {
         dial: DialId(1),
         addr: source_addr(),
