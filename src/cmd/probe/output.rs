@@ -4,51 +4,14 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use nagare_proto::probe::analysis::{Arrival, ReceiverReport, RttSummary};
-use nagare_proto::probe::profile::Verdict;
-use nagare_proto::probe::{Percentiles, SenderReport};
-use serde::Serialize;
-
-/// Everything the client prints; `--json` serializes it, with the
-/// receiver's metrics flattened to the top level.
-#[derive(Debug, Serialize)]
-pub struct Report {
-    /// PASS/FAIL first.
-    pub verdict: Verdict,
-    /// Server address.
-    pub server: String,
-    /// Which way the stream went.
-    pub direction: &'static str,
-    /// The rate the schedule sends (Sperf's "set bandwidth").
-    pub set_bandwidth_bps: f64,
-    /// What the sender achieved.
-    pub sender_achieved_bps: f64,
-    /// UDP payload bytes per packet.
-    pub packet_size: u32,
-    /// Test length asked for.
-    pub duration_s: f64,
-    /// Video frame rate, with --fps.
-    pub fps: Option<f64>,
-    /// Packets per (possibly virtual) frame.
-    pub packets_per_frame: u64,
-    /// Playout buffer for lateness.
-    pub playout_ms: f64,
-    /// RTT with the path idle.
-    pub rtt_idle: RttSummary,
-    /// RTT during the test.
-    pub rtt_loaded: RttSummary,
-    /// The sender's own measurements.
-    pub sender: SenderReport,
-    /// The receiver's measurements.
-    #[serde(flatten)]
-    pub receiver: ReceiverReport,
-}
+use nagare_api::probe::{Direction, Quantiles, Report, RttSummary};
+use nagare_proto::probe::Arrival;
 
 fn mbps(bps: f64) -> f64 {
     bps / 1e6
 }
 
-fn pct(p: &Percentiles) -> String {
+fn pct(p: &Quantiles) -> String {
     format!(
         "{:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
         p.p50, p.p95, p.p99, p.p999, p.max
@@ -102,7 +65,10 @@ fn human(o: &mut String, r: &Report) {
     let _ = writeln!(
         o,
         "stream      {} -> {}, {} B packets, {:.1} s{}",
-        r.direction,
+        match r.direction {
+            Direction::ClientToServer => "client to server",
+            Direction::ServerToClient => "server to client",
+        },
         r.server,
         r.packet_size,
         r.duration_s,
@@ -211,7 +177,14 @@ pub fn write_csv(path: &Path, records: &[Arrival]) -> Result<()> {
     let io = |e| anyhow::Error::new(e).context(format!("writing {}", path.display()));
     writeln!(w, "seq,send_ns,recv_ns").map_err(io)?;
     for r in records {
-        writeln!(w, "{},{},{}", r.seq, r.send_ns, r.recv_ns).map_err(io)?;
+        writeln!(
+            w,
+            "{},{},{}",
+            r.seq,
+            r.sent_at.as_nanos(),
+            r.received_at.as_nanos()
+        )
+        .map_err(io)?;
     }
     w.flush().map_err(io)
 }
