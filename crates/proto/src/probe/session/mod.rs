@@ -42,6 +42,7 @@ use crate::probe::error::{Error, Stage};
 use crate::probe::params::{Schedule, TestParams};
 use crate::probe::report::{Arrival, ReceiverReport, RttSummary, SenderReport};
 use crate::probe::wire::{Datagram, ECHO_LEN, Echo, EchoKind};
+use crate::stats::Distribution;
 use crate::units::Nanos;
 
 /// Longest the client waits for the server to answer its hello, and the
@@ -247,6 +248,17 @@ enum Phase {
     Ended,
 }
 
+/// The stream this side sends, as far as the session knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StreamState {
+    /// Not started, or finished.
+    Idle,
+    /// Started ([`Event::StartStream`]).
+    Running,
+    /// Asked to stop ([`Event::StopStream`]), not finished yet.
+    Stopping,
+}
+
 /// The receiving side of the test stream, and round-trip times.
 #[derive(Debug, Default)]
 struct Meter {
@@ -257,8 +269,8 @@ struct Meter {
     /// Echo requests sent (their ids are `0..requests`).
     requests: u64,
     answered: Vec<bool>,
-    rtt_idle: crate::stats::Distribution,
-    rtt_loaded: crate::stats::Distribution,
+    rtt_idle: Distribution,
+    rtt_loaded: Distribution,
     next_echo: Nanos,
 }
 
@@ -284,8 +296,8 @@ pub struct Session {
     offered_id: u64,
     sender: Option<SenderReport>,
     interrupted: bool,
-    /// This side's stream: started, and asked to stop.
-    streaming: (bool, bool),
+    /// The stream this side sends.
+    stream: StreamState,
     control_closed: bool,
 }
 
@@ -307,7 +319,7 @@ impl Session {
             offered_id: 0,
             sender: None,
             interrupted: false,
-            streaming: (false, false),
+            stream: StreamState::Idle,
             control_closed: false,
         }
     }
@@ -341,7 +353,7 @@ impl Session {
             }
             Input::Datagram { from, payload } => self.on_datagram(now, from, payload),
             Input::StreamFinished(report) => {
-                self.streaming = (false, false);
+                self.stream = StreamState::Idle;
                 self.on_stream_finished(now, report);
             }
             Input::Interrupt => {
@@ -414,10 +426,7 @@ impl Session {
 
     /// Ends the session with a final event.
     fn end(&mut self, event: Event) {
-        if self.streaming == (true, false) {
-            self.streaming.1 = true;
-            self.events.push_back(Event::StopStream);
-        }
+        self.stop_stream();
         self.events.push_back(event);
         self.phase = Phase::Ended;
     }
@@ -432,7 +441,7 @@ impl Session {
 
     fn start_stream(&mut self, to: SocketAddr) {
         let Some(t) = self.test else { return };
-        self.streaming = (true, false);
+        self.stream = StreamState::Running;
         self.events.push_back(Event::StartStream(StreamPlan {
             session: t.id,
             schedule: t.schedule,
@@ -443,8 +452,8 @@ impl Session {
     }
 
     fn stop_stream(&mut self) {
-        if self.streaming == (true, false) {
-            self.streaming.1 = true;
+        if self.stream == StreamState::Running {
+            self.stream = StreamState::Stopping;
             self.events.push_back(Event::StopStream);
         }
     }
@@ -507,15 +516,18 @@ impl Session {
         }
     }
 
-    /// Deadlines and timed sends due at `now`.
+    /// Deadlines and timed sends due at `now`; afterwards nothing is due
+    /// before [`Session::poll_timeout`], which lies after `now`.
     fn on_time(&mut self, now: Nanos) {
-        if self.echoing() && now >= self.meter.next_echo {
-            self.queue_echo_request(now);
-        }
         if self.server.is_some() {
             self.server_time(now);
         } else {
             self.client_time(now);
+        }
+        // After the phase moved on: a stream that starts now sends its
+        // first echo request now.
+        if self.echoing() && now >= self.meter.next_echo {
+            self.queue_echo_request(now);
         }
     }
 

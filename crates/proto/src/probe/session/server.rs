@@ -11,8 +11,8 @@ use super::{
     Test,
 };
 use crate::probe::control::{ControlMessage, Frame, RECORDS_PER_FRAME, Refusal, records_frame};
-use crate::probe::error::{Error, Stage};
-use crate::probe::params::TestParams;
+use crate::probe::error::{Error, MessageKind, Stage};
+use crate::probe::params::{Schedule, TestParams};
 use crate::probe::report::SenderReport;
 use crate::probe::wire::PROTOCOL_VERSION;
 use crate::units::Nanos;
@@ -103,7 +103,7 @@ impl Session {
     fn server_unexpected(&mut self, frame: Frame) {
         let got = match frame {
             Frame::Message(m) => m.kind(),
-            Frame::Records(_) => crate::probe::error::MessageKind::Records,
+            Frame::Records(_) => MessageKind::Records,
         };
         let stage = self.stage();
         self.fail(Error::Unexpected { got, stage });
@@ -142,7 +142,7 @@ impl Session {
         }
     }
 
-    fn accept(&mut self, now: Nanos, params: TestParams, schedule: crate::probe::Schedule) {
+    fn accept(&mut self, now: Nanos, params: TestParams, schedule: Schedule) {
         let id = self.offered_id;
         self.test = Some(Test {
             id,
