@@ -2,54 +2,36 @@
 //! scripted and seeded impairments, statistics, and bad input. Reports are
 //! read as nagare-api's typed `probe::Report`.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::process::{Child, Output, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nagare_api::probe::{Direction, Report};
 use nagare_proto::probe::{ControlMessage, DataHeader, PROTOCOL_VERSION, Refusal};
 use serde::Deserialize;
 
-use crate::common::{Scratch, free_udp_port, nagare, wait_bounded};
+use crate::common::{Running, Scratch, free_udp_port, nagare, wait_bounded};
 
-/// A child process that announces its port on stderr ("... port N");
-/// killed on drop. The rest of its stderr is kept, line by line.
+/// A nagare daemon that announces its port on stderr ("... port N");
+/// killed on drop.
 struct Daemon {
-    child: Child,
+    run: Running,
     port: u16,
-    lines: mpsc::Receiver<String>,
 }
 
 impl Daemon {
     fn start(args: &[&str]) -> Daemon {
-        let mut child = nagare()
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        err.read_line(&mut line).unwrap();
+        let mut cmd = nagare();
+        cmd.args(args);
+        let mut run = Running::spawn(cmd);
+        let line = run.wait_for("port ");
         let port = line
             .rsplit("port ")
             .next()
             .and_then(|p| p.trim().parse().ok())
             .unwrap_or_else(|| panic!("no port in {line:?}"));
-        // Keep draining stderr so the daemon never blocks on it.
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in err.lines() {
-                let Ok(line) = line else { break };
-                eprintln!("daemon stderr: {line}");
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Daemon { child, port, lines }
+        Daemon { run, port }
     }
 
     fn addr(&self) -> String {
@@ -57,40 +39,33 @@ impl Daemon {
     }
 
     /// Waits (up to 10 s) for a stderr line containing `needle`.
-    fn wait_for(&self, needle: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(l) if l.contains(needle) => return l,
-                Ok(_) => {}
-                Err(_) => panic!("no {needle:?} on the daemon's stderr within 10 s"),
-            }
-        }
+    fn wait_for(&mut self, needle: &str) -> String {
+        self.run.wait_for(needle)
     }
 
     /// Stops with SIGINT (the relay prints its counters) and returns stdout.
     fn interrupt(mut self) -> String {
+        let child = &mut self.run.child;
         // SAFETY: plain kill(2) on our own child's pid.
         unsafe {
-            libc::kill(self.child.id() as libc::pid_t, libc::SIGINT);
+            libc::kill(child.id() as libc::pid_t, libc::SIGINT);
         }
         let mut out = String::new();
-        self.child
+        child
             .stdout
             .take()
             .unwrap()
             .read_to_string(&mut out)
             .unwrap();
-        wait_bounded(&mut self.child, 10, "the daemon");
+        wait_bounded(child, 10, "the daemon");
         out
     }
 }
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let _ = self.run.child.kill();
+        let _ = self.run.child.wait();
     }
 }
 
@@ -303,7 +278,7 @@ fn delay_and_jitter_show_in_pdv_and_rtt() {
 
 #[test]
 fn strangers_are_counted_and_kept_out_of_the_results() {
-    let s = server();
+    let mut s = server();
     let port = s.port;
     let test = std::thread::spawn(move || {
         nagare()
@@ -357,7 +332,7 @@ fn unreachable_server_is_a_clear_error() {
 
 #[test]
 fn busy_server_says_so() {
-    let s = server();
+    let mut s = server();
     let first = nagare()
         .args([
             "probe",
@@ -479,7 +454,7 @@ fn absurd_rates_and_durations_are_refused_by_client_and_server() {
         assert!(stderr(&out).contains(want), "{args:?}: {}", stderr(&out));
     }
     // The server checks too: a hand-made hello asking for 10 Tbit/s.
-    let s = server();
+    let mut s = server();
     let mut c = TcpStream::connect(s.addr()).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     c.write_all(&hello(
@@ -536,7 +511,7 @@ fn wrong_token_is_refused() {
 
 #[test]
 fn reverse_client_stops_cleanly_on_ctrl_c() {
-    let s = server();
+    let mut s = server();
     // 30 s planned at 1000 packets/s: the interrupt ends it long before.
     let child = nagare()
         .args([
