@@ -95,47 +95,4 @@ pub enum Error {
     /// SDP text that nagare cannot use.
     #[error("SDP: {0}")]
     Sdp(&'static str),
-    /// Message (tree message, probe control frame) longer than the
-    /// protocol allows: a hostile or confused peer.
-    #[error("message of {len} bytes exceeds the limit of {max}")]
-    MessageTooLarge {
-        /// Length announced.
-        len: usize,
-        /// Largest accepted.
-        max: usize,
-    },
-    /// Datagram that is not a nagare probe packet (wrong magic or kind).
-    #[error("not a nagare probe packet")]
-    NotProbe,
-    /// Probe packet or control message of another protocol version.
-    #[error("probe protocol version {got}, this build speaks {want}")]
-    ProbeVersion {
-        /// Version in the input.
-        got: u32,
-        /// Version this build speaks.
-        want: u32,
-    },
-    /// Control frame of an unknown type byte.
-    #[error("control frame of unknown type 0x{0:02x}")]
-    ControlType(u8),
-    /// Control message whose JSON does not parse as a message.
-    #[error("malformed control message (JSON error at line {line}, column {column})")]
-    ControlMalformed {
-        /// Line of the JSON error.
-        line: usize,
-        /// Column of the JSON error.
-        column: usize,
-    },
-    /// A probe test parameter outside its range.
-    #[error("{what} = {value} is out of range {min}..={max}")]
-    TestParam {
-        /// Which parameter.
-        what: &'static str,
-        /// Value given.
-        value: u64,
-        /// Smallest allowed.
-        min: u64,
-        /// Largest allowed.
-        max: u64,
-    },
 }
