@@ -13,3 +13,4 @@
 
 pub mod doctor;
 pub mod probe;
+pub mod tree;

@@ -95,35 +95,4 @@ pub enum Error {
     /// SDP text that nagare cannot use.
     #[error("SDP: {0}")]
     Sdp(&'static str),
-    /// Tree or screen message that does not follow the protocol.
-    #[error("malformed message: {0}")]
-    Malformed(&'static str),
-    /// Tree message longer than the protocol allows: a hostile or
-    /// confused peer.
-    #[error("message of {len} bytes exceeds the limit of {max}")]
-    MessageTooLarge {
-        /// Length announced.
-        len: usize,
-        /// Largest accepted.
-        max: usize,
-    },
-    /// Screen larger than the codec holds in memory.
-    #[error("screen of {bytes} bytes exceeds the limit of {max} bytes")]
-    ScreenTooLarge {
-        /// Bytes one frame would need.
-        bytes: usize,
-        /// Largest accepted.
-        max: usize,
-    },
-    /// Delta frame built on a version this canvas does not hold.
-    #[error("delta frame expects base frame {expected:?}, canvas holds {held:?}")]
-    BaseMismatch {
-        /// Base the frame was built on.
-        expected: Option<u64>,
-        /// Version the canvas holds.
-        held: Option<u64>,
-    },
-    /// Canvas has no complete frame to build a refresh from.
-    #[error("no complete frame yet")]
-    NoFrame,
 }
