@@ -13,6 +13,7 @@ mod error;
 pub mod netem;
 pub mod probe;
 pub mod rtp;
+pub mod rtsp;
 pub mod screen;
 pub mod sdp;
 pub mod stats;
