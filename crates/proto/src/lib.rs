@@ -10,6 +10,7 @@
 #![warn(unreachable_pub)]
 
 mod error;
+pub mod mpegts;
 pub mod netem;
 pub mod probe;
 pub mod rtp;
