@@ -215,6 +215,15 @@ impl<C: Catalog> Connection<C> {
 
     /// A framed message, or the CSeq of one rtsp-types could not read.
     fn on_message(&mut self, now: Nanos, message: Result<Message<Vec<u8>>, Option<u32>>) {
+        if self.transmits.len() >= self.config.limits.pending_responses {
+            let limit = self.config.limits.pending_responses;
+            let cseq = match &message {
+                Ok(Message::Request(req)) => req.typed_header::<CSeq>().ok().flatten().map(|c| *c),
+                Ok(_) => None,
+                Err(cseq) => *cseq,
+            };
+            return self.fail(cseq, Error::TooManyPending { limit });
+        }
         match message {
             Ok(Message::Request(req)) => self.on_request(now, &req),
             // Clients answer no requests of ours; their responses and data
@@ -223,7 +232,7 @@ impl<C: Catalog> Connection<C> {
             Err(cseq) => {
                 self.last_activity = now;
                 self.counters.requests += 1;
-                self.refuse(cseq, Method::Extension, Error::BadUri, Vec::new());
+                self.refuse(cseq, None, Error::BadUri, Vec::new());
             }
         }
     }
@@ -234,25 +243,26 @@ impl<C: Catalog> Connection<C> {
         let method = Method::from(req.method());
         let cseq = match req.typed_header::<CSeq>() {
             Ok(Some(c)) => *c,
-            Ok(None) => return self.refuse(None, method, Error::MissingCSeq, Vec::new()),
+            Ok(None) => return self.refuse(None, Some(method), Error::MissingCSeq, Vec::new()),
             Err(_) => {
                 let e = Error::InvalidHeader(Header::CSeq);
-                return self.refuse(None, method, e, Vec::new());
+                return self.refuse(None, Some(method), e, Vec::new());
             }
         };
-        if self.transmits.len() >= self.config.limits.pending_responses {
-            let limit = self.config.limits.pending_responses;
-            return self.fail(Some(cseq), Error::TooManyPending { limit });
-        }
         if req.version() != Version::V1_0 {
-            return self.refuse(Some(cseq), method, Error::UnsupportedVersion, Vec::new());
+            return self.refuse(
+                Some(cseq),
+                Some(method),
+                Error::UnsupportedVersion,
+                Vec::new(),
+            );
         }
         let required = [headers::REQUIRE, headers::PROXY_REQUIRE]
             .iter()
             .find_map(|h| req.header(h).map(|v| v.as_str().to_owned()));
         if let Some(options) = required {
             let extra = vec![(headers::UNSUPPORTED, options)];
-            return self.refuse(Some(cseq), method, Error::OptionNotSupported, extra);
+            return self.refuse(Some(cseq), Some(method), Error::OptionNotSupported, extra);
         }
         match self.dispatch(method, req) {
             Ok(reply) => self.answer(cseq, reply),
@@ -261,7 +271,7 @@ impl<C: Catalog> Connection<C> {
                     Error::MethodNotAllowed(_) => vec![(headers::ALLOW, PUBLIC.to_owned())],
                     _ => Vec::new(),
                 };
-                self.refuse(Some(cseq), method, e, extra);
+                self.refuse(Some(cseq), Some(method), e, extra);
             }
         }
     }
@@ -516,7 +526,7 @@ impl<C: Catalog> Connection<C> {
     /// A refusal after which the stream cannot go on.
     fn fail(&mut self, cseq: Option<u32>, e: Error) {
         self.counters.requests += 1;
-        self.refuse(cseq, Method::Extension, e, Vec::new());
+        self.refuse(cseq, None, e, Vec::new());
         self.close(CloseReason::Protocol(e));
     }
 
@@ -544,7 +554,7 @@ impl<C: Catalog> Connection<C> {
     fn refuse(
         &mut self,
         cseq: Option<u32>,
-        method: Method,
+        method: Option<Method>,
         e: Error,
         extra: Vec<(HeaderName, String)>,
     ) {

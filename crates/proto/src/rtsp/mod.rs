@@ -358,8 +358,9 @@ pub enum Event {
     },
     /// A request got an error response (for logs and metrics).
     Refused {
-        /// The request's method.
-        method: Method,
+        /// The request's method (`None` when the request could not be
+        /// read that far).
+        method: Option<Method>,
         /// What was wrong.
         error: Error,
     },

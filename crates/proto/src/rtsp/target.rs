@@ -59,6 +59,9 @@ fn track_of(segment: &str) -> Option<u16> {
 /// with a trailing `/`, so that `trackID=n` resolves below it.
 pub(crate) fn content_base(url: &Url) -> String {
     let mut base = url.clone();
+    // Credentials in the request URL are not echoed back.
+    let _ = base.set_username("");
+    let _ = base.set_password(None);
     base.set_query(None);
     base.set_fragment(None);
     let mut s = base.to_string();
@@ -110,5 +113,7 @@ mod tests {
         assert_eq!(content_base(&u), "rtsp://127.0.0.1:8554/clip.ts/");
         let u = Url::parse("rtsp://h/clip/").unwrap();
         assert_eq!(content_base(&u), "rtsp://h/clip/");
+        let u = Url::parse("rtsp://user:secret@h:8554/clip").unwrap();
+        assert_eq!(content_base(&u), "rtsp://h:8554/clip/");
     }
 }

@@ -198,15 +198,15 @@ fn describe_serves_the_catalog_sdp() {
         events(&mut m),
         vec![
             Event::Refused {
-                method: Method::Describe,
+                method: Some(Method::Describe),
                 error: Error::NotFound
             },
             Event::Refused {
-                method: Method::Describe,
+                method: Some(Method::Describe),
                 error: Error::NotAcceptable
             },
             Event::Refused {
-                method: Method::Describe,
+                method: Some(Method::Describe),
                 error: Error::BadUri
             },
         ]
@@ -358,7 +358,7 @@ fn a_foreign_destination_is_refused_unless_allowed() {
     assert_eq!(
         events(&mut m),
         vec![Event::Refused {
-            method: Method::Setup,
+            method: Some(Method::Setup),
             error: Error::DestinationForbidden {
                 client: CLIENT,
                 destination: OTHER
@@ -482,7 +482,7 @@ fn admission_refusal_is_453_and_sets_nothing_up() {
     assert_eq!(
         events(&mut m),
         vec![Event::Refused {
-            method: Method::Setup,
+            method: Some(Method::Setup),
             error: Error::NotAdmitted
         }]
     );
@@ -611,7 +611,7 @@ fn play_pause_teardown_drive_the_session() {
             play(Start::Resume),
             play(Start::Beginning),
             Event::Refused {
-                method: Method::Play,
+                method: Some(Method::Play),
                 error: Error::SeekUnsupported { start_ms: 12_500 }
             },
             Event::SessionClosed {
@@ -917,6 +917,13 @@ fn limits_answer_and_close() {
             (400, "4".into())
         ]
     );
+    assert!(m.is_closed());
+
+    // Requests without CSeq count against the same limit.
+    let mut m = new();
+    let text = "OPTIONS * RTSP/1.0\r\n\r\n".repeat(6);
+    m.handle_input(Nanos::ZERO, Input::Bytes(text.as_bytes()));
+    assert_eq!(responses(&mut m).len(), 4);
     assert!(m.is_closed());
 }
 
