@@ -461,4 +461,39 @@ fn tree_seeds(out: &Out) {
         s.extend_from_slice(&[7, 0xc1, 5, 0]);
         out.write("relay_queue", &format!("close_{opts}"), &s);
     }
+
+    st2110_21_seeds(&out);
+}
+
+/// Two short streams of 16 packets a frame at 50 fps: an ideal N sender
+/// (releases from `SenderSchedule`) and a bursty one, with TRoffset given
+/// in the header for the second.
+fn st2110_21_seeds(out: &Out) {
+    use nagare_fuzz::st2110_21::{ABSOLUTE, MARKER, POLL, TR_OFFSET, header, record};
+    use nagare_proto::video::st2110_21::{Model, Scan, SenderSchedule, SenderType};
+
+    let rate = FrameRate::new(50, 1).expect("50 fps is valid");
+    let model = Model::new(rate, 1080, Scan::Progressive, 16).expect("valid model");
+    let n = SenderSchedule::new(&model, SenderType::N);
+    let mut seed = header(50, 1, 1080, 0, 16, 0);
+    for frame in 1_000..1_004u64 {
+        let rtp = rate.rtp_timestamp(frame);
+        for j in 0..16u32 {
+            let last = j == 15;
+            let tag = ABSOLUTE | if last { MARKER | POLL } else { 0 };
+            seed.extend_from_slice(&record(tag, n.release(frame, j).0, rtp, 1220));
+        }
+    }
+    out.write("st2110_21", "ideal_n", &seed);
+
+    let mut seed = header(50, 1, 1080, TR_OFFSET, 16, 500);
+    for frame in 1_000..1_004u64 {
+        let start = u64::try_from(rate.frame_start_ns(frame)).expect("fits") + 1;
+        seed.extend_from_slice(&record(ABSOLUTE, start, rate.rtp_timestamp(frame), 1220));
+        for j in 1..16u8 {
+            let tag = if j == 15 { MARKER | POLL } else { 0 };
+            seed.extend_from_slice(&record(tag, 1_029, rate.rtp_timestamp(frame), 1220));
+        }
+    }
+    out.write("st2110_21", "bursty", &seed);
 }

@@ -264,3 +264,53 @@ unsafe impl GlobalAlloc for CountingAlloc {
         p
     }
 }
+
+/// The `st2110_21` target's input: a header that picks the model, then
+/// packet observations.
+pub mod st2110_21 {
+    /// Header: `rate num (4) | rate den (4) | lines (2) | flags (1) |
+    /// packets (4) | TRoffset in µs (2)`, integers big-endian.
+    pub const HEADER_LEN: usize = 17;
+    /// Header flag: interlaced scan.
+    pub const INTERLACED: u8 = 0x01;
+    /// Header flag: signal the TRoffset of the header instead of the
+    /// default.
+    pub const TR_OFFSET: u8 = 0x02;
+
+    /// Record: `tag (1) | time (8) | rtp timestamp (4) | length (2)`.
+    pub const RECORD_LEN: usize = 15;
+    /// Tag bit: the marker bit.
+    pub const MARKER: u8 = 0x01;
+    /// Tag bit: `time` is the arrival; else the arrival is the previous
+    /// one plus `time` modulo 2^24 ns.
+    pub const ABSOLUTE: u8 = 0x02;
+    /// Tag bit: `time` is the extended sequence number; else the previous
+    /// one plus one.
+    pub const SEQ: u8 = 0x04;
+    /// Tag bit: poll every report after this packet.
+    pub const POLL: u8 = 0x08;
+    /// Tag bit: flush after this packet.
+    pub const FLUSH: u8 = 0x10;
+
+    /// Encodes a header (for seeds).
+    pub fn header(num: u32, den: u32, lines: u16, flags: u8, packets: u32, tro_us: u16) -> Vec<u8> {
+        let mut out = Vec::with_capacity(HEADER_LEN);
+        out.extend_from_slice(&num.to_be_bytes());
+        out.extend_from_slice(&den.to_be_bytes());
+        out.extend_from_slice(&lines.to_be_bytes());
+        out.push(flags);
+        out.extend_from_slice(&packets.to_be_bytes());
+        out.extend_from_slice(&tro_us.to_be_bytes());
+        out
+    }
+
+    /// Encodes a record (for seeds).
+    pub fn record(tag: u8, time: u64, rtp: u32, len: u16) -> [u8; RECORD_LEN] {
+        let mut out = [0u8; RECORD_LEN];
+        out[0] = tag;
+        out[1..9].copy_from_slice(&time.to_be_bytes());
+        out[9..13].copy_from_slice(&rtp.to_be_bytes());
+        out[13..].copy_from_slice(&len.to_be_bytes());
+        out
+    }
+}
