@@ -257,9 +257,17 @@ impl<C: Catalog> Connection<C> {
                 Vec::new(),
             );
         }
+        // Echoed in `Unsupported`: rtsp-types lets a bare CR or LF into a
+        // header value, which must not reach a response line.
         let required = [headers::REQUIRE, headers::PROXY_REQUIRE]
             .iter()
-            .find_map(|h| req.header(h).map(|v| v.as_str().to_owned()));
+            .find_map(|h| req.header(h))
+            .map(|v| {
+                v.as_str()
+                    .chars()
+                    .filter(|c| !c.is_control())
+                    .collect::<String>()
+            });
         if let Some(options) = required {
             let extra = vec![(headers::UNSUPPORTED, options)];
             return self.refuse(Some(cseq), Some(method), Error::OptionNotSupported, extra);

@@ -711,6 +711,13 @@ fn protocol_errors_get_the_right_status() {
     let r = one(
         &mut m,
         Nanos::ZERO,
+        "OPTIONS * RTSP/1.0\r\nCSeq: 2\r\nRequire: a\nX-Injected: 1\r\n\r\n",
+    );
+    assert_eq!(header(&r, "Unsupported").as_deref(), Some("aX-Injected: 1"));
+    assert_eq!(header(&r, "X-Injected"), None);
+    let r = one(
+        &mut m,
+        Nanos::ZERO,
         "ANNOUNCE rtsp://h/x RTSP/1.0\r\nCSeq: 9\r\n\r\n",
     );
     assert_eq!(header(&r, "Allow").as_deref(), Some(PUBLIC));
