@@ -75,7 +75,10 @@ fn check_response(bytes: &[u8]) {
     };
     assert_eq!(r.version(), Version::V1_0);
     let status = u16::from(r.status());
-    assert!(status == 200 || (400..600).contains(&status), "status {status}");
+    assert!(
+        status == 200 || (400..600).contains(&status),
+        "status {status}"
+    );
     if let Some(c) = r.header(&rtsp_types::headers::CSEQ) {
         c.as_str().parse::<u32>().expect("numeric CSeq");
     }

@@ -216,6 +216,16 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         let b = &mut self.buffer.as_mut()[3];
         *b = (*b & 0xf0) | (cc & 0x0f);
     }
+
+    /// Sets the discontinuity indicator; `false` (and nothing written)
+    /// when the packet has no adaptation field flags to carry it.
+    pub fn set_discontinuity(&mut self) -> bool {
+        if self.af_flags().is_none() {
+            return false;
+        }
+        self.buffer.as_mut()[field::AF_FLAGS] |= DISCONTINUITY;
+        true
+    }
 }
 
 #[cfg(test)]

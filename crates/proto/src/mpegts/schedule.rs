@@ -122,6 +122,8 @@ impl Anchor {
 pub struct Schedule {
     cfg: ScheduleConfig,
     pcr_pid: Option<Pid>,
+    // Where this pass of the file starts on the timeline.
+    origin: Anchor,
     packets: u64,
     next_datagram: u64,
     anchor: Option<Anchor>,
@@ -139,6 +141,7 @@ impl Schedule {
         Schedule {
             cfg,
             pcr_pid: cfg.pcr_pid,
+            origin: ORIGIN,
             packets: 0,
             next_datagram: 0,
             anchor: None,
@@ -177,9 +180,27 @@ impl Schedule {
             return;
         }
         let rate = self.rate.unwrap_or(self.fallback());
-        let anchor = self.anchor.unwrap_or(ORIGIN);
+        let anchor = self.anchor.unwrap_or(self.origin);
         self.emit_until(self.packets, anchor, rate);
         self.end = Some(anchor.time_of(rate, self.packets));
+    }
+
+    /// The file starts over (a loop): datagram numbers restart at 0, and
+    /// times (and media times) go on from [`Schedule::duration`] at the
+    /// rate the last pass ended with, so the receiver sees one continuous
+    /// stream. Finishes the current pass first.
+    pub fn restart(&mut self) {
+        self.finish();
+        self.origin = Anchor {
+            index: 0,
+            at: self.end.unwrap_or(0),
+            pcr: None,
+        };
+        self.anchor = self.rate.map(|_| self.origin);
+        self.packets = 0;
+        self.next_datagram = 0;
+        self.first_pcr = None;
+        self.end = None;
     }
 
     /// The next datagram whose departure is known, in datagram order.
@@ -221,10 +242,10 @@ impl Schedule {
             };
             match (rate, self.first_pcr) {
                 (Some(rate), Some((i1, p1))) => {
-                    self.emit_until(i1, ORIGIN, rate);
+                    self.emit_until(i1, self.origin, rate);
                     let first = Anchor {
                         index: i1,
-                        at: ORIGIN.time_of(rate, i1),
+                        at: self.origin.time_of(rate, i1),
                         pcr: Some(p1),
                     };
                     self.advance(first, rate, index, pcr);
@@ -269,7 +290,7 @@ impl Schedule {
     fn extrapolate(&mut self) {
         self.counters.extrapolations += 1;
         let rate = self.rate.unwrap_or(self.fallback());
-        let anchor = self.anchor.unwrap_or(ORIGIN);
+        let anchor = self.anchor.unwrap_or(self.origin);
         self.first_pcr = None;
         self.emit_until(self.packets, anchor, rate);
         self.anchor = Some(Anchor {
@@ -363,6 +384,37 @@ mod tests {
             let from_nanos = d.at.as_nanos() * 9 / 100_000;
             assert!(u64::from(d.media_time.0).abs_diff(from_nanos) <= 1, "{d:?}");
         }
+    }
+
+    #[test]
+    fn a_loop_continues_the_timeline() {
+        let ts = synth::stream(7000, RATE, 20, 5_000);
+        let mut s = Schedule::new(ScheduleConfig::new(BitRate(1_000_000)));
+        let mut passes = Vec::new();
+        for _ in 0..3 {
+            for p in ts.chunks(PACKET_LEN) {
+                s.handle_input(p);
+            }
+            s.restart();
+            passes.push(std::iter::from_fn(|| s.poll_event()).collect::<Vec<_>>());
+        }
+        for (n, pass) in passes.iter().enumerate() {
+            assert_eq!(pass.len(), 1000);
+            assert_eq!(pass[0].datagram, 0);
+            let shifted: Vec<Departure> = pass
+                .iter()
+                .map(|d| Departure {
+                    datagram: d.datagram + 1000 * n as u64,
+                    ..*d
+                })
+                .collect();
+            assert_close(&shifted, RATE, 80);
+        }
+        let last = passes[0][999].media_time;
+        let next = passes[1][0].media_time;
+        // One datagram (1316 bytes at 6 Mbit/s, 1.755 ms) later at 90 kHz.
+        assert!((157..=158).contains(&next.ticks_since(last)));
+        assert_eq!(s.counters().discontinuities, 0);
     }
 
     #[test]
