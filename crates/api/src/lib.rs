@@ -12,3 +12,4 @@
 #![warn(unreachable_pub)]
 
 pub mod doctor;
+pub mod probe;
