@@ -11,9 +11,11 @@
 
 mod error;
 pub mod framing;
+pub mod mpegts;
 pub mod netem;
 pub mod probe;
 pub mod rtp;
+pub mod rtsp;
 pub mod screen;
 pub mod sdp;
 pub mod stats;

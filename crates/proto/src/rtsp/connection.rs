@@ -1,0 +1,627 @@
+//! The per-connection machine: requests in, responses and events out.
+
+use std::collections::VecDeque;
+use std::net::IpAddr;
+
+use rtsp_types::headers::{self, CSeq, HeaderName, NptRange, NptTime, Range, Transports};
+use rtsp_types::{Message, Request, Response, StatusCode, Version};
+
+use super::framing::{Frame, Framer, with_star_uri};
+use super::target::{Target, content_base};
+use super::transport::{self, Context};
+use super::{
+    Catalog, CloseReason, Config, Error, Event, Header, Input, Method, PUBLIC, SessionEnd,
+    SessionId, Start, State, Transport,
+};
+use crate::units::Nanos;
+
+/// What the machine counted, for metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Requests answered (including refusals).
+    pub requests: u64,
+    /// Requests refused with a 4xx or 5xx status.
+    pub refused: u64,
+    /// Interleaved `$` frames from the client (skipped).
+    pub interleaved_frames: u64,
+    /// Their payload bytes.
+    pub interleaved_bytes: u64,
+}
+
+/// The one session a connection may hold.
+#[derive(Debug)]
+struct Session {
+    id: SessionId,
+    path: String,
+    state: State,
+    played: bool,
+    looping: bool,
+    tracks: Vec<(u16, Transport)>,
+}
+
+/// A successful answer before it is written.
+#[derive(Debug, Default)]
+struct Reply {
+    headers: Vec<(HeaderName, String)>,
+    session: bool,
+    transport: Option<Transports>,
+    body: Option<(&'static str, Vec<u8>)>,
+}
+
+impl Reply {
+    fn header(mut self, name: HeaderName, value: impl Into<String>) -> Reply {
+        self.headers.push((name, value.into()));
+        self
+    }
+
+    fn with_session(mut self) -> Reply {
+        self.session = true;
+        self
+    }
+}
+
+type Req = Request<Vec<u8>>;
+
+/// The RTSP machine of one client connection; `C` answers what is served.
+#[derive(Debug)]
+pub struct Connection<C> {
+    config: Config,
+    catalog: C,
+    client: IpAddr,
+    framer: Framer,
+    seed: u64,
+    sessions_made: u64,
+    session: Option<Session>,
+    // Path and `?loop=1` of the last DESCRIBE: clients drop the query
+    // from the SETUP and PLAY URLs they derive from Content-Base.
+    described: Option<(String, bool)>,
+    last_activity: Nanos,
+    transmits: VecDeque<Vec<u8>>,
+    events: VecDeque<Event>,
+    closed: bool,
+    counters: Counters,
+}
+
+impl<C: Catalog> Connection<C> {
+    /// A machine for a connection from `client` accepted at `now`;
+    /// `session_seed` is random bytes from the driver (session ids derive
+    /// from it).
+    pub fn new(now: Nanos, config: Config, catalog: C, client: IpAddr, session_seed: u64) -> Self {
+        Connection {
+            framer: Framer::new(config.limits),
+            config,
+            catalog,
+            client,
+            seed: session_seed,
+            sessions_made: 0,
+            session: None,
+            described: None,
+            last_activity: now,
+            transmits: VecDeque::new(),
+            events: VecDeque::new(),
+            closed: false,
+            counters: Counters::default(),
+        }
+    }
+
+    /// What happened at `now`. Input after the machine closed is ignored.
+    pub fn handle_input(&mut self, now: Nanos, input: Input<'_>) {
+        if self.closed {
+            return;
+        }
+        match input {
+            Input::Bytes(bytes) => self.feed(now, bytes),
+            Input::KeepAlive => self.last_activity = now,
+            Input::Timer => {
+                if self.poll_timeout().is_some_and(|t| now >= t) {
+                    self.end_session(SessionEnd::TimedOut);
+                    self.close(CloseReason::TimedOut);
+                }
+            }
+            Input::Closed => {
+                self.end_session(SessionEnd::ConnectionClosed);
+                self.close(CloseReason::PeerClosed);
+            }
+        }
+    }
+
+    /// The next response to write, whole, in request order.
+    pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
+        self.transmits.pop_front()
+    }
+
+    /// The next thing the driver must act on.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// When to call back with [`Input::Timer`]: the session timeout, or
+    /// the idle timeout without a session. `None` once closed.
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        if self.closed {
+            return None;
+        }
+        let span = if self.session.is_some() {
+            self.config.session_timeout
+        } else {
+            self.config.idle_timeout
+        };
+        Some(self.last_activity + span)
+    }
+
+    /// The session state.
+    pub fn state(&self) -> State {
+        self.session.as_ref().map_or(State::Init, |s| s.state)
+    }
+
+    /// The session, if one is set up.
+    pub fn session(&self) -> Option<SessionId> {
+        self.session.as_ref().map(|s| s.id)
+    }
+
+    /// Whether the machine asked for the connection to close.
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// Counters so far.
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    /// Bytes held for incomplete requests (bounded by the limits).
+    pub fn buffered(&self) -> usize {
+        self.framer.buffered()
+    }
+
+    fn feed(&mut self, now: Nanos, mut bytes: &[u8]) {
+        while !self.closed {
+            let taken = self.framer.fill(bytes);
+            bytes = &bytes[taken..];
+            let mut progressed = taken > 0;
+            loop {
+                match self.framer.next() {
+                    Ok(Some(Frame::Message { .. })) => {
+                        let parsed = match Message::<Vec<u8>>::parse(self.framer.message()) {
+                            Ok((m, _)) => Ok(m),
+                            Err(_) => Err(cseq_of_unparsable(self.framer.message())),
+                        };
+                        self.framer.consume();
+                        self.on_message(now, parsed);
+                    }
+                    Ok(Some(Frame::Interleaved { len, .. })) => {
+                        self.counters.interleaved_frames += 1;
+                        self.counters.interleaved_bytes += u64::from(len);
+                        self.last_activity = now;
+                    }
+                    Ok(None) => break,
+                    Err(e) => self.fail(None, e),
+                }
+                progressed = true;
+                if self.closed {
+                    return;
+                }
+            }
+            if bytes.is_empty() {
+                return;
+            }
+            if !progressed {
+                // Cannot happen with consistent limits; never spin.
+                let limit = self.config.limits.header_bytes;
+                self.fail(None, Error::HeaderTooLarge { limit });
+            }
+        }
+    }
+
+    /// A framed message, or the CSeq of one rtsp-types could not read.
+    fn on_message(&mut self, now: Nanos, message: Result<Message<Vec<u8>>, Option<u32>>) {
+        if self.transmits.len() >= self.config.limits.pending_responses {
+            let limit = self.config.limits.pending_responses;
+            let cseq = match &message {
+                Ok(Message::Request(req)) => req.typed_header::<CSeq>().ok().flatten().map(|c| *c),
+                Ok(_) => None,
+                Err(cseq) => *cseq,
+            };
+            return self.fail(cseq, Error::TooManyPending { limit });
+        }
+        match message {
+            Ok(Message::Request(req)) => self.on_request(now, &req),
+            // Clients answer no requests of ours; their responses and data
+            // messages carry nothing for the server.
+            Ok(Message::Response(_) | Message::Data(_)) => {}
+            Err(cseq) => {
+                self.last_activity = now;
+                self.counters.requests += 1;
+                self.refuse(cseq, None, Error::BadUri, Vec::new());
+            }
+        }
+    }
+
+    fn on_request(&mut self, now: Nanos, req: &Req) {
+        self.counters.requests += 1;
+        self.last_activity = now;
+        let method = Method::from(req.method());
+        let cseq = match req.typed_header::<CSeq>() {
+            Ok(Some(c)) => *c,
+            Ok(None) => return self.refuse(None, Some(method), Error::MissingCSeq, Vec::new()),
+            Err(_) => {
+                let e = Error::InvalidHeader(Header::CSeq);
+                return self.refuse(None, Some(method), e, Vec::new());
+            }
+        };
+        if req.version() != Version::V1_0 {
+            return self.refuse(
+                Some(cseq),
+                Some(method),
+                Error::UnsupportedVersion,
+                Vec::new(),
+            );
+        }
+        // Echoed in `Unsupported`: rtsp-types lets a bare CR or LF into a
+        // header value, which must not reach a response line.
+        let required = [headers::REQUIRE, headers::PROXY_REQUIRE]
+            .iter()
+            .find_map(|h| req.header(h))
+            .map(|v| {
+                v.as_str()
+                    .chars()
+                    .filter(|c| !c.is_control())
+                    .collect::<String>()
+            });
+        if let Some(options) = required {
+            let extra = vec![(headers::UNSUPPORTED, options)];
+            return self.refuse(Some(cseq), Some(method), Error::OptionNotSupported, extra);
+        }
+        match self.dispatch(method, req) {
+            Ok(reply) => self.answer(cseq, reply),
+            Err(e) => {
+                let extra = match e {
+                    Error::MethodNotAllowed(_) => vec![(headers::ALLOW, PUBLIC.to_owned())],
+                    _ => Vec::new(),
+                };
+                self.refuse(Some(cseq), Some(method), e, extra);
+            }
+        }
+    }
+
+    fn dispatch(&mut self, method: Method, req: &Req) -> Result<Reply, Error> {
+        match method {
+            Method::Options => self.options(req),
+            Method::Describe => self.describe(req),
+            Method::Setup => self.setup(req),
+            Method::Play => self.play(req),
+            Method::Pause => self.pause(req),
+            Method::Teardown => self.teardown(req),
+            Method::GetParameter => self.get_parameter(req),
+            Method::SetParameter
+            | Method::Announce
+            | Method::Record
+            | Method::Redirect
+            | Method::PlayNotify => Err(Error::MethodNotAllowed(method)),
+            Method::Extension => Err(Error::NotImplemented),
+        }
+    }
+
+    fn options(&mut self, req: &Req) -> Result<Reply, Error> {
+        let reply = Reply::default().header(headers::PUBLIC, PUBLIC);
+        Ok(match self.named_session(req)? {
+            true => reply.with_session(),
+            false => reply,
+        })
+    }
+
+    fn get_parameter(&mut self, req: &Req) -> Result<Reply, Error> {
+        // No parameters to report: an empty 200 is the keep-alive answer.
+        Ok(match self.named_session(req)? {
+            true => Reply::default().with_session(),
+            false => Reply::default(),
+        })
+    }
+
+    fn describe(&mut self, req: &Req) -> Result<Reply, Error> {
+        let url = req.request_uri().ok_or(Error::BadUri)?;
+        let target = Target::parse(url)?;
+        self.catalog.stream(&target.path).ok_or(Error::NotFound)?;
+        if let Some(accept) = req.header(&headers::ACCEPT) {
+            let a = accept.as_str().to_ascii_lowercase();
+            if !(a.contains("application/sdp") || a.contains("*/*") || a.contains("application/*"))
+            {
+                return Err(Error::NotAcceptable);
+            }
+        }
+        let sdp = self.catalog.sdp(&target.path).ok_or(Error::NotFound)?;
+        self.described = Some((target.path, target.looping));
+        Ok(Reply {
+            body: Some(("application/sdp", sdp.into_bytes())),
+            ..Reply::default()
+        }
+        .header(headers::CONTENT_BASE, content_base(url)))
+    }
+
+    fn setup(&mut self, req: &Req) -> Result<Reply, Error> {
+        let target = Target::parse(req.request_uri().ok_or(Error::BadUri)?)?;
+        let existing = self.named_session(req)?;
+        if !existing && self.session.is_some() {
+            return Err(Error::SessionExists);
+        }
+        if self.session.as_ref().is_some_and(|s| s.path != target.path) {
+            return Err(Error::OtherStream);
+        }
+        let stream = self.catalog.stream(&target.path).ok_or(Error::NotFound)?;
+        // A SETUP of the stream URL itself (VLC's SAT>IP client does that)
+        // means its first track.
+        let track = target.track.unwrap_or(0);
+        if track >= stream.tracks {
+            let tracks = stream.tracks;
+            return Err(Error::TrackNotFound { track, tracks });
+        }
+        let offers = req
+            .header(&headers::TRANSPORT)
+            .ok_or(Error::UnsupportedTransport)?;
+        let taken = self.channels_in_use(track);
+        let ctx = Context {
+            catalog: &self.catalog,
+            client: self.client,
+            stream: &stream,
+            track,
+            taken: &taken,
+        };
+        let chosen = transport::choose(offers.as_str(), &ctx)?;
+        if !self.catalog.admit(&target.path, &chosen) {
+            return Err(Error::NotAdmitted);
+        }
+        self.commit_setup(target, track, chosen);
+        Ok(Reply {
+            transport: Some(transport::reply(&chosen, self.config.server_port)),
+            ..Reply::default()
+        }
+        .with_session())
+    }
+
+    /// Interleaved channels of the session's tracks other than `track`.
+    fn channels_in_use(&self, track: u16) -> Vec<u8> {
+        let tracks = self.session.iter().flat_map(|s| s.tracks.iter());
+        tracks
+            .filter(|(t, _)| *t != track)
+            .filter_map(|(_, t)| match *t {
+                Transport::Interleaved { rtp, rtcp } => Some([rtp, rtcp]),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    }
+
+    /// Records an accepted SETUP in the session (making one if needed)
+    /// and tells the driver.
+    fn commit_setup(&mut self, target: Target, track: u16, transport: Transport) {
+        if self.session.is_none() {
+            let described_loop = self
+                .described
+                .as_ref()
+                .is_some_and(|(p, l)| *l && *p == target.path);
+            let id = SessionId(self.seed.wrapping_add(self.sessions_made));
+            self.sessions_made += 1;
+            self.session = Some(Session {
+                id,
+                path: target.path.clone(),
+                state: State::Ready,
+                played: false,
+                looping: target.looping || described_loop,
+                tracks: Vec::new(),
+            });
+        }
+        let Some(s) = self.session.as_mut() else {
+            return;
+        };
+        s.looping |= target.looping;
+        match s.tracks.iter_mut().find(|(t, _)| *t == track) {
+            Some(entry) => entry.1 = transport,
+            None => s.tracks.push((track, transport)),
+        }
+        self.events.push_back(Event::Setup {
+            session: s.id,
+            path: s.path.clone(),
+            track,
+            transport,
+        });
+    }
+
+    fn play(&mut self, req: &Req) -> Result<Reply, Error> {
+        self.require_session(req, Method::Play)?;
+        let from_start = match req.typed_header::<Range>() {
+            Ok(range) => start_of(range)?,
+            Err(_) => return Err(Error::InvalidHeader(Header::Range)),
+        };
+        let looping = req
+            .request_uri()
+            .and_then(|u| Target::parse(u).ok())
+            .is_some_and(|t| t.looping);
+        let Some(s) = self.session.as_mut() else {
+            return Err(Error::SessionNotFound);
+        };
+        s.looping |= looping;
+        let start = if !s.played || from_start {
+            Start::Beginning
+        } else {
+            Start::Resume
+        };
+        // PLAY while playing only matters when it restarts the stream.
+        if s.state == State::Ready || from_start {
+            s.state = State::Playing;
+            s.played = true;
+            self.events.push_back(Event::Play {
+                session: s.id,
+                path: s.path.clone(),
+                start,
+                looping: s.looping,
+            });
+        }
+        let reply = Reply::default().with_session();
+        Ok(match start {
+            Start::Beginning => reply.header(headers::RANGE, "npt=0.000-"),
+            Start::Resume => reply,
+        })
+    }
+
+    fn pause(&mut self, req: &Req) -> Result<Reply, Error> {
+        self.require_session(req, Method::Pause)?;
+        let Some(s) = self.session.as_mut() else {
+            return Err(Error::SessionNotFound);
+        };
+        if s.state != State::Playing {
+            let state = s.state;
+            return Err(Error::MethodNotValidInState {
+                method: Method::Pause,
+                state,
+            });
+        }
+        s.state = State::Ready;
+        self.events.push_back(Event::Pause { session: s.id });
+        Ok(Reply::default().with_session())
+    }
+
+    fn teardown(&mut self, req: &Req) -> Result<Reply, Error> {
+        // TEARDOWN in Init stays in Init (RFC 2326 A.1).
+        if self.session.is_none() && req.header(&headers::SESSION).is_none() {
+            return Ok(Reply::default());
+        }
+        self.require_session(req, Method::Teardown)?;
+        self.end_session(SessionEnd::Teardown);
+        Ok(Reply::default())
+    }
+
+    /// Whether the request names this connection's session: `Ok(false)`
+    /// without a `Session` header, an error if it names another.
+    fn named_session(&self, req: &Req) -> Result<bool, Error> {
+        let Some(value) = req.header(&headers::SESSION) else {
+            return Ok(false);
+        };
+        let id = value.as_str().split(';').next().unwrap_or("").trim();
+        match &self.session {
+            Some(s) if id.eq_ignore_ascii_case(&s.id.to_string()) => Ok(true),
+            _ => Err(Error::SessionNotFound),
+        }
+    }
+
+    /// PLAY, PAUSE and TEARDOWN need the session named.
+    fn require_session(&self, req: &Req, method: Method) -> Result<(), Error> {
+        match self.named_session(req)? {
+            true => Ok(()),
+            false if self.session.is_none() => Err(Error::MethodNotValidInState {
+                method,
+                state: State::Init,
+            }),
+            false => Err(Error::SessionNotFound),
+        }
+    }
+
+    fn end_session(&mut self, reason: SessionEnd) {
+        if let Some(s) = self.session.take() {
+            self.events.push_back(Event::SessionClosed {
+                session: s.id,
+                reason,
+            });
+        }
+    }
+
+    fn close(&mut self, reason: CloseReason) {
+        if !self.closed {
+            self.closed = true;
+            self.events.push_back(Event::Closed(reason));
+        }
+    }
+
+    /// A refusal after which the stream cannot go on.
+    fn fail(&mut self, cseq: Option<u32>, e: Error) {
+        self.counters.requests += 1;
+        self.refuse(cseq, None, e, Vec::new());
+        self.close(CloseReason::Protocol(e));
+    }
+
+    fn answer(&mut self, cseq: u32, reply: Reply) {
+        let mut b = Response::builder(Version::V1_0, StatusCode::Ok)
+            .header(headers::CSEQ, cseq.to_string())
+            .header(headers::SERVER, "nagare");
+        for (name, value) in reply.headers {
+            b = b.header(name, value);
+        }
+        if let (true, Some(s)) = (reply.session, &self.session) {
+            let secs = (self.config.session_timeout.as_nanos() / 1_000_000_000).max(1);
+            b = b.typed_header(&headers::Session::with_timeout(s.id.to_string(), secs));
+        }
+        if let Some(t) = &reply.transport {
+            b = b.typed_header(t);
+        }
+        let response = match reply.body {
+            Some((content_type, body)) => b.header(headers::CONTENT_TYPE, content_type).build(body),
+            None => b.build(Vec::new()),
+        };
+        self.push(&response);
+    }
+
+    fn refuse(
+        &mut self,
+        cseq: Option<u32>,
+        method: Option<Method>,
+        e: Error,
+        extra: Vec<(HeaderName, String)>,
+    ) {
+        self.counters.refused += 1;
+        let mut b = Response::builder(Version::V1_0, StatusCode::from(e.status()));
+        if let Some(reason) = e.reason() {
+            b = b.reason_phrase(reason);
+        }
+        if let Some(c) = cseq {
+            b = b.header(headers::CSEQ, c.to_string());
+        }
+        b = b.header(headers::SERVER, "nagare");
+        for (name, value) in extra {
+            b = b.header(name, value);
+        }
+        self.push(&b.build(Vec::new()));
+        self.events.push_back(Event::Refused { method, error: e });
+    }
+
+    fn push(&mut self, response: &Response<Vec<u8>>) {
+        let mut out = Vec::with_capacity(256);
+        // Writing into a Vec cannot fail.
+        if response.write(&mut out).is_ok() {
+            self.transmits.push_back(out);
+        }
+    }
+}
+
+/// Whether PLAY's `Range` asks for the start: `None` or `npt=now-` keep
+/// the position, `npt=0-` (any spelling of zero) restarts, anything else
+/// is a seek nagare does not do.
+fn start_of(range: Option<Range>) -> Result<bool, Error> {
+    let from = match range {
+        None => return Ok(false),
+        Some(Range::Npt(NptRange::From(t) | NptRange::FromTo(t, _))) => t,
+        Some(_) => return Err(Error::InvalidHeader(Header::Range)),
+    };
+    let nanos = match from {
+        NptTime::Now => return Ok(false),
+        NptTime::Seconds(s, ns) => u128::from(s) * 1_000_000_000 + u128::from(ns.unwrap_or(0)),
+        NptTime::Hms(h, m, s, ns) => {
+            let secs = u128::from(h) * 3600 + u128::from(m) * 60 + u128::from(s);
+            secs * 1_000_000_000 + u128::from(ns.unwrap_or(0))
+        }
+    };
+    if nanos == 0 {
+        Ok(true)
+    } else {
+        let start_ms = u64::try_from(nanos / 1_000_000).unwrap_or(u64::MAX);
+        Err(Error::SeekUnsupported { start_ms })
+    }
+}
+
+/// The CSeq of a message rtsp-types refused only for its URI, so that the
+/// 400 still reaches the right request.
+fn cseq_of_unparsable(message: &[u8]) -> Option<u32> {
+    let probe = with_star_uri(message)?;
+    match Message::<Vec<u8>>::parse(&probe) {
+        Ok((Message::Request(req), _)) => req.typed_header::<CSeq>().ok()?.map(|c| *c),
+        _ => None,
+    }
+}
