@@ -351,10 +351,11 @@ impl TestParams {
         let span_ms = schedule
             .pacer()
             .slot(schedule.total_packets - 1)
-            .as_millis();
+            .as_nanos()
+            / 1_000_000;
         check(
             "intervals in the test",
-            u64::try_from(span_ms / u128::from(self.interval_ms)).map_or(u64::MAX, |n| n + 1),
+            (span_ms / self.interval_ms.max(1)).saturating_add(1),
             1,
             MAX_INTERVALS,
         )?;
@@ -800,7 +801,7 @@ mod tests {
         .validate()
         .unwrap();
         assert_eq!(slow.total_packets, 10); // 10 packets/s
-        assert_eq!(slow.pacer().slot(1).as_millis(), 100);
+        assert_eq!(slow.pacer().slot(1), crate::Nanos::from_millis(100));
     }
 
     #[test]
