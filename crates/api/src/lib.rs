@@ -10,3 +10,5 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
+
+pub mod video;

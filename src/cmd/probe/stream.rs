@@ -81,7 +81,7 @@ pub fn send_stream(
     let size = shape.packet_size;
     let mut pacer = schedule.pacer();
     let mut gso = udp::gso_available(sock);
-    let max_train = pacer.max_train(shape.burst, udp::train_cap(gso, size));
+    let max_train = pacer.max_train(shape.burst.into(), udp::train_cap(gso, size));
     // One packet buffer per train slot, laid end to end so a GSO train is
     // one contiguous run. Filler that compresses badly, so no link
     // compression flatters us.
@@ -99,12 +99,12 @@ pub fn send_stream(
     let ppf = schedule.packets_per_frame;
     let total = schedule.total_packets;
     'stream: while pacer.next_packet() < total && !stop.load(Ordering::Relaxed) {
-        crate::clock::wait_until(start + pacer.next_release());
-        let now = start.elapsed();
+        crate::clock::wait_until(start + Duration::from(pacer.next_release()));
+        let now = nagare_proto::Nanos::from(start.elapsed());
         let first = pacer.next_packet();
         let left = usize::try_from(total - first).unwrap_or(usize::MAX);
-        let n = pacer.due(now, max_train, shape.burst).clamp(1, left);
-        let send_ns = now.as_nanos() as u64;
+        let n = pacer.due(now, max_train, shape.burst.into()).clamp(1, left);
+        let send_ns = now.as_nanos();
         iov.clear();
         for (j, buf) in bufs.chunks_mut(size).take(n).enumerate() {
             let seq = first + j as u64;
@@ -137,7 +137,7 @@ pub fn send_stream(
         for j in 0..n as u64 {
             if j < sent as u64 {
                 log.record(
-                    pacer.slot(first + j).as_nanos() as u64,
+                    pacer.slot(first + j).as_nanos(),
                     send_ns,
                     size as u64,
                 );
