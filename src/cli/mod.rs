@@ -4,6 +4,7 @@
 
 use anyhow::{Result, anyhow};
 use nagare_proto::video::format::parse_size;
+use nagare_proto::video::receiver::Incomplete;
 use nagare_proto::{BitRate, FrameRate, PixelFormat, VideoFormat};
 
 /// Parses a pixel format with a message listing the known ones.
@@ -25,6 +26,14 @@ pub fn parse_format(size: &str, pix_fmt: &str) -> Result<VideoFormat> {
 pub fn parse_rate(fps: &str) -> Result<FrameRate> {
     fps.parse()
         .map_err(|_| anyhow!("frame rate '{fps}' does not parse: give 30, 60000/1001 or 29.97 (above 0, at most 1000)"))
+}
+
+/// The `--incomplete` parser: clap lists and checks the names, proto's
+/// policy type takes them.
+pub fn parse_incomplete() -> impl clap::builder::TypedValueParser<Value = Incomplete> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(Incomplete::NAMES)
+        .map(|name| name.parse().unwrap_or_default())
 }
 
 /// Parses a bit rate such as `3.2G`, `500M`, `100k`, `6m` or `6000000`

@@ -242,6 +242,24 @@ pub fn wait_bounded(
     }
 }
 
+/// Parses a `--json` report into its nagare-api type.
+pub fn parse_report<T: serde::de::DeserializeOwned>(out: &str) -> T {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("bad JSON report ({e}): {out}"))
+}
+
+/// Waits (up to `secs` seconds) until something has bound UDP `port` on
+/// 127.0.0.1: the moment a peer such as GStreamer or FFmpeg is ready.
+pub fn wait_for_udp_bind(port: u16, secs: u64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while std::net::UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nothing bound UDP port {port} within {secs} s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// Asserts that a finished command succeeded, showing its stderr if not.
 pub fn assert_ok(out: &std::process::Output) {
     assert!(

@@ -4,8 +4,11 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use nagare_api::video::RecvReport;
+
 use crate::common::{
-    Running, Scratch, assert_ok, free_udp_port, nagare, noise, require, wait_bounded,
+    Running, Scratch, assert_ok, free_udp_port, nagare, noise, parse_report, require,
+    wait_bounded, wait_for_udp_bind,
 };
 
 const W: usize = 320;
@@ -73,7 +76,7 @@ fn gstreamer_receives_nagare_byte_identical() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(700));
+        wait_for_udp_bind(port, 10);
         let send = nagare()
             .args(["send", s.path("in.raw").to_str().unwrap()])
             .args([
@@ -163,6 +166,8 @@ fn nagare_receives_gstreamer_byte_identical() {
         assert_ok(&gst);
         let (status, out_json, err) = r.finish();
         assert!(status.success(), "{pix}: {err}\n{out_json}");
+        let report: RecvReport = parse_report(&out_json);
+        assert_eq!(report.frames_complete, FRAMES as u64, "{pix}");
         assert!(
             std::fs::read(&out).unwrap() == input,
             "{pix}: recording differs"
@@ -234,6 +239,8 @@ fn nagare_receives_ffmpeg_byte_identical_with_its_sdp() {
     assert_ok(&sent);
     let (status, report, err) = r.finish();
     assert!(status.success(), "{err}\n{report}");
+    let report: RecvReport = parse_report(&report);
+    assert_eq!(report.frames_complete, FRAMES as u64);
     assert!(
         std::fs::read(&out).unwrap() == input,
         "recording differs from FFmpeg's input"
@@ -291,7 +298,8 @@ fn ffmpeg_receives_nagare_through_nagares_sdp() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    // FFmpeg binds the SDP's port once it has read the SDP.
+    wait_for_udp_bind(port, 20);
     let sent = send(FRAMES);
     assert_ok(&sent);
     let mut ff = ff;

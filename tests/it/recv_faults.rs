@@ -5,10 +5,11 @@
 use std::net::UdpSocket;
 use std::time::Duration;
 
+use nagare_api::video::RecvReport;
 use nagare_proto::video::st2110_20::Packetizer;
-use nagare_proto::{FrameRate, PixelFormat, VideoFormat};
+use nagare_proto::{ExtSeq, FrameRate, MediaTime, PixelFormat, Ssrc, VideoFormat};
 
-use crate::common::{Running, Scratch, nagare, noise};
+use crate::common::{Running, Scratch, nagare, noise, parse_report};
 
 const W: u32 = 64;
 const H: u32 = 8;
@@ -19,15 +20,14 @@ fn format() -> VideoFormat {
 
 /// Packets of `frames` frames: (frame index, packet bytes).
 fn stream(frames: &[Vec<u8>], ssrc: u32) -> Vec<(usize, Vec<u8>)> {
-    let p = Packetizer::new(format(), 200, ssrc).unwrap();
+    let p = Packetizer::new(format(), 200, Ssrc(ssrc)).unwrap();
     let rate = FrameRate::new(50, 1).unwrap();
-    let mut seq = 0xfff0u32; // crosses the 16-bit wrap mid-stream
+    let mut seq = ExtSeq(0xfff0); // crosses the 16-bit wrap mid-stream
     let mut out = Vec::new();
     for (f, frame) in frames.iter().enumerate() {
-        let packets = p
-            .frame_packets(frame, seq, rate.rtp_timestamp(1000 + f as u64))
-            .unwrap();
-        seq = seq.wrapping_add(packets.len() as u32);
+        let ts = MediaTime(rate.rtp_timestamp(1000 + f as u64));
+        let packets = p.frame_packets(frame, seq, ts).unwrap();
+        seq = seq.add(packets.len() as u64);
         out.extend(packets.into_iter().map(|pk| (f, pk)));
     }
     out
@@ -37,7 +37,7 @@ fn run(
     packets: &[Vec<u8>],
     frames: u64,
     extra: &[&str],
-) -> (std::process::ExitStatus, serde_json::Value, String) {
+) -> (std::process::ExitStatus, RecvReport, String) {
     let mut cmd = nagare();
     cmd.args(["recv", "--listen", "127.0.0.1:0", "--size", "64x8"])
         .args([
@@ -61,11 +61,7 @@ fn run(
         }
     }
     let (status, out, err) = r.finish();
-    (
-        status,
-        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}")),
-        err,
-    )
+    (status, parse_report(&out), err)
 }
 
 #[test]
@@ -115,18 +111,16 @@ fn exact_counters_for_scripted_faults_and_each_incomplete_policy() {
             &["--incomplete", policy, "--output", out.to_str().unwrap()],
         );
         assert!(!status.success(), "losses must fail the run: {err}");
-        assert_eq!(r["frames_complete"], 4, "{r}");
-        assert_eq!(
-            r["frames_incomplete"]["ranges"],
-            serde_json::json!([[1, 1]])
-        );
-        assert_eq!(r["frames_lost"]["ranges"], serde_json::json!([[3, 3]]));
-        assert_eq!(r["packets_lost"], dropped, "{r}");
-        assert_eq!(r["packets_reordered"], 1);
-        assert_eq!(r["packets_duplicate"], 1);
-        assert_eq!(r["packets_malformed"], 2);
-        assert_eq!(r["packets_foreign"], 1);
-        assert_eq!(r["frames_written"], frames_written);
+        assert_eq!(r.frames_complete, 4, "{r:?}");
+        assert_eq!(r.frames_incomplete.ranges, [[1, 1]]);
+        assert_eq!(r.frames_lost.ranges, [[3, 3]]);
+        assert_eq!(r.packets_lost, dropped, "{r:?}");
+        assert_eq!(r.packets_reordered, 1);
+        assert_eq!(r.packets_duplicate, 1);
+        assert_eq!(r.packets_malformed, 2);
+        assert_eq!(r.packets_foreign, 1);
+        assert_eq!(r.packets_received, all.len() as u64 - dropped);
+        assert_eq!(r.frames_written, frames_written);
         let got = std::fs::read(&out).unwrap();
         assert_eq!(got.len() as u64, frames_written * frame_bytes as u64);
         let chunks: Vec<&[u8]> = got.chunks(frame_bytes).collect();
@@ -172,8 +166,10 @@ fn clean_scripted_stream_exits_zero() {
     let packets: Vec<Vec<u8>> = stream(&frames, 5).into_iter().map(|(_, p)| p).collect();
     let (status, r, err) = run(&packets, 3, &[]);
     assert!(status.success(), "{err}");
-    assert_eq!(r["frames_complete"], 3);
-    assert_eq!(r["packets_lost"], 0);
+    assert_eq!(r.frames_complete, 3);
+    assert_eq!(r.packets_lost, 0);
+    assert_eq!(r.packets_received, packets.len() as u64);
+    assert!(r.all_complete);
 }
 
 #[test]
@@ -190,13 +186,12 @@ fn garbage_only_never_crashes_or_hangs() {
     let total = junk.len() as u64;
     let (status, r, err) = run(&junk, 1, &[]);
     assert!(!status.success());
-    assert_eq!(r["frames_complete"], 0, "{err}");
-    let n = |k: &str| r[k].as_u64().unwrap();
+    assert_eq!(r.frames_complete, 0, "{err}");
     // Every datagram is accounted for, almost all as malformed.
     assert_eq!(
-        n("packets_malformed") + n("packets_foreign") + n("packets_received"),
+        r.packets_malformed + r.packets_foreign + r.packets_received,
         total,
-        "{r}"
+        "{r:?}"
     );
-    assert!(n("packets_malformed") >= total - 5, "{r}");
+    assert!(r.packets_malformed >= total - 5, "{r:?}");
 }
