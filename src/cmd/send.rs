@@ -459,9 +459,10 @@ impl<'a> Driver<'a> {
                 return Ok(());
             }
             let now = self.origin.elapsed();
-            // At the end of the input, trains of frames in hand still go.
-            if !ended && !self.answer(ring, now)? {
-                ended = true;
+            // At the end of the input, trains of frames in hand still go;
+            // requests for more go unanswered.
+            ended = ended || !self.answer(ring, now)?;
+            if ended {
                 self.pending.clear();
             }
             if let Some(t) = self.schedule.poll_transmit(now) {
