@@ -4,7 +4,6 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,6 +14,8 @@ use anyhow::{Context, Result, bail};
 use crossbeam_channel::{Receiver, Sender, bounded};
 use nagare_proto::VideoFormat;
 use nagare_proto::video::pattern::Pattern;
+
+use crate::net::file::{ALIGN, AlignedBuf, advise_sequential, open_direct};
 
 /// Where frames come from.
 #[derive(Debug)]
@@ -51,33 +52,50 @@ impl Source {
             format!("cannot read input '{input}': give a raw video file, a directory of frames, or pattern:bars")
         })?;
         if meta.is_dir() {
-            let mut files: Vec<PathBuf> = std::fs::read_dir(path)
-                .with_context(|| format!("cannot list directory '{input}'"))?
-                .filter_map(|e| e.ok())
-                .map(|e| e.path())
-                .filter(|p| p.is_file())
-                .collect();
-            files.sort();
-            if files.is_empty() {
-                bail!("directory '{input}' holds no frame files");
-            }
-            for f in &files {
-                let len = std::fs::metadata(f)?.len();
-                if len != frame {
-                    bail!(
-                        "frame file '{}' is {len} bytes but a {}x{} {} frame is {frame} bytes; \
-                         check --size and --pix-fmt",
-                        f.display(),
-                        format.width,
-                        format.height,
-                        format.pixel_format
-                    );
-                }
-            }
-            return Ok(Source::Dir(files));
+            return Source::open_dir(input, format);
         }
         File::open(path).with_context(|| format!("cannot open input '{input}'"))?;
-        let len = meta.len();
+        Source::check_file(input, meta.len(), format, direct)?;
+        Ok(Source::File {
+            path: path.to_path_buf(),
+            frames: meta.len() / frame,
+            direct,
+        })
+    }
+
+    /// A directory of frame files, each exactly one frame long.
+    fn open_dir(input: &str, format: VideoFormat) -> Result<Source> {
+        let frame = format.frame_bytes() as u64;
+        let mut files: Vec<PathBuf> = std::fs::read_dir(input)
+            .with_context(|| format!("cannot list directory '{input}'"))?
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| p.is_file())
+            .collect();
+        files.sort();
+        if files.is_empty() {
+            bail!("directory '{input}' holds no frame files");
+        }
+        for f in &files {
+            let len = std::fs::metadata(f)?.len();
+            if len != frame {
+                bail!(
+                    "frame file '{}' is {len} bytes but a {}x{} {} frame is {frame} bytes; \
+                     check --size and --pix-fmt",
+                    f.display(),
+                    format.width,
+                    format.height,
+                    format.pixel_format
+                );
+            }
+        }
+        Ok(Source::Dir(files))
+    }
+
+    /// Checks that a raw file of `len` bytes holds whole frames (aligned
+    /// for O_DIRECT with `direct`).
+    fn check_file(input: &str, len: u64, format: VideoFormat, direct: bool) -> Result<()> {
+        let frame = format.frame_bytes() as u64;
         if len == 0 {
             bail!("input '{input}' is empty");
         }
@@ -100,13 +118,9 @@ impl Source {
                     frame % ALIGN as u64
                 );
             }
-            open_direct(path)?;
+            open_direct(Path::new(input))?;
         }
-        Ok(Source::File {
-            path: path.to_path_buf(),
-            frames: len / frame,
-            direct,
-        })
+        Ok(())
     }
 
     /// Frames available in one pass (None for the endless pattern).
@@ -119,46 +133,10 @@ impl Source {
     }
 }
 
-/// Alignment of frame buffers: what O_DIRECT needs for any block size
-/// up to a page.
-const ALIGN: usize = 4096;
-
-/// A frame buffer whose bytes start on a page boundary, so O_DIRECT can
-/// read into it; it dereferences to the frame's bytes.
-pub struct FrameMem {
-    raw: Vec<u8>,
-    start: usize,
-    len: usize,
-}
-
-impl FrameMem {
-    /// A zeroed, page-aligned buffer of `len` bytes.
-    pub fn new(len: usize) -> FrameMem {
-        let raw = vec![0u8; len + ALIGN];
-        // The heap block never moves while the Vec lives, so the offset
-        // stays valid when the FrameMem itself is moved.
-        let start = raw.as_ptr().align_offset(ALIGN).min(ALIGN);
-        FrameMem { raw, start, len }
-    }
-}
-
-impl std::ops::Deref for FrameMem {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        &self.raw[self.start..self.start + self.len]
-    }
-}
-
-impl std::ops::DerefMut for FrameMem {
-    fn deref_mut(&mut self) -> &mut [u8] {
-        &mut self.raw[self.start..self.start + self.len]
-    }
-}
-
 /// A frame handed from the reader to the sender.
 pub struct FrameBuf {
     /// The frame's bytes.
-    pub data: FrameMem,
+    pub data: AlignedBuf,
 }
 
 /// Message on the ring: a frame, or why the reader stopped early.
@@ -175,7 +153,7 @@ pub struct FrameRing {
     /// Frames ready to send.
     pub full: Receiver<Slot>,
     /// Buffers to hand back after sending.
-    pub empty: Sender<FrameMem>,
+    pub empty: Sender<AlignedBuf>,
     done: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
@@ -195,10 +173,10 @@ impl FrameRing {
     ) -> FrameRing {
         let capacity = capacity.max(1);
         let (full_tx, full) = bounded::<Slot>(capacity);
-        let (empty, empty_rx) = bounded::<FrameMem>(capacity);
+        let (empty, empty_rx) = bounded::<AlignedBuf>(capacity);
         for _ in 0..capacity {
             // The channel has exactly `capacity` places.
-            let _ = empty.send(FrameMem::new(format.frame_bytes()));
+            let _ = empty.send(AlignedBuf::new(format.frame_bytes()));
         }
         let done = Arc::new(AtomicBool::new(false));
         let stop = Arc::new(AtomicBool::new(false));
@@ -241,7 +219,7 @@ impl Drop for FrameRing {
         // Unblock a reader waiting for a buffer or a free slot.
         while self.full.try_recv().is_ok() {}
         if let Some(t) = self.thread.take() {
-            let _ = self.empty.send(FrameMem::new(0));
+            let _ = self.empty.send(AlignedBuf::new(0));
             while !t.is_finished() {
                 while self.full.try_recv().is_ok() {}
                 std::thread::sleep(Duration::from_millis(1));
@@ -256,7 +234,7 @@ fn read_loop(
     limit: Option<u64>,
     looping: bool,
     read_delay: Duration,
-    empty: &Receiver<FrameMem>,
+    empty: &Receiver<AlignedBuf>,
     full: &Sender<Slot>,
     stop: &AtomicBool,
 ) -> Result<()> {
@@ -290,31 +268,7 @@ fn read_loop(
         if !read_delay.is_zero() {
             std::thread::sleep(read_delay);
         }
-        match source {
-            Source::Pattern(p) => p.render(number, &mut buf),
-            Source::Dir(files) => {
-                let f = &files[in_pass.unwrap_or(0) as usize];
-                File::open(f)
-                    .and_then(|mut h| h.read_exact(&mut buf))
-                    .with_context(|| format!("reading frame file '{}'", f.display()))?;
-            }
-            Source::File { path, direct, .. } => {
-                if in_pass == Some(0) || file.is_none() {
-                    let h = if *direct {
-                        open_direct(path)?
-                    } else {
-                        File::open(path).with_context(|| format!("opening '{}'", path.display()))?
-                    };
-                    advise_sequential(&h);
-                    file = Some(h);
-                }
-                if let Some(h) = file.as_mut() {
-                    h.read_exact(&mut buf).with_context(|| {
-                        format!("reading frame {number} of '{}'", path.display())
-                    })?;
-                }
-            }
-        }
+        fill(source, number, in_pass, &mut file, &mut buf)?;
         if full.send(Slot::Frame(FrameBuf { data: buf })).is_err() {
             return Ok(());
         }
@@ -322,28 +276,41 @@ fn read_loop(
     }
 }
 
-fn open_direct(path: &Path) -> Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(path)
-        .map_err(|e| {
-            if e.raw_os_error() == Some(libc::EINVAL) {
-                anyhow::anyhow!(
-                    "the filesystem holding '{}' does not support O_DIRECT (tmpfs does not); drop --direct",
-                    path.display()
-                )
-            } else {
-                anyhow::anyhow!("opening '{}' with O_DIRECT: {e}", path.display())
+/// Reads frame `number` (`in_pass` within one pass of the input) into
+/// `buf`; `file` is the raw file kept open between frames, reopened at
+/// the start of each pass.
+fn fill(
+    source: &Source,
+    number: u64,
+    in_pass: Option<u64>,
+    file: &mut Option<File>,
+    buf: &mut [u8],
+) -> Result<()> {
+    match source {
+        Source::Pattern(p) => p.render(number, buf),
+        Source::Dir(files) => {
+            let f = in_pass
+                .and_then(|k| files.get(usize::try_from(k).ok()?))
+                .context("frame index beyond the directory listing")?;
+            File::open(f)
+                .and_then(|mut h| h.read_exact(buf))
+                .with_context(|| format!("reading frame file '{}'", f.display()))?;
+        }
+        Source::File { path, direct, .. } => {
+            if in_pass == Some(0) || file.is_none() {
+                let h = if *direct {
+                    open_direct(path)?
+                } else {
+                    File::open(path).with_context(|| format!("opening '{}'", path.display()))?
+                };
+                advise_sequential(&h);
+                *file = Some(h);
             }
-        })
-}
-
-/// Tells the kernel the file is read front to back, so it reads ahead.
-fn advise_sequential(file: &File) {
-    // SAFETY: plain advisory call on a valid descriptor.
-    unsafe {
-        libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_SEQUENTIAL);
+            if let Some(h) = file.as_mut() {
+                h.read_exact(buf)
+                    .with_context(|| format!("reading frame {number} of '{}'", path.display()))?;
+            }
+        }
     }
+    Ok(())
 }

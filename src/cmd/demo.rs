@@ -10,7 +10,9 @@ use anyhow::{Context, Result, anyhow};
 use nagare_api::video::{DemoReport, RecvReport, SendReport};
 use nagare_proto::video::receiver::Incomplete;
 use nagare_proto::video::st2110_20::DEFAULT_PACKET_SIZE;
-use nagare_proto::{FrameRate, VideoFormat};
+use nagare_proto::{FrameRate, PixelFormat, VideoFormat};
+
+use crate::cli::{self, Size};
 
 use crate::cmd::recv::{self, RecvConfig};
 use crate::cmd::send::{self, SendConfig};
@@ -21,19 +23,19 @@ use crate::progress::bitrate;
 #[derive(clap::Args, Debug, Clone)]
 pub struct DemoArgs {
     /// Frame size.
-    #[arg(long, default_value = "1920x1080")]
-    pub size: String,
+    #[arg(long, default_value = "1920x1080", value_parser = cli::parse_size)]
+    pub size: Size,
     /// Pixel format.
-    #[arg(long = "pix-fmt", default_value = "uyvp")]
-    pub pix_fmt: String,
+    #[arg(long = "pix-fmt", default_value = "uyvp", value_parser = cli::parse_pix_fmt)]
+    pub pix_fmt: PixelFormat,
     /// Frame rate.
-    #[arg(long, default_value = "60000/1001")]
-    pub fps: String,
+    #[arg(long, default_value = "60000/1001", value_parser = cli::parse_rate)]
+    pub fps: FrameRate,
     /// Frames to send.
     #[arg(long, default_value_t = 300)]
     pub frames: u64,
     /// UDP payload bytes per packet.
-    #[arg(long, default_value_t = DEFAULT_PACKET_SIZE)]
+    #[arg(long, default_value_t = DEFAULT_PACKET_SIZE, value_parser = cli::parse_packet_size)]
     pub packet_size: usize,
     /// Print the verdict and both reports as JSON on stdout at the end.
     #[arg(long)]
@@ -42,8 +44,8 @@ pub struct DemoArgs {
 
 /// `nagare demo`.
 pub fn main(args: DemoArgs) -> Result<ExitCode> {
-    let format: VideoFormat = crate::cli::parse_format(&args.size, &args.pix_fmt)?;
-    let rate: FrameRate = crate::cli::parse_rate(&args.fps)?;
+    let format = cli::video_format(args.size, args.pix_fmt)?;
+    let rate = args.fps;
     let recv_cfg = RecvConfig {
         listen: "127.0.0.1:0".parse().map_err(|e| anyhow!("{e}"))?,
         format,

@@ -9,31 +9,33 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, anyhow, bail};
+use nagare_api::doctor::{Check, CheckKind, Report};
 use nagare_proto::sdp::SdpStream;
-use serde::Serialize;
+use nagare_proto::{BitRate, ByteSize};
 
-use crate::cli::parse_bit_rate;
-use crate::progress::bitrate;
+use crate::cli::{parse_address, parse_bit_rate, parse_interface, parse_packet_size};
+use crate::net::host::{self, ClockSync};
+use crate::net::iface::{self, Interface, Link};
 
 /// Command-line arguments of `nagare doctor`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct DoctorArgs {
     /// Planned stream rate in bit/s, like 3.2G or 24G.
-    #[arg(long, conflicts_with = "sdp")]
-    pub rate: Option<String>,
+    #[arg(long, conflicts_with = "sdp", value_parser = parse_bit_rate)]
+    pub rate: Option<u64>,
     /// Take rate, destination and group from the stream's SDP.
     #[arg(long)]
     pub sdp: Option<PathBuf>,
     /// UDP payload per packet (checked against the MTU).
-    #[arg(long, default_value_t = 8800)]
+    #[arg(long, default_value_t = 8800, value_parser = parse_packet_size)]
     pub packet_size: usize,
     /// Where the stream goes (unicast host or multicast group), HOST:PORT;
     /// picks the interface to check.
-    #[arg(long)]
-    pub to: Option<String>,
+    #[arg(long, value_name = "HOST:PORT", value_parser = parse_address)]
+    pub to: Option<SocketAddr>,
     /// Interface to check, by name or address (default: the route to --to).
-    #[arg(long)]
-    pub interface: Option<String>,
+    #[arg(long, value_parser = parse_interface)]
+    pub interface: Option<Interface>,
     /// Apply the sysctl fixes (root only).
     #[arg(long)]
     pub apply: bool,
@@ -42,197 +44,271 @@ pub struct DoctorArgs {
     pub json: bool,
 }
 
-/// The outcome of one check.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Check {
-    /// What was checked.
-    pub name: String,
-    /// What the host has.
-    pub current: String,
-    /// What the stream needs.
-    pub needed: String,
-    /// Whether it is enough.
-    pub ok: bool,
-    /// The command that fixes it, if any.
-    pub fix: Option<String>,
+/// The stream the checks are for.
+#[derive(Debug, Clone, Copy)]
+struct Plan {
+    rate: BitRate,
+    packet_size: usize,
+    dest: Option<SocketAddr>,
 }
 
-/// A sysctl with the value seed 000 settled on and the floor this stream
-/// needs.
+impl Plan {
+    /// IP and UDP header bytes on top of each payload.
+    fn header_bytes(&self) -> u64 {
+        if self.dest.is_some_and(|d| d.is_ipv6()) {
+            48
+        } else {
+            28
+        }
+    }
+}
+
+/// A sysctl with the value seed 000 settled on.
 #[derive(Debug, Clone, Copy)]
 struct Knob {
+    kind: CheckKind,
     key: &'static str,
     /// Seed 000, Table 4.
     table4: &'static str,
 }
 
 const RMEM_MAX: Knob = Knob {
+    kind: CheckKind::RmemMax,
     key: "net.core.rmem_max",
     table4: "2147483638",
 };
 const WMEM_MAX: Knob = Knob {
+    kind: CheckKind::WmemMax,
     key: "net.core.wmem_max",
     table4: "2147483638",
 };
 const BACKLOG: Knob = Knob {
+    kind: CheckKind::NetdevBacklog,
     key: "net.core.netdev_max_backlog",
     table4: "4000",
 };
 const UDP_MEM: Knob = Knob {
+    kind: CheckKind::UdpMem,
     key: "net.ipv4.udp_mem",
     table4: "1535898 2047887 3071798",
 };
 
-/// Socket buffer a receiver wants for `bps`: 100 ms of stream, so a
+/// A sysctl value that fixes a check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Setting {
+    key: &'static str,
+    value: String,
+}
+
+impl Setting {
+    /// The shell command that applies it.
+    fn command(&self) -> String {
+        if self.value.contains(' ') {
+            format!("sysctl -w {}=\"{}\"", self.key, self.value)
+        } else {
+            format!("sysctl -w {}={}", self.key, self.value)
+        }
+    }
+}
+
+/// A check, and for a short sysctl the setting that fixes it.
+#[derive(Debug, Clone)]
+pub struct Finding {
+    /// The check as reported.
+    pub check: Check,
+    /// What `--apply` writes.
+    pub setting: Option<Setting>,
+}
+
+/// Socket buffer a receiver wants at `rate`: 100 ms of stream, so a
 /// scheduling hiccup of the receiving thread loses nothing, and never
 /// below 16 MiB (a 4K frame from an unpaced sender arrives as one burst).
-pub fn buffer_need(bps: f64) -> u64 {
-    ((bps / 8.0 * 0.1) as u64).max(16 << 20)
+pub fn buffer_need(rate: BitRate) -> ByteSize {
+    ByteSize((rate.bps() / 8 / 10).max(16 << 20))
 }
 
 /// Packets the kernel may queue per CPU before a softirq runs: 10 ms of
 /// packets, at least Table 4's 4000.
-pub fn backlog_need(bps: f64, packet_size: usize) -> u64 {
-    ((bps / 8.0 / packet_size.max(1) as f64 * 0.01) as u64).max(4000)
+pub fn backlog_need(rate: BitRate, packet_size: usize) -> u64 {
+    let packet = u64::try_from(packet_size.max(1)).unwrap_or(u64::MAX);
+    (rate.bps() / 8 / packet / 100).max(4000)
 }
 
-/// Evaluates the sysctl checks from their current values (pure, so the
-/// rules are unit-tested without touching the host).
-pub fn sysctl_checks(
-    bps: f64,
-    packet_size: usize,
+/// Checks one integer sysctl against its floor.
+fn scalar_check(
+    knob: Knob,
+    need: u64,
+    why: &str,
     read: &dyn Fn(&str) -> Option<String>,
-) -> Vec<Check> {
-    let buf = buffer_need(bps);
-    let mut out = Vec::new();
-    let mut scalar = |knob: Knob, need: u64, why: &str| {
-        let cur = read(knob.key).and_then(|v| v.trim().parse::<u64>().ok());
-        let ok = cur.is_some_and(|c| c >= need);
-        out.push(Check {
+) -> Finding {
+    let cur = read(knob.key).and_then(|v| v.trim().parse::<u64>().ok());
+    let ok = cur.is_some_and(|c| c >= need);
+    let setting = (!ok).then(|| Setting {
+        key: knob.key,
+        value: need.to_string(),
+    });
+    Finding {
+        check: Check {
+            kind: knob.kind,
             name: format!("{} ({why})", knob.key),
             current: cur.map_or("unreadable".into(), |c| c.to_string()),
             needed: format!(">= {need} (seed 000 Table 4: {})", knob.table4),
             ok,
-            fix: (!ok).then(|| format!("sysctl -w {}={need}", knob.key)),
-        });
-    };
-    scalar(RMEM_MAX, buf, "largest receive buffer");
-    scalar(WMEM_MAX, buf, "largest send buffer");
-    scalar(
-        BACKLOG,
-        backlog_need(bps, packet_size),
-        "packets queued per CPU",
-    );
-    // udp_mem is in pages: min pressure max. Four streams' buffers must
-    // fit under the pressure threshold.
-    let pages = buf * 4 / 4096;
+            fix: setting.as_ref().map(Setting::command),
+        },
+        setting,
+    }
+}
+
+/// Checks `udp_mem` (pages: min pressure max): four streams' buffers must
+/// fit under the pressure threshold.
+fn udp_mem_check(buffer: ByteSize, read: &dyn Fn(&str) -> Option<String>) -> Finding {
+    let pages = buffer.bytes() * 4 / 4096;
     let cur = read(UDP_MEM.key);
     let parsed: Option<Vec<u64>> = cur.as_deref().map(|v| {
         v.split_whitespace()
             .filter_map(|x| x.parse().ok())
             .collect()
     });
-    let (ok, fix) = match parsed.as_deref() {
-        Some([min, pressure, max]) if *pressure >= pages && *max >= pages * 2 => (true, None),
-        Some([min, pressure, max]) => (
-            false,
-            Some(format!(
-                "sysctl -w {}=\"{} {} {}\"",
-                UDP_MEM.key,
-                (*min).max(pages / 2),
-                (*pressure).max(pages),
-                (*max).max(pages * 2)
-            )),
+    let (ok, [min, pressure, max]) = match parsed.as_deref() {
+        Some(&[min, pressure, max]) => (
+            pressure >= pages && max >= pages * 2,
+            [min.max(pages / 2), pressure.max(pages), max.max(pages * 2)],
         ),
-        _ => (
-            false,
-            Some(format!(
-                "sysctl -w {}=\"{} {} {}\"",
-                UDP_MEM.key,
-                pages / 2,
-                pages,
-                pages * 2
-            )),
-        ),
+        _ => (false, [pages / 2, pages, pages * 2]),
     };
-    out.push(Check {
-        name: format!("{} (UDP memory, pages)", UDP_MEM.key),
-        current: cur.unwrap_or_else(|| "unreadable".into()),
-        needed: format!("pressure >= {pages} (seed 000 Table 4: {})", UDP_MEM.table4),
-        ok,
-        fix,
+    let setting = (!ok).then(|| Setting {
+        key: UDP_MEM.key,
+        value: format!("{min} {pressure} {max}"),
     });
-    out
+    Finding {
+        check: Check {
+            kind: UDP_MEM.kind,
+            name: format!("{} (UDP memory, pages)", UDP_MEM.key),
+            current: cur.unwrap_or_else(|| "unreadable".into()),
+            needed: format!("pressure >= {pages} (seed 000 Table 4: {})", UDP_MEM.table4),
+            ok,
+            fix: setting.as_ref().map(Setting::command),
+        },
+        setting,
+    }
 }
 
-fn read_sysctl(key: &str) -> Option<String> {
-    let path = PathBuf::from("/proc/sys").join(key.replace('.', "/"));
-    std::fs::read_to_string(path)
-        .ok()
-        .map(|s| s.trim().to_string())
-}
-
-fn write_sysctl(key: &str, value: &str) -> Result<()> {
-    let path = PathBuf::from("/proc/sys").join(key.replace('.', "/"));
-    std::fs::write(&path, value).with_context(|| format!("writing {} = {value}", path.display()))
+/// Evaluates the sysctl checks from their current values (pure, so the
+/// rules are unit-tested without touching the host).
+pub fn sysctl_checks(
+    rate: BitRate,
+    packet_size: usize,
+    read: &dyn Fn(&str) -> Option<String>,
+) -> Vec<Finding> {
+    let buf = buffer_need(rate);
+    vec![
+        scalar_check(RMEM_MAX, buf.bytes(), "largest receive buffer", read),
+        scalar_check(WMEM_MAX, buf.bytes(), "largest send buffer", read),
+        scalar_check(
+            BACKLOG,
+            backlog_need(rate, packet_size),
+            "packets queued per CPU",
+            read,
+        ),
+        udp_mem_check(buf, read),
+    ]
 }
 
 /// The interface a datagram to `dest` would leave by (no packet is sent:
 /// connecting a UDP socket only consults the routing table).
-fn route_interface(dest: SocketAddr) -> Result<Option<crate::net::udp::Interface>> {
-    let bind: SocketAddr = if dest.is_ipv4() {
-        "0.0.0.0:0".parse()?
+fn route_interface(dest: SocketAddr) -> Result<Option<Link>> {
+    let bind = if dest.is_ipv4() {
+        SocketAddr::from(([0, 0, 0, 0], 0))
     } else {
-        "[::]:0".parse()?
+        SocketAddr::from(([0u16; 8], 0))
     };
-    let sock = UdpSocket::bind(bind)?;
+    let sock = UdpSocket::bind(bind).with_context(|| format!("binding {bind}"))?;
     if let Err(e) = sock.connect(dest) {
         bail!("no route to {dest}: {e}");
     }
     let local = sock.local_addr()?.ip();
-    Ok(crate::net::udp::parse_interface(&local.to_string()).ok())
+    let links = iface::links().context("listing network interfaces")?;
+    Ok(links.into_iter().find(|l| l.addrs.contains(&local)))
 }
 
-fn iface_name(index: u32) -> Option<String> {
-    let mut buf = [0 as libc::c_char; libc::IF_NAMESIZE];
-    // SAFETY: buf has IF_NAMESIZE bytes as if_indextoname requires.
-    let p = unsafe { libc::if_indextoname(index, buf.as_mut_ptr()) };
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: if_indextoname wrote a NUL-terminated name into buf.
-    Some(
-        unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
-            .to_string_lossy()
-            .into_owned(),
-    )
-}
-
-fn read_u64(path: &Path) -> Option<u64> {
-    let s = std::fs::read_to_string(path).ok()?;
-    let s = s.trim();
-    s.strip_prefix("0x")
-        .map_or_else(|| s.parse().ok(), |h| u64::from_str_radix(h, 16).ok())
-}
-
-fn clock_check() -> Check {
-    // SAFETY: adjtimex with modes 0 only reads the kernel's NTP state.
-    let (state, maxerror) = unsafe {
-        let mut tx: libc::timex = std::mem::zeroed();
-        let state = libc::adjtimex(&mut tx);
-        (state, tx.maxerror)
-    };
-    let synced = state >= 0 && state != libc::TIME_ERROR;
+/// Whether `link` carries packets of the planned size.
+fn mtu_check(link: &Link, plan: &Plan) -> Check {
+    let mtu = link.mtu().ok();
+    let headers = plan.header_bytes();
+    let need = u64::try_from(plan.packet_size).unwrap_or(u64::MAX) + headers;
+    let ok = mtu.is_some_and(|m| u64::from(m) >= need);
+    let name = &link.name;
     Check {
+        kind: CheckKind::Mtu,
+        name: format!(
+            "MTU of {name} ({}-byte packets + IP/UDP headers)",
+            plan.packet_size
+        ),
+        current: mtu.map_or("unreadable".into(), |m| m.to_string()),
+        needed: format!(">= {need}"),
+        ok,
+        fix: (!ok).then(|| {
+            let fits = u64::from(mtu.unwrap_or(1500)).saturating_sub(headers);
+            format!("ip link set dev {name} mtu {need}   # or send with --packet-size {fits}")
+        }),
+    }
+}
+
+/// Whether `link` may carry multicast to `group`.
+fn multicast_flag_check(link: &Link, group: IpAddr) -> Check {
+    // Loopback delivers multicast locally without the flag.
+    let ok = link.multicast || link.loopback;
+    let name = &link.name;
+    Check {
+        kind: CheckKind::MulticastFlag,
+        name: format!("{name} can carry multicast group {group}"),
+        current: if link.multicast {
+            "MULTICAST flag set".into()
+        } else {
+            "no MULTICAST flag".into()
+        },
+        needed: "MULTICAST flag".into(),
+        ok,
+        fix: (!ok).then(|| format!("ip link set dev {name} multicast on")),
+    }
+}
+
+/// Whether a route leads to the multicast group `dest`.
+fn multicast_route_check(dest: SocketAddr) -> Check {
+    let routed = route_interface(dest);
+    let via = match &routed {
+        Ok(Some(l)) => format!("routed via {}", l.name),
+        Ok(None) => "routed via an unknown interface".into(),
+        Err(e) => format!("{e:#}"),
+    };
+    let ok = matches!(routed, Ok(Some(_)));
+    let range = match dest.ip() {
+        IpAddr::V4(_) => "224.0.0.0/4",
+        IpAddr::V6(_) => "ff00::/8",
+    };
+    Check {
+        kind: CheckKind::MulticastRoute,
+        name: format!("multicast route for {}", dest.ip()),
+        current: via,
+        needed: "a route (or pin the interface with --interface on send and recv)".into(),
+        ok,
+        fix: (!ok).then(|| format!("ip route add {range} dev IFACE")),
+    }
+}
+
+fn clock_check(sync: ClockSync) -> Check {
+    Check {
+        kind: CheckKind::Clock,
         name: "system clock synchronized (RTP timestamps count from the epoch)".into(),
-        current: if synced {
-            format!("synchronized, max error {maxerror} µs")
+        current: if sync.synced {
+            format!("synchronized, max error {} µs", sync.max_error_us)
         } else {
             "not synchronized".into()
         },
         needed: "synchronized (NTP, or PTP for ST 2110)".into(),
-        ok: synced,
-        fix: (!synced).then(|| {
+        ok: sync.synced,
+        fix: (!sync.synced).then(|| {
             "run a time service: chronyd (NTP) or ptp4l + phc2sys (PTP); senders on different \
              hosts only agree frame by frame with synchronized clocks"
                 .into()
@@ -240,157 +316,122 @@ fn clock_check() -> Check {
     }
 }
 
-/// `nagare doctor`.
-pub fn main(args: DoctorArgs) -> Result<ExitCode> {
-    let (bps, dest, sdp_packet) = match (&args.rate, &args.sdp) {
-        (Some(r), None) => (parse_bit_rate(r)? as f64, None, None),
+/// The interface checks: the one named with `--interface`, else the
+/// route to a unicast `--to`; for a multicast group without an interface,
+/// whether a route to it exists.
+fn interface_checks(args: &DoctorArgs, plan: &Plan) -> Result<Vec<Check>> {
+    let link = match (&args.interface, plan.dest) {
+        (Some(i), _) => Some(
+            iface::find(i.index)
+                .context("listing network interfaces")?
+                .ok_or_else(|| anyhow!("interface {} disappeared while checking it", i.label))?,
+        ),
+        (None, Some(d)) if !d.ip().is_multicast() => route_interface(d)?,
+        _ => None,
+    };
+    let mut out = Vec::new();
+    if let Some(l) = &link {
+        out.push(mtu_check(l, plan));
+        if let Some(d) = plan.dest.filter(|d| d.ip().is_multicast()) {
+            out.push(multicast_flag_check(l, d.ip()));
+        }
+    }
+    if let (Some(d), None) = (plan.dest, &args.interface)
+        && d.ip().is_multicast()
+    {
+        out.push(multicast_route_check(d));
+    }
+    Ok(out)
+}
+
+/// Rate and destination from an SDP file.
+fn sdp_plan(path: &Path) -> Result<(BitRate, SocketAddr)> {
+    let shown = path.display();
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read SDP file '{shown}'"))?;
+    let s = SdpStream::parse(&text).map_err(|e| anyhow!("SDP file '{shown}': {e}"))?;
+    let fps = s
+        .rate
+        .ok_or_else(|| anyhow!("SDP file '{shown}' has no exactframerate; give --rate instead"))?;
+    let bits = u128::from(ByteSize::of_len(s.format.frame_bytes()).bytes()) * 8;
+    let bps = bits * u128::from(fps.num) / u128::from(fps.den);
+    let rate = BitRate(u64::try_from(bps).unwrap_or(u64::MAX));
+    Ok((rate, SocketAddr::new(s.address, s.port)))
+}
+
+fn plan(args: &DoctorArgs) -> Result<Plan> {
+    let (rate, sdp_dest) = match (args.rate, &args.sdp) {
+        (Some(bps), None) => (BitRate(bps), None),
         (None, Some(p)) => {
-            let text = std::fs::read_to_string(p)
-                .with_context(|| format!("cannot read SDP file '{}'", p.display()))?;
-            let s =
-                SdpStream::parse(&text).map_err(|e| anyhow!("SDP file '{}': {e}", p.display()))?;
-            let rate = s.rate.ok_or_else(|| {
-                anyhow!(
-                    "SDP file '{}' has no exactframerate; give --rate instead",
-                    p.display()
-                )
-            })?;
-            let bps = s.format.frame_bytes() as f64 * 8.0 * rate.as_f64();
-            (bps, Some(SocketAddr::new(s.address, s.port)), None::<usize>)
+            let (rate, dest) = sdp_plan(p)?;
+            (rate, Some(dest))
         }
         _ => bail!("give the planned stream: --rate 3.2G, or --sdp FILE"),
     };
-    let packet_size = sdp_packet.unwrap_or(args.packet_size);
-    let dest = match (&args.to, dest) {
-        (Some(t), _) => Some(crate::net::udp::parse_addr(t, "destination")?),
-        (None, d) => d,
-    };
-    let mut checks = sysctl_checks(bps, packet_size, &read_sysctl);
-    let iface = match (&args.interface, dest) {
-        (Some(i), _) => Some(crate::net::udp::parse_interface(i)?),
-        (None, Some(d)) if d.ip().is_multicast() => None,
-        (None, Some(d)) => route_interface(d)?,
-        (None, None) => None,
-    };
-    if let Some(i) = &iface {
-        let name = iface_name(i.index).unwrap_or_else(|| i.label.clone());
-        let sys = PathBuf::from("/sys/class/net").join(&name);
-        let mtu = read_u64(&sys.join("mtu"));
-        let ipv6 = dest.is_some_and(|d| d.is_ipv6());
-        let need = packet_size as u64 + if ipv6 { 48 } else { 28 };
-        let ok = mtu.is_some_and(|m| m >= need);
-        checks.push(Check {
-            name: format!("MTU of {name} ({packet_size}-byte packets + IP/UDP headers)"),
-            current: mtu.map_or("unreadable".into(), |m| m.to_string()),
-            needed: format!(">= {need}"),
-            ok,
-            fix: (!ok).then(|| {
-                format!(
-                    "ip link set dev {name} mtu {need}   # or send with --packet-size {}",
-                    mtu.unwrap_or(1500)
-                        .saturating_sub(if ipv6 { 48 } else { 28 })
-                )
-            }),
-        });
-        if let Some(d) = dest.filter(|d| d.ip().is_multicast()) {
-            let flags = read_u64(&sys.join("flags")).unwrap_or(0);
-            // Loopback delivers multicast locally without the flag.
-            let multicast = flags & libc::IFF_MULTICAST as u64 != 0 || name == "lo";
-            checks.push(Check {
-                name: format!("{name} can carry multicast group {}", d.ip()),
-                current: if multicast {
-                    "MULTICAST flag set".into()
-                } else {
-                    "no MULTICAST flag".into()
-                },
-                needed: "MULTICAST flag".into(),
-                ok: multicast,
-                fix: (!multicast).then(|| format!("ip link set dev {name} multicast on")),
-            });
-        }
+    Ok(Plan {
+        rate,
+        packet_size: args.packet_size,
+        dest: args.to.or(sdp_dest),
+    })
+}
+
+/// Writes the settings of the short sysctl checks and checks them again.
+fn apply(findings: &mut [Finding], plan: &Plan) -> Result<()> {
+    if !host::is_root() {
+        bail!(
+            "--apply changes kernel settings and needs root; run the printed sysctl lines with \
+             sudo instead"
+        );
     }
-    if let (Some(d), None) = (dest, &args.interface)
-        && d.ip().is_multicast()
-    {
-        let routed = route_interface(d);
-        let ok = matches!(routed, Ok(Some(_)));
-        let via = match &routed {
-            Ok(Some(i)) => format!(
-                "routed via {}",
-                iface_name(i.index).unwrap_or_else(|| i.label.clone())
-            ),
-            Ok(None) => "routed via an unknown interface".into(),
-            Err(e) => format!("{e:#}"),
-        };
-        let group = match d.ip() {
-            IpAddr::V4(_) => "224.0.0.0/4",
-            IpAddr::V6(_) => "ff00::/8",
-        };
-        checks.push(Check {
-            name: format!("multicast route for {}", d.ip()),
-            current: via,
-            needed: "a route (or pin the interface with --interface on send and recv)".into(),
-            ok,
-            fix: (!ok).then(|| format!("ip route add {group} dev IFACE")),
-        });
+    for s in findings.iter().filter_map(|f| f.setting.as_ref()) {
+        host::set_sysctl(s.key, &s.value)?;
+        eprintln!("doctor: applied {} = {}", s.key, s.value);
     }
-    checks.push(clock_check());
+    let again = sysctl_checks(plan.rate, plan.packet_size, &host::sysctl);
+    for (old, new) in findings.iter_mut().zip(again) {
+        *old = new;
+    }
+    Ok(())
+}
+
+fn print_text(report: &Report) {
+    println!(
+        "doctor: planning {} with {}-byte packets",
+        report.rate,
+        report.packet_size.bytes()
+    );
+    for c in &report.checks {
+        let mark = if c.ok { " ok " } else { "SHORT" };
+        println!("  [{mark}] {}: {} (needs {})", c.name, c.current, c.needed);
+    }
+    if report.short == 0 {
+        println!("doctor: everything this stream needs is in place");
+        return;
+    }
+    println!("\nTo fix, as root:");
+    for f in report.checks.iter().filter_map(|c| c.fix.as_ref()) {
+        println!("  {f}");
+    }
+    println!("(or run nagare doctor --apply as root for the sysctl lines)");
+}
+
+/// `nagare doctor`.
+pub fn main(args: DoctorArgs) -> Result<ExitCode> {
+    let plan = plan(&args)?;
+    let mut findings = sysctl_checks(plan.rate, plan.packet_size, &host::sysctl);
     if args.apply {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            bail!(
-                "--apply changes kernel settings and needs root; run the printed sysctl lines with sudo instead"
-            );
-        }
-        for c in checks.iter().filter(|c| !c.ok) {
-            if let Some(fix) = c.fix.as_deref().and_then(|f| f.strip_prefix("sysctl -w ")) {
-                let (key, value) = fix.split_once('=').unwrap_or((fix, ""));
-                write_sysctl(key, value.trim_matches('"'))?;
-                eprintln!("doctor: applied {key} = {}", value.trim_matches('"'));
-            }
-        }
-        checks = {
-            let mut again = sysctl_checks(bps, packet_size, &read_sysctl);
-            again.extend(checks.into_iter().skip(again.len()));
-            again
-        };
+        apply(&mut findings, &plan)?;
     }
-    let short = checks.iter().filter(|c| !c.ok).count();
+    let mut checks: Vec<Check> = findings.into_iter().map(|f| f.check).collect();
+    checks.extend(interface_checks(&args, &plan)?);
+    checks.push(clock_check(host::clock_sync()));
+    let report = Report::new(plan.rate, ByteSize::of_len(plan.packet_size), checks);
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "rate_bps": bps,
-                "packet_size": packet_size,
-                "checks": checks,
-                "short": short,
-            }))?
-        );
+        println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        println!(
-            "doctor: planning {} with {packet_size}-byte packets",
-            bitrate(bps)
-        );
-        for c in &checks {
-            println!(
-                "  [{}] {}: {} (needs {})",
-                if c.ok { " ok " } else { "SHORT" },
-                c.name,
-                c.current,
-                c.needed
-            );
-        }
-        if short > 0 {
-            println!("\nTo fix, as root:");
-            for f in checks.iter().filter_map(|c| c.fix.as_ref()) {
-                println!("  {f}");
-            }
-            println!("(or run nagare doctor --apply as root for the sysctl lines)");
-        } else {
-            println!("doctor: everything this stream needs is in place");
-        }
+        print_text(&report);
     }
-    Ok(if short == 0 {
+    Ok(if report.short == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
@@ -410,6 +451,14 @@ mod tests {
         }
     }
 
+    fn fixes(findings: &[Finding]) -> Vec<String> {
+        findings
+            .iter()
+            .filter(|f| !f.check.ok)
+            .map(|f| f.check.fix.clone().unwrap())
+            .collect()
+    }
+
     #[test]
     fn debian_defaults_are_short_for_a_3_gbit_stripe() {
         let read = host(&[
@@ -418,19 +467,21 @@ mod tests {
             ("net.core.netdev_max_backlog", "1000"),
             ("net.ipv4.udp_mem", "188361 251151 376722"),
         ]);
-        let checks = sysctl_checks(3.2e9, 8800, &read);
-        let bad: Vec<_> = checks
-            .iter()
-            .filter(|c| !c.ok)
-            .map(|c| c.fix.clone().unwrap())
-            .collect();
+        let findings = sysctl_checks(BitRate(3_200_000_000), 8800, &read);
         assert_eq!(
-            bad,
+            fixes(&findings),
             [
                 "sysctl -w net.core.rmem_max=40000000",
                 "sysctl -w net.core.wmem_max=40000000",
                 "sysctl -w net.core.netdev_max_backlog=4000",
             ]
+        );
+        assert_eq!(
+            findings[0].setting,
+            Some(Setting {
+                key: "net.core.rmem_max",
+                value: "40000000".into()
+            })
         );
     }
 
@@ -442,16 +493,66 @@ mod tests {
             ("net.core.netdev_max_backlog", "4000"),
             ("net.ipv4.udp_mem", "1535898 2047887 3071798"),
         ]);
-        assert!(sysctl_checks(3.0e9, 8800, &read).iter().all(|c| c.ok));
+        let all = sysctl_checks(BitRate(3_000_000_000), 8800, &read);
+        assert!(all.iter().all(|f| f.check.ok && f.setting.is_none()));
         // but 24 Gbit/s of 1500-MTU packets needs a deeper backlog
-        let c = sysctl_checks(24e9, 1440, &read);
-        assert!(!c.iter().find(|c| c.name.contains("backlog")).unwrap().ok);
+        let c = sysctl_checks(BitRate(24_000_000_000), 1440, &read);
+        assert_eq!(fixes(&c), ["sysctl -w net.core.netdev_max_backlog=20833"]);
     }
 
     #[test]
     fn unreadable_values_are_short_with_a_fix() {
         let read = |_: &str| None;
-        let checks = sysctl_checks(1e8, 1440, &read);
-        assert!(checks.iter().all(|c| !c.ok && c.fix.is_some()));
+        let findings = sysctl_checks(BitRate(100_000_000), 1440, &read);
+        assert!(findings.iter().all(|f| !f.check.ok && f.setting.is_some()));
+        // 16 MiB floor, four streams' worth in pages, halved and doubled
+        assert_eq!(
+            fixes(&findings)[3],
+            "sysctl -w net.ipv4.udp_mem=\"8192 16384 32768\""
+        );
+    }
+
+    #[test]
+    fn udp_mem_fix_keeps_the_larger_current_values() {
+        let read = host(&[("net.ipv4.udp_mem", "100000 10 20")]);
+        let f = udp_mem_check(ByteSize(40_000_000), &read);
+        assert!(!f.check.ok);
+        assert_eq!(f.setting.unwrap().value, "100000 39062 78124");
+    }
+
+    #[test]
+    fn needs_scale_with_the_rate() {
+        assert_eq!(buffer_need(BitRate(3_200_000_000)), ByteSize(40_000_000));
+        assert_eq!(buffer_need(BitRate(1_000)), ByteSize(16 << 20));
+        assert_eq!(backlog_need(BitRate(24_000_000_000), 1440), 20_833);
+        assert_eq!(backlog_need(BitRate(1_000), 0), 4000);
+    }
+
+    #[test]
+    fn mtu_and_multicast_checks_name_the_interface_and_the_fix() {
+        let link = Link {
+            name: "nagare-none".into(),
+            index: 0,
+            addrs: Vec::new(),
+            multicast: false,
+            loopback: false,
+        };
+        let plan = Plan {
+            rate: BitRate(1_000_000),
+            packet_size: 8800,
+            dest: Some("[ff15::1]:5004".parse().unwrap()),
+        };
+        // no such interface in sysfs: the MTU is unreadable, 1500 assumed
+        let c = mtu_check(&link, &plan);
+        assert_eq!((c.ok, c.needed.as_str()), (false, ">= 8848"));
+        assert_eq!(
+            c.fix.as_deref(),
+            Some("ip link set dev nagare-none mtu 8848   # or send with --packet-size 1452")
+        );
+        let c = multicast_flag_check(&link, "ff15::1".parse().unwrap());
+        assert_eq!(
+            c.fix.as_deref(),
+            Some("ip link set dev nagare-none multicast on")
+        );
     }
 }

@@ -8,8 +8,6 @@
 //! port are forwarded untouched, so a probe's control connection follows
 //! its test stream through the relay.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -18,8 +16,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
-use nagare_proto::netem::{ImpairConfig, ImpairCounters, Impairment, parse_seq_list};
+use nagare_proto::netem::{ImpairConfig, ImpairCounters, Netem, parse_seq_list};
 use nagare_proto::rtp::RtpPacket;
+use nagare_proto::{BitRate, ByteSize, Nanos};
 use serde::Serialize;
 
 /// `nagare impair`.
@@ -66,6 +65,11 @@ pub struct ImpairArgs {
     /// RTP sequence numbers to duplicate.
     #[arg(long, value_name = "LIST")]
     duplicate_seq: Option<String>,
+    /// Most MiB waiting to leave (delay and rate queues together); more is
+    /// dropped and counted as overflow, so a long delay at a high rate
+    /// cannot eat the host's memory.
+    #[arg(long, value_name = "MIB", default_value_t = 64)]
+    queue_limit: u64,
     /// Seed of the random impairments (same seed, same fate per packet).
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -143,14 +147,16 @@ fn config(a: &ImpairArgs) -> Result<ImpairConfig> {
         reorder: a.reorder.unwrap_or(0.0),
         reorder_gap: a.reorder_gap,
         duplicate: a.duplicate.unwrap_or(0.0),
-        delay_ns: a.delay.unwrap_or(0),
-        jitter_ns: a.jitter.unwrap_or(0),
-        rate_bps: a
+        delay: Nanos(a.delay.unwrap_or(0)),
+        jitter: Nanos(a.jitter.unwrap_or(0)),
+        rate: a
             .rate
             .as_deref()
             .map(crate::cli::parse_bit_rate)
-            .transpose()?,
-        queue_ns: 100_000_000,
+            .transpose()?
+            .map(BitRate),
+        queue: Nanos::from_millis(100),
+        queue_limit: ByteSize(a.queue_limit.saturating_mul(1 << 20)),
         drop_seq: list(&a.drop_seq, "drop-seq")?,
         reorder_seq: list(&a.reorder_seq, "reorder-seq")?,
         duplicate_seq: list(&a.duplicate_seq, "duplicate-seq")?,
@@ -260,7 +266,7 @@ pub fn run(a: ImpairArgs) -> Result<ExitCode> {
     } else {
         let c = &s.counters;
         println!(
-            "received {} ({} stream), forwarded {}, dropped {} (random {}, gilbert {}, scripted {}, queue {}) in {} episodes, duplicated {}, reordered {}, replies {}",
+            "received {} ({} stream), forwarded {}, dropped {} (random {}, gilbert {}, scripted {}, queue {}, overflow {}) in {} episodes, duplicated {}, reordered {}, replies {}",
             c.received,
             c.stream,
             c.forwarded,
@@ -269,6 +275,7 @@ pub fn run(a: ImpairArgs) -> Result<ExitCode> {
             c.dropped_gilbert,
             c.dropped_scripted,
             c.dropped_queue,
+            c.dropped_overflow,
             c.loss_episodes,
             c.duplicated,
             c.reordered,
@@ -278,9 +285,6 @@ pub fn run(a: ImpairArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Held packets go out when the stream pauses this long.
-const FLUSH_IDLE: Duration = Duration::from_millis(50);
-
 fn forward(
     down: &UdpSocket,
     up: &UdpSocket,
@@ -289,53 +293,32 @@ fn forward(
     stop: &AtomicBool,
     end: Option<Instant>,
 ) -> Result<ImpairCounters> {
-    let mut model: Impairment<Vec<u8>> = Impairment::new(cfg);
+    let mut netem: Netem<Vec<u8>> = Netem::new(cfg);
     let start = Instant::now();
-    let ns = |t: Instant| t.duration_since(start).as_nanos() as u64;
-    // Departure queue ordered by (time, arrival order): ties keep order.
-    let mut queue: BinaryHeap<Reverse<(u64, u64, Vec<u8>)>> = BinaryHeap::new();
-    let mut order = 0u64;
-    let mut out = Vec::new();
+    let now = || Nanos::from(start.elapsed());
     let mut buf = vec![0u8; 65_536];
-    let mut last_rx = Instant::now();
     loop {
-        let now = Instant::now();
-        if stop.load(Ordering::Relaxed) || end.is_some_and(|e| now >= e) {
+        if stop.load(Ordering::Relaxed) || end.is_some_and(|e| Instant::now() >= e) {
             break;
         }
-        // Send what is due.
-        while let Some(Reverse((at, _, _))) = queue.peek() {
-            if *at > ns(Instant::now()) {
-                break;
-            }
-            if let Some(Reverse((_, _, p))) = queue.pop() {
-                let _ = up.send(&p);
-            }
+        while let Some(p) = netem.poll_transmit(now()) {
+            let _ = up.send(&p);
         }
-        if model.held() > 0 && now.duration_since(last_rx) >= FLUSH_IDLE {
-            model.flush(ns(now), &mut out);
-        }
-        let wait = match queue.peek() {
-            Some(Reverse((at, _, _))) => {
-                Duration::from_nanos(at.saturating_sub(ns(Instant::now())))
-            }
-            None => Duration::from_millis(20),
-        }
-        .clamp(Duration::from_micros(20), Duration::from_millis(20));
+        let wait = netem
+            .poll_timeout()
+            .map_or(Duration::from_millis(20), |at| {
+                at.saturating_sub(now()).into()
+            })
+            .clamp(Duration::from_micros(20), Duration::from_millis(20));
         down.set_read_timeout(Some(wait))?;
         match down.recv_from(&mut buf) {
             Ok((n, src)) => {
-                let now = Instant::now();
                 *client.lock().unwrap_or_else(|p| p.into_inner()) = Some(src);
                 let pkt = &buf[..n];
                 let seq = RtpPacket::new_checked(pkt)
                     .ok()
                     .map(|r| r.sequence_number());
-                if seq.is_some() {
-                    // Only the stream's own pauses release held packets.
-                    last_rx = now;
-                }
-                model.push(ns(now), pkt.to_vec(), n, seq, &mut out);
+                netem.handle_input(now(), pkt.to_vec(), n, seq);
             }
             Err(e)
                 if matches!(
@@ -347,20 +330,14 @@ fn forward(
                 ) => {}
             Err(e) => return Err(e).context("receiving on the relay"),
         }
-        for (at, p) in out.drain(..) {
-            queue.push(Reverse((at, order, p)));
-            order += 1;
-        }
     }
-    // Whatever is still queued goes out now, so counters match what left.
-    model.flush(ns(Instant::now()), &mut out);
-    for (_, p) in out.drain(..) {
+    // Whatever is still held or queued goes out now, so the counters match
+    // what left.
+    netem.flush(now());
+    for p in netem.drain() {
         let _ = up.send(&p);
     }
-    while let Some(Reverse((_, _, p))) = queue.pop() {
-        let _ = up.send(&p);
-    }
-    Ok(model.counters())
+    Ok(netem.counters())
 }
 
 fn pipe_tcp(client: TcpStream, to: SocketAddr) {

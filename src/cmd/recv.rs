@@ -18,11 +18,11 @@ use nagare_api::video::{EndedBy, FrameList, RecvReport};
 use nagare_proto::sdp::SdpStream;
 use nagare_proto::video::receiver::{self, Config, Datagram, Event, Incomplete, Record};
 use nagare_proto::video::st2110_20::Frame;
-use nagare_proto::{BitRate, ByteSize, FrameRate, Nanos, VideoFormat};
+use nagare_proto::{BitRate, ByteSize, FrameRate, Nanos, PixelFormat, VideoFormat};
 
-use crate::cli::{parse_format, parse_incomplete, parse_rate};
+use crate::cli::{self, Size};
 use crate::clock::Origin;
-use crate::net::udp::{self, ReceiveOptions, Receiver};
+use crate::net::udp::{self, Interface, ReceiveOptions, Receiver};
 use crate::progress::{Ticker, bitrate};
 
 /// Command-line arguments of `nagare recv`.
@@ -32,21 +32,21 @@ pub struct RecvArgs {
     #[arg(long, conflicts_with = "sdp", required_unless_present = "sdp")]
     pub listen: Option<String>,
     /// Frame size WIDTHxHEIGHT (with --listen).
-    #[arg(long, requires = "listen")]
-    pub size: Option<String>,
+    #[arg(long, requires = "listen", value_parser = cli::parse_size)]
+    pub size: Option<Size>,
     /// Pixel format (with --listen): uyvy422, uyvp, rgb24.
-    #[arg(long = "pix-fmt", requires = "listen")]
-    pub pix_fmt: Option<String>,
+    #[arg(long = "pix-fmt", requires = "listen", value_parser = cli::parse_pix_fmt)]
+    pub pix_fmt: Option<PixelFormat>,
     /// Frame rate, used to number frames and count lost ones (otherwise
     /// learned from the SDP or the stream).
-    #[arg(long)]
-    pub fps: Option<String>,
+    #[arg(long, value_parser = cli::parse_rate)]
+    pub fps: Option<FrameRate>,
     /// Take address, port and format from an SDP file (nagare's or FFmpeg's).
     #[arg(long)]
     pub sdp: Option<PathBuf>,
     /// Multicast interface, by address (127.0.0.1) or name (lo).
-    #[arg(long)]
-    pub interface: Option<String>,
+    #[arg(long, value_parser = cli::parse_interface)]
+    pub interface: Option<Interface>,
     /// Source address for source-specific multicast.
     #[arg(long)]
     pub source: Option<String>,
@@ -56,13 +56,13 @@ pub struct RecvArgs {
     /// Stop after N frames (complete, incomplete or lost).
     #[arg(long)]
     pub frames: Option<u64>,
-    /// Give up after this many seconds without a packet.
-    #[arg(long)]
-    pub timeout: Option<f64>,
+    /// Give up after this many seconds without a packet (5, 0.5, 250ms).
+    #[arg(long, value_parser = cli::parse_seconds)]
+    pub timeout: Option<Duration>,
     /// What to record for incomplete frames: drop (nothing), keep (with
     /// zeros where bytes are missing) or repeat-last (the last complete
     /// frame, also for lost frames).
-    #[arg(long, default_value = "drop", value_parser = parse_incomplete())]
+    #[arg(long, default_value = "drop", value_parser = cli::parse_incomplete())]
     pub incomplete: Incomplete,
     /// Frames buffered between the receive thread and the writer.
     #[arg(long, default_value_t = 8)]
@@ -109,11 +109,7 @@ pub struct RecvConfig {
 impl RecvArgs {
     /// Validates the arguments.
     pub fn config(&self) -> Result<RecvConfig> {
-        let interface = self
-            .interface
-            .as_deref()
-            .map(udp::parse_interface)
-            .transpose()?;
+        let interface = self.interface.clone();
         let mut source: Option<IpAddr> = self
             .source
             .as_deref()
@@ -125,10 +121,10 @@ impl RecvArgs {
         let (listen, format, mut rate) = match (&self.listen, &self.sdp) {
             (Some(l), None) => {
                 let listen = udp::parse_addr(l, "listen address")?;
-                let (Some(size), Some(pf)) = (&self.size, &self.pix_fmt) else {
+                let (Some(size), Some(pf)) = (self.size, self.pix_fmt) else {
                     bail!("--listen needs --size and --pix-fmt (or use --sdp FILE)");
                 };
-                (listen, parse_format(size, pf)?, None)
+                (listen, cli::video_format(size, pf)?, None)
             }
             (None, Some(path)) => {
                 let text = read_small(path)?;
@@ -141,8 +137,8 @@ impl RecvArgs {
             }
             _ => bail!("give either --listen HOST:PORT with --size and --pix-fmt, or --sdp FILE"),
         };
-        if let Some(fps) = &self.fps {
-            rate = Some(parse_rate(fps)?);
+        if self.fps.is_some() {
+            rate = self.fps;
         }
         if let Some(s) = source {
             if !listen.ip().is_multicast() {
@@ -150,12 +146,6 @@ impl RecvArgs {
             }
             udp::check_family(listen.ip(), Some(s))?;
         }
-        let timeout = match self.timeout {
-            Some(t) if !(t > 0.0 && t < 1e6) => {
-                bail!("--timeout {t} is out of range: give seconds above 0")
-            }
-            t => t.map(Duration::from_secs_f64),
-        };
         if self.buffer_frames == 0 || self.buffer_frames > 1024 {
             bail!(
                 "--buffer-frames {} is out of range: 1..=1024",
@@ -176,7 +166,7 @@ impl RecvArgs {
             },
             output: self.output.clone(),
             frames: self.frames,
-            timeout,
+            timeout: self.timeout,
             incomplete: self.incomplete,
             buffer_frames: self.buffer_frames,
             checksums: false,

@@ -17,13 +17,14 @@ use nagare_api::video::SendReport;
 use nagare_proto::sdp::SdpStream;
 use nagare_proto::video::sender::{self as schedule, Event, FlowId, FlowSpec, Input, Transmit};
 use nagare_proto::video::st2110_20::{DEFAULT_PACKET_SIZE, Packetizer};
-use nagare_proto::{BitRate, ByteSize, ExtSeq, FrameRate, Nanos, Ssrc, VideoFormat};
+use nagare_proto::{BitRate, ByteSize, ExtSeq, FrameRate, Nanos, PixelFormat, Ssrc, VideoFormat};
 
-use crate::cli::{parse_format, parse_rate};
+use crate::cli::{self, Size};
 use crate::clock::{Origin, wait_until};
-use crate::net::udp::{self, SendOptions, Sender, iovec};
+use crate::net::udp::{self, Interface, SendOptions, Sender, iovec};
 use crate::progress::{Ticker, bitrate};
-use crate::source::{FrameMem, FrameRing, Slot, Source};
+use crate::net::file::AlignedBuf;
+use crate::source::{FrameRing, Slot, Source};
 /// Command-line arguments of `nagare send`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct SendArgs {
@@ -34,16 +35,16 @@ pub struct SendArgs {
     #[arg(long)]
     pub to: String,
     /// Frame size WIDTHxHEIGHT.
-    #[arg(long)]
-    pub size: String,
+    #[arg(long, value_parser = cli::parse_size)]
+    pub size: Size,
     /// Pixel format: uyvy422 (8-bit 4:2:2), uyvp (10-bit 4:2:2), rgb24.
-    #[arg(long = "pix-fmt")]
-    pub pix_fmt: String,
+    #[arg(long = "pix-fmt", value_parser = cli::parse_pix_fmt)]
+    pub pix_fmt: PixelFormat,
     /// Frame rate: 30, 60000/1001 or 29.97.
-    #[arg(long)]
-    pub fps: String,
+    #[arg(long, value_parser = cli::parse_rate)]
+    pub fps: FrameRate,
     /// UDP payload bytes per packet (up to 8960 for jumbo frames).
-    #[arg(long, default_value_t = DEFAULT_PACKET_SIZE)]
+    #[arg(long, default_value_t = DEFAULT_PACKET_SIZE, value_parser = cli::parse_packet_size)]
     pub packet_size: usize,
     /// Stop after N frames.
     #[arg(long)]
@@ -52,8 +53,8 @@ pub struct SendArgs {
     #[arg(long = "loop")]
     pub looping: bool,
     /// Multicast interface, by address (127.0.0.1) or name (lo).
-    #[arg(long)]
-    pub interface: Option<String>,
+    #[arg(long, value_parser = cli::parse_interface)]
+    pub interface: Option<Interface>,
     /// TTL / hop limit.
     #[arg(long)]
     pub ttl: Option<u32>,
@@ -140,8 +141,8 @@ pub struct SendConfig {
 impl SendArgs {
     /// Validates the arguments.
     pub fn config(&self) -> Result<SendConfig> {
-        let format = parse_format(&self.size, &self.pix_fmt)?;
-        let rate = parse_rate(&self.fps)?;
+        let format = cli::video_format(self.size, self.pix_fmt)?;
+        let rate = self.fps;
         let dest = udp::parse_addr(&self.to, "destination")?;
         if dest.port() == 0 {
             bail!("destination {dest} has port 0: give the receiver's port");
@@ -150,11 +151,7 @@ impl SendArgs {
         stripe_dest(dest, self.stripes - 1)?;
         Packetizer::new(stripe, self.packet_size, Ssrc(0))
             .map_err(|e| anyhow!("--packet-size {}: {e}", self.packet_size))?;
-        let interface = self
-            .interface
-            .as_deref()
-            .map(udp::parse_interface)
-            .transpose()?;
+        let interface = self.interface.clone();
         if self.buffer_frames == 0 || self.buffer_frames > 1024 {
             bail!(
                 "--buffer-frames {} is out of range: 1..=1024",
@@ -342,14 +339,14 @@ struct Flow {
 struct Held {
     frame: u64,
     /// `None` for an underrun.
-    data: Option<FrameMem>,
+    data: Option<AlignedBuf>,
     /// Flows that still need it.
     users: usize,
 }
 
 /// What the ring had when asked.
 enum Take {
-    Frame(FrameMem),
+    Frame(AlignedBuf),
     Empty,
     End,
 }

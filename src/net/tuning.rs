@@ -1,53 +1,67 @@
 //! Per-thread tuning for the time-critical threads: precise timers, CPU
 //! pinning and real-time scheduling.
+//!
+//! Timer slack and affinity go through nix's safe wrappers; nix has no
+//! `sched_setscheduler`, so the scheduling policy is one raw call.
+
+use std::io;
 
 use anyhow::{Result, bail};
+use nix::sched::{CpuSet, sched_setaffinity};
+use nix::unistd::Pid;
 
 /// Shrinks this thread's timer slack to 1 µs. Linux otherwise lets sleeps
 /// end up to 50 µs late to batch wake-ups, which is more than a packet
 /// interval at gigabit rates; with it the pacer can sleep closer to each
 /// slot and spin less.
 pub fn precise_timers() {
-    // SAFETY: prctl with an integer argument; failure only leaves the
-    // default slack in place.
-    unsafe {
-        libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong, 0, 0, 0);
-    }
+    // Failure only leaves the default slack in place.
+    let _ = nix::sys::prctl::set_timerslack(1000);
+}
+
+fn cpu_count() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// Pins the calling thread to CPU `cpu`.
 pub fn pin_to_cpu(cpu: usize) -> Result<()> {
-    let count = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if cpu >= libc::CPU_SETSIZE as usize {
+    let count = cpu_count();
+    let mut set = CpuSet::new();
+    if set.set(cpu).is_err() {
         bail!("--cpu {cpu} is out of range: this machine has {count} CPUs, numbered from 0");
     }
-    // SAFETY: cpu_set_t is plain data; CPU_SET writes inside it; the call
-    // affects only this thread (pid 0).
-    let rc = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-    };
-    if rc != 0 {
+    // Pid 0 is the calling thread.
+    if let Err(e) = sched_setaffinity(Pid::from_raw(0), &set) {
         bail!(
-            "cannot pin to CPU {cpu}: {} (this machine has {count} CPUs, numbered from 0; \
-             see taskset -p $$ for the ones this process may use)",
-            std::io::Error::last_os_error()
+            "cannot pin to CPU {cpu}: {e} (this machine has {count} CPUs, numbered from 0; \
+             see taskset -p $$ for the ones this process may use)"
         );
     }
     Ok(())
 }
 
+/// Sets the calling thread's scheduling policy and priority.
+fn set_policy(policy: libc::c_int, priority: libc::c_int) -> io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: `param` is a valid sched_param that outlives the call; pid 0
+    // is the calling thread, so no other thread's state is touched.
+    let rc = unsafe { libc::sched_setscheduler(0, policy, &param) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Switches the calling thread to SCHED_FIFO at a middle priority, so a
 /// busy machine cannot delay a packet train by a scheduler tick.
 pub fn realtime() -> Result<()> {
-    let param = libc::sched_param { sched_priority: 50 };
-    // SAFETY: plain syscall on this thread (pid 0) with a valid param.
-    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
-    if rc != 0 {
+    if let Err(e) = set_policy(libc::SCHED_FIFO, 50) {
         bail!(
-            "--realtime: cannot switch to SCHED_FIFO: {}; run as root, grant CAP_SYS_NICE, or raise the rtprio limit (ulimit -r)",
-            std::io::Error::last_os_error()
+            "--realtime: cannot switch to SCHED_FIFO: {e}; run as root, grant CAP_SYS_NICE, \
+             or raise the rtprio limit (ulimit -r)"
         );
     }
     Ok(())
@@ -57,16 +71,56 @@ pub fn realtime() -> Result<()> {
 /// affinity and scheduling policy): any CPU, normal priority. For helper
 /// threads such as the recorder's writer.
 pub fn ordinary() {
-    let count = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: plain syscalls on this thread with valid arguments; failure
-    // leaves the inherited settings, which is only less ideal.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for cpu in 0..count.min(libc::CPU_SETSIZE as usize) {
-            libc::CPU_SET(cpu, &mut set);
-        }
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-        libc::sched_setscheduler(0, libc::SCHED_OTHER, &param);
+    let mut set = CpuSet::new();
+    for cpu in 0..cpu_count().min(CpuSet::count()) {
+        let _ = set.set(cpu);
+    }
+    // Failure leaves the inherited settings, which is only less ideal.
+    let _ = sched_setaffinity(Pid::from_raw(0), &set);
+    let _ = set_policy(libc::SCHED_OTHER, 0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timer_slack_is_one_microsecond_after_precise_timers() {
+        std::thread::spawn(|| {
+            precise_timers();
+            assert_eq!(nix::sys::prctl::get_timerslack().unwrap(), 1000);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn pinning_to_a_cpu_out_of_range_names_the_count() {
+        let e = pin_to_cpu(1 << 20).unwrap_err().to_string();
+        assert!(e.starts_with("--cpu 1048576 is out of range"), "{e}");
+    }
+
+    fn allowed_cpus() -> Vec<usize> {
+        let set = nix::sched::sched_getaffinity(Pid::from_raw(0)).unwrap();
+        (0..CpuSet::count())
+            .filter(|&c| set.is_set(c).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn ordinary_undoes_a_pin() {
+        std::thread::spawn(|| {
+            let before = allowed_cpus();
+            pin_to_cpu(before[0]).unwrap();
+            assert_eq!(allowed_cpus(), [before[0]]);
+            ordinary();
+            // ordinary() allows CPUs 0..n; where the test runs on exactly
+            // those it must get them all back.
+            if before == (0..cpu_count()).collect::<Vec<_>>() {
+                assert_eq!(allowed_cpus(), before);
+            }
+        })
+        .join()
+        .unwrap();
     }
 }

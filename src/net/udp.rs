@@ -1,27 +1,30 @@
-//! UDP sockets for multi-gigabit streams: address and interface parsing,
-//! unicast and multicast (any-source and source-specific, IPv4 and IPv6)
-//! setup, large buffers, and batched I/O: `sendmsg` with UDP GSO trains or
-//! `sendmmsg`, and `recvmmsg` with UDP GRO and the kernel's drop counter.
+//! UDP sockets for multi-gigabit streams: address parsing, unicast and
+//! multicast (any-source and source-specific, IPv4 and IPv6) setup, large
+//! buffers, and batched I/O: `sendmsg` with UDP GSO trains or `sendmmsg`,
+//! and `recvmmsg` with UDP GRO and the kernel's drop counter.
+//!
+//! Setup goes through socket2 and nix's safe socket options. The batch
+//! calls stay raw libc: nix's `sendmsg` allocates a control buffer per call
+//! when it carries a cmsg (every GSO train), its `sendmmsg`/`recvmmsg`
+//! need a `MultiHeaders` whose raw pointers would make [`Receiver`] lose
+//! `Send`, and this module's public functions hand out `libc::iovec` and
+//! `libc::mmsghdr` batches that other drivers fill.
 
 use std::io;
 use std::mem::{self, MaybeUninit};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6, ToSocketAddrs};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result, anyhow, bail};
+use nix::sys::socket::{setsockopt, sockopt};
 use socket2::{Domain, InterfaceIndexOrAddress, Protocol, SockAddr, Socket, Type};
 
-// Linux generic values (every architecture nagare targets: x86_64, aarch64).
-const SOL_UDP: libc::c_int = 17;
-const UDP_SEGMENT: libc::c_int = 103;
-const UDP_GRO: libc::c_int = 104;
-const SO_RXQ_OVFL: libc::c_int = 40;
-const SO_MEMINFO: libc::c_int = 55;
-/// Index of the drop counter in SO_MEMINFO's array (SK_MEMINFO_DROPS).
-const SK_MEMINFO_DROPS: usize = 8;
-const SO_SNDBUFFORCE: libc::c_int = 32;
-const SO_RCVBUFFORCE: libc::c_int = 33;
+#[allow(
+    unused_imports,
+    reason = "kept in udp's stable API for subcommands that still resolve interfaces through it"
+)]
+pub use super::iface::{Interface, parse_interface};
 
 /// Largest datagram a GSO train or GRO batch carries (the kernel's limit
 /// for one UDP super-packet).
@@ -58,119 +61,25 @@ pub fn parse_addr(text: &str, what: &str) -> Result<SocketAddr> {
         .ok_or_else(|| anyhow!("{what} '{text}' resolves to no address"))
 }
 
-/// A network interface named by address or by name.
-#[derive(Debug, Clone)]
-pub struct Interface {
-    /// What the user typed, for messages.
-    pub label: String,
-    /// Kernel interface index.
-    pub index: u32,
-    /// Its first IPv4 address, if any.
-    pub ipv4: Option<Ipv4Addr>,
-}
-
-/// Resolves `--interface ADDR|NAME` against the machine's interfaces.
-pub fn parse_interface(text: &str) -> Result<Interface> {
-    let ifaces = interfaces().context("listing network interfaces")?;
-    let known = || {
-        let mut names: Vec<&str> = ifaces.iter().map(|i| i.0.as_str()).collect();
-        names.dedup();
-        names.join(", ")
-    };
-    if let Ok(ip) = text.parse::<IpAddr>() {
-        let found = ifaces.iter().find(|(_, _, a)| *a == ip).ok_or_else(|| {
-            anyhow!(
-                "no interface has the address {ip}: give an address of this machine or an \
-                 interface name ({})",
-                known()
-            )
-        })?;
-        return Ok(Interface {
-            label: text.to_string(),
-            index: found.1,
-            ipv4: match ip {
-                IpAddr::V4(v4) => Some(v4),
-                IpAddr::V6(_) => first_ipv4(&ifaces, found.1),
-            },
-        });
-    }
-    let found = ifaces
-        .iter()
-        .find(|(name, _, _)| name == text)
-        .ok_or_else(|| anyhow!("no interface named '{text}' (known: {})", known()))?;
-    Ok(Interface {
-        label: text.to_string(),
-        index: found.1,
-        ipv4: first_ipv4(&ifaces, found.1),
-    })
-}
-
-fn first_ipv4(ifaces: &[(String, u32, IpAddr)], index: u32) -> Option<Ipv4Addr> {
-    ifaces.iter().find_map(|(_, i, a)| match a {
-        IpAddr::V4(v4) if *i == index => Some(*v4),
-        _ => None,
-    })
-}
-
-/// (name, index, address) for every address of every interface.
-fn interfaces() -> io::Result<Vec<(String, u32, IpAddr)>> {
-    let mut out = Vec::new();
-    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs fills `head` with a list we free below.
-    if unsafe { libc::getifaddrs(&mut head) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let mut cur = head;
-    while !cur.is_null() {
-        // SAFETY: `cur` is a node of the list getifaddrs returned.
-        let ifa = unsafe { &*cur };
-        cur = ifa.ifa_next;
-        if ifa.ifa_addr.is_null() || ifa.ifa_name.is_null() {
-            continue;
-        }
-        // SAFETY: ifa_name is a NUL-terminated string owned by the list.
-        let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }
-            .to_string_lossy()
-            .into_owned();
-        // SAFETY: ifa_addr points to a sockaddr whose family we check.
-        let family = i32::from(unsafe { (*ifa.ifa_addr).sa_family });
-        let addr = match family {
-            libc::AF_INET => {
-                // SAFETY: family says this is a sockaddr_in.
-                let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
-                IpAddr::V4(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)))
-            }
-            libc::AF_INET6 => {
-                // SAFETY: family says this is a sockaddr_in6.
-                let sin6 = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in6) };
-                IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr))
-            }
-            _ => continue,
-        };
-        let cname = std::ffi::CString::new(name.clone()).unwrap_or_default();
-        // SAFETY: cname is a valid C string.
-        let index = unsafe { libc::if_nametoindex(cname.as_ptr()) };
-        out.push((name, index, addr));
-    }
-    // SAFETY: head came from getifaddrs.
-    unsafe { libc::freeifaddrs(head) };
-    Ok(out)
-}
-
-fn setsockopt_int(
+/// Sets an integer socket option on a descriptor known only by its raw
+/// number (the `AsRawFd` functions below): nix's `setsockopt` wants an
+/// `AsFd`, and borrowing a raw descriptor as one is itself unsafe.
+fn set_int_option(
     sock: &impl AsRawFd,
     level: libc::c_int,
     name: libc::c_int,
     value: libc::c_int,
 ) -> io::Result<()> {
-    // SAFETY: passing a pointer to a c_int of the stated size.
+    // SAFETY: the kernel reads exactly size_of::<c_int>() bytes from the
+    // pointer, which points at `value` on this stack frame; a stale
+    // descriptor only makes the call fail with EBADF.
     let rc = unsafe {
         libc::setsockopt(
             sock.as_raw_fd(),
             level,
             name,
-            (&value as *const libc::c_int).cast(),
-            mem::size_of::<libc::c_int>() as libc::socklen_t,
+            (&raw const value).cast(),
+            socklen_of::<libc::c_int>(),
         )
     };
     if rc == 0 {
@@ -180,26 +89,34 @@ fn setsockopt_int(
     }
 }
 
+/// The size of a C type as the socket calls take it; every type passed
+/// here is a few hundred bytes at most, which the assert checks when the
+/// constant is evaluated.
+#[allow(clippy::cast_possible_truncation)] // asserted to fit just above
+const fn socklen_of<T>() -> libc::socklen_t {
+    assert!(mem::size_of::<T>() <= 4096);
+    mem::size_of::<T>() as libc::socklen_t
+}
+
+/// Largest socket buffer asked for: the kernel doubles the value into an
+/// int, so anything above this would overflow there.
+const MAX_BUFFER: usize = 0x3fff_ffff;
+
 /// Asks for a socket buffer of `bytes`, forcing past `net.core.*mem_max`
 /// when running as root. Returns a warning when the kernel granted less.
 pub fn size_buffer(sock: &Socket, bytes: usize, receive: bool) -> Option<String> {
-    let want = bytes.min(i32::MAX as usize / 2) as libc::c_int;
-    let forced = setsockopt_int(
-        sock,
-        libc::SOL_SOCKET,
-        if receive {
-            SO_RCVBUFFORCE
-        } else {
-            SO_SNDBUFFORCE
-        },
-        want,
-    )
+    let want = bytes.min(MAX_BUFFER);
+    let forced = if receive {
+        setsockopt(sock, sockopt::RcvBufForce, &want)
+    } else {
+        setsockopt(sock, sockopt::SndBufForce, &want)
+    }
     .is_ok();
     if !forced {
         let _ = if receive {
-            sock.set_recv_buffer_size(want as usize)
+            sock.set_recv_buffer_size(want)
         } else {
-            sock.set_send_buffer_size(want as usize)
+            sock.set_send_buffer_size(want)
         };
     }
     let got = if receive {
@@ -209,7 +126,7 @@ pub fn size_buffer(sock: &Socket, bytes: usize, receive: bool) -> Option<String>
     }
     .unwrap_or(0);
     // Linux reports double the requested size (bookkeeping overhead).
-    (got < want as usize).then(|| {
+    (got < want).then(|| {
         let knob = if receive { "rmem_max" } else { "wmem_max" };
         format!(
             "{} buffer is {} KiB, asked for {} KiB: bursts may be dropped. Run as root, or \
@@ -373,8 +290,8 @@ pub fn iovec(b: &[u8]) -> libc::iovec {
 /// on the socket fails where it lacks it. Leaves the socket's default
 /// segment size at 0 (trains name theirs per call).
 pub fn gso_available(sock: &impl AsRawFd) -> bool {
-    setsockopt_int(sock, SOL_UDP, UDP_SEGMENT, 1400).is_ok()
-        && setsockopt_int(sock, SOL_UDP, UDP_SEGMENT, 0).is_ok()
+    set_int_option(sock, libc::SOL_UDP, libc::UDP_SEGMENT, 1400).is_ok()
+        && set_int_option(sock, libc::SOL_UDP, libc::UDP_SEGMENT, 0).is_ok()
 }
 
 /// Points `msg` at `dest` (for an unconnected socket); `None` leaves the
@@ -398,33 +315,38 @@ pub fn send_gso(
     segment: usize,
     dest: Option<&SockAddr>,
 ) -> io::Result<usize> {
+    let segment = u16::try_from(segment).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("GSO segment of {segment} bytes is above a UDP datagram's 65535"),
+        )
+    })?;
     let mut cmsg = [0u64; 4]; // aligned room for one cmsghdr + u16
-    let mut msg: libc::msghdr = unsafe_zeroed_msghdr();
+    let mut msg = zeroed_msghdr();
     set_name(&mut msg, dest);
     msg.msg_iov = iov.as_ptr().cast_mut();
     msg.msg_iovlen = iov.len() as _;
-    // SAFETY: CMSG_SPACE is a pure size computation.
-    let space = unsafe { libc::CMSG_SPACE(mem::size_of::<u16>() as u32) } as usize;
     msg.msg_control = cmsg.as_mut_ptr().cast();
-    msg.msg_controllen = space as _;
-    // SAFETY: msg_control points to `space` bytes we own; CMSG_FIRSTHDR
-    // returns a header inside it, and CMSG_DATA leaves room for a u16.
+    // SAFETY: CMSG_SPACE/CMSG_LEN are size computations. msg_control
+    // points at `cmsg`, 32 bytes we own and at least CMSG_SPACE(2) = 24
+    // long, so CMSG_FIRSTHDR returns a header inside it and CMSG_DATA
+    // leaves room for the u16 written unaligned.
     unsafe {
+        msg.msg_controllen = libc::CMSG_SPACE(SEGMENT_LEN) as _;
         let c = libc::CMSG_FIRSTHDR(&msg);
-        (*c).cmsg_level = SOL_UDP;
-        (*c).cmsg_type = UDP_SEGMENT;
-        (*c).cmsg_len = libc::CMSG_LEN(mem::size_of::<u16>() as u32) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), segment as u16);
+        (*c).cmsg_level = libc::SOL_UDP;
+        (*c).cmsg_type = libc::UDP_SEGMENT;
+        (*c).cmsg_len = libc::CMSG_LEN(SEGMENT_LEN) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), segment);
     }
-    // SAFETY: msg describes valid iovecs, control data and (optional) name,
-    // all borrowed for the call.
+    // SAFETY: msg points at the caller's iovecs, our control data and the
+    // optional name, all borrowed for the duration of the call.
     let n = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, 0) };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
+    usize::try_from(n).map_err(|_| io::Error::last_os_error())
 }
+
+/// The size of UDP_SEGMENT's value, a u16.
+const SEGMENT_LEN: libc::c_uint = socklen_of::<u16>();
 
 /// Sends datagrams with `sendmmsg` on `sock`, to `dest` or the connected
 /// peer: datagram `k` is the iovecs `iov[parts * k .. parts * (k + 1)]`.
@@ -438,7 +360,7 @@ pub fn send_many(
 ) -> io::Result<usize> {
     hdrs.clear();
     for chunk in iov.chunks(parts) {
-        let mut msg: libc::msghdr = unsafe_zeroed_msghdr();
+        let mut msg = zeroed_msghdr();
         set_name(&mut msg, dest);
         msg.msg_iov = chunk.as_ptr().cast_mut();
         msg.msg_iovlen = chunk.len() as _;
@@ -449,54 +371,66 @@ pub fn send_many(
     }
     let mut done = 0;
     while done < hdrs.len() {
-        // SAFETY: every mmsghdr points at iovecs (and a name) borrowed for
-        // this call.
-        let n = unsafe {
-            libc::sendmmsg(
-                sock.as_raw_fd(),
-                hdrs[done..].as_mut_ptr(),
-                (hdrs.len() - done) as u32,
-                0,
-            )
-        };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if done > 0 {
-                return Ok(done);
-            }
-            return Err(e);
+        let left = &mut hdrs[done..];
+        // A batch longer than u32 goes out over several calls.
+        let count = u32::try_from(left.len()).unwrap_or(u32::MAX);
+        // SAFETY: `left` holds `count` or more mmsghdrs, each pointing at
+        // iovecs (and a name) borrowed for the duration of the call.
+        let n = unsafe { libc::sendmmsg(sock.as_raw_fd(), left.as_mut_ptr(), count, 0) };
+        match usize::try_from(n) {
+            // Nothing taken (never seen from a blocking socket): report
+            // what went rather than spin.
+            Ok(0) => return Ok(done),
+            Ok(n) => done += n,
+            Err(_) if done > 0 => return Ok(done),
+            Err(_) => return Err(io::Error::last_os_error()),
         }
-        done += n as usize;
     }
     Ok(done)
 }
 
-fn unsafe_zeroed_msghdr() -> libc::msghdr {
-    // SAFETY: msghdr is plain data; all-zero is a valid empty header.
+/// An empty message header. Built zeroed because libc's msghdr has
+/// private padding fields on some targets (musl), so no literal compiles
+/// everywhere.
+fn zeroed_msghdr() -> libc::msghdr {
+    // SAFETY: msghdr is plain data (integers and raw pointers); all-zero
+    // is a valid empty header.
     unsafe { MaybeUninit::<libc::msghdr>::zeroed().assume_init() }
+}
+
+/// Socket options socket2 lacks, declared with nix's `sockopt_impl!`,
+/// which writes the setsockopt call (and its pointer and length) for a
+/// plain C struct.
+mod options {
+    use nix::{setsockopt_impl, sockopt_impl};
+
+    sockopt_impl!(
+        /// IP_MULTICAST_IF by interface index (socket2 takes an address).
+        MulticastIfV4,
+        SetOnly,
+        libc::IPPROTO_IP,
+        libc::IP_MULTICAST_IF,
+        libc::ip_mreqn
+    );
+    sockopt_impl!(
+        /// MCAST_JOIN_SOURCE_GROUP, for IPv6 source-specific multicast
+        /// (socket2 only joins IPv4 sources).
+        JoinSourceGroup,
+        SetOnly,
+        libc::IPPROTO_IPV6,
+        libc::MCAST_JOIN_SOURCE_GROUP,
+        libc::group_source_req
+    );
 }
 
 fn set_multicast_if_index_v4(sock: &Socket, index: u32) -> io::Result<()> {
     let mreqn = libc::ip_mreqn {
         imr_multiaddr: libc::in_addr { s_addr: 0 },
         imr_address: libc::in_addr { s_addr: 0 },
-        imr_ifindex: index as libc::c_int,
+        imr_ifindex: libc::c_int::try_from(index)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "interface index"))?,
     };
-    // SAFETY: passing a pointer to an ip_mreqn of the stated size.
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::IPPROTO_IP,
-            libc::IP_MULTICAST_IF,
-            (&mreqn as *const libc::ip_mreqn).cast(),
-            mem::size_of::<libc::ip_mreqn>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    Ok(setsockopt(sock, options::MulticastIfV4, &mreqn)?)
 }
 
 /// Options for a receiving socket.
@@ -532,7 +466,12 @@ pub struct Receiver {
 type Control = [u64; 12];
 
 /// Datagrams (or GRO batches) taken per receive call.
-const RECV_BATCH: usize = 32;
+const RECV_BATCH: libc::c_uint = 32;
+/// [`RECV_BATCH`] as a count of buffers.
+const RECV_SLOTS: usize = RECV_BATCH as usize;
+
+/// Index of the drop counter in SO_MEMINFO's array (SK_MEMINFO_DROPS).
+const SK_MEMINFO_DROPS: usize = 8;
 
 /// One datagram (or GRO batch of equal-sized datagrams) from a batch.
 pub struct Datagram<'a> {
@@ -628,8 +567,9 @@ impl Receiver {
     /// receive timeout. The socket may be a duplicate of one the caller
     /// keeps sending on; the options apply to the shared socket.
     pub fn from_socket(sock: Socket, notices: Vec<String>) -> Result<Receiver> {
-        setsockopt_int(&sock, libc::SOL_SOCKET, SO_RXQ_OVFL, 1).ok();
-        let gro = setsockopt_int(&sock, SOL_UDP, UDP_GRO, 1).is_ok();
+        // Without the drop counter, only kernel_drops stays at zero.
+        let _ = setsockopt(&sock, sockopt::RxqOvfl, &1);
+        let gro = setsockopt(&sock, sockopt::UdpGroSegment, &true).is_ok();
         sock.set_read_timeout(Some(Duration::from_millis(100)))
             .context("setting the receive timeout")?;
         let size = if gro { 65_536 } else { 9_216 };
@@ -637,10 +577,9 @@ impl Receiver {
             sock,
             gro,
             notices,
-            bufs: (0..RECV_BATCH).map(|_| vec![0u8; size]).collect(),
-            ctrl: vec![[0u64; 12]; RECV_BATCH],
-            // SAFETY: sockaddr_storage is plain data; zero is valid.
-            names: vec![unsafe { mem::zeroed() }; RECV_BATCH],
+            bufs: (0..RECV_SLOTS).map(|_| vec![0u8; size]).collect(),
+            ctrl: vec![[0u64; 12]; RECV_SLOTS],
+            names: vec![blank_name(); RECV_SLOTS],
             kernel_drops: 0,
             stamps: false,
         })
@@ -650,7 +589,7 @@ impl Receiver {
     /// so receive times do not include how long this thread took to get
     /// to the datagram. Returns whether it is on.
     pub fn enable_timestamps(&mut self) -> bool {
-        self.stamps = setsockopt_int(&self.sock, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1).is_ok();
+        self.stamps = setsockopt(&self.sock, sockopt::ReceiveTimestampns, &true).is_ok();
         self.stamps
     }
 
@@ -674,19 +613,23 @@ impl Receiver {
     /// unlike the per-datagram SO_RXQ_OVFL value, also counts drops after
     /// the last datagram read. `None` where the kernel lacks it.
     pub fn drops_now(&self) -> Option<u32> {
+        // Room for more SK_MEMINFO_* values than any kernel has; the
+        // kernel writes what it has and says how much in `len`. (nix's
+        // getsockopt for a struct panics when the kernel writes less.)
         let mut info = [0u32; 16];
-        let mut len = mem::size_of_val(&info) as libc::socklen_t;
-        // SAFETY: getsockopt writes at most `len` bytes into `info`.
+        let mut len = socklen_of::<[u32; 16]>();
+        // SAFETY: `info` is `len` writable bytes and the kernel writes at
+        // most `len` bytes into it, then stores the count in `len`.
         let rc = unsafe {
             libc::getsockopt(
                 self.sock.as_raw_fd(),
                 libc::SOL_SOCKET,
-                SO_MEMINFO,
+                libc::SO_MEMINFO,
                 info.as_mut_ptr().cast(),
                 &mut len,
             )
         };
-        let have = len as usize / mem::size_of::<u32>();
+        let have = usize::try_from(len).unwrap_or(0) / mem::size_of::<u32>();
         (rc == 0 && have > SK_MEMINFO_DROPS).then(|| info[SK_MEMINFO_DROPS])
     }
 
@@ -699,12 +642,12 @@ impl Receiver {
     /// Returns the number of receive calls' messages (0 on timeout).
     pub fn recv_batch(&mut self, mut each: impl FnMut(Datagram<'_>)) -> io::Result<usize> {
         // Built per call so the struct holds no raw pointers (and is Send).
-        let mut iovs: [libc::iovec; RECV_BATCH] = std::array::from_fn(|k| libc::iovec {
+        let mut iovs: [libc::iovec; RECV_SLOTS] = std::array::from_fn(|k| libc::iovec {
             iov_base: self.bufs[k].as_mut_ptr().cast(),
             iov_len: self.bufs[k].len(),
         });
-        let mut hdrs: [libc::mmsghdr; RECV_BATCH] = std::array::from_fn(|_| libc::mmsghdr {
-            msg_hdr: unsafe_zeroed_msghdr(),
+        let mut hdrs: [libc::mmsghdr; RECV_SLOTS] = std::array::from_fn(|_| libc::mmsghdr {
+            msg_hdr: zeroed_msghdr(),
             msg_len: 0,
         });
         for (k, h) in hdrs.iter_mut().enumerate() {
@@ -713,21 +656,22 @@ impl Receiver {
             msg.msg_iovlen = 1;
             msg.msg_control = self.ctrl[k].as_mut_ptr().cast();
             msg.msg_controllen = mem::size_of::<Control>() as _;
-            msg.msg_name = (&mut self.names[k] as *mut libc::sockaddr_storage).cast();
-            msg.msg_namelen = mem::size_of::<libc::sockaddr_storage>() as _;
+            msg.msg_name = (&raw mut self.names[k]).cast();
+            msg.msg_namelen = socklen_of::<libc::sockaddr_storage>();
         }
-        // SAFETY: every header points at buffers owned by self, alive for
-        // the call; MSG_WAITFORONE returns once at least one arrived.
+        // SAFETY: `hdrs` holds RECV_BATCH headers, each pointing at an
+        // iovec, control buffer and name owned by self and alive for the
+        // call; MSG_WAITFORONE returns once at least one arrived.
         let n = unsafe {
             libc::recvmmsg(
                 self.sock.as_raw_fd(),
                 hdrs.as_mut_ptr(),
-                RECV_BATCH as u32,
+                RECV_BATCH,
                 libc::MSG_WAITFORONE,
                 std::ptr::null_mut(),
             )
         };
-        if n < 0 {
+        let Ok(n) = usize::try_from(n) else {
             let e = io::Error::last_os_error();
             return match e.kind() {
                 io::ErrorKind::WouldBlock
@@ -735,48 +679,71 @@ impl Receiver {
                 | io::ErrorKind::Interrupted => Ok(0),
                 _ => Err(e),
             };
-        }
-        let n = n as usize;
+        };
         // One pair of clock readings per batch turns the kernel's
         // wall-clock stamps into Instants: only their distance from now
         // matters, so a wall-clock step between batches does no harm.
         let (mono_now, wall_now) = (Instant::now(), SystemTime::now());
         for (k, h) in hdrs.iter().enumerate().take(n) {
             let len = h.msg_len as usize;
-            let mut segment = len;
-            let mut at = mono_now;
-            // SAFETY: the kernel filled msg_control with msg_controllen
-            // bytes of well-formed cmsgs; the CMSG_* walk stays inside.
-            unsafe {
-                let mut c = libc::CMSG_FIRSTHDR(&h.msg_hdr);
-                while !c.is_null() {
-                    let data = libc::CMSG_DATA(c);
-                    match ((*c).cmsg_level, (*c).cmsg_type) {
-                        (SOL_UDP, UDP_GRO) => {
-                            segment = std::ptr::read_unaligned(data.cast::<libc::c_int>()) as usize;
-                        }
-                        (libc::SOL_SOCKET, SO_RXQ_OVFL) => {
-                            self.kernel_drops = std::ptr::read_unaligned(data.cast::<u32>());
-                        }
-                        (libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS) if self.stamps => {
-                            let ts = std::ptr::read_unaligned(data.cast::<libc::timespec>());
-                            at = stamp_to_instant(&ts, mono_now, wall_now);
-                        }
-                        _ => {}
-                    }
-                    c = libc::CMSG_NXTHDR(&h.msg_hdr, c);
-                }
+            let meta = read_cmsgs(&h.msg_hdr);
+            if let Some(d) = meta.drops {
+                self.kernel_drops = d;
             }
-            let from = sockaddr_to_std(&self.names[k]);
+            let at = match meta.stamp {
+                Some(ts) if self.stamps => stamp_to_instant(&ts, mono_now, wall_now),
+                _ => mono_now,
+            };
             each(Datagram {
                 bytes: &self.bufs[k][..len],
-                segment: if segment == 0 { len } else { segment },
-                from,
+                segment: meta.segment.filter(|&s| s > 0).unwrap_or(len),
+                from: sockaddr_to_std(&self.names[k]),
                 at,
             });
         }
         Ok(n)
     }
+}
+
+/// What the control messages of one received datagram said.
+#[derive(Default)]
+struct CmsgMeta {
+    /// GRO segment size.
+    segment: Option<usize>,
+    /// The socket's cumulative drop counter (SO_RXQ_OVFL).
+    drops: Option<u32>,
+    /// The kernel's receive stamp (SO_TIMESTAMPNS).
+    stamp: Option<libc::timespec>,
+}
+
+/// Walks the control messages the kernel left in `msg`.
+fn read_cmsgs(msg: &libc::msghdr) -> CmsgMeta {
+    let mut meta = CmsgMeta::default();
+    // SAFETY: the kernel filled msg_control with msg_controllen bytes of
+    // well-formed cmsgs (truncated ones are cut off by msg_controllen);
+    // CMSG_FIRSTHDR/CMSG_NXTHDR never step outside them, and each read
+    // is unaligned and of the type the (level, type) pair promises.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(msg);
+        while !c.is_null() {
+            let data = libc::CMSG_DATA(c);
+            match ((*c).cmsg_level, (*c).cmsg_type) {
+                (libc::SOL_UDP, libc::UDP_GRO) => {
+                    let seg = std::ptr::read_unaligned(data.cast::<libc::c_int>());
+                    meta.segment = usize::try_from(seg).ok();
+                }
+                (libc::SOL_SOCKET, libc::SO_RXQ_OVFL) => {
+                    meta.drops = Some(std::ptr::read_unaligned(data.cast::<u32>()));
+                }
+                (libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS) => {
+                    meta.stamp = Some(std::ptr::read_unaligned(data.cast::<libc::timespec>()));
+                }
+                _ => {}
+            }
+            c = libc::CMSG_NXTHDR(msg, c);
+        }
+    }
+    meta
 }
 
 /// The Instant of a kernel wall-clock stamp, given both clocks read
@@ -792,21 +759,26 @@ fn stamp_to_instant(ts: &libc::timespec, mono_now: Instant, wall_now: SystemTime
     mono_now.checked_sub(age).unwrap_or(mono_now)
 }
 
+/// A valid placeholder for a receive name slot (the kernel overwrites it).
+fn blank_name() -> libc::sockaddr_storage {
+    SockAddr::from(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0))).as_storage()
+}
+
 fn sockaddr_to_std(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
     match i32::from(ss.ss_family) {
         libc::AF_INET => {
-            // SAFETY: family says sockaddr_in, which fits in the storage.
-            let sin =
-                unsafe { &*(ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            // SAFETY: the family says the storage holds a sockaddr_in,
+            // which is smaller and no more aligned than sockaddr_storage.
+            let sin = unsafe { &*(&raw const *ss).cast::<libc::sockaddr_in>() };
             Some(SocketAddr::new(
                 IpAddr::V4(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr))),
                 u16::from_be(sin.sin_port),
             ))
         }
         libc::AF_INET6 => {
-            // SAFETY: family says sockaddr_in6, which fits in the storage.
-            let sin6 =
-                unsafe { &*(ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            // SAFETY: the family says the storage holds a sockaddr_in6,
+            // which is smaller and no more aligned than sockaddr_storage.
+            let sin6 = unsafe { &*(&raw const *ss).cast::<libc::sockaddr_in6>() };
             Some(SocketAddr::new(
                 IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr)),
                 u16::from_be(sin6.sin6_port),
@@ -847,43 +819,13 @@ fn join(sock: &Socket, group: IpAddr, opts: &ReceiveOptions) -> io::Result<()> {
 }
 
 fn join_ssm_v6(sock: &Socket, group: Ipv6Addr, source: Ipv6Addr, index: u32) -> io::Result<()> {
-    fn storage(ip: Ipv6Addr) -> libc::sockaddr_storage {
-        // SAFETY: plain data; we fill the sockaddr_in6 prefix.
-        let mut ss: libc::sockaddr_storage = unsafe { mem::zeroed() };
-        let sin6 = (&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>();
-        // SAFETY: sockaddr_in6 fits in sockaddr_storage.
-        unsafe {
-            (*sin6).sin6_family = libc::AF_INET6 as libc::sa_family_t;
-            (*sin6).sin6_addr.s6_addr = ip.octets();
-        }
-        ss
-    }
-    #[repr(C)]
-    struct GroupSourceReq {
-        interface: u32,
-        group: libc::sockaddr_storage,
-        source: libc::sockaddr_storage,
-    }
-    let req = GroupSourceReq {
-        interface: index,
-        group: storage(group),
-        source: storage(source),
+    let storage = |ip| SockAddr::from(SocketAddrV6::new(ip, 0, 0, 0)).as_storage();
+    let req = libc::group_source_req {
+        gsr_interface: index,
+        gsr_group: storage(group),
+        gsr_source: storage(source),
     };
-    // SAFETY: passing a pointer to a group_source_req of the stated size.
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::IPPROTO_IPV6,
-            libc::MCAST_JOIN_SOURCE_GROUP,
-            (&req as *const GroupSourceReq).cast(),
-            mem::size_of::<GroupSourceReq>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    Ok(setsockopt(sock, options::JoinSourceGroup, &req)?)
 }
 
 /// Rejects an address family mix early with a clear message.
@@ -899,6 +841,45 @@ pub fn check_family(group: IpAddr, source: Option<IpAddr>) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn multicast_interface_by_index_reaches_the_kernel() {
+        let sock = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).unwrap();
+        let lo = parse_interface("127.0.0.1").unwrap();
+        set_multicast_if_index_v4(&sock, lo.index).unwrap();
+        // The kernel checks the index: a missing interface is refused.
+        let e = set_multicast_if_index_v4(&sock, 999_999).unwrap_err();
+        assert!(
+            matches!(e.raw_os_error(), Some(libc::EADDRNOTAVAIL | libc::ENODEV)),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn gso_trains_and_batches_arrive_datagram_by_datagram() {
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.connect(rx.local_addr().unwrap()).unwrap();
+        let payload: Vec<u8> = (0..=255).cycle().take(1000).collect();
+        let iov = [iovec(&payload[..400]), iovec(&payload[400..])];
+        let mut gso = gso_available(&tx);
+        let mut hdrs = Vec::new();
+        // Two datagrams of 500 bytes, as one GSO train where the kernel
+        // has it and two gathered sendmmsg datagrams where not.
+        let sent = if gso {
+            send_train(&tx, &iov, 1, Some(500), &mut gso, &mut hdrs, None, "test").unwrap()
+        } else {
+            let halves = [iovec(&payload[..500]), iovec(&payload[500..])];
+            send_train(&tx, &halves, 1, None, &mut gso, &mut hdrs, None, "test").unwrap()
+        };
+        assert_eq!(sent, 2);
+        let mut buf = [0u8; 2000];
+        for half in payload.chunks(500) {
+            let n = rx.recv(&mut buf).unwrap();
+            assert_eq!(&buf[..n], half);
+        }
+    }
 
     #[test]
     fn drop_counter_counts_what_a_full_buffer_refused() {

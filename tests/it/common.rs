@@ -104,7 +104,14 @@ impl Running {
 
     /// Waits (up to 10 s) for a stderr line containing `needle`.
     pub fn wait_for(&mut self, needle: &str) -> String {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        self.wait_for_within(needle, std::time::Duration::from_secs(10))
+    }
+
+    /// Waits up to `timeout` for a stderr line containing `needle` and
+    /// returns it; fails the test with every line seen so far when none
+    /// came in time (or the process closed stderr first).
+    pub fn wait_for_within(&mut self, needle: &str, timeout: std::time::Duration) -> String {
+        let deadline = std::time::Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             match self.lines.recv_timeout(left) {
@@ -157,7 +164,7 @@ pub fn noise(len: usize, seed: u64) -> Vec<u8> {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            (x >> 24) as u8
+            x.to_le_bytes()[3] // bits 24..32
         })
         .collect()
 }
@@ -247,19 +254,6 @@ pub fn parse_report<T: serde::de::DeserializeOwned>(out: &str) -> T {
     serde_json::from_str(out).unwrap_or_else(|e| panic!("bad JSON report ({e}): {out}"))
 }
 
-/// Waits (up to `secs` seconds) until something has bound UDP `port` on
-/// 127.0.0.1: the moment a peer such as GStreamer or FFmpeg is ready.
-pub fn wait_for_udp_bind(port: u16, secs: u64) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
-    while std::net::UdpSocket::bind(("127.0.0.1", port)).is_ok() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "nothing bound UDP port {port} within {secs} s"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-}
-
 /// Asserts that a finished command succeeded, showing its stderr if not.
 pub fn assert_ok(out: &std::process::Output) {
     assert!(
@@ -267,4 +261,118 @@ pub fn assert_ok(out: &std::process::Output) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Polls `probe` every 10 ms until it returns `Some`, for at most
+/// `timeout`; fails the test naming `what` when time runs out. The one
+/// bounded wait the helpers below build on: tests wait on a port, a file
+/// or a line, never on a fixed sleep.
+pub fn wait_until<T>(
+    what: &str,
+    timeout: std::time::Duration,
+    mut probe: impl FnMut() -> Option<T>,
+) -> T {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        if std::time::Instant::now() >= deadline {
+            panic!("{what}: not within {timeout:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Whether a socket of this network namespace is bound to local `port` in
+/// `/proc/net/<table>` (udp, udp6, tcp, tcp6), in TCP state `state`
+/// (`0A` is LISTEN) when given. Reading the table never disturbs the
+/// process under test, unlike binding or connecting to find out.
+fn port_in_table(table: &str, port: u16, state: Option<&str>) -> bool {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/net/{table}")) else {
+        return false;
+    };
+    text.lines().skip(1).any(|line| {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        let local_port = cols
+            .get(1)
+            .and_then(|a| a.rsplit(':').next())
+            .and_then(|p| u16::from_str_radix(p, 16).ok());
+        local_port == Some(port) && state.is_none_or(|s| cols.get(3) == Some(&s))
+    })
+}
+
+/// Waits (up to `timeout`) until some process has a UDP socket bound to
+/// `port` (any address, IPv4 or IPv6), e.g. a peer told to listen on a
+/// [`free_udp_port`].
+pub fn wait_for_udp_port(port: u16, timeout: std::time::Duration) {
+    wait_until(
+        &format!("a UDP socket bound to port {port}"),
+        timeout,
+        || (port_in_table("udp", port, None) || port_in_table("udp6", port, None)).then_some(()),
+    )
+}
+
+/// Waits (up to `timeout`) until some process listens on TCP `port` (any
+/// address, IPv4 or IPv6). Nothing connects, so a server under test
+/// sees no extra client.
+pub fn wait_for_tcp_port(port: u16, timeout: std::time::Duration) {
+    const LISTEN: Option<&str> = Some("0A");
+    wait_until(&format!("a TCP listener on port {port}"), timeout, || {
+        (port_in_table("tcp", port, LISTEN) || port_in_table("tcp6", port, LISTEN)).then_some(())
+    })
+}
+
+/// Waits (up to `timeout`) until `path` exists with at least `len` bytes;
+/// returns its size then.
+pub fn wait_for_file_size(path: &std::path::Path, len: u64, timeout: std::time::Duration) -> u64 {
+    wait_until(
+        &format!("{} reaching {len} bytes", path.display()),
+        timeout,
+        || {
+            std::fs::metadata(path)
+                .ok()
+                .map(|m| m.len())
+                .filter(|&n| n >= len)
+        },
+    )
+}
+
+#[test]
+fn waits_see_bound_ports_and_growing_files() {
+    use std::time::Duration;
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    wait_for_udp_port(udp.local_addr().unwrap().port(), Duration::from_secs(5));
+    let tcp = std::net::TcpListener::bind("[::1]:0").unwrap();
+    wait_for_tcp_port(tcp.local_addr().unwrap().port(), Duration::from_secs(5));
+    let s = Scratch::new("wait-size");
+    let file = s.path("grows");
+    let writer = {
+        let file = file.clone();
+        std::thread::spawn(move || {
+            for _ in 0..4 {
+                let mut old = std::fs::read(&file).unwrap_or_default();
+                old.extend_from_slice(&[1u8; 1000]);
+                std::fs::write(&file, old).unwrap();
+            }
+        })
+    };
+    assert!(wait_for_file_size(&file, 4000, Duration::from_secs(5)) >= 4000);
+    writer.join().unwrap();
+}
+
+#[test]
+#[should_panic(expected = "a UDP socket bound to port")]
+fn waits_fail_when_time_runs_out() {
+    // A port just released by its only socket is not bound.
+    let port = free_udp_port();
+    wait_for_udp_port(port, std::time::Duration::from_millis(50));
+}
+
+#[test]
+fn a_udp_port_is_not_a_tcp_listener() {
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = udp.local_addr().unwrap().port();
+    assert!(port_in_table("udp", port, None));
+    assert!(!port_in_table("tcp", port, Some("0A")));
 }

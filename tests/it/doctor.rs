@@ -1,5 +1,8 @@
 //! nagare doctor reads the real host and reports consistently.
 
+use nagare_api::doctor::{CheckKind, Report};
+use nagare_proto::{BitRate, ByteSize};
+
 use crate::common::nagare;
 
 #[test]
@@ -15,30 +18,52 @@ fn doctor_reports_each_check_and_exit_status_matches() {
         ])
         .output()
         .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let checks = v["checks"].as_array().unwrap();
-    let names: Vec<&str> = checks.iter().map(|c| c["name"].as_str().unwrap()).collect();
-    for want in [
-        "net.core.rmem_max",
-        "net.core.wmem_max",
-        "netdev_max_backlog",
-        "udp_mem",
-        "MTU of lo",
-        "clock",
-    ] {
-        assert!(
-            names.iter().any(|n| n.contains(want)),
-            "{want} missing from {names:?}"
-        );
-    }
+    let report: Report = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report.rate, BitRate(3_200_000_000));
+    assert_eq!(report.packet_size, ByteSize(8800));
+    let kinds: Vec<CheckKind> = report.checks.iter().map(|c| c.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            CheckKind::RmemMax,
+            CheckKind::WmemMax,
+            CheckKind::NetdevBacklog,
+            CheckKind::UdpMem,
+            CheckKind::Mtu,
+            CheckKind::Clock,
+        ]
+    );
+    // the route to 127.0.0.1 leaves by loopback
+    let mtu = report.check(CheckKind::Mtu).unwrap();
+    assert!(mtu.name.starts_with("MTU of lo "), "{}", mtu.name);
+    assert_eq!(mtu.needed, ">= 8828");
     // the host's real value is reported and compared with 100 ms of stream
     let rmem = std::fs::read_to_string("/proc/sys/net/core/rmem_max").unwrap();
-    let c = &checks[0];
-    assert_eq!(c["current"], rmem.trim());
-    assert_eq!(c["ok"], rmem.trim().parse::<u64>().unwrap() >= 40_000_000);
-    let short = checks.iter().filter(|c| c["ok"] == false).count();
-    assert_eq!(v["short"], short);
+    let c = report.check(CheckKind::RmemMax).unwrap();
+    assert_eq!(c.current, rmem.trim());
+    assert_eq!(c.ok, rmem.trim().parse::<u64>().unwrap() >= 40_000_000);
+    assert_eq!(c.fix.is_none(), c.ok);
+    let short = report.checks.iter().filter(|c| !c.ok).count();
+    assert_eq!(report.short, short);
     assert_eq!(out.status.success(), short == 0);
+}
+
+#[test]
+fn doctor_checks_a_multicast_group_on_a_named_interface() {
+    let out = nagare()
+        .args(["doctor", "--rate", "1G", "--packet-size", "1400"])
+        .args(["--to", "239.1.2.3:5004", "--interface", "lo", "--json"])
+        .output()
+        .unwrap();
+    let report: Report = serde_json::from_slice(&out.stdout).unwrap();
+    let mtu = report.check(CheckKind::Mtu).unwrap();
+    assert_eq!(mtu.needed, ">= 1428");
+    // loopback carries multicast locally, flag or not
+    let flag = report.check(CheckKind::MulticastFlag).unwrap();
+    assert_eq!(flag.name, "lo can carry multicast group 239.1.2.3");
+    assert!(flag.ok);
+    // a named interface needs no route lookup
+    assert!(report.check(CheckKind::MulticastRoute).is_none());
 }
 
 #[test]
@@ -46,4 +71,43 @@ fn doctor_needs_a_stream() {
     let out = nagare().args(["doctor"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--rate 3.2G, or --sdp FILE"));
+}
+
+#[test]
+fn doctor_refuses_bad_flags_with_the_value_and_the_fix() {
+    for (flag, value, needle) in [
+        (
+            "--rate",
+            "fast",
+            "rate \"fast\": not a number; write it like 6M",
+        ),
+        (
+            "--packet-size",
+            "70000",
+            "packet size 70000 is out of range 1 to 65507",
+        ),
+        (
+            "--to",
+            "nowhere",
+            "address 'nowhere' does not parse: expected HOST:PORT",
+        ),
+        (
+            "--interface",
+            "nosuch0",
+            "no interface named 'nosuch0' (known: ",
+        ),
+    ] {
+        let mut args = vec!["doctor", flag, value];
+        if flag != "--rate" {
+            args.extend(["--rate", "1G"]);
+        }
+        let out = nagare().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("invalid value '{value}' for '{flag}")),
+            "{err}"
+        );
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
 }

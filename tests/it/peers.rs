@@ -2,13 +2,13 @@
 //! FFmpeg (RTP muxer / SDP demuxer), byte-identical both ways.
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nagare_api::video::RecvReport;
 
 use crate::common::{
     Running, Scratch, assert_ok, free_udp_port, nagare, noise, parse_report, require,
-    wait_bounded, wait_for_udp_bind,
+    wait_bounded, wait_for_file_size, wait_for_udp_port,
 };
 
 const W: usize = 320;
@@ -30,17 +30,6 @@ fn interrupt(child: &mut std::process::Child) {
         libc::kill(child.id() as i32, libc::SIGINT);
     }
     wait_bounded(child, 10, "gst-launch after SIGINT");
-}
-
-/// Waits until `file` stops growing and has `len` bytes (or 10 s pass).
-fn wait_for_size(file: &std::path::Path, len: u64) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if std::fs::metadata(file).map(|m| m.len()).unwrap_or(0) >= len {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 #[test]
@@ -76,7 +65,7 @@ fn gstreamer_receives_nagare_byte_identical() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        wait_for_udp_bind(port, 10);
+        wait_for_udp_port(port, Duration::from_secs(10));
         let send = nagare()
             .args(["send", s.path("in.raw").to_str().unwrap()])
             .args([
@@ -96,7 +85,7 @@ fn gstreamer_receives_nagare_byte_identical() {
             .output()
             .unwrap();
         assert_ok(&send);
-        wait_for_size(&out, input.len() as u64);
+        wait_for_file_size(&out, input.len() as u64, Duration::from_secs(10));
         interrupt(&mut gst);
         let got = std::fs::read(&out).unwrap();
         assert_eq!(
@@ -299,7 +288,7 @@ fn ffmpeg_receives_nagare_through_nagares_sdp() {
         .spawn()
         .unwrap();
     // FFmpeg binds the SDP's port once it has read the SDP.
-    wait_for_udp_bind(port, 20);
+    wait_for_udp_port(port, Duration::from_secs(20));
     let sent = send(FRAMES);
     assert_ok(&sent);
     let mut ff = ff;

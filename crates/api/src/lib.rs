@@ -11,4 +11,5 @@
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
+pub mod doctor;
 pub mod video;

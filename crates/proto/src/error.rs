@@ -99,7 +99,4 @@ pub enum Error {
     /// The raw video layer refused (formats, frame rates, packets).
     #[error(transparent)]
     Video(#[from] crate::video::Error),
-    /// An impairment probability outside 0..=1 or a bad impairment spec.
-    #[error("impairment {0} is out of range")]
-    Impairment(&'static str),
 }

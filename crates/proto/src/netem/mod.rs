@@ -1,107 +1,35 @@
 //! A seeded impairment model in the spirit of Linux netem: loss (random or
 //! Gilbert two-state), scripted drops, duplication, reordering, delay with
-//! jitter and a rate limit. `nagare impair` drives it with real datagrams;
-//! tests drive it in memory with whatever stands for a packet.
+//! jitter and a rate limit. [`Netem`] is a sans-IO machine that owns its
+//! delay queue: `nagare impair` feeds it real datagrams and sends what it
+//! releases; simulations feed it whatever stands for a packet on virtual
+//! time.
 //!
 //! Loss, duplication and reordering act on RTP datagrams only (the stream
 //! under test), with a fixed number of random draws per RTP packet, so the
 //! fate of the n-th stream packet depends on the seed alone and not on
 //! timing or on other traffic (echo probes, control) that shares the path.
-//! Delay, jitter and the rate limit act on every datagram, like a link.
+//! Delay, jitter, the rate limit and the queue cap act on every datagram,
+//! like a link.
 
-use std::collections::{BTreeSet, VecDeque};
+mod config;
+mod fate;
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::Error;
+pub use config::{
+    DEFAULT_QUEUE_LIMIT, Error, ImpairConfig, MAX_SEQ_LIST, Probability, parse_seq_list,
+};
+use fate::{Fate, Rng};
 
-/// What to do to the traffic.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ImpairConfig {
-    /// Probability that a stream packet is lost (in the good state).
-    pub loss: f64,
-    /// Gilbert model `(p_good_to_bad, p_bad_to_good)`: every packet in the
-    /// bad state is lost; the mean loss run is `1 / p_bad_to_good`.
-    pub gilbert: Option<(f64, f64)>,
-    /// Probability that a stream packet is held back and sent after
-    /// `reorder_gap` later ones.
-    pub reorder: f64,
-    /// How many later stream packets overtake a reordered one.
-    pub reorder_gap: u64,
-    /// Probability that a stream packet is sent twice.
-    pub duplicate: f64,
-    /// One-way delay added to every datagram, ns.
-    pub delay_ns: u64,
-    /// Delay varies uniformly within ± this, ns (netem reorders with
-    /// jitter too, when it exceeds the packet spacing).
-    pub jitter_ns: u64,
-    /// Bottleneck rate in bits per second (whole datagrams), if any.
-    pub rate_bps: Option<u64>,
-    /// Longest queue behind the rate limit before datagrams are dropped, ns.
-    pub queue_ns: u64,
-    /// Stream sequence numbers always dropped.
-    pub drop_seq: BTreeSet<u64>,
-    /// Stream sequence numbers always reordered.
-    pub reorder_seq: BTreeSet<u64>,
-    /// Stream sequence numbers always duplicated.
-    pub duplicate_seq: BTreeSet<u64>,
-    /// Seed of the random draws.
-    pub seed: u64,
-}
+use crate::units::{ByteSize, Nanos};
 
-impl ImpairConfig {
-    /// Checks probabilities and sizes.
-    pub fn validate(&self) -> Result<(), Error> {
-        let p = |v: f64, what| {
-            if (0.0..=1.0).contains(&v) {
-                Ok(())
-            } else {
-                Err(Error::Impairment(what))
-            }
-        };
-        p(self.loss, "loss probability (0..=1)")?;
-        p(self.reorder, "reorder probability (0..=1)")?;
-        p(self.duplicate, "duplicate probability (0..=1)")?;
-        if let Some((gb, bg)) = self.gilbert {
-            p(gb, "gilbert good-to-bad probability (0..=1)")?;
-            p(bg, "gilbert bad-to-good probability (0..=1)")?;
-        }
-        if self.reorder_gap == 0 || self.reorder_gap > 1000 {
-            return Err(Error::Impairment("reorder gap (1..=1000)"));
-        }
-        if self.jitter_ns > self.delay_ns {
-            return Err(Error::Impairment("jitter (at most the delay)"));
-        }
-        if self.rate_bps == Some(0) {
-            return Err(Error::Impairment("rate (above 0)"));
-        }
-        Ok(())
-    }
-}
-
-/// Most sequence numbers one list may name (keeps parsing bounded).
-pub const MAX_SEQ_LIST: u64 = 1_000_000;
-
-/// Parses `5,10-14,100` into a set of sequence numbers.
-pub fn parse_seq_list(s: &str) -> Result<BTreeSet<u64>, Error> {
-    let mut out = BTreeSet::new();
-    let mut total = 0u64;
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (a, b) = part.split_once('-').unwrap_or((part, part));
-        let bad = Error::Impairment("sequence list (like 5,10-14,100)");
-        let a: u64 = a.trim().parse().map_err(|_| bad)?;
-        let b: u64 = b.trim().parse().map_err(|_| bad)?;
-        if b < a {
-            return Err(bad);
-        }
-        total = total.saturating_add(b - a).saturating_add(1);
-        if total > MAX_SEQ_LIST {
-            return Err(Error::Impairment("sequence list (at most 1000000 numbers)"));
-        }
-        out.extend(a..=b);
-    }
-    Ok(out)
-}
+/// Held (reordered) packets leave when the stream pauses this long, so a
+/// stream's last packets are never held forever.
+pub const FLUSH_IDLE: Nanos = Nanos::from_millis(50);
 
 /// What the model did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -120,6 +48,9 @@ pub struct ImpairCounters {
     pub dropped_scripted: u64,
     /// Dropped because the rate-limit queue was full.
     pub dropped_queue: u64,
+    /// Dropped because the bytes waiting to depart reached the queue cap.
+    #[serde(default)]
+    pub dropped_overflow: u64,
     /// Maximal runs of consecutive dropped stream packets.
     pub loss_episodes: u64,
     /// Extra copies sent.
@@ -136,65 +67,71 @@ impl ImpairCounters {
     }
 }
 
-/// SplitMix64: small, seedable, good enough for impairment draws.
-#[derive(Debug, Clone)]
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1).
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
+/// A datagram waiting for its departure time.
 #[derive(Debug)]
-struct Held<T> {
-    packet: T,
+struct Departure<T> {
+    at: Nanos,
+    // Arrival order breaks ties, so equal times keep their order.
+    order: u64,
     len: usize,
-    copies: u8,
-    seq: u64,
-    // Stream packets forwarded since it was held.
-    overtaken: u64,
+    packet: T,
 }
 
-/// The impairment model; `T` is whatever stands for a datagram.
+impl<T> PartialEq for Departure<T> {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.order) == (other.at, other.order)
+    }
+}
+
+impl<T> Eq for Departure<T> {}
+
+impl<T> PartialOrd for Departure<T> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<T> Ord for Departure<T> {
+    // Reversed: BinaryHeap is a max-heap and the earliest must come first.
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.at, other.order).cmp(&(self.at, self.order))
+    }
+}
+
+/// The impairment machine; `T` is whatever stands for a datagram.
+///
+/// `handle_input` takes each arriving datagram, `poll_transmit` hands out
+/// those whose departure time has come (earliest first), `poll_timeout`
+/// says when to call again.
 #[derive(Debug)]
-pub struct Impairment<T> {
+pub struct Netem<T> {
     cfg: ImpairConfig,
-    fate: Rng,
+    fate: Fate<T>,
     timing: Rng,
-    bad: bool,
-    in_loss_run: bool,
-    seq: crate::stats::SeqExtender,
-    first: Option<(u64, u64)>,
-    held: VecDeque<Held<T>>,
-    link_free_ns: u64,
+    link_free: Nanos,
+    queue: BinaryHeap<Departure<T>>,
+    order: u64,
+    queued: u64,
+    last_stream: Nanos,
     counters: ImpairCounters,
+    released: Vec<(T, usize)>,
 }
 
-impl<T: Clone> Impairment<T> {
-    /// A model of `cfg` (validate it first).
+impl<T: Clone> Netem<T> {
+    /// A machine for `cfg` (validate it first).
     pub fn new(cfg: ImpairConfig) -> Self {
         let seed = cfg.seed;
-        Impairment {
+        Netem {
             cfg,
-            fate: Rng(seed),
+            fate: Fate::new(seed),
             timing: Rng(seed ^ 0x005e_ed0f_7141_e000),
-            bad: false,
-            in_loss_run: false,
-            seq: crate::stats::SeqExtender::default(),
-            first: None,
-            held: VecDeque::new(),
-            link_free_ns: 0,
+            link_free: Nanos::ZERO,
+            queue: BinaryHeap::new(),
+            order: 0,
+            queued: 0,
+            last_stream: Nanos::ZERO,
             counters: ImpairCounters::default(),
+            released: Vec::new(),
         }
     }
 
@@ -203,140 +140,120 @@ impl<T: Clone> Impairment<T> {
         self.counters
     }
 
-    /// Datagrams held for reordering.
+    /// Stream packets held back to be overtaken.
     pub fn held(&self) -> usize {
-        self.held.len()
+        self.fate.held()
     }
 
-    /// One datagram of `len` bytes arrives at `now_ns`; `rtp_seq` is its
-    /// RTP sequence number when it is a stream packet. Appends to `out`
-    /// every datagram to send, with its departure time, in sending order.
-    pub fn push(
-        &mut self,
-        now_ns: u64,
-        packet: T,
-        len: usize,
-        rtp_seq: Option<u16>,
-        out: &mut Vec<(u64, T)>,
-    ) {
+    /// Bytes waiting for their departure time.
+    pub fn queued(&self) -> ByteSize {
+        ByteSize(self.queued)
+    }
+
+    /// One datagram of `len` bytes arrives at `now`; `rtp_seq` is its RTP
+    /// sequence number when it belongs to the stream under test.
+    pub fn handle_input(&mut self, now: Nanos, packet: T, len: usize, rtp_seq: Option<u16>) {
         self.counters.received += 1;
-        let Some(raw) = rtp_seq else {
-            self.emit(now_ns, packet, len, out);
+        let Some(seq) = rtp_seq else {
+            self.depart(now, packet, len);
             return;
         };
         self.counters.stream += 1;
-        let ext = self.seq.extend(raw, None);
-        let (first_ext, first_raw) = *self.first.get_or_insert((ext, u64::from(raw)));
-        // Sequence numbers as the sender counts them (assuming it starts
-        // below 32768), so `drop_seq` can name them.
-        let seq = (ext + first_raw).wrapping_sub(first_ext);
-        // Always four draws per stream packet, used or not.
-        let (d_loss, d_state, d_dup, d_reorder) = (
-            self.fate.unit(),
-            self.fate.unit(),
-            self.fate.unit(),
-            self.fate.unit(),
+        self.last_stream = now;
+        let mut released = std::mem::take(&mut self.released);
+        self.fate.push(
+            &self.cfg,
+            &mut self.counters,
+            packet,
+            len,
+            seq,
+            &mut released,
         );
-        let mut drop = None;
-        if self.cfg.drop_seq.contains(&seq) {
-            drop = Some(&mut self.counters.dropped_scripted);
+        for (p, l) in released.drain(..) {
+            self.depart(now, p, l);
         }
-        if let Some((gb, bg)) = self.cfg.gilbert {
-            self.bad = if self.bad {
-                d_state >= bg
-            } else {
-                d_state < gb
-            };
-            if self.bad && drop.is_none() {
-                drop = Some(&mut self.counters.dropped_gilbert);
-            }
+        self.released = released;
+    }
+
+    /// The next datagram due at `now`, earliest first; `None` when none
+    /// is due yet (see [`Netem::poll_timeout`]).
+    pub fn poll_transmit(&mut self, now: Nanos) -> Option<T> {
+        if self.fate.held() > 0 && now >= self.last_stream.saturating_add(FLUSH_IDLE) {
+            self.flush(now);
         }
-        if drop.is_none() && !self.bad && d_loss < self.cfg.loss {
-            drop = Some(&mut self.counters.dropped_random);
+        if self.queue.peek()?.at > now {
+            return None;
         }
-        if let Some(counter) = drop {
-            *counter += 1;
-            if !self.in_loss_run {
-                self.counters.loss_episodes += 1;
-            }
-            self.in_loss_run = true;
+        let d = self.queue.pop()?;
+        self.queued -= d.len as u64;
+        Some(d.packet)
+    }
+
+    /// When something next becomes due: a departure, or the moment held
+    /// packets are let go because the stream paused.
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        let departure = self.queue.peek().map(|d| d.at);
+        let idle = (self.fate.held() > 0).then(|| self.last_stream.saturating_add(FLUSH_IDLE));
+        match (departure, idle) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The stream ended: held packets leave now, in order, through the
+    /// link (they still take the delay).
+    pub fn flush(&mut self, now: Nanos) {
+        let mut released = std::mem::take(&mut self.released);
+        self.fate.flush(&mut self.counters, &mut released);
+        for (p, l) in released.drain(..) {
+            self.depart(now, p, l);
+        }
+        self.released = released;
+    }
+
+    /// Everything still waiting, in departure order, regardless of time
+    /// (a relay shutting down sends it all at once).
+    pub fn drain(&mut self) -> impl Iterator<Item = T> + '_ {
+        self.queued = 0;
+        std::iter::from_fn(move || self.queue.pop().map(|d| d.packet))
+    }
+
+    /// Puts a datagram on the link: rate limit, queue cap, delay, jitter.
+    fn depart(&mut self, now: Nanos, packet: T, len: usize) {
+        if self.queued + len as u64 > self.cfg.queue_limit.bytes() {
+            self.counters.dropped_overflow += 1;
             return;
         }
-        self.in_loss_run = false;
-        let copies = if d_dup < self.cfg.duplicate || self.cfg.duplicate_seq.contains(&seq) {
-            2
-        } else {
-            1
-        };
-        if d_reorder < self.cfg.reorder || self.cfg.reorder_seq.contains(&seq) {
-            self.held.push_back(Held {
-                packet,
-                len,
-                copies,
-                seq,
-                overtaken: 0,
-            });
-            return;
-        }
-        for _ in 0..copies {
-            self.emit(now_ns, packet.clone(), len, out);
-        }
-        self.counters.duplicated += u64::from(copies) - 1;
-        for h in &mut self.held {
-            if seq > h.seq {
-                h.overtaken += 1;
-            }
-        }
-        while self
-            .held
-            .front()
-            .is_some_and(|h| h.overtaken >= self.cfg.reorder_gap)
-        {
-            if let Some(h) = self.held.pop_front() {
-                self.release(now_ns, h, out);
-            }
-        }
-    }
-
-    /// Sends everything still held (end of stream, or the stream paused):
-    /// a held packet that nothing overtook goes out in order.
-    pub fn flush(&mut self, now_ns: u64, out: &mut Vec<(u64, T)>) {
-        while let Some(h) = self.held.pop_front() {
-            self.release(now_ns, h, out);
-        }
-    }
-
-    fn release(&mut self, now_ns: u64, h: Held<T>, out: &mut Vec<(u64, T)>) {
-        if h.overtaken > 0 {
-            self.counters.reordered += 1;
-        }
-        self.counters.duplicated += u64::from(h.copies) - 1;
-        for _ in 0..h.copies {
-            self.emit(now_ns, h.packet.clone(), h.len, out);
-        }
-    }
-
-    fn emit(&mut self, now_ns: u64, packet: T, len: usize, out: &mut Vec<(u64, T)>) {
-        let mut at = now_ns;
-        if let Some(rate) = self.cfg.rate_bps {
-            let start = self.link_free_ns.max(now_ns);
-            if start - now_ns > self.cfg.queue_ns {
+        let mut at = now;
+        if let Some(rate) = self.cfg.rate {
+            let start = self.link_free.max(now);
+            if start - now > self.cfg.queue {
                 self.counters.dropped_queue += 1;
                 return;
             }
-            let tx = (len as u128 * 8 * 1_000_000_000 / u128::from(rate)) as u64;
-            self.link_free_ns = start + tx;
-            at = self.link_free_ns;
+            self.link_free = start + rate.time_for(ByteSize::of_len(len));
+            at = self.link_free;
         }
-        let j = self.cfg.jitter_ns as f64;
+        let j = self.cfg.jitter.as_nanos() as f64;
         let jitter = if j > 0.0 {
             ((self.timing.unit() * 2.0 - 1.0) * j) as i64
         } else {
             0
         };
-        at = (at + self.cfg.delay_ns).saturating_add_signed(jitter);
+        let at = Nanos(
+            (at + self.cfg.delay)
+                .as_nanos()
+                .saturating_add_signed(jitter),
+        );
         self.counters.forwarded += 1;
-        out.push((at, packet));
+        self.queued += len as u64;
+        self.queue.push(Departure {
+            at,
+            order: self.order,
+            len,
+            packet,
+        });
+        self.order += 1;
     }
 }
 
@@ -346,14 +263,30 @@ mod tests {
     use crate::probe::TestParams;
     use crate::probe::analysis::{Arrival, analyze};
 
+    /// Hands out everything due up to `until`, stamped with the virtual
+    /// time it left at.
+    fn drain_until<T: Clone>(m: &mut Netem<T>, until: Nanos, out: &mut Vec<(u64, T)>) {
+        while let Some(at) = m.poll_timeout().filter(|&at| at <= until) {
+            while let Some(p) = m.poll_transmit(at) {
+                out.push((at.as_nanos(), p));
+            }
+        }
+    }
+
+    /// `n` 1000-byte stream packets, one every 10 µs, through the machine
+    /// on virtual time.
     fn run(cfg: ImpairConfig, n: u64) -> (Vec<(u64, u64)>, ImpairCounters) {
         cfg.validate().unwrap();
-        let mut m = Impairment::new(cfg);
+        let mut m = Netem::new(cfg);
         let mut out = Vec::new();
         for s in 0..n {
-            m.push(s * 10_000, s, 1000, Some(s as u16), &mut out);
+            let now = Nanos(s * 10_000);
+            drain_until(&mut m, now, &mut out);
+            m.handle_input(now, s, 1000, Some(s as u16));
         }
-        m.flush(n * 10_000, &mut out);
+        m.flush(Nanos(n * 10_000));
+        drain_until(&mut m, Nanos::MAX, &mut out);
+        assert_eq!(m.queued(), ByteSize(0));
         (out, m.counters())
     }
 
@@ -389,12 +322,7 @@ mod tests {
     }
 
     fn cfg() -> ImpairConfig {
-        ImpairConfig {
-            reorder_gap: 3,
-            queue_ns: 100_000_000,
-            seed: 1,
-            ..ImpairConfig::default()
-        }
+        ImpairConfig::default()
     }
 
     #[test]
@@ -497,8 +425,8 @@ mod tests {
         // 5 ms ± 1 ms uniform: PDV = D − Dmin spans 0..2 ms, median 1 ms.
         let (out, _) = run(
             ImpairConfig {
-                delay_ns: 5_000_000,
-                jitter_ns: 1_000_000,
+                delay: Nanos::from_millis(5),
+                jitter: Nanos::from_millis(1),
                 ..cfg()
             },
             100_000,
@@ -518,8 +446,8 @@ mod tests {
         // with a 1 ms queue: about half get through.
         let (out, k) = run(
             ImpairConfig {
-                rate_bps: Some(400_000_000),
-                queue_ns: 1_000_000,
+                rate: Some(crate::units::BitRate(400_000_000)),
+                queue: Nanos::from_millis(1),
                 ..cfg()
             },
             10_000,
@@ -531,15 +459,18 @@ mod tests {
 
     #[test]
     fn non_stream_datagrams_are_only_delayed() {
-        let mut m: Impairment<u8> = Impairment::new(ImpairConfig {
+        let mut m: Netem<u8> = Netem::new(ImpairConfig {
             loss: 1.0,
-            delay_ns: 7,
+            delay: Nanos(7),
             ..cfg()
         });
-        let mut out = Vec::new();
-        m.push(100, 1, 10, None, &mut out);
-        m.push(100, 2, 10, Some(0), &mut out);
-        assert_eq!(out, vec![(107, 1)]);
+        m.handle_input(Nanos(100), 1, 10, None);
+        m.handle_input(Nanos(100), 2, 10, Some(0));
+        assert_eq!(m.poll_timeout(), Some(Nanos(107)));
+        assert_eq!(m.poll_transmit(Nanos(106)), None);
+        assert_eq!(m.poll_transmit(Nanos(107)), Some(1));
+        assert_eq!(m.poll_transmit(Nanos(107)), None);
+        assert_eq!(m.poll_timeout(), None);
     }
 
     #[test]
@@ -547,13 +478,21 @@ mod tests {
         assert!(ImpairConfig { loss: 1.5, ..cfg() }.validate().is_err());
         assert!(
             ImpairConfig {
-                jitter_ns: 2,
-                delay_ns: 1,
+                jitter: Nanos(2),
+                delay: Nanos(1),
                 ..cfg()
             }
             .validate()
             .is_err()
         );
+        assert_eq!(
+            ImpairConfig { loss: 1.5, ..cfg() }
+                .validate()
+                .unwrap_err()
+                .to_string(),
+            "loss probability 1.5 is outside 0..=1"
+        );
+        assert_eq!(parse_seq_list("1,x"), Err(Error::SeqListItem { item: 2 }));
         assert!(parse_seq_list("5-3").is_err());
         assert!(parse_seq_list("x").is_err());
         assert!(parse_seq_list("0-99999999999").is_err());
@@ -566,5 +505,43 @@ mod tests {
         assert!(parse_seq_list("0-18446744073709551615").is_err());
         let top = parse_seq_list("18446744073709551615-18446744073709551615").unwrap();
         assert_eq!(top.into_iter().collect::<Vec<_>>(), [u64::MAX]);
+    }
+
+    #[test]
+    fn held_packets_leave_when_the_stream_pauses() {
+        let mut m: Netem<u64> = Netem::new(ImpairConfig {
+            reorder_seq: parse_seq_list("1").unwrap(),
+            ..cfg()
+        });
+        m.handle_input(Nanos(0), 0, 100, Some(0));
+        m.handle_input(Nanos(10), 1, 100, Some(1));
+        assert_eq!(m.held(), 1);
+        assert_eq!(m.poll_transmit(Nanos(10)), Some(0));
+        // Nothing overtakes it, so it leaves after the idle time, in order
+        // and not counted as reordered.
+        assert_eq!(m.poll_timeout(), Some(Nanos(10) + FLUSH_IDLE));
+        assert_eq!(m.poll_transmit(Nanos(10) + FLUSH_IDLE), Some(1));
+        assert_eq!(m.counters().reordered, 0);
+        assert_eq!(m.poll_timeout(), None);
+    }
+
+    #[test]
+    fn delay_queue_is_capped_in_bytes() {
+        // 1 Gbit/s of 8000-byte datagrams into a 2 s delay: without a cap
+        // the queue would reach 250 MB; with 1 MiB it holds 131 of them.
+        let mut m: Netem<()> = Netem::new(ImpairConfig {
+            delay: Nanos::from_secs(2),
+            queue_limit: ByteSize(1 << 20),
+            ..cfg()
+        });
+        for i in 0..10_000u64 {
+            m.handle_input(Nanos(i * 64_000), (), 8000, None);
+            assert!(m.queued() <= ByteSize(1 << 20));
+        }
+        let k = m.counters();
+        assert_eq!(k.forwarded, 131);
+        assert_eq!(k.dropped_overflow, 10_000 - 131);
+        assert_eq!(m.drain().count(), 131);
+        assert_eq!(m.queued(), ByteSize(0));
     }
 }

@@ -1,0 +1,77 @@
+//! `nagare doctor --json`: whether this host is set up for a planned
+//! stream, check by check, with the command that fixes each shortfall.
+
+use nagare_proto::{BitRate, ByteSize};
+use serde::{Deserialize, Serialize};
+
+/// What `nagare doctor --json` prints.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Report {
+    /// The planned stream's rate.
+    #[serde(rename = "rate_bps")]
+    pub rate: BitRate,
+    /// UDP payload per packet the checks assume.
+    pub packet_size: ByteSize,
+    /// Every check, in the order printed.
+    pub checks: Vec<Check>,
+    /// How many checks fell short; the exit status is 1 when any did.
+    pub short: usize,
+}
+
+impl Report {
+    /// A report over `checks`, counting the short ones.
+    pub fn new(rate: BitRate, packet_size: ByteSize, checks: Vec<Check>) -> Report {
+        let short = checks.iter().filter(|c| !c.ok).count();
+        Report {
+            rate,
+            packet_size,
+            checks,
+            short,
+        }
+    }
+
+    /// The first check of `kind`, if it ran.
+    pub fn check(&self, kind: CheckKind) -> Option<&Check> {
+        self.checks.iter().find(|c| c.kind == kind)
+    }
+}
+
+/// What a check looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckKind {
+    /// `net.core.rmem_max`: the largest receive buffer a socket may ask for.
+    RmemMax,
+    /// `net.core.wmem_max`: the largest send buffer.
+    WmemMax,
+    /// `net.core.netdev_max_backlog`: packets queued per CPU.
+    NetdevBacklog,
+    /// `net.ipv4.udp_mem`: UDP memory thresholds, in pages.
+    UdpMem,
+    /// The MTU of the interface the stream uses.
+    Mtu,
+    /// Whether that interface carries multicast.
+    MulticastFlag,
+    /// Whether a route leads to the multicast group.
+    MulticastRoute,
+    /// Whether the system clock is synchronized.
+    Clock,
+}
+
+/// The outcome of one check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Check {
+    /// What was checked.
+    pub kind: CheckKind,
+    /// The check as a person reads it (`net.core.rmem_max (largest
+    /// receive buffer)`).
+    pub name: String,
+    /// What the host has.
+    pub current: String,
+    /// What the stream needs.
+    pub needed: String,
+    /// Whether it is enough.
+    pub ok: bool,
+    /// The command that fixes it, if any.
+    pub fix: Option<String>,
+}
