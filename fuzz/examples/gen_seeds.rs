@@ -23,7 +23,7 @@ use nagare_proto::video::st2110_20::Packetizer;
 use nagare_proto::screen::Encoder;
 use nagare_proto::sdp::SdpStream;
 use nagare_proto::tree::wire::{Control, Kind, NONCE_LEN, PROOF_LEN, PeerId, split};
-use nagare_proto::{FrameRate, PixelFormat, VideoFormat};
+use nagare_proto::{ExtSeq, FrameRate, MediaTime, PixelFormat, Ssrc, VideoFormat};
 
 fn frame_of(format: &VideoFormat, seed: u8) -> Vec<u8> {
     (0..format.frame_bytes())
@@ -32,7 +32,7 @@ fn frame_of(format: &VideoFormat, seed: u8) -> Vec<u8> {
 }
 
 fn packets(p: &Packetizer, frame: &[u8], seq0: u32, ts: u32) -> Vec<Vec<u8>> {
-    p.frame_packets(frame, seq0, ts)
+    p.frame_packets(frame, ExtSeq(u64::from(seq0)), MediaTime(ts))
         .expect("frames here are made for the packetizer's format")
 }
 
@@ -67,7 +67,7 @@ fn main() {
     let names = ["uyvy422", "uyvp", "rgb24"];
 
     for (format, name) in formats.iter().zip(names) {
-        let p = Packetizer::new(*format, 100, 0x1234_5678).expect("packet size in range");
+        let p = Packetizer::new(*format, 100, Ssrc(0x1234_5678)).expect("packet size in range");
         let frame = frame_of(format, 1);
         let pkts = packets(&p, &frame, 0x0001_fffe, 90_000);
 

@@ -175,8 +175,8 @@ impl Session {
             let mut it = rest.split_whitespace();
             if let Some(semantics) = it.next() {
                 self.groups.push(Group {
-                    semantics: clean(semantics),
-                    mids: it.take(16).map(clean).collect(),
+                    semantics: token(semantics),
+                    mids: it.take(16).map(token).collect(),
                 });
             }
         } else if let Some(rest) = value.strip_prefix("source-filter:") {
@@ -209,7 +209,7 @@ impl Session {
             let _ = writeln!(s, "a=group:{} {}\r", token(&g.semantics), mids.join(" "));
         }
         if let Some(f) = &self.source_filter {
-            write_source_filter(&mut s, f, self.connection.map(|c| c.address));
+            write_source_filter(&mut s, f);
         }
         for m in &self.media {
             write_media(&mut s, m);
@@ -218,8 +218,8 @@ impl Session {
     }
 }
 
-/// A value written where SDP expects one token: cleaned, and spaces
-/// (which would split it) replaced.
+/// A value read or written where SDP expects one token: cleaned, and
+/// spaces (which would split it) replaced. Idempotent.
 fn token(value: &str) -> String {
     clean(value).replace(' ', "_")
 }
@@ -232,11 +232,11 @@ fn write_connection(s: &mut String, c: &Connection) {
     let _ = writeln!(s, "\r");
 }
 
-fn write_source_filter(s: &mut String, f: &SourceFilter, fallback: Option<IpAddr>) {
+fn write_source_filter(s: &mut String, f: &SourceFilter) {
     let Some(first) = f.sources.first() else {
         return;
     };
-    let dest = f.destination.or(fallback);
+    let dest = f.destination;
     let dest_text = dest.map_or("*".to_string(), |d| d.to_string());
     let _ = write!(
         s,
@@ -262,7 +262,7 @@ fn write_media(s: &mut String, m: &Media) {
         write_connection(s, c);
     }
     if let Some(f) = &m.source_filter {
-        write_source_filter(s, f, m.connection.map(|c| c.address));
+        write_source_filter(s, f);
     }
     if let Some(mid) = &m.mid {
         let _ = writeln!(s, "a=mid:{}\r", token(mid));
@@ -287,7 +287,7 @@ fn write_media(s: &mut String, m: &Media) {
 fn media_attribute(m: &mut Media, value: &str) {
     let for_pt = |rest: &str| -> Option<String> {
         let (p, v) = rest.split_once(' ').unwrap_or((rest, ""));
-        (p.trim().parse::<u8>().ok() == Some(m.payload_type)).then(|| clean(v.trim()))
+        (p.trim().parse::<u8>().ok() == Some(m.payload_type)).then(|| clean(v).trim().to_string())
     };
     if let Some(rest) = value.strip_prefix("rtpmap:") {
         m.encoding = for_pt(rest).or(m.encoding.take());
@@ -298,7 +298,7 @@ fn media_attribute(m: &mut Media, value: &str) {
     } else if let Some(rest) = value.strip_prefix("framerate:") {
         m.framerate = rest.trim().parse::<FrameRate>().ok();
     } else if let Some(rest) = value.strip_prefix("mid:") {
-        m.mid = Some(clean(rest.trim()));
+        m.mid = Some(token(rest.trim()));
     } else if let Some(rest) = value.strip_prefix("ts-refclk:") {
         m.ts_refclk = Some(clean(rest));
     } else if let Some(rest) = value.strip_prefix("mediaclk:") {
@@ -332,7 +332,7 @@ fn parse_media(value: &str) -> Result<Media, Error> {
         .and_then(|p| p.parse().ok())
         .filter(|pt: &u8| *pt < 128)
         .ok_or(Error::BadPayloadType)?;
-    Ok(Media::new(&clean(kind), port, &clean(protocol), payload_type))
+    Ok(Media::new(&token(kind), port, &token(protocol), payload_type))
 }
 
 /// `incl IN IP4 <destination> <source>...`; exclusion filters are not
@@ -418,6 +418,19 @@ mod tests {
         let again = Session::parse(&text).unwrap();
         assert_eq!(again.name, "clip  c=IN IP4 6.6.6.6  a=mid:x");
         assert_eq!(again.media.len(), 2);
+    }
+
+    #[test]
+    fn whatever_parses_is_written_and_read_back_unchanged() {
+        let nasty = "s=\u{1}lead\u{7f}\r\no=- 1 1 IN IP6 ::1\r\nc=IN IP4 239.0.0.1\r\n\
+            a=group:D\u{1}UP a\u{2} b\r\na=source-filter: incl IN IP4 * 192.0.2.9\r\n\
+            m=vid\u{3}eo 9/2 RTP/AVP 5 6\r\na=mid: x y \r\na=rtpmap:5 \u{1}raw/90000\r\n\
+            a=fmtp:5  a=b;\u{0}c \r\na=framerate:29.97\r\na=ts-refclk: ptp\r\n";
+        let s = Session::parse(nasty).unwrap();
+        assert_eq!(s.media[0].mid.as_deref(), Some("x_y"));
+        assert_eq!(s.groups[0].semantics, "D_UP");
+        let text = s.to_sdp();
+        assert_eq!(Session::parse(&text).unwrap(), s, "{text}");
     }
 
     #[test]
