@@ -105,7 +105,12 @@ pub fn main(args: DemoArgs) -> Result<ExitCode> {
 }
 
 /// The sender half of the demo: the test pattern, paced, to `dest`.
-fn send_config(args: &DemoArgs, format: VideoFormat, rate: FrameRate, dest: std::net::SocketAddr) -> SendConfig {
+fn send_config(
+    args: &DemoArgs,
+    format: VideoFormat,
+    rate: FrameRate,
+    dest: std::net::SocketAddr,
+) -> SendConfig {
     SendConfig {
         input: "pattern:bars".into(),
         dest,

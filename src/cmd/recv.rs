@@ -306,7 +306,6 @@ fn write_loop(
             }
         }
     }
-    drop(put);
     if let Some(f) = file.as_mut() {
         f.flush().context("flushing the output file")?;
     }
@@ -386,7 +385,13 @@ impl Driver<'_> {
                 .recv_batch(|d| {
                     let now = origin.nanos(d.at);
                     for bytes in d.segments() {
-                        machine.handle_input(now, Datagram { bytes, from: d.from });
+                        machine.handle_input(
+                            now,
+                            Datagram {
+                                bytes,
+                                from: d.from,
+                            },
+                        );
                     }
                 })
                 .context("receiving")?;

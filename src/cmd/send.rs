@@ -21,9 +21,9 @@ use nagare_proto::{BitRate, ByteSize, ExtSeq, FrameRate, Nanos, PixelFormat, Ssr
 
 use crate::cli::{self, Size};
 use crate::clock::{Origin, wait_until};
+use crate::net::file::AlignedBuf;
 use crate::net::udp::{self, Interface, SendOptions, Sender, iovec};
 use crate::progress::{Ticker, bitrate};
-use crate::net::file::AlignedBuf;
 use crate::source::{FrameRing, Slot, Source};
 /// Command-line arguments of `nagare send`.
 #[derive(clap::Args, Debug, Clone)]
@@ -413,7 +413,9 @@ impl<'a> Driver<'a> {
             ids.push(sched.add_flow(spec));
         }
         let max_train = sched.max_train(ids[0]).unwrap_or(1);
-        let packetizer = sched.packetizer(ids[0]).context("a video flow has a packetizer")?;
+        let packetizer = sched
+            .packetizer(ids[0])
+            .context("a video flow has a packetizer")?;
         let header_stride = (0..packetizer.packets_per_frame())
             .map(|i| packetizer.header_len(i))
             .max()
@@ -536,7 +538,10 @@ impl<'a> Driver<'a> {
         if h.users > 0 {
             return;
         }
-        if let Some(Held { data: Some(data), .. }) = self.held.remove(pos) {
+        if let Some(Held {
+            data: Some(data), ..
+        }) = self.held.remove(pos)
+        {
             if self.cfg.checksums {
                 self.checksums.push(xxhash_rust::xxh3::xxh3_64(&data));
             }
@@ -549,14 +554,24 @@ impl<'a> Driver<'a> {
     /// one GSO send (or sendmmsg).
     fn transmit(&mut self, t: &Transmit) -> Result<()> {
         let held = self.held.iter().find(|h| h.frame == t.frame);
-        let frame = held.and_then(|h| h.data.as_deref()).context("a train of a frame not held")?;
+        let frame = held
+            .and_then(|h| h.data.as_deref())
+            .context("a train of a frame not held")?;
         let flow = &mut self.flows[t.flow.index()];
-        let p = self.schedule.packetizer(t.flow).context("a video flow has a packetizer")?;
+        let p = self
+            .schedule
+            .packetizer(t.flow)
+            .context("a video flow has a packetizer")?;
         let stripe = &frame[flow.data.clone()];
         let io = &mut self.io;
         io.iov.clear();
         let (mut bytes, mut uniform) = (0usize, true);
-        for (j, chunk) in io.headers.chunks_exact_mut(io.header_stride).take(t.len()).enumerate() {
+        for (j, chunk) in io
+            .headers
+            .chunks_exact_mut(io.header_stride)
+            .take(t.len())
+            .enumerate()
+        {
             let i = t.packets.start + j;
             let h = self.schedule.write_header(t, j, chunk)?;
             let (data, pad) = (&stripe[p.data_range(i)], p.padding(i));
@@ -566,7 +581,10 @@ impl<'a> Driver<'a> {
             uniform &= j + 1 == t.len() || len == self.cfg.packet_size;
         }
         let segment = (t.len() > 1 && uniform).then_some(self.cfg.packet_size);
-        match flow.sender.send_train(&io.iov, 3, segment, &mut io.gso, &mut io.mmsg) {
+        match flow
+            .sender
+            .send_train(&io.iov, 3, segment, &mut io.gso, &mut io.mmsg)
+        {
             Ok(_) => {}
             Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
                 if flow.refused == 0 {
@@ -597,8 +615,13 @@ impl<'a> Driver<'a> {
     /// Late packets and underruns over every flow (underruns are per frame
     /// slot, which the stripes share).
     fn late_and_underruns(&self) -> (u64, u64) {
-        let stats = self.ids.iter().filter_map(|id| self.schedule.flow_stats(*id));
-        stats.fold((0, 0), |(late, under), s| (late + s.late, under.max(s.underruns)))
+        let stats = self
+            .ids
+            .iter()
+            .filter_map(|id| self.schedule.flow_stats(*id));
+        stats.fold((0, 0), |(late, under), s| {
+            (late + s.late, under.max(s.underruns))
+        })
     }
 
     fn progress_line(&mut self, now: Instant) {

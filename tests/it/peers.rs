@@ -7,8 +7,8 @@ use std::time::Duration;
 use nagare_api::video::RecvReport;
 
 use crate::common::{
-    Running, Scratch, assert_ok, free_udp_port, nagare, noise, parse_report, require,
-    wait_bounded, wait_for_file_size, wait_for_udp_port,
+    Running, Scratch, assert_ok, free_udp_port, nagare, noise, parse_report, require, wait_bounded,
+    wait_for_file_size, wait_for_udp_port,
 };
 
 const W: usize = 320;

@@ -285,6 +285,16 @@ fn fast_enough_storage_never_underruns() {
     assert_eq!(report.frames_complete, 20);
 }
 
+/// The first of `n` consecutive UDP ports that were free a moment ago.
+fn consecutive_free_ports(n: u16) -> u16 {
+    loop {
+        let p = crate::common::free_udp_port();
+        if p < 60000 && (1..n).all(|k| std::net::UdpSocket::bind(("127.0.0.1", p + k)).is_ok()) {
+            return p;
+        }
+    }
+}
+
 #[test]
 fn stripes_are_separate_streams_that_rebuild_the_frame() {
     // Like seed 000: each stripe of every frame is its own RTP stream on
@@ -294,26 +304,18 @@ fn stripes_are_separate_streams_that_rebuild_the_frame() {
     let frame = w * 3 * h;
     let input = noise(frame * frames, 31);
     std::fs::write(s.path("in.rgb"), &input).unwrap();
-    let base = loop {
-        // four consecutive free ports
-        let p = crate::common::free_udp_port();
-        if p < 60000
-            && (1..stripes as u16).all(|k| std::net::UdpSocket::bind(("127.0.0.1", p + k)).is_ok())
-        {
-            break p;
-        }
-    };
+    let base = consecutive_free_ports(stripes as u16);
     let mut recvs: Vec<Running> = (0..stripes)
         .map(|k| {
             let mut c = nagare();
+            let listen = format!("127.0.0.1:{}", base + k as u16);
+            let size = format!("{w}x{}", h / stripes);
             c.args([
                 "recv",
                 "--listen",
-                &format!("127.0.0.1:{}", base + k as u16),
-            ])
-            .args([
+                &listen,
                 "--size",
-                &format!("{w}x{}", h / stripes),
+                &size,
                 "--pix-fmt",
                 "rgb24",
             ])
@@ -347,7 +349,10 @@ fn stripes_are_separate_streams_that_rebuild_the_frame() {
     let sent: SendReport = parse_report(&String::from_utf8_lossy(&send.stdout));
     assert_eq!(sent.stripes, stripes);
     assert_eq!(sent.frames_sent, frames as u64);
-    assert_eq!(sent.packets_sent, (frames * stripes) as u64 * sent.packets_per_frame);
+    assert_eq!(
+        sent.packets_sent,
+        (frames * stripes) as u64 * sent.packets_per_frame
+    );
     let parts: Vec<Vec<u8>> = recvs
         .drain(..)
         .enumerate()
@@ -437,15 +442,36 @@ fn a_file_name_cannot_inject_sdp_lines() {
     let send = nagare()
         .arg("send")
         .arg(&input)
-        .args(["--to", "127.0.0.1:9", "--size", "32x8", "--pix-fmt", "uyvy422"])
-        .args(["--fps", "100", "--frames", "1", "--sdp", sdp.to_str().unwrap()])
+        .args([
+            "--to",
+            "127.0.0.1:9",
+            "--size",
+            "32x8",
+            "--pix-fmt",
+            "uyvy422",
+        ])
+        .args([
+            "--fps",
+            "100",
+            "--frames",
+            "1",
+            "--sdp",
+            sdp.to_str().unwrap(),
+        ])
         .output()
         .unwrap();
     assert_ok(&send);
     let text = std::fs::read_to_string(&sdp).unwrap();
     let lines = |p: &str| text.lines().filter(|l| l.starts_with(p)).count();
-    assert_eq!((lines("s="), lines("c="), lines("m="), lines("a=mid")), (1, 1, 1, 0), "{text}");
+    assert_eq!(
+        (lines("s="), lines("c="), lines("m="), lines("a=mid")),
+        (1, 1, 1, 0),
+        "{text}"
+    );
     assert!(text.contains("c=IN IP4 127.0.0.1\r\n"), "{text}");
     let name = text.lines().find(|l| l.starts_with("s=")).unwrap();
-    assert!(name.contains("clip  c=IN IP4 203.0.113.9  m=video 9"), "{name}");
+    assert!(
+        name.contains("clip  c=IN IP4 203.0.113.9  m=video 9"),
+        "{name}"
+    );
 }

@@ -212,14 +212,25 @@ mod tests {
             ..RecvReport::default()
         };
         let text = serde_json::to_string(&r).unwrap();
-        assert!(text.contains(r#""ended_by":"frame count reached""#), "{text}");
+        assert!(
+            text.contains(r#""ended_by":"frame count reached""#),
+            "{text}"
+        );
         assert!(text.contains(r#""sender":"127.0.0.1:5004""#), "{text}");
-        assert!(text.contains(r#""frames_lost":{"ranges":[],"count":0}"#), "{text}");
+        assert!(
+            text.contains(r#""frames_lost":{"ranges":[],"count":0}"#),
+            "{text}"
+        );
         assert!(!text.contains("checksums"));
         assert_eq!(serde_json::from_str::<RecvReport>(&text).unwrap(), r);
         let s = SendReport::default();
         let text = serde_json::to_string(&s).unwrap();
-        for key in ["\"lateness_us\":{", "\"p99\":", "\"rate_bps\":0", "\"ssrc\":0"] {
+        for key in [
+            "\"lateness_us\":{",
+            "\"p99\":",
+            "\"rate_bps\":0",
+            "\"ssrc\":0",
+        ] {
             assert!(text.contains(key), "{key} in {text}");
         }
         assert_eq!(serde_json::from_str::<SendReport>(&text).unwrap(), s);

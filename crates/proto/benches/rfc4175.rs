@@ -23,7 +23,9 @@ fn packetize(c: &mut Criterion) {
             b.iter(|| {
                 let mut total = 0;
                 for i in 0..p.packets_per_frame() {
-                    total += p.write_packet(i, &data, ExtSeq(i as u64), MediaTime(0), &mut buf).unwrap();
+                    total += p
+                        .write_packet(i, &data, ExtSeq(i as u64), MediaTime(0), &mut buf)
+                        .unwrap();
                 }
                 total
             })
@@ -33,7 +35,9 @@ fn packetize(c: &mut Criterion) {
             b.iter(|| {
                 let mut total = 0;
                 for i in 0..p.packets_per_frame() {
-                    total += p.write_header(i, ExtSeq(i as u64), MediaTime(0), &mut buf).unwrap();
+                    total += p
+                        .write_header(i, ExtSeq(i as u64), MediaTime(0), &mut buf)
+                        .unwrap();
                 }
                 total
             })

@@ -14,7 +14,9 @@ fn sender_8_flows(c: &mut Criterion) {
     let rate = FrameRate::new(60000, 1001).unwrap();
     let mut s = sender::Sender::new();
     for k in 0..8 {
-        let p = Packetizer::new(format, 1440, Ssrc(k as u32)).unwrap().uniform();
+        let p = Packetizer::new(format, 1440, Ssrc(k as u32))
+            .unwrap()
+            .uniform();
         s.add_flow(
             FlowSpec::video(rate, p)
                 .trains(Nanos::from_micros(100), 64)
@@ -63,26 +65,36 @@ fn receiver_1080p(c: &mut Criterion) {
             frame_limit: None,
         });
         let mut frame = 0u64;
-        g.bench_with_input(BenchmarkId::new("handle_input_frame", size), &size, |b, _| {
-            b.iter(|| {
-                // Next frame's numbers written in place: nothing allocated.
-                let ts = rate.rtp_timestamp(frame).to_be_bytes();
-                for (i, pk) in packets.iter_mut().enumerate() {
-                    let seq = ExtSeq(frame * ppf + i as u64);
-                    pk[2..4].copy_from_slice(&seq.wire().to_be_bytes());
-                    pk[4..8].copy_from_slice(&ts);
-                    pk[12..14].copy_from_slice(&((seq.wire32() >> 16) as u16).to_be_bytes());
-                    let now = Nanos(frame * 16_683_350 + i as u64 * 1_000);
-                    r.handle_input(now, Datagram { bytes: pk, from: None });
-                }
-                frame += 1;
-                while let Some(e) = r.poll_event() {
-                    if let Event::Frame(f) = e {
-                        r.recycle(f.data);
+        g.bench_with_input(
+            BenchmarkId::new("handle_input_frame", size),
+            &size,
+            |b, _| {
+                b.iter(|| {
+                    // Next frame's numbers written in place: nothing allocated.
+                    let ts = rate.rtp_timestamp(frame).to_be_bytes();
+                    for (i, pk) in packets.iter_mut().enumerate() {
+                        let seq = ExtSeq(frame * ppf + i as u64);
+                        pk[2..4].copy_from_slice(&seq.wire().to_be_bytes());
+                        pk[4..8].copy_from_slice(&ts);
+                        pk[12..14].copy_from_slice(&((seq.wire32() >> 16) as u16).to_be_bytes());
+                        let now = Nanos(frame * 16_683_350 + i as u64 * 1_000);
+                        r.handle_input(
+                            now,
+                            Datagram {
+                                bytes: pk,
+                                from: None,
+                            },
+                        );
                     }
-                }
-            })
-        });
+                    frame += 1;
+                    while let Some(e) = r.poll_event() {
+                        if let Event::Frame(f) = e {
+                            r.recycle(f.data);
+                        }
+                    }
+                })
+            },
+        );
     }
     g.finish();
 }

@@ -38,7 +38,9 @@ fn source(k: u64) -> Vec<u8> {
 }
 
 fn packetizer() -> Packetizer {
-    Packetizer::new(format(), 600, Ssrc(0x5eed)).unwrap().uniform()
+    Packetizer::new(format(), 600, Ssrc(0x5eed))
+        .unwrap()
+        .uniform()
 }
 
 fn packets_per_frame() -> u64 {
@@ -83,7 +85,9 @@ fn run(impair: ImpairConfig) -> Outcome {
     loop {
         while let Some(e) = tx.poll_event() {
             match e {
-                Event::NeedFrame { flow, .. } => tx.handle_input(now, Input::Frame { flow }).unwrap(),
+                Event::NeedFrame { flow, .. } => {
+                    tx.handle_input(now, Input::Frame { flow }).unwrap()
+                }
                 Event::Finished { .. } => finished = true,
                 Event::FrameSent { .. } => {}
             }
@@ -105,10 +109,19 @@ fn run(impair: ImpairConfig) -> Outcome {
             continue;
         }
         while let Some(d) = net.poll_transmit(now) {
-            rx.handle_input(now, Datagram { bytes: &d, from: None });
+            rx.handle_input(
+                now,
+                Datagram {
+                    bytes: &d,
+                    from: None,
+                },
+            );
         }
         collect(&mut rx, &mut out);
-        let next = [tx.poll_timeout(), net.poll_timeout()].into_iter().flatten().min();
+        let next = [tx.poll_timeout(), net.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min();
         match next {
             Some(at) => now = now.max(at),
             None if finished => break,
@@ -116,7 +129,13 @@ fn run(impair: ImpairConfig) -> Outcome {
         }
     }
     for d in net.drain().collect::<Vec<_>>() {
-        rx.handle_input(now, Datagram { bytes: &d, from: None });
+        rx.handle_input(
+            now,
+            Datagram {
+                bytes: &d,
+                from: None,
+            },
+        );
     }
     rx.finish();
     collect(&mut rx, &mut out);
@@ -159,9 +178,17 @@ fn a_clean_path_delivers_every_frame_byte_identical() {
     assert_eq!(out.sent, FRAMES * packets_per_frame());
     assert_eq!(out.netem.forwarded, out.sent);
     assert_eq!(s.packets_received, out.sent);
-    let faults = [s.packets_lost, s.packets_reordered, s.packets_duplicate, s.packets_malformed];
+    let faults = [
+        s.packets_lost,
+        s.packets_reordered,
+        s.packets_duplicate,
+        s.packets_malformed,
+    ];
     assert_eq!(faults, [0; 4]);
-    assert_eq!((s.packets_late, s.packets_foreign, s.frames_lost), (0, 0, 0));
+    assert_eq!(
+        (s.packets_late, s.packets_foreign, s.frames_lost),
+        (0, 0, 0)
+    );
     assert!(out.lost.is_empty());
     // Evenly paced over a constant delay: no jitter at all.
     assert_eq!(s.jitter, Nanos::ZERO);
@@ -185,14 +212,23 @@ fn scripted_loss_reorder_and_duplicates_are_counted_exactly() {
         ..ImpairConfig::default()
     });
     let n = &out.netem;
-    assert_eq!((n.dropped_scripted, n.reordered, n.duplicated), (drop.len() as u64, 2, 2));
+    assert_eq!(
+        (n.dropped_scripted, n.reordered, n.duplicated),
+        (drop.len() as u64, 2, 2)
+    );
     let s = out.stats;
     assert_eq!(s.packets_received, out.sent - drop.len() as u64);
     assert_eq!(s.packets_lost, drop.len() as u64);
     assert_eq!(s.packets_reordered, 2);
     assert_eq!(s.packets_duplicate, 2);
-    assert_eq!((s.packets_malformed, s.packets_late, s.packets_foreign), (0, 0, 0));
-    assert_eq!((s.frames_complete, s.frames_incomplete, s.frames_lost), (FRAMES - 2, 1, 1));
+    assert_eq!(
+        (s.packets_malformed, s.packets_late, s.packets_foreign),
+        (0, 0, 0)
+    );
+    assert_eq!(
+        (s.frames_complete, s.frames_incomplete, s.frames_lost),
+        (FRAMES - 2, 1, 1)
+    );
     assert_eq!(out.lost, [(4, 1)]);
     let indices: Vec<u64> = out.frames.iter().map(|f| f.index).collect();
     let want: Vec<u64> = (0..FRAMES).filter(|&k| k != 4).collect();

@@ -136,11 +136,7 @@ pub fn send_stream(
         .unwrap_or(0);
         for j in 0..n as u64 {
             if j < sent as u64 {
-                log.record(
-                    pacer.slot(first + j).as_nanos(),
-                    send_ns,
-                    size as u64,
-                );
+                log.record(pacer.slot(first + j).as_nanos(), send_ns, size as u64);
             } else {
                 log.error();
             }

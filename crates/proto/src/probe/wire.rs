@@ -348,11 +348,7 @@ impl TestParams {
         )?;
         // The report's intervals follow the send schedule, which runs up
         // to a frame period past the duration (a slow --fps).
-        let span_ms = schedule
-            .pacer()
-            .slot(schedule.total_packets - 1)
-            .as_nanos()
-            / 1_000_000;
+        let span_ms = schedule.pacer().slot(schedule.total_packets - 1).as_nanos() / 1_000_000;
         check(
             "intervals in the test",
             (span_ms / self.interval_ms.max(1)).saturating_add(1),
@@ -909,7 +905,7 @@ mod tests {
         // Every packet received, with long-winded floats everywhere.
         let arrivals: Vec<Arrival> = (0..s.total_packets)
             .map(|k| {
-                let send = s.pacer().slot(k).as_nanos() as u64;
+                let send = s.pacer().slot(k).as_nanos();
                 Arrival {
                     seq: k,
                     send_ns: send + k % 7,

@@ -81,9 +81,7 @@ pub enum Error {
     #[error("SDP: fmtp has no {0}=")]
     MissingParam(Param),
     /// A sampling and depth nagare does not carry.
-    #[error(
-        "SDP: unsupported sampling/depth (supported: YCbCr-4:2:2 depth 8 or 10, RGB depth 8)"
-    )]
+    #[error("SDP: unsupported sampling/depth (supported: YCbCr-4:2:2 depth 8 or 10, RGB depth 8)")]
     UnsupportedSampling,
     /// `interlace` in the fmtp: only progressive video is supported.
     #[error("SDP: interlaced video; only progressive video is supported")]

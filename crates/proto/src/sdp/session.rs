@@ -332,7 +332,12 @@ fn parse_media(value: &str) -> Result<Media, Error> {
         .and_then(|p| p.parse().ok())
         .filter(|pt: &u8| *pt < 128)
         .ok_or(Error::BadPayloadType)?;
-    Ok(Media::new(&token(kind), port, &token(protocol), payload_type))
+    Ok(Media::new(
+        &token(kind),
+        port,
+        &token(protocol),
+        payload_type,
+    ))
 }
 
 /// `incl IN IP4 <destination> <source>...`; exclusion filters are not
@@ -392,7 +397,10 @@ mod tests {
         assert_eq!(s.groups[0].mids, ["primary", "secondary"]);
         assert_eq!(s.media.len(), 2, "the unreadable audio section is skipped");
         let (a, b) = (&s.media[0], &s.media[1]);
-        assert_eq!((a.mid.as_deref(), b.mid.as_deref()), (Some("primary"), Some("secondary")));
+        assert_eq!(
+            (a.mid.as_deref(), b.mid.as_deref()),
+            (Some("primary"), Some("secondary"))
+        );
         assert_eq!((a.port, b.port), (5004, 5006));
         assert_eq!(b.connection.unwrap().ttl, Some(32));
         assert_eq!(
@@ -436,7 +444,10 @@ mod tests {
     #[test]
     fn broken_lines_are_refused_or_skipped() {
         assert_eq!(Session::parse("m=video x RTP/AVP 96"), Err(Error::BadPort));
-        assert_eq!(Session::parse("m=video 5 RTP/AVP 200"), Err(Error::BadPayloadType));
+        assert_eq!(
+            Session::parse("m=video 5 RTP/AVP 200"),
+            Err(Error::BadPayloadType)
+        );
         assert_eq!(Session::parse("c=IN IP4"), Err(Error::NoAddress));
         assert_eq!(Session::parse("c=IN IP4 host"), Err(Error::BadAddress));
         assert_eq!(Session::parse("c=IN IP4 239.1.1.1/300"), Err(Error::BadTtl));

@@ -69,9 +69,9 @@ impl SdpStream {
 
     fn fmtp(&self) -> String {
         let f = &self.format;
-        let rate = self
-            .rate
-            .map_or(String::new(), |r| format!("exactframerate={}; ", r.sdp_value()));
+        let rate = self.rate.map_or(String::new(), |r| {
+            format!("exactframerate={}; ", r.sdp_value())
+        });
         let colorimetry = if f.pixel_format == PixelFormat::Rgb24 {
             "SRGB" // nagare's RGB is full-range sRGB
         } else {
@@ -111,7 +111,10 @@ impl SdpStream {
         encoding.ok_or(Error::NoRtpmap)?;
         let fmtp = media.fmtp.as_deref().ok_or(Error::NoFmtp)?;
         let (format, rate) = parse_fmtp(fmtp)?;
-        let filter = media.source_filter.as_ref().or(session.source_filter.as_ref());
+        let filter = media
+            .source_filter
+            .as_ref()
+            .or(session.source_filter.as_ref());
         Ok(SdpStream {
             address: c.address,
             port: media.port,
@@ -222,11 +225,7 @@ mod tests {
             assert_eq!(SdpStream::parse(&s.to_sdp(1)).unwrap(), s, "{c}");
         }
         for c in ["c=IN IP4 239.1.2.3/8-", "c=IN IP4 239.1.2.3/256"] {
-            assert_eq!(
-                SdpStream::parse(&with_c_line(c)),
-                Err(Error::BadTtl),
-                "{c}"
-            );
+            assert_eq!(SdpStream::parse(&with_c_line(c)), Err(Error::BadTtl), "{c}");
         }
     }
 
@@ -278,11 +277,22 @@ mod tests {
         let mut s = stream();
         s.name = "nagare clip\r\nc=IN IP4 203.0.113.9\r\nm=video 9 RTP/AVP 96\n.yuv".into();
         let text = s.to_sdp(1);
-        assert_eq!(text.lines().filter(|l| l.starts_with("c=")).count(), 1, "{text}");
-        assert_eq!(text.lines().filter(|l| l.starts_with("m=")).count(), 1, "{text}");
+        assert_eq!(
+            text.lines().filter(|l| l.starts_with("c=")).count(),
+            1,
+            "{text}"
+        );
+        assert_eq!(
+            text.lines().filter(|l| l.starts_with("m=")).count(),
+            1,
+            "{text}"
+        );
         let back = SdpStream::parse(&text).unwrap();
         assert_eq!(back.address, s.address);
-        assert_eq!(back.name, "nagare clip  c=IN IP4 203.0.113.9  m=video 9 RTP/AVP 96 .yuv");
+        assert_eq!(
+            back.name,
+            "nagare clip  c=IN IP4 203.0.113.9  m=video 9 RTP/AVP 96 .yuv"
+        );
         // What was read is written back identically.
         assert_eq!(SdpStream::parse(&back.to_sdp(1)).unwrap(), back);
     }
@@ -297,6 +307,9 @@ mod tests {
         let nofmtp = "m=video 5004 RTP/AVP 96\r\nc=IN IP4 127.0.0.1\r\na=rtpmap:96 raw/90000\r\n";
         assert_eq!(SdpStream::parse(nofmtp), Err(Error::NoFmtp));
         let nowidth = format!("{nofmtp}a=fmtp:96 sampling=RGB; depth=8; height=2\r\n");
-        assert_eq!(SdpStream::parse(&nowidth), Err(Error::MissingParam(Param::Width)));
+        assert_eq!(
+            SdpStream::parse(&nowidth),
+            Err(Error::MissingParam(Param::Width))
+        );
     }
 }

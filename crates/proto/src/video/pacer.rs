@@ -285,17 +285,11 @@ mod tests {
     #[test]
     fn trains_start_on_their_slot_and_stay_in_frame() {
         let mut p = Pacer::new(rate(1, 1), 10, 0); // 100 ms interval
-        assert_eq!(
-            p.due(Nanos::from_millis(0), 4, Nanos::from_millis(250)),
-            3
-        );
+        assert_eq!(p.due(Nanos::from_millis(0), 4, Nanos::from_millis(250)), 3);
         assert_eq!(p.due(Nanos::ZERO, 64, Nanos::from_secs(5)), 10);
         p.sent(Nanos::ZERO, 8);
         assert_eq!(p.due(p.next_release(), 64, Nanos::from_secs(5)), 2);
-        assert_eq!(
-            p.due(Nanos::from_millis(799), 64, Nanos::from_secs(5)),
-            0
-        );
+        assert_eq!(p.due(Nanos::from_millis(799), 64, Nanos::from_secs(5)), 0);
     }
 
     #[test]

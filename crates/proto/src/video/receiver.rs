@@ -410,8 +410,12 @@ mod tests {
         let ppf = p.packets_per_frame() as u64;
         (0..n)
             .flat_map(|f| {
-                p.frame_packets(&frame(f as u8), ExtSeq(f * ppf), MediaTime(rate.rtp_timestamp(f)))
-                    .unwrap()
+                p.frame_packets(
+                    &frame(f as u8),
+                    ExtSeq(f * ppf),
+                    MediaTime(rate.rtp_timestamp(f)),
+                )
+                .unwrap()
             })
             .collect()
     }
@@ -427,7 +431,10 @@ mod tests {
 
     fn feed(r: &mut Receiver, packets: &[Vec<u8>]) -> Vec<Event> {
         for (k, p) in packets.iter().enumerate() {
-            let d = Datagram { bytes: p, from: None };
+            let d = Datagram {
+                bytes: p,
+                from: None,
+            };
             r.handle_input(Nanos::from_micros(100 * k as u64), d);
         }
         std::iter::from_fn(|| r.poll_event()).collect()
@@ -459,7 +466,10 @@ mod tests {
             }
         }
         let s = r.stats();
-        assert_eq!((s.packets_received, s.packets_lost, s.frames_complete), (stream(3, 5).len() as u64, 0, 3));
+        assert_eq!(
+            (s.packets_received, s.packets_lost, s.frames_complete),
+            (stream(3, 5).len() as u64, 0, 3)
+        );
         assert_eq!(s.first_at, Some(Nanos::ZERO));
     }
 
@@ -468,7 +478,12 @@ mod tests {
         let pk = stream(2, 5);
         let mut bad = pk[1].clone();
         bad[12 + 2 + 2] = 0x7f; // line 32512: outside the frame
-        let mut script = vec![b"no rtp".to_vec(), pk[0].clone(), stream(1, 6)[0].clone(), bad];
+        let mut script = vec![
+            b"no rtp".to_vec(),
+            pk[0].clone(),
+            stream(1, 6)[0].clone(),
+            bad,
+        ];
         script.extend([pk[2].clone(), pk[1].clone(), pk[3].clone(), pk[3].clone()]);
         script.extend_from_slice(&pk[4..]);
         let mut r = receiver(Incomplete::Drop, Some(2));
@@ -477,7 +492,12 @@ mod tests {
         assert_eq!(kinds(&ev), ["ssrc5", "f0", "f1"]);
         let s = r.stats();
         assert_eq!(
-            (s.packets_received, s.packets_lost, s.packets_reordered, s.packets_duplicate),
+            (
+                s.packets_received,
+                s.packets_lost,
+                s.packets_reordered,
+                s.packets_duplicate
+            ),
             (pk.len() as u64, 0, 1, 1)
         );
         assert_eq!((s.packets_foreign, s.packets_malformed), (1, 2));
@@ -502,9 +522,16 @@ mod tests {
         ev.extend(std::iter::from_fn(|| r.poll_event()));
         assert_eq!(kinds(&ev), ["f1!", "f2"]);
         let s = r.stats();
-        assert_eq!((s.packets_lost, s.frames_incomplete, s.frames_complete), (1, 1, 2));
-        let Event::Frame(f) = &ev[0] else { unreachable!() };
-        let hole = Packetizer::new(format(), 100, Ssrc(5)).unwrap().data_range(1);
+        assert_eq!(
+            (s.packets_lost, s.frames_incomplete, s.frames_complete),
+            (1, 1, 2)
+        );
+        let Event::Frame(f) = &ev[0] else {
+            unreachable!()
+        };
+        let hole = Packetizer::new(format(), 100, Ssrc(5))
+            .unwrap()
+            .data_range(1);
         let want = frame(1);
         for (i, b) in f.data.iter().enumerate() {
             assert_eq!(*b, if hole.contains(&i) { 0 } else { want[i] }, "byte {i}");
@@ -527,7 +554,10 @@ mod tests {
         assert!(!r.is_done());
         r.finish();
         ev.extend(std::iter::from_fn(|| r.poll_event()));
-        assert_eq!(kinds(&ev), ["ssrc5", "f0", "f1", "lost2+2", "f4", "f5", "missing6+2"]);
+        assert_eq!(
+            kinds(&ev),
+            ["ssrc5", "f0", "f1", "lost2+2", "f4", "f5", "missing6+2"]
+        );
         assert_eq!(r.stats().frames_lost, 4);
         assert!(r.is_done());
         // A limit below the stream cuts it: frames past it are not events.
@@ -545,7 +575,13 @@ mod tests {
         for (k, pk) in p.iter().enumerate() {
             let f = (k / ppf) as u64;
             let at = Nanos((f * 1_000_000_000).div_ceil(30) + 1_000 * (k % ppf) as u64);
-            r.handle_input(at, Datagram { bytes: pk, from: None });
+            r.handle_input(
+                at,
+                Datagram {
+                    bytes: pk,
+                    from: None,
+                },
+            );
         }
         assert_eq!(r.stats().jitter, Nanos::ZERO);
     }

@@ -518,7 +518,12 @@ impl Sender {
         if k >= t.len() {
             return Err(Error::NoSuchPacket(t.packets.start + k));
         }
-        p.write_header(t.packets.start + k, t.first_seq.add(k as u64), t.timestamp, buf)
+        p.write_header(
+            t.packets.start + k,
+            t.first_seq.add(k as u64),
+            t.timestamp,
+            buf,
+        )
     }
 
     /// The flow's packetizer, if it was made with [`FlowSpec::video`].
@@ -676,7 +681,10 @@ mod tests {
             assert!(w[1].0 - w[0].0 >= Nanos::from_micros(500), "{starts:?}");
         }
         assert_eq!(starts[19].0, Nanos::from_micros(19_500));
-        assert_eq!((starts[20].0, starts[21].0), (Nanos::from_millis(20), Nanos::from_millis(21)));
+        assert_eq!(
+            (starts[20].0, starts[21].0),
+            (Nanos::from_millis(20), Nanos::from_millis(21))
+        );
         assert!(s.flow_stats(id).unwrap().late > 0);
         assert!(s.lateness().max() >= 9_000_000);
     }
@@ -689,7 +697,13 @@ mod tests {
         let mut s = Sender::new();
         let burst = Nanos::from_micros(7_500); // 4 slots of 2.5 ms
         let ids: Vec<FlowId> = (0..8)
-            .map(|k| s.add_flow(FlowSpec::new(r, 8, Ssrc(k)).trains(burst, 64).stripe(k as usize, 8)))
+            .map(|k| {
+                s.add_flow(
+                    FlowSpec::new(r, 8, Ssrc(k))
+                        .trains(burst, 64)
+                        .stripe(k as usize, 8),
+                )
+            })
             .collect();
         assert_eq!(s.max_train(ids[0]), Some(4));
         let (trains, _) = run(&mut s, 32);
@@ -699,7 +713,10 @@ mod tests {
             let stripe = (k % 8) as u64;
             let train = (k / 8) as u64;
             // Train j starts at 10 ms × j; stripe k is k/8 of 10 ms later.
-            assert_eq!(*now, Nanos::from_millis(10 * train) + Nanos(10_000_000 * stripe / 8));
+            assert_eq!(
+                *now,
+                Nanos::from_millis(10 * train) + Nanos(10_000_000 * stripe / 8)
+            );
             assert_eq!(t.len(), 4);
         }
     }
@@ -724,7 +741,14 @@ mod tests {
         let at = |ms: u64| Nanos::from_millis(ms);
         assert_eq!(
             seen,
-            [(at(12), b), (at(15), a), (at(20), a), (at(25), a), (at(30), a), (at(32), b)]
+            [
+                (at(12), b),
+                (at(15), a),
+                (at(20), a),
+                (at(25), a),
+                (at(30), a),
+                (at(32), b)
+            ]
         );
         // Removing a drops its queued train; b goes on alone; a's slot is
         // reused by c under a new id, and a's old id is refused.
@@ -733,7 +757,10 @@ mod tests {
         let c = s.add_flow(FlowSpec::new(rate(50, 1), 4, Ssrc(3)).start(at(1000), 0));
         assert_eq!(c.index(), a.index());
         assert_ne!(c, a);
-        assert_eq!(s.handle_input(now, Input::Frame { flow: a }), Err(Error::NoSuchFlow));
+        assert_eq!(
+            s.handle_input(now, Input::Frame { flow: a }),
+            Err(Error::NoSuchFlow)
+        );
         feed_all(&mut s, now);
         assert_eq!(s.poll_transmit(at(51)), None);
         let t = s.poll_transmit(at(52)).unwrap();
@@ -755,13 +782,18 @@ mod tests {
             }
         };
         assert_eq!(need(&mut s), (10, Nanos::ZERO));
-        s.handle_input(Nanos::ZERO, Input::Underrun { flow: id }).unwrap();
+        s.handle_input(Nanos::ZERO, Input::Underrun { flow: id })
+            .unwrap();
         // The next request is the next frame on the same grid.
         assert_eq!(need(&mut s), (11, Nanos::from_millis(20)));
-        s.handle_input(Nanos::from_millis(20), Input::Frame { flow: id }).unwrap();
+        s.handle_input(Nanos::from_millis(20), Input::Frame { flow: id })
+            .unwrap();
         assert_eq!(s.poll_transmit(Nanos::from_millis(19)), None);
         let t = s.poll_transmit(Nanos::from_millis(20)).unwrap();
-        assert_eq!((t.frame, t.at, t.timestamp), (11, Nanos::from_millis(20), MediaTime(r.rtp_timestamp(11))));
+        assert_eq!(
+            (t.frame, t.at, t.timestamp),
+            (11, Nanos::from_millis(20), MediaTime(r.rtp_timestamp(11)))
+        );
         // Sequence numbers do not skip: nothing was sent for frame 10.
         assert_eq!(t.first_seq, ExtSeq(0));
         let st = s.flow_stats(id).unwrap();
@@ -776,7 +808,10 @@ mod tests {
         assert_eq!(trains.len(), 4);
         assert_eq!(
             events[events.len() - 2..],
-            [Event::FrameSent { flow: id, frame: 1 }, Event::Finished { flow: id }]
+            [
+                Event::FrameSent { flow: id, frame: 1 },
+                Event::Finished { flow: id }
+            ]
         );
         assert_eq!(s.active_flows(), 0);
         assert_eq!(s.poll_timeout(), None);
@@ -816,6 +851,9 @@ mod tests {
             assert_eq!(pk.sequence_number(), seq as u16);
             assert_eq!(buf[12..14], ((seq >> 16) as u16).to_be_bytes());
         }
-        assert_eq!(s.write_header(&t, ppf, &mut buf), Err(Error::NoSuchPacket(ppf)));
+        assert_eq!(
+            s.write_header(&t, ppf, &mut buf),
+            Err(Error::NoSuchPacket(ppf))
+        );
     }
 }

@@ -711,7 +711,8 @@ mod tests {
     }
 
     fn packets(p: &Packetizer, frame: &[u8], seq0: u32, ts: u32) -> Vec<Vec<u8>> {
-        p.frame_packets(frame, ExtSeq(u64::from(seq0)), MediaTime(ts)).unwrap()
+        p.frame_packets(frame, ExtSeq(u64::from(seq0)), MediaTime(ts))
+            .unwrap()
     }
 
     fn feed(d: &mut Depacketizer, pkts: &[Vec<u8>]) -> Vec<Output> {
@@ -793,7 +794,9 @@ mod tests {
         let format = VideoFormat::new(8, 100, PixelFormat::Uyvy422).unwrap();
         let p = Packetizer::new(format, 200, Ssrc(1)).unwrap();
         let mut buf = [0u8; 200];
-        let n = p.write_header(0, ExtSeq(0), MediaTime(0), &mut buf).unwrap();
+        let n = p
+            .write_header(0, ExtSeq(0), MediaTime(0), &mut buf)
+            .unwrap();
         let view = PayloadView::parse(&buf[12..]).unwrap();
         let srds: Vec<_> = view.srds().map(|(s, _)| s).collect();
         assert!(srds.len() > 1);
