@@ -50,6 +50,9 @@ pub enum Error {
     /// An `m=` line without a port number.
     #[error("SDP: m=video line has no valid port")]
     BadPort,
+    /// An `m=` line without a media type or transport protocol.
+    #[error("SDP: m=video line has no transport protocol (like RTP/AVP)")]
+    BadProtocol,
     /// An `m=` line without a payload type below 128.
     #[error("SDP: m=video line has no valid payload type")]
     BadPayloadType,

@@ -173,10 +173,14 @@ impl Session {
     fn session_attribute(&mut self, value: &str) {
         if let Some(rest) = value.strip_prefix("group:") {
             let mut it = rest.split_whitespace();
-            if let Some(semantics) = it.next() {
+            let semantics = it.next().map(token).unwrap_or_default();
+            if !semantics.is_empty() {
+                // A mid of control characters only cleans to nothing and
+                // could not be written back as a token.
+                let mids = it.take(16).map(token).filter(|m| !m.is_empty());
                 self.groups.push(Group {
-                    semantics: token(semantics),
-                    mids: it.take(16).map(token).collect(),
+                    semantics,
+                    mids: mids.collect(),
                 });
             }
         } else if let Some(rest) = value.strip_prefix("source-filter:") {
@@ -320,24 +324,22 @@ fn parse_origin(value: &str) -> Option<Origin> {
 
 fn parse_media(value: &str) -> Result<Media, Error> {
     let mut it = value.split_whitespace();
-    let kind = it.next().unwrap_or_default();
+    let kind = token(it.next().unwrap_or_default());
     let port = it
         .next()
         .and_then(|p| p.split('/').next())
         .and_then(|p| p.parse().ok())
         .ok_or(Error::BadPort)?;
-    let protocol = it.next().unwrap_or_default();
+    let protocol = token(it.next().unwrap_or_default());
+    if kind.is_empty() || protocol.is_empty() {
+        return Err(Error::BadProtocol);
+    }
     let payload_type = it
         .next()
         .and_then(|p| p.parse().ok())
         .filter(|pt: &u8| *pt < 128)
         .ok_or(Error::BadPayloadType)?;
-    Ok(Media::new(
-        &token(kind),
-        port,
-        &token(protocol),
-        payload_type,
-    ))
+    Ok(Media::new(&kind, port, &protocol, payload_type))
 }
 
 /// `incl IN IP4 <destination> <source>...`; exclusion filters are not
@@ -453,5 +455,13 @@ mod tests {
         assert_eq!(Session::parse("c=IN IP4 239.1.1.1/300"), Err(Error::BadTtl));
         let s = Session::parse("o=junk\r\na=group:\r\nm=audio 5 RTP/AVP x\r\n").unwrap();
         assert_eq!(s, Session::default());
+        // Found by fuzz target sdp: a protocol of control characters
+        // cleaned to nothing, was written as a blank, and the re-read line
+        // took the payload type for the protocol.
+        assert_eq!(Session::parse("m=video 5004 \u{0} 96"), Err(Error::BadProtocol));
+        let s = Session::parse("a=group:DUP \u{1} b\r\nm=vid[o 5004 \u{0}\u{0} 0 0\r\n").unwrap();
+        assert!(s.media.is_empty());
+        assert_eq!(s.groups[0].mids, ["b"]);
+        assert_eq!(Session::parse(&s.to_sdp()).unwrap(), s);
     }
 }
