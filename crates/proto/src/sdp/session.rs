@@ -458,7 +458,10 @@ mod tests {
         // Found by fuzz target sdp: a protocol of control characters
         // cleaned to nothing, was written as a blank, and the re-read line
         // took the payload type for the protocol.
-        assert_eq!(Session::parse("m=video 5004 \u{0} 96"), Err(Error::BadProtocol));
+        assert_eq!(
+            Session::parse("m=video 5004 \u{0} 96"),
+            Err(Error::BadProtocol)
+        );
         let s = Session::parse("a=group:DUP \u{1} b\r\nm=vid[o 5004 \u{0}\u{0} 0 0\r\n").unwrap();
         assert!(s.media.is_empty());
         assert_eq!(s.groups[0].mids, ["b"]);

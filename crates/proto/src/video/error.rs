@@ -91,6 +91,9 @@ pub enum Error {
     /// A flow id that the sender does not hold (removed, or never added).
     #[error("no such flow")]
     NoSuchFlow,
+    /// A flow made without a packetizer: its driver writes its packets.
+    #[error("this flow has no packetizer: its driver writes the packets")]
+    NoPacketizer,
     /// The RTP layer refused.
     #[error(transparent)]
     Rtp(#[from] rtp::Error),

@@ -514,7 +514,8 @@ impl Sender {
     /// frame's bytes in [`Packetizer::data_range`] and the
     /// [`Packetizer::padding`] of packet `t.packets.start + k`.
     pub fn write_header(&self, t: &Transmit, k: usize, buf: &mut [u8]) -> Result<usize, Error> {
-        let p = self.packetizer(t.flow).ok_or(Error::NoSuchFlow)?;
+        let flow = self.flow(t.flow).ok_or(Error::NoSuchFlow)?;
+        let p = flow.packetizer.as_ref().ok_or(Error::NoPacketizer)?;
         if k >= t.len() {
             return Err(Error::NoSuchPacket(t.packets.start + k));
         }
