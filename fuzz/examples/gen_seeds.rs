@@ -11,13 +11,13 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use nagare_fuzz::{
-    encode_depacketizer_input, screen_format, screen_format_bytes, screen_picture, small_format,
-    small_format_bytes, step,
+    SESSION_ID, SessionScript, encode_depacketizer_input, screen_format, screen_format_bytes,
+    screen_picture, session_params, small_format, small_format_bytes, step,
 };
-use nagare_proto::probe::analysis::Arrival;
+use nagare_proto::Nanos;
 use nagare_proto::probe::{
-    ControlMessage, DataHeader, ECHO_LEN, Echo, EchoKind, PROTOCOL_VERSION, Refusal, SenderReport,
-    TestParams, records_to_frames,
+    Arrival, ControlMessage, DEFAULT_BURST_US, DataHeader, ECHO_LEN, Echo, EchoKind,
+    PROTOCOL_VERSION, Refusal, SenderReport, TestParams, analyze, records_to_frames,
 };
 use nagare_proto::video::st2110_20::Packetizer;
 use nagare_proto::screen::Encoder;
@@ -188,11 +188,18 @@ a=fmtp:96 sampling=YCbCr-4:2:2; width=320; height=240; depth=8\r\na=framerate:29
 }
 
 fn probe_seeds(out: &Out) {
-    // probe_datagram: a data packet with filler, each echo kind.
+    datagram_seeds(out);
+    control_seeds(out);
+    session_seeds(out);
+    analyze_seeds(out);
+}
+
+/// probe_datagram: a data packet with filler, each echo kind.
+fn datagram_seeds(out: &Out) {
     let h = DataHeader {
         session: 0x1234_5678_9abc_def0,
         seq: 70_000,
-        send_ns: 1_500_000_000,
+        sent_at: Nanos(1_500_000_000),
         marker: true,
     };
     let mut buf = vec![0xa5; 96];
@@ -208,15 +215,17 @@ fn probe_seeds(out: &Out) {
             kind,
             session: 7,
             id: 9,
-            send_ns: 11,
+            sent_at: Nanos(11),
         }
         .write(&mut buf)
         .expect("fits");
         out.write("probe_datagram", name, &buf);
     }
+}
 
-    // probe_control: a hello then a welcome; a refusal; done + report +
-    // records as a server sends them.
+/// probe_control: a hello then a welcome; a refusal; done + report +
+/// records as a server sends them.
+fn control_seeds(out: &Out) {
     let params = TestParams {
         rate_bps: 100_000_000,
         duration_ms: 1000,
@@ -226,7 +235,7 @@ fn probe_seeds(out: &Out) {
         records: true,
         playout_us: 20_000,
         burst_threshold: 5,
-        burst_us: nagare_proto::probe::DEFAULT_BURST_US,
+        burst_us: DEFAULT_BURST_US,
         interval_ms: 100,
     };
     let mut stream = ControlMessage::Hello {
@@ -255,11 +264,11 @@ fn probe_seeds(out: &Out) {
         .enumerate()
         .map(|(i, &seq)| Arrival {
             seq,
-            send_ns: seq * 100_000,
-            recv_ns: 1_000_000 + i as u64 * 100_000,
+            sent_at: Nanos(seq * 100_000),
+            received_at: Nanos(1_000_000 + i as u64 * 100_000),
         })
         .collect();
-    let report = nagare_proto::probe::analysis::analyze(&arrivals, 8, &params, &schedule);
+    let report = analyze(&arrivals, 8, &params, &schedule);
     let mut stream = ControlMessage::Done {
         sender: SenderReport {
             sent: 8,
@@ -287,7 +296,10 @@ fn probe_seeds(out: &Out) {
         }
         .to_frame(),
     );
+}
 
+/// seq_list and metrics_analyze.
+fn analyze_seeds(out: &Out) {
     // seq_list: the forms `nagare impair` documents.
     out.write("seq_list", "mixed", b"5,10-14,100");
     out.write("seq_list", "spaces_overlap", b" 10 - 20 , 15-30,,7 ");
@@ -320,6 +332,76 @@ fn probe_seeds(out: &Out) {
     out.write("metrics_analyze", "mixed", &seed);
     seed[10] = 30; // 30 fps video frames
     out.write("metrics_analyze", "video", &seed);
+}
+
+/// probe_session: whole conversations of each side, as the peer's bytes.
+fn session_seeds(out: &Out) {
+    let frame = |m: ControlMessage| m.to_frame();
+    let hello = |reverse| {
+        frame(ControlMessage::Hello {
+            version: PROTOCOL_VERSION,
+            token: Some("s3cret".into()),
+            params: session_params(reverse),
+        })
+    };
+    let done = |sent| {
+        frame(ControlMessage::Done {
+            sender: SenderReport {
+                sent,
+                ..SenderReport::default()
+            },
+        })
+    };
+    let mut s = SessionScript::new(1 | 8)
+        .control(&hello(false))
+        .echo(0, SESSION_ID, 1);
+    for seq in [0, 1, 3, 2, 2, 7] {
+        s = s.data(SESSION_ID, seq);
+    }
+    let s = s.data(SESSION_ID + 1, 4).control(&done(10)).timeouts(2);
+    out.write("probe_session", "server_forward", &s.0);
+    let s = SessionScript::new(1 | 2 | 8)
+        .control(&hello(true))
+        .echo(2, SESSION_ID, 0)
+        .echo(0, SESSION_ID, 1)
+        .control(&frame(ControlMessage::Abort {
+            message: "^C".into(),
+        }))
+        .stream_finished()
+        .timeouts(1);
+    out.write("probe_session", "server_reverse", &s.0);
+    let s = SessionScript::new(1 | 4).control(&hello(false));
+    out.write("probe_session", "server_busy", &s.0);
+    let welcome = frame(ControlMessage::Welcome {
+        version: PROTOCOL_VERSION,
+        session: 9,
+    });
+    let records: Vec<Arrival> = (0..3)
+        .map(|seq| Arrival {
+            seq,
+            sent_at: Nanos(seq * 1000),
+            received_at: Nanos(seq * 1000 + 500),
+        })
+        .collect();
+    let mut report = frame(ControlMessage::Report {
+        receiver: Box::default(),
+        records: 3,
+    });
+    report.extend(records_to_frames(&records).concat());
+    let s = SessionScript::new(8)
+        .control(&welcome)
+        .echo(1, 9, 0)
+        .timeouts(12)
+        .stream_finished()
+        .timeouts(1)
+        .control(&report);
+    out.write("probe_session", "client_forward", &s.0);
+    let mut s = SessionScript::new(2).control(&welcome).timeouts(12);
+    for seq in 0..4 {
+        s = s.data(9, seq);
+    }
+    let s = s.interrupt().control(&done(4)).tick(400);
+    out.write("probe_session", "client_reverse", &s.0);
 }
 
 fn tree_seeds(out: &Out) {
@@ -461,4 +543,39 @@ fn tree_seeds(out: &Out) {
         s.extend_from_slice(&[7, 0xc1, 5, 0]);
         out.write("relay_queue", &format!("close_{opts}"), &s);
     }
+
+    st2110_21_seeds(&out);
+}
+
+/// Two short streams of 16 packets a frame at 50 fps: an ideal N sender
+/// (releases from `SenderSchedule`) and a bursty one, with TRoffset given
+/// in the header for the second.
+fn st2110_21_seeds(out: &Out) {
+    use nagare_fuzz::st2110_21::{ABSOLUTE, MARKER, POLL, TR_OFFSET, header, record};
+    use nagare_proto::video::st2110_21::{Model, Scan, SenderSchedule, SenderType};
+
+    let rate = FrameRate::new(50, 1).expect("50 fps is valid");
+    let model = Model::new(rate, 1080, Scan::Progressive, 16).expect("valid model");
+    let n = SenderSchedule::new(&model, SenderType::N);
+    let mut seed = header(50, 1, 1080, 0, 16, 0);
+    for frame in 1_000..1_004u64 {
+        let rtp = rate.rtp_timestamp(frame);
+        for j in 0..16u32 {
+            let last = j == 15;
+            let tag = ABSOLUTE | if last { MARKER | POLL } else { 0 };
+            seed.extend_from_slice(&record(tag, n.release(frame, j).0, rtp, 1220));
+        }
+    }
+    out.write("st2110_21", "ideal_n", &seed);
+
+    let mut seed = header(50, 1, 1080, TR_OFFSET, 16, 500);
+    for frame in 1_000..1_004u64 {
+        let start = u64::try_from(rate.frame_start_ns(frame)).expect("fits") + 1;
+        seed.extend_from_slice(&record(ABSOLUTE, start, rate.rtp_timestamp(frame), 1220));
+        for j in 1..16u8 {
+            let tag = if j == 15 { MARKER | POLL } else { 0 };
+            seed.extend_from_slice(&record(tag, 1_029, rate.rtp_timestamp(frame), 1220));
+        }
+    }
+    out.write("st2110_21", "bursty", &seed);
 }

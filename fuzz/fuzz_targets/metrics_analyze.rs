@@ -1,4 +1,4 @@
-//! `metrics::analyze` on arbitrary arrival records, as a receiver would
+//! `probe::analyze` on arbitrary arrival records, as a receiver would
 //! run it after a test whose datagrams anyone could have sent.
 //!
 //! Input: `rate (4) | duration (4) | packet size (2) | fps (1) |
@@ -21,10 +21,12 @@ use std::collections::HashSet;
 
 use libfuzzer_sys::fuzz_target;
 use nagare_fuzz::{CountingAlloc, Reader};
-use nagare_proto::probe::analysis::{Arrival, ReceiverReport, analyze};
+use nagare_proto::Nanos;
 use nagare_proto::probe::{
-    self, ControlMessage, FRAME_HEADER_LEN, MAX_FRAME_LEN, Percentiles, TestParams,
+    self, Arrival, ControlMessage, FRAME_HEADER_LEN, IntervalStats, MAX_FRAME_LEN, ReceiverReport,
+    Schedule, TestParams, analyze,
 };
+use nagare_proto::stats::Quantiles;
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;
@@ -41,12 +43,18 @@ fn finite(what: &str, v: f64) {
     assert!(v.is_finite(), "{what} = {v}");
 }
 
-fn percentiles(what: &str, p: &Percentiles) {
-    for v in [p.p50, p.p95, p.p99, p.p999, p.max] {
+fn percentiles(what: &str, p: &Quantiles) {
+    for v in [p.min, p.mean, p.p50, p.p95, p.p99, p.p999, p.max] {
         finite(what, v);
     }
     assert!(
-        p.p50 <= p.p95 && p.p95 <= p.p99 && p.p99 <= p.p999 && p.p999 <= p.max,
+        p.min <= p.p50
+            && p.p50 <= p.p95
+            && p.p95 <= p.p99
+            && p.p99 <= p.p999
+            && p.p999 <= p.max
+            && p.min <= p.mean
+            && p.mean <= p.max,
         "{what} out of order: {p:?}"
     );
 }
@@ -90,8 +98,8 @@ fn check_floats(r: &ReceiverReport) {
     }
 }
 
-fuzz_target!(|data: &[u8]| {
-    let mut r = Reader::new(data);
+/// The test's parameters from the input's header, mapped into range.
+fn params(r: &mut Reader<'_>) -> (TestParams, u16) {
     let (rate, duration, size) = (r.u32(), r.u32(), r.u16());
     let fps = r.u8();
     let (playout, burst, interval, sent) = (r.u32(), r.u16(), r.u16(), r.u16());
@@ -120,12 +128,11 @@ fuzz_target!(|data: &[u8]| {
         burst_us: probe::DEFAULT_BURST_US,
         interval_ms: span(u64::from(interval), 10, probe::MAX_INTERVAL_MS),
     };
-    let Ok(schedule) = params.validate() else {
-        return;
-    };
-    let sent = u64::from(sent) % (MAX_SENT + 1);
-    let sent = sent.min(schedule.total_packets);
+    (params, sent)
+}
 
+/// The records after the header.
+fn arrivals(r: &mut Reader<'_>) -> Vec<Arrival> {
     let mut arrivals = Vec::new();
     while r.remaining() > 0 {
         let tag = r.u8();
@@ -136,20 +143,20 @@ fuzz_target!(|data: &[u8]| {
         };
         arrivals.push(Arrival {
             seq,
-            send_ns: r.u64(),
-            recv_ns: r.u64(),
+            sent_at: Nanos(r.u64()),
+            received_at: Nanos(r.u64()),
         });
     }
+    arrivals
+}
 
-    let base = CountingAlloc::live();
-    CountingAlloc::reset_peak();
-    let rep = analyze(&arrivals, sent, &params, &schedule);
-    let used = CountingAlloc::peak() - base;
-
-    // Set-based model of the counts.
+/// Counts against a set-based model; returns the distinct sequence
+/// numbers received.
+fn check_counts(rep: &ReceiverReport, arrivals: &[Arrival], packet_size: u32) -> HashSet<u64> {
+    let sent = rep.sent;
     let mut seen = HashSet::new();
     let (mut strangers, mut duplicates) = (0, 0);
-    for a in &arrivals {
+    for a in arrivals {
         if a.seq >= sent {
             strangers += 1;
         } else if !seen.insert(a.seq) {
@@ -157,7 +164,6 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let received = seen.len() as u64;
-    assert_eq!(rep.sent, sent);
     assert_eq!(
         (rep.received, rep.duplicates, rep.strangers),
         (received, duplicates, strangers)
@@ -167,9 +173,15 @@ fuzz_target!(|data: &[u8]| {
     assert!(rep.reordered <= rep.received);
     assert!(rep.order_errors <= rep.received.saturating_sub(1));
     assert!(rep.reordered == 0 || rep.reorder_max_extent >= 1);
-    assert_eq!(rep.received_bytes, received * u64::from(params.packet_size));
+    assert_eq!(rep.received_bytes, received * u64::from(packet_size));
+    assert_eq!(rep.pdv_ms.count, received);
+    assert!(rep.ipdv_ms.count < received.max(1));
+    seen
+}
 
-    // Loss episodes: maximal runs of missing sequence numbers.
+/// Loss episodes are the maximal runs of missing sequence numbers.
+fn check_losses(rep: &ReceiverReport, seen: &HashSet<u64>) {
+    let sent = rep.sent;
     let mut runs = std::collections::BTreeMap::<u64, u64>::new();
     let mut run = 0;
     for s in 0..=sent {
@@ -191,19 +203,19 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(rep.loss_episode_max, hist.last().map_or(0, |h| h.0));
     assert!(rep.burst_losses <= rep.loss_episodes);
     assert_eq!(rep.rfc3611.burst_packets + rep.rfc3611.gap_packets, sent);
+}
 
-    // Intervals partition the packets.
-    let sum = |f: fn(&nagare_proto::probe::analysis::IntervalStats) -> u64| {
-        rep.intervals.iter().map(f).sum::<u64>()
-    };
+/// Intervals partition the packets; frames add up.
+fn check_intervals_and_frames(rep: &ReceiverReport, schedule: &Schedule) {
+    let sent = rep.sent;
+    let sum = |f: fn(&IntervalStats) -> u64| rep.intervals.iter().map(f).sum::<u64>();
     assert_eq!(sum(|i| i.sent), sent);
-    assert_eq!(sum(|i| i.received), received);
+    assert_eq!(sum(|i| i.received), rep.received);
     assert_eq!(sum(|i| i.lost), rep.lost);
     for iv in &rep.intervals {
         assert_eq!(iv.received + iv.lost, iv.sent);
     }
     assert!(sent == 0 || !rep.intervals.is_empty());
-
     match (schedule.video_frames, rep.frames) {
         (false, None) => {}
         (true, Some(f)) => {
@@ -214,12 +226,35 @@ fuzz_target!(|data: &[u8]| {
         }
         (video, frames) => panic!("video frames {video} but frame stats {frames:?}"),
     }
+}
 
+fuzz_target!(|data: &[u8]| {
+    let mut r = Reader::new(data);
+    let (params, sent) = params(&mut r);
+    let Ok(schedule) = params.validate() else {
+        return;
+    };
+    let sent = (u64::from(sent) % (MAX_SENT + 1)).min(schedule.total_packets);
+    let arrivals = arrivals(&mut r);
+
+    let base = CountingAlloc::live();
+    CountingAlloc::reset_peak();
+    let rep = analyze(&arrivals, sent, &params, &schedule);
+    let used = CountingAlloc::peak() - base;
+
+    assert_eq!(rep.sent, sent);
+    let seen = check_counts(&rep, &arrivals, params.packet_size);
+    check_losses(&rep, &seen);
+    check_intervals_and_frames(&rep, &schedule);
     check_floats(&rep);
 
     // Linear in what it was given: two vectors per sent packet, a copy of
-    // the first arrivals, the intervals and the sorted delay samples.
-    let bound = 128 * (sent as usize + arrivals.len() + rep.intervals.len()) + 4096;
+    // the first arrivals and the intervals; plus the PDV and IPDV
+    // distributions, HDR histograms whose size grows with the logarithm
+    // of the largest delay: 55296 counters (442 KB) up to 2^63 ns, in a
+    // vector that may hold twice that, plus the copy while it grows
+    // (found by this target: 2.2 MB for the two).
+    let bound = 128 * (sent as usize + arrivals.len() + rep.intervals.len()) + (4 << 20);
     assert!(used <= bound, "{used} heap bytes, bound {bound}");
 
     // The server sends the report in one control frame.

@@ -1,7 +1,8 @@
-//! The probe control stream as `src/probe/control.rs` reads it: frame
-//! headers (`type (1) | length (4, big-endian)`) with
-//! `FrameHeader::parse`, JSON bodies with `ControlMessage::from_json`,
-//! record bodies with `records_from_bytes`.
+//! The probe control stream, frame by frame: frame headers
+//! (`type (1) | length (4, big-endian)`) with `FrameHeader::parse`, JSON
+//! bodies with `ControlMessage::from_json`, record bodies with
+//! `records_from_bytes`; and the same bytes through `FrameDecoder`, which
+//! must give the same frames.
 //!
 //! Input: the bytes of the stream, read frame after frame until one is
 //! refused or the input ends.
@@ -18,11 +19,10 @@
 
 use libfuzzer_sys::fuzz_target;
 use nagare_fuzz::CountingAlloc;
-use nagare_proto::Error;
-use nagare_proto::probe::analysis::Arrival;
+use nagare_proto::Nanos;
 use nagare_proto::probe::{
-    ControlMessage, FRAME_HEADER_LEN, FrameHeader, FrameKind, MAX_FRAME_LEN, RECORD_LEN,
-    records_from_bytes, records_to_frames,
+    Arrival, ControlMessage, Error, FRAME_HEADER_LEN, Frame, FrameDecoder, FrameHeader, FrameKind,
+    MAX_FRAME_LEN, RECORD_LEN, records_from_bytes, records_to_frames,
 };
 
 #[global_allocator]
@@ -50,7 +50,7 @@ fn header(rest: &[u8]) -> Option<FrameHeader> {
     match (head[0], parsed) {
         (b'J' | b'R', _) if len > MAX_FRAME_LEN => {
             assert!(
-                matches!(parsed, Err(Error::MessageTooLarge { .. })),
+                matches!(parsed, Err(Error::FrameTooLarge { .. })),
                 "{parsed:?}"
             );
             None
@@ -67,7 +67,7 @@ fn header(rest: &[u8]) -> Option<FrameHeader> {
         }
         (b'J' | b'R', Err(e)) => panic!("valid header refused: {e:?}"),
         (t, parsed) => {
-            assert_eq!(parsed, Err(Error::ControlType(t)));
+            assert_eq!(parsed, Err(Error::FrameType(t)));
             None
         }
     }
@@ -102,8 +102,8 @@ fn json(body: &[u8]) -> bool {
 fn records(body: &[u8]) -> bool {
     let mut out = vec![Arrival {
         seq: 7,
-        send_ns: 8,
-        recv_ns: 9,
+        sent_at: Nanos(8),
+        received_at: Nanos(9),
     }];
     if records_from_bytes(body, &mut out).is_err() {
         assert_ne!(body.len() % RECORD_LEN, 0, "whole records refused");
@@ -115,8 +115,8 @@ fn records(body: &[u8]) -> bool {
     assert_eq!(got.len(), body.len() / RECORD_LEN);
     for (a, c) in got.iter().zip(body.chunks_exact(RECORD_LEN)) {
         assert_eq!(
-            (a.seq, a.send_ns, a.recv_ns),
-            (be64(c), be64(&c[8..]), be64(&c[16..]))
+            (a.seq, a.sent_at, a.received_at),
+            (be64(c), Nanos(be64(&c[8..])), Nanos(be64(&c[16..])))
         );
     }
     let frames = records_to_frames(got);
@@ -133,6 +133,7 @@ fn records(body: &[u8]) -> bool {
 
 fuzz_target!(|data: &[u8]| {
     let mut rest = data;
+    let mut frames = 0;
     while let Some(h) = header(rest) {
         let Some(body) = rest.get(FRAME_HEADER_LEN..FRAME_HEADER_LEN + h.len) else {
             break; // the stream ends inside the body
@@ -145,5 +146,34 @@ fuzz_target!(|data: &[u8]| {
         if !ok {
             break; // the reader drops the connection
         }
+        frames += 1;
     }
+    decoder(data, frames);
 });
+
+/// The decoder, fed the stream in reads of 7 bytes, gives exactly the
+/// `frames` whole frames read above, then stops at the same place.
+fn decoder(data: &[u8], frames: usize) {
+    let mut d = FrameDecoder::new();
+    let mut got = 0;
+    let mut failed = false;
+    for chunk in data.chunks(7) {
+        d.extend(chunk);
+        loop {
+            match d.next_frame() {
+                Ok(Some(Frame::Message(_) | Frame::Records(_))) => got += 1,
+                Ok(None) => break,
+                Err(_) => {
+                    failed = true;
+                    break;
+                }
+            }
+        }
+        if failed {
+            break;
+        }
+        // It never holds more than one frame and one read.
+        assert!(d.pending() <= FRAME_HEADER_LEN + MAX_FRAME_LEN + 7);
+    }
+    assert_eq!(got, frames);
+}

@@ -2,10 +2,10 @@
 //! field values.
 //!
 //! Input: the datagram itself. Its first 25 bytes (zero-padded) are also
-//! read as `session (8) | seq (8) | send_ns (8) | flags (1)` for the
+//! read as `session (8) | seq (8) | sent_at (8) | flags (1)` for the
 //! write side.
 //! Invariants: no panic; a datagram parses exactly when an independent
-//! reading of the layout accepts it (echo: magic, version 1, kind 1..=3,
+//! reading of the layout accepts it (echo: magic, this version, kind 1..=3,
 //! 32 bytes; data: RTP v2 with payload type 98, magic and version after
 //! its header); the parsed fields are the bytes at their offsets; writing
 //! what was parsed and parsing it again gives the same value, and the
@@ -16,6 +16,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use nagare_fuzz::Reader;
+use nagare_proto::Nanos;
 use nagare_proto::probe::{
     DATA_HEADER_LEN, DATA_MAGIC, DataHeader, Datagram, ECHO_LEN, ECHO_MAGIC, Echo, EchoKind,
     PAYLOAD_TYPE, PROTOCOL_VERSION,
@@ -41,7 +42,7 @@ fn check_echo(data: &[u8], parsed: Option<Echo>) {
     assert_eq!(e.kind, kind);
     assert_eq!(e.session, be64(&data[8..]));
     assert_eq!(e.id, be64(&data[16..]));
-    assert_eq!(e.send_ns, be64(&data[24..]));
+    assert_eq!(e.sent_at, Nanos(be64(&data[24..])));
     let mut buf = [0u8; ECHO_LEN];
     assert_eq!(e.write(&mut buf), Ok(ECHO_LEN));
     // Bytes 6..8 are reserved: written as zero, ignored when read.
@@ -64,7 +65,7 @@ fn check_data(data: &[u8], parsed: Option<DataHeader>) {
     };
     assert_eq!(h.session, be64(&p[8..]));
     assert_eq!(h.seq, be64(&p[16..]));
-    assert_eq!(h.send_ns, be64(&p[24..]));
+    assert_eq!(h.sent_at, Nanos(be64(&p[24..])));
     assert_eq!(h.marker, rtp.marker());
     round_trip_data(h);
 }
@@ -98,18 +99,18 @@ fuzz_target!(|data: &[u8]| {
 
     // Any field values survive the writers.
     let mut r = Reader::new(data);
-    let (session, seq, send_ns, flags) = (r.u64(), r.u64(), r.u64(), r.u8());
+    let (session, seq, sent_at, flags) = (r.u64(), r.u64(), Nanos(r.u64()), r.u8());
     round_trip_data(DataHeader {
         session,
         seq,
-        send_ns,
+        sent_at,
         marker: flags & 1 != 0,
     });
     let e = Echo {
         kind: [EchoKind::Request, EchoKind::Reply, EchoKind::Open][usize::from(flags >> 1) % 3],
         session,
         id: seq,
-        send_ns,
+        sent_at,
     };
     let mut buf = [0u8; ECHO_LEN + 1];
     assert!(e.write(&mut buf[..ECHO_LEN - 1]).is_err());

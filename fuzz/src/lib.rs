@@ -10,6 +10,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use nagare_proto::probe::{DEFAULT_BURST_US, TestParams};
 use nagare_proto::{PixelFormat, VideoFormat};
 
 /// Reads fixed-width fields from the front of the fuzz input; past the end
@@ -262,5 +263,143 @@ unsafe impl GlobalAlloc for CountingAlloc {
             LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
         }
         p
+    }
+}
+
+/// The `st2110_21` target's input: a header that picks the model, then
+/// packet observations.
+pub mod st2110_21 {
+    /// Header: `rate num (4) | rate den (4) | lines (2) | flags (1) |
+    /// packets (4) | TRoffset in µs (2)`, integers big-endian.
+    pub const HEADER_LEN: usize = 17;
+    /// Header flag: interlaced scan.
+    pub const INTERLACED: u8 = 0x01;
+    /// Header flag: signal the TRoffset of the header instead of the
+    /// default.
+    pub const TR_OFFSET: u8 = 0x02;
+
+    /// Record: `tag (1) | time (8) | rtp timestamp (4) | length (2)`.
+    pub const RECORD_LEN: usize = 15;
+    /// Tag bit: the marker bit.
+    pub const MARKER: u8 = 0x01;
+    /// Tag bit: `time` is the arrival; else the arrival is the previous
+    /// one plus `time` modulo 2^24 ns.
+    pub const ABSOLUTE: u8 = 0x02;
+    /// Tag bit: `time` is the extended sequence number; else the previous
+    /// one plus one.
+    pub const SEQ: u8 = 0x04;
+    /// Tag bit: poll every report after this packet.
+    pub const POLL: u8 = 0x08;
+    /// Tag bit: flush after this packet.
+    pub const FLUSH: u8 = 0x10;
+
+    /// Encodes a header (for seeds).
+    pub fn header(num: u32, den: u32, lines: u16, flags: u8, packets: u32, tro_us: u16) -> Vec<u8> {
+        let mut out = Vec::with_capacity(HEADER_LEN);
+        out.extend_from_slice(&num.to_be_bytes());
+        out.extend_from_slice(&den.to_be_bytes());
+        out.extend_from_slice(&lines.to_be_bytes());
+        out.push(flags);
+        out.extend_from_slice(&packets.to_be_bytes());
+        out.extend_from_slice(&tro_us.to_be_bytes());
+        out
+    }
+
+    /// Encodes a record (for seeds).
+    pub fn record(tag: u8, time: u64, rtp: u32, len: u16) -> [u8; RECORD_LEN] {
+        let mut out = [0u8; RECORD_LEN];
+        out[0] = tag;
+        out[1..9].copy_from_slice(&time.to_be_bytes());
+        out[9..13].copy_from_slice(&rtp.to_be_bytes());
+        out[13..].copy_from_slice(&len.to_be_bytes());
+        out
+    }
+}
+
+/// The test every `probe_session` input runs (a small plan, so records and
+/// arrivals stay small), forward or reverse.
+pub fn session_params(reverse: bool) -> TestParams {
+    TestParams {
+        rate_bps: 1_000_000,
+        duration_ms: 200,
+        packet_size: 100,
+        fps: None,
+        reverse,
+        records: true,
+        playout_us: 10_000,
+        burst_threshold: 5,
+        interval_ms: 100,
+        burst_us: DEFAULT_BURST_US,
+    }
+}
+
+/// Session id the `probe_session` target's server gives its test.
+pub const SESSION_ID: u64 = 42;
+
+/// Builds a `probe_session` input: a mode byte, then actions.
+pub struct SessionScript(pub Vec<u8>);
+
+impl SessionScript {
+    /// A script for `mode` (bit 0 server, 1 reverse, 2 busy, 3 token).
+    pub fn new(mode: u8) -> SessionScript {
+        SessionScript(vec![mode])
+    }
+
+    /// Control bytes from the peer, in reads of at most 65535 bytes.
+    pub fn control(mut self, bytes: &[u8]) -> SessionScript {
+        for chunk in bytes.chunks(usize::from(u16::MAX)) {
+            self.0.push(0);
+            self.0
+                .extend_from_slice(&(chunk.len() as u16).to_be_bytes());
+            self.0.extend_from_slice(chunk);
+        }
+        self
+    }
+
+    /// An echo datagram of `kind` (0 request, 1 reply, 2 open).
+    pub fn echo(mut self, kind: u8, session: u64, id: u16) -> SessionScript {
+        self.0.extend_from_slice(&[5, kind]);
+        self.0.extend_from_slice(&session.to_be_bytes());
+        self.0.extend_from_slice(&id.to_be_bytes());
+        self
+    }
+
+    /// A test-stream packet.
+    pub fn data(mut self, session: u64, seq: u16) -> SessionScript {
+        self.0.push(6);
+        self.0.extend_from_slice(&session.to_be_bytes());
+        self.0.extend_from_slice(&seq.to_be_bytes());
+        self
+    }
+
+    /// `ms` pass.
+    pub fn tick(mut self, ms: u16) -> SessionScript {
+        self.0.push(7);
+        self.0.extend_from_slice(&ms.to_be_bytes());
+        self
+    }
+
+    /// The peer closes the control connection.
+    pub fn closed(mut self) -> SessionScript {
+        self.0.push(8);
+        self
+    }
+
+    /// This side's stream ends.
+    pub fn stream_finished(mut self) -> SessionScript {
+        self.0.push(9);
+        self
+    }
+
+    /// Ctrl-C.
+    pub fn interrupt(mut self) -> SessionScript {
+        self.0.push(10);
+        self
+    }
+
+    /// Time jumps to the session's own timeout, `n` times.
+    pub fn timeouts(mut self, n: usize) -> SessionScript {
+        self.0.extend(std::iter::repeat_n(255, n));
+        self
     }
 }

@@ -1,76 +1,87 @@
 //! `nagare probe` and `nagare impair` over loopback: exact counts through
-//! scripted and seeded impairments, statistics, and bad input.
+//! scripted and seeded impairments, statistics, and bad input. Reports are
+//! read as nagare-api's typed `probe::Report`.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::process::{Child, Output, Stdio};
 use std::time::Duration;
 
-use serde_json::Value;
+use nagare_api::probe::{Direction, Report};
+use nagare_proto::probe::{ControlMessage, DataHeader, PROTOCOL_VERSION, Refusal};
+use serde::Deserialize;
 
-use crate::common::{Scratch, free_udp_port, nagare};
+use crate::common::{Running, Scratch, free_udp_port, nagare, wait_bounded};
 
-/// A child process that announces its port on stderr ("... port N");
+/// A nagare daemon that announces its port on stderr ("... port N");
 /// killed on drop.
 struct Daemon {
-    child: Child,
+    run: Running,
     port: u16,
 }
 
 impl Daemon {
     fn start(args: &[&str]) -> Daemon {
-        let mut child = nagare()
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        err.read_line(&mut line).unwrap();
+        let mut cmd = nagare();
+        cmd.args(args);
+        let mut run = Running::spawn(cmd);
+        let line = run.wait_for("port ");
         let port = line
             .rsplit("port ")
             .next()
             .and_then(|p| p.trim().parse().ok())
             .unwrap_or_else(|| panic!("no port in {line:?}"));
-        // Keep draining stderr so the daemon never blocks on it.
-        std::thread::spawn(move || {
-            let mut rest = String::new();
-            let _ = err.read_to_string(&mut rest);
-            if !rest.is_empty() {
-                eprintln!("daemon stderr: {rest}");
-            }
-        });
-        Daemon { child, port }
+        Daemon { run, port }
     }
 
     fn addr(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }
 
+    /// Waits (up to 10 s) for a stderr line containing `needle`.
+    fn wait_for(&mut self, needle: &str) -> String {
+        self.run.wait_for(needle)
+    }
+
     /// Stops with SIGINT (the relay prints its counters) and returns stdout.
     fn interrupt(mut self) -> String {
+        let child = &mut self.run.child;
         // SAFETY: plain kill(2) on our own child's pid.
         unsafe {
-            libc::kill(self.child.id() as libc::pid_t, libc::SIGINT);
+            libc::kill(child.id() as libc::pid_t, libc::SIGINT);
         }
         let mut out = String::new();
-        self.child
+        child
             .stdout
             .take()
             .unwrap()
             .read_to_string(&mut out)
             .unwrap();
-        let _ = self.child.wait();
+        wait_bounded(child, 10, "the daemon");
         out
     }
 }
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let _ = self.run.child.kill();
+        let _ = self.run.child.wait();
     }
+}
+
+/// What `nagare impair --json` counts, as far as these tests look.
+#[derive(Debug, Deserialize)]
+struct Relay {
+    dropped: u64,
+    dropped_scripted: u64,
+    loss_episodes: u64,
+    duplicated: u64,
+    reordered: u64,
+}
+
+fn relay_counts(r: Daemon) -> Relay {
+    let text = r.interrupt();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("relay JSON ({e}): {text}"))
 }
 
 fn server() -> Daemon {
@@ -100,26 +111,14 @@ fn client(addr: &str, args: &[&str]) -> Output {
         .unwrap()
 }
 
-fn json(out: &Output) -> Value {
+fn json(out: &Output) -> Report {
     let text = String::from_utf8_lossy(&out.stdout);
     serde_json::from_str(&text).unwrap_or_else(|e| {
         panic!(
-            "no JSON ({e}): stdout {text:?} stderr {:?}",
+            "no report ({e}): stdout {text:?} stderr {:?}",
             String::from_utf8_lossy(&out.stderr)
         )
     })
-}
-
-fn n(v: &Value, key: &str) -> u64 {
-    v[key]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{key} missing or not a count in {v}"))
-}
-
-fn f(v: &Value, key: &str) -> f64 {
-    v[key]
-        .as_f64()
-        .unwrap_or_else(|| panic!("{key} missing or not a number in {v}"))
 }
 
 fn stderr(out: &Output) -> String {
@@ -137,7 +136,7 @@ const LIGHT: [&str; 6] = [
 ];
 
 #[test]
-fn clean_run_reports_every_key_and_logs_each_packet() {
+fn clean_run_reports_every_packet_and_logs_each_one() {
     let s = server();
     let dir = Scratch::new("probe-clean");
     let log = dir.path("packets.csv");
@@ -147,28 +146,17 @@ fn clean_run_reports_every_key_and_logs_each_packet() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let v = json(&out);
-    for key in [
-        "sent",
-        "received",
-        "lost",
-        "loss_rate",
-        "duplicates",
-        "reordered",
-        "loss_episodes",
-        "burst_losses",
-        "jitter_rfc3550_ms",
-        "effective_bandwidth_bps",
-    ] {
-        assert!(v[key].is_number(), "{key} not a number in {v}");
-    }
-    assert_eq!(n(&v, "sent"), 2000);
-    assert_eq!(n(&v, "received"), 2000);
-    assert_eq!(
-        (n(&v, "lost"), n(&v, "duplicates"), n(&v, "strangers")),
-        (0, 0, 0)
-    );
-    assert!(v["verdict"]["pass"].is_boolean());
-    assert!(v["rtt_idle"]["samples"].as_u64().unwrap() > 0);
+    let r = &v.receiver;
+    assert_eq!(v.direction, Direction::ClientToServer);
+    assert_eq!((r.sent, r.received), (2000, 2000));
+    assert_eq!((r.lost, r.duplicates, r.strangers), (0, 0, 0));
+    assert_eq!((r.reordered, r.loss_episodes, r.burst_losses), (0, 0, 0));
+    assert_eq!(r.received_bytes, 2000 * 200);
+    assert_eq!(v.sender.sent, 2000);
+    assert_eq!(r.pdv_ms.count, 2000);
+    assert!(r.effective_bandwidth_bps > 0.0 && r.jitter_rfc3550_ms >= 0.0);
+    assert_eq!(v.rtt_idle.samples + v.rtt_idle.lost, 10);
+    assert!(v.rtt_idle.samples > 0);
     let csv = std::fs::read_to_string(&log).unwrap();
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines[0], "seq,send_ns,recv_ns");
@@ -190,12 +178,13 @@ fn reverse_mode_server_sends() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let v = json(&out);
-    assert_eq!(v["direction"], "server to client");
-    assert_eq!(n(&v, "received"), n(&v, "sent"));
-    assert!(n(&v, "sent") >= 1900);
+    assert_eq!(v.direction, Direction::ServerToClient);
+    assert_eq!(v.receiver.received, v.receiver.sent);
+    assert!(v.receiver.sent >= 1900);
     // 50 fps for 0.5 s: 25 frames of 80 packets.
-    assert_eq!(v["frames"]["frames"], 25);
-    assert_eq!(v["frames"]["incomplete"], 0);
+    assert_eq!(v.packets_per_frame, 80);
+    let frames = v.receiver.frames.expect("frame stats with --fps");
+    assert_eq!((frames.frames, frames.incomplete), (25, 0));
 }
 
 #[test]
@@ -216,21 +205,20 @@ fn scripted_impairments_are_reported_exactly() {
     );
     let out = client(&r.addr(), &LIGHT);
     let v = json(&out);
-    let relay: Value = serde_json::from_str(&r.interrupt()).unwrap();
-    assert_eq!(n(&v, "sent"), 2000);
-    assert_eq!(n(&v, "lost"), 16);
-    assert_eq!(n(&v, "loss_episodes"), 4);
-    assert_eq!(n(&v, "burst_losses"), 1); // only 200-209 is 5 or longer
-    assert_eq!(n(&v, "loss_episode_max"), 10);
-    assert_eq!(n(&v, "reordered"), 2);
-    assert_eq!(n(&v, "order_errors"), 2);
-    assert_eq!(n(&v, "reorder_max_extent"), 3);
-    assert_eq!(n(&v, "duplicates"), 3);
-    assert_eq!(n(&v, "strangers"), 0);
-    assert_eq!(n(&relay, "dropped_scripted"), 16);
-    assert_eq!(n(&relay, "reordered"), 2);
-    assert_eq!(n(&relay, "duplicated"), 3);
-    assert_eq!(v["verdict"]["pass"], false);
+    let relay = relay_counts(r);
+    let x = &v.receiver;
+    assert_eq!((x.sent, x.lost), (2000, 16));
+    assert_eq!(x.loss_episodes, 4);
+    assert_eq!(x.burst_losses, 1); // only 200-209 is 5 or longer
+    assert_eq!(x.loss_episode_max, 10);
+    assert_eq!(
+        (x.reordered, x.order_errors, x.reorder_max_extent),
+        (2, 2, 3)
+    );
+    assert_eq!((x.duplicates, x.strangers), (3, 0));
+    assert_eq!(relay.dropped_scripted, 16);
+    assert_eq!((relay.reordered, relay.duplicated), (2, 3));
+    assert!(!v.verdict.pass);
     assert_eq!(out.status.code(), Some(1), "FAIL exits 1");
 }
 
@@ -256,17 +244,18 @@ fn seeded_random_impairments_match_the_relay_counts() {
         &["--rate", "32M", "--packet-size", "200", "--duration", "1"],
     );
     let v = json(&out);
-    let relay: Value = serde_json::from_str(&r.interrupt()).unwrap();
-    assert_eq!(n(&v, "sent"), 20000);
-    assert_eq!(n(&v, "lost"), n(&relay, "dropped"));
-    assert_eq!(n(&v, "loss_episodes"), n(&relay, "loss_episodes"));
-    assert_eq!(n(&v, "duplicates"), n(&relay, "duplicated"));
-    assert_eq!(n(&v, "reordered"), n(&relay, "reordered"));
+    let relay = relay_counts(r);
+    let x = &v.receiver;
+    assert_eq!(x.sent, 20000);
+    assert_eq!(x.lost, relay.dropped);
+    assert_eq!(x.loss_episodes, relay.loss_episodes);
+    assert_eq!(x.duplicates, relay.duplicated);
+    assert_eq!(x.reordered, relay.reordered);
     // 1% of 20000: binomial sd 14 packets; the seed fixes the draw, and
     // 5 sd is where a broken model would land.
-    let lost = n(&v, "lost") as i64;
+    let lost = x.lost as i64;
     assert!((lost - 200).abs() < 70, "lost {lost}");
-    assert!(n(&v, "duplicates") > 50 && n(&v, "reordered") > 50);
+    assert!(x.duplicates > 50 && x.reordered > 50);
 }
 
 #[test]
@@ -277,49 +266,52 @@ fn delay_and_jitter_show_in_pdv_and_rtt() {
     let v = json(&out);
     drop(r);
     // Lower bounds only: machine noise can add delay, never remove it.
-    assert!(f(&v["rtt_idle"], "min_ms") >= 4.0, "{}", v["rtt_idle"]);
-    assert!(f(&v["rtt_loaded"], "min_ms") >= 4.0, "{}", v["rtt_loaded"]);
-    let pdv = &v["pdv_ms"];
-    assert!(f(pdv, "max") >= 1.5, "{pdv}");
-    assert!(f(pdv, "p50") >= 0.5, "{pdv}");
+    assert!(v.rtt_idle.min_ms >= 4.0, "{:?}", v.rtt_idle);
+    assert!(v.rtt_loaded.min_ms >= 4.0, "{:?}", v.rtt_loaded);
+    let pdv = &v.receiver.pdv_ms;
+    assert!(pdv.max >= 1.5, "{pdv:?}");
+    assert!(pdv.p50 >= 0.5, "{pdv:?}");
     // ±1 ms jitter over 250 us spacing reorders, as netem would.
-    assert!(n(&v, "reordered") > 0);
-    assert_eq!(n(&v, "lost"), 0);
+    assert!(v.receiver.reordered > 0);
+    assert_eq!(v.receiver.lost, 0);
 }
 
 #[test]
 fn strangers_are_counted_and_kept_out_of_the_results() {
-    let s = server();
+    let mut s = server();
     let port = s.port;
-    let spray = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(1000));
-        let u = UdpSocket::bind("127.0.0.1:0").unwrap();
-        for i in 0..100u8 {
-            u.send_to(&[i; 40], ("127.0.0.1", port)).unwrap();
-        }
-        // Well-formed test packets of another session.
-        let mut pkt = [0u8; 200];
-        for seq in 0..50 {
-            nagare_proto::probe::DataHeader {
-                session: 12345,
-                seq,
-                send_ns: 0,
-                marker: false,
-            }
-            .write(&mut pkt)
-            .unwrap();
-            u.send_to(&pkt, ("127.0.0.1", port)).unwrap();
-        }
+    let test = std::thread::spawn(move || {
+        nagare()
+            .args(["probe", "client", &format!("127.0.0.1:{port}"), "--json"])
+            .args(["--rate", "6.4M", "--packet-size", "200", "--duration", "2"])
+            .output()
+            .unwrap()
     });
-    let out = client(
-        &s.addr(),
-        &["--rate", "6.4M", "--packet-size", "200", "--duration", "2"],
-    );
-    spray.join().unwrap();
+    // Once the server has accepted the test (and discarded what came
+    // before), strangers count in it.
+    s.wait_for("accepted");
+    let u = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for i in 0..100u8 {
+        u.send_to(&[i; 40], ("127.0.0.1", port)).unwrap();
+    }
+    // Well-formed test packets of another session.
+    let mut pkt = [0u8; 200];
+    for seq in 0..50 {
+        DataHeader {
+            session: 12345,
+            seq,
+            sent_at: nagare_proto::Nanos::ZERO,
+            marker: false,
+        }
+        .write(&mut pkt)
+        .unwrap();
+        u.send_to(&pkt, ("127.0.0.1", port)).unwrap();
+    }
+    let out = test.join().unwrap();
     let v = json(&out);
-    assert_eq!(n(&v, "strangers"), 150);
-    assert_eq!(n(&v, "received"), n(&v, "sent"));
-    assert_eq!(n(&v, "duplicates"), 0);
+    assert_eq!(v.receiver.strangers, 150);
+    assert_eq!(v.receiver.received, v.receiver.sent);
+    assert_eq!(v.receiver.duplicates, 0);
 }
 
 #[test]
@@ -340,7 +332,7 @@ fn unreachable_server_is_a_clear_error() {
 
 #[test]
 fn busy_server_says_so() {
-    let s = server();
+    let mut s = server();
     let first = nagare()
         .args([
             "probe",
@@ -357,11 +349,12 @@ fn busy_server_says_so() {
         .spawn()
         .unwrap();
     let mut first = KillOnDrop(first);
-    std::thread::sleep(Duration::from_millis(700));
+    s.wait_for("accepted");
     let out = client(&s.addr(), &LIGHT);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("server busy"), "{}", stderr(&out));
-    assert!(matches!(first.0.wait().unwrap().code(), Some(0 | 1)));
+    let status = wait_bounded(&mut first.0, 30, "the first client");
+    assert!(matches!(status.code(), Some(0 | 1)), "{status:?}");
 }
 
 struct KillOnDrop(Child);
@@ -380,15 +373,36 @@ fn frame(json: &str) -> Vec<u8> {
     f
 }
 
-fn read_frame(c: &mut TcpStream) -> String {
+fn read_message(c: &mut TcpStream) -> ControlMessage {
     let mut h = [0u8; 5];
     c.read_exact(&mut h).unwrap();
     let mut body = vec![0u8; u32::from_be_bytes([h[1], h[2], h[3], h[4]]) as usize];
     c.read_exact(&mut body).unwrap();
-    String::from_utf8(body).unwrap()
+    ControlMessage::from_json(&body).unwrap()
+}
+
+/// The refusal `c` gets: its reason and message.
+fn refusal(c: &mut TcpStream) -> (Refusal, String) {
+    match read_message(c) {
+        ControlMessage::Refused {
+            reason,
+            message,
+            version,
+        } => {
+            assert_eq!(version, PROTOCOL_VERSION);
+            (reason, message)
+        }
+        other => panic!("not a refusal: {other:?}"),
+    }
 }
 
 const PARAMS: &str = r#"{"rate_bps":1000000,"duration_ms":500,"packet_size":200,"fps":null,"reverse":false,"records":false,"playout_us":1000,"burst_threshold":5,"interval_ms":1000}"#;
+
+fn hello(version: u32, params: &str) -> Vec<u8> {
+    frame(&format!(
+        r#"{{"type":"hello","version":{version},"token":null,"params":{params}}}"#
+    ))
+}
 
 #[test]
 fn protocol_version_mismatch_both_ways() {
@@ -396,22 +410,21 @@ fn protocol_version_mismatch_both_ways() {
     let s = server();
     let mut c = TcpStream::connect(s.addr()).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    c.write_all(&frame(&format!(
-        r#"{{"type":"hello","version":99,"token":null,"params":{PARAMS}}}"#
-    )))
-    .unwrap();
-    let reply = read_frame(&mut c);
-    assert!(reply.contains(r#""reason":"version""#), "{reply}");
-    assert!(reply.contains("version 99"), "{reply}");
+    c.write_all(&hello(99, PARAMS)).unwrap();
+    let (reason, message) = refusal(&mut c);
+    assert_eq!(reason, Refusal::Version);
+    assert!(message.contains("version 99"), "{message}");
     // This client meets a server from the future.
     let fake = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = fake.local_addr().unwrap();
     let t = std::thread::spawn(move || {
         let (mut c, _) = fake.accept().unwrap();
-        let _ = read_frame(&mut c);
+        let _ = read_message(&mut c);
         c.write_all(&frame(r#"{"type":"welcome","version":99,"session":1}"#))
             .unwrap();
-        std::thread::sleep(Duration::from_millis(200));
+        // Until the client hangs up (bounded by the read timeout).
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let _ = c.read(&mut [0u8; 64]);
     });
     let out = client(&addr.to_string(), &LIGHT);
     t.join().unwrap();
@@ -441,23 +454,28 @@ fn absurd_rates_and_durations_are_refused_by_client_and_server() {
         assert!(stderr(&out).contains(want), "{args:?}: {}", stderr(&out));
     }
     // The server checks too: a hand-made hello asking for 10 Tbit/s.
-    let s = server();
+    let mut s = server();
     let mut c = TcpStream::connect(s.addr()).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let p = PARAMS.replace("1000000", "10000000000000");
-    c.write_all(&frame(&format!(
-        r#"{{"type":"hello","version":1,"token":null,"params":{p}}}"#
-    )))
+    c.write_all(&hello(
+        PROTOCOL_VERSION,
+        &PARAMS.replace("1000000", "10000000000000"),
+    ))
     .unwrap();
-    let reply = read_frame(&mut c);
-    assert!(reply.contains(r#""reason":"params""#), "{reply}");
+    let (reason, message) = refusal(&mut c);
+    assert_eq!(reason, Refusal::Params);
+    assert!(
+        message.contains("rate (bit/s) = 10000000000000 "),
+        "{message}"
+    );
+    s.wait_for("refused");
     // Garbage on the control port gets the connection closed, the server lives on.
     let mut g = TcpStream::connect(s.addr()).unwrap();
     g.write_all(b"Z\xff\xff\xff\xffgarbage").unwrap();
     drop(g);
-    std::thread::sleep(Duration::from_millis(300));
+    s.wait_for("unknown type 0x5a");
     let out = client(&s.addr(), &LIGHT);
-    assert_eq!(n(&json(&out), "received"), 2000, "{}", stderr(&out));
+    assert_eq!(json(&out).receiver.received, 2000, "{}", stderr(&out));
 }
 
 #[test]
@@ -471,8 +489,29 @@ fn non_loopback_listen_needs_a_token() {
 }
 
 #[test]
+fn wrong_token_is_refused() {
+    let s = Daemon::start(&[
+        "probe",
+        "server",
+        "--listen",
+        "127.0.0.1:0",
+        "--token",
+        "s3cret",
+    ]);
+    let out = client(&s.addr(), &[&LIGHT[..], &["--token", "guess"]].concat());
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("access refused") && err.contains("--token"),
+        "{err}"
+    );
+    let out = client(&s.addr(), &[&LIGHT[..], &["--token", "s3cret"]].concat());
+    assert_eq!(json(&out).receiver.received, 2000, "{}", stderr(&out));
+}
+
+#[test]
 fn reverse_client_stops_cleanly_on_ctrl_c() {
-    let s = server();
+    let mut s = server();
     // 30 s planned at 1000 packets/s: the interrupt ends it long before.
     let child = nagare()
         .args([
@@ -493,7 +532,7 @@ fn reverse_client_stops_cleanly_on_ctrl_c() {
         .spawn()
         .unwrap();
     let mut child = KillOnDrop(child);
-    std::thread::sleep(Duration::from_millis(1500));
+    s.wait_for("accepted");
     // SAFETY: plain kill(2) on our own child's pid.
     unsafe {
         libc::kill(child.0.id() as libc::pid_t, libc::SIGINT);
@@ -506,13 +545,14 @@ fn reverse_client_stops_cleanly_on_ctrl_c() {
         .unwrap()
         .read_to_string(&mut text)
         .unwrap();
-    let status = child.0.wait().unwrap();
+    let status = wait_bounded(&mut child.0, 30, "the interrupted client");
     // Exited by itself (PASS or FAIL verdict), not killed by the signal.
     assert!(matches!(status.code(), Some(0 | 1)), "{status:?}");
-    let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("no JSON ({e}): {text}"));
-    assert_eq!(v["direction"], "server to client");
-    assert!(n(&v, "sent") < 30_000, "{v}");
-    assert!(n(&v, "received") <= n(&v, "sent"));
+    let v: Report =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("no report ({e}): {text}"));
+    assert_eq!(v.direction, Direction::ServerToClient);
+    assert!(v.receiver.sent < 30_000, "{v:?}");
+    assert!(v.receiver.received <= v.receiver.sent);
     // The server is free for the next test.
     let out = client(&s.addr(), &LIGHT);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -563,9 +603,9 @@ fn ipv6_loopback_runs_clean() {
         let out = client(&addr, &args);
         assert!(out.status.success(), "{}", stderr(&out));
         let v = json(&out);
-        assert_eq!(v["verdict"]["pass"], true, "{v}");
-        assert_eq!(n(&v, "lost"), 0, "{v}");
-        assert_eq!(n(&v, "received"), n(&v, "sent"));
-        assert!(v["server"].as_str().unwrap().starts_with("[::1]"), "{v}");
+        assert!(v.verdict.pass, "{v:?}");
+        assert_eq!(v.receiver.lost, 0, "{v:?}");
+        assert_eq!(v.receiver.received, v.receiver.sent);
+        assert!(v.server.starts_with("[::1]"), "{v:?}");
     }
 }

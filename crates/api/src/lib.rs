@@ -12,4 +12,5 @@
 #![warn(unreachable_pub)]
 
 pub mod doctor;
+pub mod probe;
 pub mod video;

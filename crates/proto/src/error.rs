@@ -31,8 +31,8 @@ pub enum Error {
     /// Tree or screen message that does not follow the protocol.
     #[error("malformed message: {0}")]
     Malformed(&'static str),
-    /// Message (tree message, probe control frame) longer than the
-    /// protocol allows: a hostile or confused peer.
+    /// Tree message longer than the protocol allows: a hostile or
+    /// confused peer.
     #[error("message of {len} bytes exceeds the limit of {max}")]
     MessageTooLarge {
         /// Length announced.
@@ -59,40 +59,6 @@ pub enum Error {
     /// Canvas has no complete frame to build a refresh from.
     #[error("no complete frame yet")]
     NoFrame,
-    /// Datagram that is not a nagare probe packet (wrong magic or kind).
-    #[error("not a nagare probe packet")]
-    NotProbe,
-    /// Probe packet or control message of another protocol version.
-    #[error("probe protocol version {got}, this build speaks {want}")]
-    ProbeVersion {
-        /// Version in the input.
-        got: u32,
-        /// Version this build speaks.
-        want: u32,
-    },
-    /// Control frame of an unknown type byte.
-    #[error("control frame of unknown type 0x{0:02x}")]
-    ControlType(u8),
-    /// Control message whose JSON does not parse as a message.
-    #[error("malformed control message (JSON error at line {line}, column {column})")]
-    ControlMalformed {
-        /// Line of the JSON error.
-        line: usize,
-        /// Column of the JSON error.
-        column: usize,
-    },
-    /// A probe test parameter outside its range.
-    #[error("{what} = {value} is out of range {min}..={max}")]
-    TestParam {
-        /// Which parameter.
-        what: &'static str,
-        /// Value given.
-        value: u64,
-        /// Smallest allowed.
-        min: u64,
-        /// Largest allowed.
-        max: u64,
-    },
     /// The RTP layer refused.
     #[error(transparent)]
     Rtp(#[from] crate::rtp::Error),

@@ -4,7 +4,7 @@
 //! prints the whole report.
 
 mod client;
-mod control;
+mod link;
 mod output;
 mod plot;
 mod server;

@@ -1,54 +1,18 @@
 //! The probe report as a human table, JSON and a per-packet CSV.
 
+use std::fmt::{self, Write as _};
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use nagare_proto::probe::analysis::{Arrival, ReceiverReport, RttSummary};
-use nagare_proto::probe::profile::Verdict;
-use nagare_proto::probe::{Percentiles, SenderReport};
-use serde::Serialize;
-
-/// Everything the client prints; `--json` serializes it, with the
-/// receiver's metrics flattened to the top level.
-#[derive(Debug, Serialize)]
-pub struct Report {
-    /// PASS/FAIL first.
-    pub verdict: Verdict,
-    /// Server address.
-    pub server: String,
-    /// Which way the stream went.
-    pub direction: &'static str,
-    /// The rate the schedule sends (Sperf's "set bandwidth").
-    pub set_bandwidth_bps: f64,
-    /// What the sender achieved.
-    pub sender_achieved_bps: f64,
-    /// UDP payload bytes per packet.
-    pub packet_size: u32,
-    /// Test length asked for.
-    pub duration_s: f64,
-    /// Video frame rate, with --fps.
-    pub fps: Option<f64>,
-    /// Packets per (possibly virtual) frame.
-    pub packets_per_frame: u64,
-    /// Playout buffer for lateness.
-    pub playout_ms: f64,
-    /// RTT with the path idle.
-    pub rtt_idle: RttSummary,
-    /// RTT during the test.
-    pub rtt_loaded: RttSummary,
-    /// The sender's own measurements.
-    pub sender: SenderReport,
-    /// The receiver's measurements.
-    #[serde(flatten)]
-    pub receiver: ReceiverReport,
-}
+use nagare_api::probe::{Direction, Quantiles, ReceiverReport, Report};
+use nagare_proto::probe::Arrival;
 
 fn mbps(bps: f64) -> f64 {
     bps / 1e6
 }
 
-fn pct(p: &Percentiles) -> String {
+fn pct(p: &Quantiles) -> String {
     format!(
         "{:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
         p.p50, p.p95, p.p99, p.p999, p.max
@@ -58,25 +22,34 @@ fn pct(p: &Percentiles) -> String {
 /// Prints the report as tables.
 pub fn print_human(r: &Report) {
     let mut o = String::new();
-    human(&mut o, r);
+    // Writing into a String cannot fail.
+    let _ = human(&mut o, r);
     // A closed pipe (| head) is not an error worth a panic.
     let _ = std::io::stdout().lock().write_all(o.as_bytes());
 }
 
-fn human(o: &mut String, r: &Report) {
-    use std::fmt::Write as _;
+fn human(o: &mut String, r: &Report) -> fmt::Result {
+    summary(o, r)?;
+    stream(o, r)?;
+    receiver(o, &r.receiver)?;
+    delays(o, r)?;
+    intervals(o, &r.receiver)
+}
+
+/// The verdict and Sperf's one-line summary.
+fn summary(o: &mut String, r: &Report) -> fmt::Result {
     let v = &r.verdict;
     let x = &r.receiver;
     if v.pass {
-        let _ = writeln!(o, "PASS  (profile {})", v.profile);
+        writeln!(o, "PASS  (profile {})", v.profile)?;
     } else {
-        let _ = writeln!(o, "FAIL  (profile {})", v.profile);
+        writeln!(o, "FAIL  (profile {})", v.profile)?;
         for why in &v.reasons {
-            let _ = writeln!(o, "  - {why}");
+            writeln!(o, "  - {why}")?;
         }
     }
-    let _ = writeln!(o);
-    let _ = writeln!(
+    writeln!(o)?;
+    writeln!(
         o,
         "{:>14} {:>14} {:>10} {:>12} {:>12} {:>12} {:>11}",
         "set (Mbit/s)",
@@ -86,8 +59,8 @@ fn human(o: &mut String, r: &Report) {
         "order errs",
         "burst losses",
         "jitter (ms)"
-    );
-    let _ = writeln!(
+    )?;
+    writeln!(
         o,
         "{:>14.3} {:>14.3} {:>10.4} {:>12} {:>12} {:>12} {:>11.4}",
         mbps(r.set_bandwidth_bps),
@@ -97,27 +70,34 @@ fn human(o: &mut String, r: &Report) {
         x.order_errors,
         x.burst_losses,
         x.jitter_sperf_ms
-    );
-    let _ = writeln!(o);
-    let _ = writeln!(
+    )?;
+    writeln!(o)
+}
+
+/// The stream's shape and the sender's own measurements.
+fn stream(o: &mut String, r: &Report) -> fmt::Result {
+    writeln!(
         o,
         "stream      {} -> {}, {} B packets, {:.1} s{}",
-        r.direction,
+        match r.direction {
+            Direction::ClientToServer => "client to server",
+            Direction::ServerToClient => "server to client",
+        },
         r.server,
         r.packet_size,
         r.duration_s,
         r.fps
             .map(|f| format!(", {f:.3} fps x {} packets", r.packets_per_frame))
             .unwrap_or_default()
-    );
-    let _ = writeln!(
+    )?;
+    writeln!(
         o,
         "sender      {} packets, achieved {:.3} Mbit/s, {} send errors",
         r.sender.sent,
         mbps(r.sender_achieved_bps),
         r.sender.send_errors
-    );
-    let _ = writeln!(
+    )?;
+    writeln!(
         o,
         "            pacing error ms p50/p99/max {:.3}/{:.3}/{:.3}; most packets in 1 ms {} (schedule {:.1})",
         r.sender.pacing_error_ms.p50,
@@ -125,8 +105,12 @@ fn human(o: &mut String, r: &Report) {
         r.sender.pacing_error_ms.max,
         r.sender.max_packets_per_ms,
         r.sender.scheduled_packets_per_ms
-    );
-    let _ = writeln!(
+    )
+}
+
+/// Counts: received, lost, loss episodes, order, jitter.
+fn receiver(o: &mut String, x: &ReceiverReport) -> fmt::Result {
+    writeln!(
         o,
         "receiver    {} received, {} lost ({:.4}%; {} dropped by the receiving host, not the path), {} late, {} duplicates, {} strangers",
         x.received,
@@ -136,8 +120,8 @@ fn human(o: &mut String, r: &Report) {
         x.late,
         x.duplicates,
         x.strangers
-    );
-    let _ = writeln!(
+    )?;
+    writeln!(
         o,
         "loss        {} episodes, mean {:.2}, longest {}; {} burst losses (>= {}); RFC 3611 burst density {:.3}, gap density {:.6}",
         x.loss_episodes,
@@ -147,60 +131,70 @@ fn human(o: &mut String, r: &Report) {
         x.burst_threshold,
         x.rfc3611.burst_density,
         x.rfc3611.gap_density
-    );
-    let _ = writeln!(
+    )?;
+    writeln!(
         o,
         "order       {} reordered (RFC 4737, ratio {:.6}, max extent {}), {} Sperf order errors",
         x.reordered, x.reordered_ratio, x.reorder_max_extent, x.order_errors
-    );
-    let _ = writeln!(
+    )?;
+    writeln!(
         o,
         "jitter      RFC 3550 {:.4} ms, Sperf {:.4} ms (drift {:.2} ppm removed)",
         x.jitter_rfc3550_ms, x.jitter_sperf_ms, x.clock_drift_ppm
-    );
-    let _ = writeln!(
+    )
+}
+
+/// PDV, IPDV and RTT distributions, and frame delivery.
+fn delays(o: &mut String, r: &Report) -> fmt::Result {
+    let x = &r.receiver;
+    writeln!(
         o,
         "{:<11} {:>9} {:>9} {:>9} {:>9} {:>9}",
         "(ms)", "p50", "p95", "p99", "p99.9", "max"
-    );
-    let _ = writeln!(o, "{:<11} {}", "PDV", pct(&x.pdv_ms));
-    let _ = writeln!(o, "{:<11} {}", "|IPDV|", pct(&x.ipdv_ms));
-    let mut rtt = |name: &str, s: &RttSummary| {
-        let _ = writeln!(
+    )?;
+    writeln!(o, "{:<11} {}", "PDV", pct(&x.pdv_ms))?;
+    writeln!(o, "{:<11} {}", "|IPDV|", pct(&x.ipdv_ms))?;
+    for (name, s) in [("RTT idle", &r.rtt_idle), ("RTT loaded", &r.rtt_loaded)] {
+        writeln!(
             o,
             "{name:<11} min {:.3} median {:.3} p99 {:.3} max {:.3} ms ({} samples, {} lost)",
             s.min_ms, s.median_ms, s.p99_ms, s.max_ms, s.samples, s.lost
-        );
-    };
-    rtt("RTT idle", &r.rtt_idle);
-    rtt("RTT loaded", &r.rtt_loaded);
+        )?;
+    }
     if let Some(f) = &x.frames {
-        let _ = writeln!(
+        writeln!(
             o,
             "frames      {} sent, {} complete, {} incomplete, {} late; {} freezes (longest {} frames)",
             f.frames, f.complete, f.incomplete, f.late, f.freeze_events, f.longest_freeze_frames
-        );
+        )?;
     }
-    if !x.intervals.is_empty() {
-        let _ = writeln!(o);
-        let _ = writeln!(
+    Ok(())
+}
+
+/// The time series, one line per reporting interval.
+fn intervals(o: &mut String, x: &ReceiverReport) -> fmt::Result {
+    if x.intervals.is_empty() {
+        return Ok(());
+    }
+    writeln!(o)?;
+    writeln!(
+        o,
+        "{:>8} {:>12} {:>9} {:>7} {:>11} {:>11}",
+        "t (s)", "Mbit/s", "received", "lost", "jitter ms", "PDV max ms"
+    )?;
+    for iv in &x.intervals {
+        writeln!(
             o,
-            "{:>8} {:>12} {:>9} {:>7} {:>11} {:>11}",
-            "t (s)", "Mbit/s", "received", "lost", "jitter ms", "PDV max ms"
-        );
-        for iv in &x.intervals {
-            let _ = writeln!(
-                o,
-                "{:>8.2} {:>12.3} {:>9} {:>7} {:>11.4} {:>11.3}",
-                iv.start_s,
-                mbps(iv.rate_bps),
-                iv.received,
-                iv.lost,
-                iv.jitter_ms,
-                iv.pdv_max_ms
-            );
-        }
+            "{:>8.2} {:>12.3} {:>9} {:>7} {:>11.4} {:>11.3}",
+            iv.start_s,
+            mbps(iv.rate_bps),
+            iv.received,
+            iv.lost,
+            iv.jitter_ms,
+            iv.pdv_max_ms
+        )?;
     }
+    Ok(())
 }
 
 /// Writes one line per received packet, in arrival order.
@@ -211,7 +205,14 @@ pub fn write_csv(path: &Path, records: &[Arrival]) -> Result<()> {
     let io = |e| anyhow::Error::new(e).context(format!("writing {}", path.display()));
     writeln!(w, "seq,send_ns,recv_ns").map_err(io)?;
     for r in records {
-        writeln!(w, "{},{},{}", r.seq, r.send_ns, r.recv_ns).map_err(io)?;
+        writeln!(
+            w,
+            "{},{},{}",
+            r.seq,
+            r.sent_at.as_nanos(),
+            r.received_at.as_nanos()
+        )
+        .map_err(io)?;
     }
     w.flush().map_err(io)
 }

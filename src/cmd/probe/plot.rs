@@ -9,7 +9,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use super::output::Report;
+use nagare_api::probe::{IntervalStats, Report};
 
 const W: usize = 900;
 const PANEL_H: usize = 180;
@@ -171,10 +171,9 @@ pub fn draw(path: &Path, r: &Report) -> Result<()> {
         .max(1e-9);
     let t_max = iv.last().map_or(1.0, |l| l.start_s + step);
     // Each interval's value drawn at its middle.
-    let pts =
-        |f: &dyn Fn(&nagare_proto::probe::analysis::IntervalStats) -> f64| -> Vec<(f64, f64)> {
-            iv.iter().map(|i| (i.start_s + step / 2.0, f(i))).collect()
-        };
+    let pts = |f: &dyn Fn(&IntervalStats) -> f64| -> Vec<(f64, f64)> {
+        iv.iter().map(|i| (i.start_s + step / 2.0, f(i))).collect()
+    };
     let rate = pts(&|i| i.rate_bps / 1e6);
     let set = vec![
         (0.0, r.set_bandwidth_bps / 1e6),

@@ -260,8 +260,8 @@ impl<T: Clone> Netem<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::TestParams;
-    use crate::probe::analysis::{Arrival, analyze};
+    use crate::Nanos;
+    use crate::probe::{Arrival, TestParams, analyze};
 
     /// Hands out everything due up to `until`, stamped with the virtual
     /// time it left at.
@@ -290,7 +290,7 @@ mod tests {
         (out, m.counters())
     }
 
-    fn report(out: &[(u64, u64)], n: u64) -> crate::probe::analysis::ReceiverReport {
+    fn report(out: &[(u64, u64)], n: u64) -> crate::probe::ReceiverReport {
         // 100 000 packets a second for at least a second: the schedule must
         // hold all n packets,
         // since analyze never counts more sent than the schedule holds.
@@ -314,8 +314,8 @@ mod tests {
             .iter()
             .map(|(_, (at, seq))| Arrival {
                 seq: *seq,
-                send_ns: seq * 10_000,
-                recv_ns: *at,
+                sent_at: Nanos(seq * 10_000),
+                received_at: Nanos(*at),
             })
             .collect();
         analyze(&a, n, &p, &s)

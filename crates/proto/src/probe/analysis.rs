@@ -1,159 +1,28 @@
-//! Receiver-side analysis of a probe test: from the per-packet arrival
-//! records (in arrival order) to every metric of the report.
+//! From measurements to reports: the receiver's analysis of a test (arrival
+//! records in arrival order to every metric of [`ReceiverReport`]), the
+//! sender's log of its own send times ([`SenderLog`]) and the RTT summary.
 //!
-//! The analysis runs once, after the test, over records kept in memory
-//! (bounded by [`crate::probe::MAX_PACKETS`]), so each metric can follow
-//! its standard's definition exactly instead of a streaming approximation.
-//! Duplicates are removed first; every metric below is over first copies.
+//! The receiver's analysis runs once, after the test, over records kept in
+//! memory (bounded by [`crate::probe::MAX_PACKETS`]), so each metric can
+//! follow its standard's definition exactly instead of a streaming
+//! approximation. Duplicates are removed first; every metric below is over
+//! first copies. Percentiles come from [`Distribution`].
 
-use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, VecDeque};
 
-use crate::probe::{Percentiles, Schedule, TestParams};
-
-/// One received test-stream packet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Arrival {
-    /// Sequence number from the packet.
-    pub seq: u64,
-    /// Sender's send time from the packet, ns on the sender's clock.
-    pub send_ns: u64,
-    /// Receive time, ns on the receiver's clock.
-    pub recv_ns: u64,
-}
-
-/// Loss episodes of one length.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RunLength {
-    /// Consecutive packets lost.
-    pub length: u64,
-    /// Episodes of that length.
-    pub count: u64,
-}
-
-/// RFC 3611 burst/gap summary.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct BurstGap {
-    /// Received packets that separate bursts (RFC 3611 Gmin).
-    pub gmin: u64,
-    /// Bursts found.
-    pub bursts: u64,
-    /// Fraction of packets within bursts that were lost.
-    pub burst_density: f64,
-    /// Fraction of packets within gaps that were lost.
-    pub gap_density: f64,
-    /// Packets (sent) within bursts.
-    pub burst_packets: u64,
-    /// Packets (sent) within gaps.
-    pub gap_packets: u64,
-}
-
-/// Video frame delivery (with `--fps`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct FrameStats {
-    /// Frames sent.
-    pub frames: u64,
-    /// Frames with every packet in time.
-    pub complete: u64,
-    /// Frames missing at least one packet.
-    pub incomplete: u64,
-    /// Frames complete, but some packet later than its slot + playout.
-    pub late: u64,
-    /// Runs of consecutive frames that could not be shown on time.
-    pub freeze_events: u64,
-    /// Longest such run, frames.
-    pub longest_freeze_frames: u64,
-}
-
-/// One reporting interval, by send schedule.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct IntervalStats {
-    /// Start of the interval, seconds after the first scheduled packet.
-    pub start_s: f64,
-    /// Packets scheduled in the interval.
-    pub sent: u64,
-    /// Of those, received.
-    pub received: u64,
-    /// Of those, lost.
-    pub lost: u64,
-    /// Received payload bits per second.
-    pub rate_bps: f64,
-    /// RFC 3550 jitter after the last packet of the interval, ms.
-    pub jitter_ms: f64,
-    /// Largest PDV in the interval, ms.
-    pub pdv_max_ms: f64,
-}
-
-/// Everything the receiver measured.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ReceiverReport {
-    /// Packets the sender sent.
-    pub sent: u64,
-    /// Distinct packets received.
-    pub received: u64,
-    /// `sent - received`.
-    pub lost: u64,
-    /// `lost / sent`.
-    pub loss_rate: f64,
-    /// Received, but later than their scheduled slot + playout delay.
-    pub late: u64,
-    /// Extra copies of packets already received.
-    pub duplicates: u64,
-    /// Datagrams that were not part of this test (other session, garbage,
-    /// sequence numbers the sender never sent).
-    pub strangers: u64,
-    /// RFC 4737 reordered packets (lower than the next expected number).
-    pub reordered: u64,
-    /// `reordered / received`.
-    pub reordered_ratio: f64,
-    /// Largest RFC 4737 reordering extent, packets.
-    pub reorder_max_extent: u64,
-    /// Sperf's order errors: packets lower than the one received just before.
-    pub order_errors: u64,
-    /// Maximal runs of consecutive losses (RFC 6534 loss episodes).
-    pub loss_episodes: u64,
-    /// Mean episode length, packets.
-    pub loss_episode_mean: f64,
-    /// Longest episode, packets.
-    pub loss_episode_max: u64,
-    /// Episodes by length.
-    pub loss_episode_histogram: Vec<RunLength>,
-    /// Sperf's burst losses: episodes of at least `burst_threshold` packets.
-    pub burst_losses: u64,
-    /// Threshold used for `burst_losses`.
-    pub burst_threshold: u64,
-    /// RFC 3611 burst/gap densities.
-    pub rfc3611: BurstGap,
-    /// RFC 3550 interarrival jitter over every packet, ms (as iperf3).
-    pub jitter_rfc3550_ms: f64,
-    /// Sperf's jitter: mean absolute deviation of recv−send from its
-    /// drift-corrected mean, ms.
-    pub jitter_sperf_ms: f64,
-    /// Clock drift removed for Sperf's jitter, parts per million.
-    pub clock_drift_ppm: f64,
-    /// |IPDV| (RFC 3393) between consecutive sequence numbers, ms.
-    pub ipdv_ms: Percentiles,
-    /// PDV (RFC 5481): one-way delay minus the smallest one, ms.
-    pub pdv_ms: Percentiles,
-    /// Datagrams the receiving host's kernel dropped because the receiver
-    /// did not read them in time (socket buffer overflow, SO_RXQ_OVFL):
-    /// part of `lost`, but the receiving host's loss, not the path's.
-    /// Filled in by the driver, which alone can read the counter.
-    #[serde(default)]
-    pub receiver_drops: u64,
-    /// Received payload bits over the receive span.
-    pub effective_bandwidth_bps: f64,
-    /// Distinct payload bytes received.
-    pub received_bytes: u64,
-    /// First to last receive time, seconds.
-    pub receive_span_s: f64,
-    /// Frame delivery, with `--fps`.
-    pub frames: Option<FrameStats>,
-    /// Per-interval series.
-    pub intervals: Vec<IntervalStats>,
-}
+use crate::probe::params::{Schedule, TestParams};
+use crate::probe::report::{
+    Arrival, BurstGap, FrameStats, IntervalStats, ReceiverReport, RttSummary, RunLength,
+    SenderReport,
+};
+use crate::stats::Distribution;
+use crate::units::Nanos;
 
 /// Gmin of RFC 3611 (the value it recommends).
 pub const GMIN: u64 = 16;
+
+/// Nanoseconds per millisecond, the unit of the reports' delays.
+const MS: f64 = 1e6;
 
 const MISSING: i64 = i64::MIN;
 
@@ -169,61 +38,130 @@ pub fn analyze(
     // that claims more than the schedule holds must not make us allocate
     // per claimed packet (u64::MAX would abort the process).
     let sent = sent.min(schedule.total_packets);
-    let n = usize::try_from(sent).unwrap_or(usize::MAX);
-    let pacer = schedule.pacer();
-    let slot = |s: u64| pacer.slot(s).as_nanos() as i64;
-    let size = u64::from(params.packet_size);
-    let ppf = schedule.packets_per_frame.max(1);
-    let interval_ns = (params.interval_ms.max(1) * 1_000_000) as i64;
     let mut r = ReceiverReport {
         sent,
         burst_threshold: u64::from(params.burst_threshold),
         ..ReceiverReport::default()
     };
-
-    // Pass 1, arrival order: drop duplicates and strangers; one-way delay
-    // per sequence number (on two clocks, so only its variation means
-    // anything).
-    let mut delay = vec![MISSING; n];
-    let mut send = vec![0u64; n];
-    let mut firsts: Vec<Arrival> = Vec::with_capacity(arrivals.len().min(n));
-    for a in arrivals {
-        let Some(d) = usize::try_from(a.seq).ok().and_then(|i| delay.get_mut(i)) else {
-            r.strangers += 1;
-            continue;
-        };
-        if *d != MISSING {
-            r.duplicates += 1;
-            continue;
-        }
-        *d = delay_ns(a);
-        send[a.seq as usize] = a.send_ns;
-        firsts.push(*a);
-    }
-    r.received = firsts.len() as u64;
+    let firsts = Firsts::of(arrivals, sent, &mut r);
+    let size = u64::from(params.packet_size);
+    r.received = firsts.list.len() as u64;
     r.lost = sent - r.received;
-    r.loss_rate = if sent > 0 {
-        r.lost as f64 / sent as f64
-    } else {
-        0.0
-    };
+    r.loss_rate = ratio(r.lost, sent);
     r.received_bytes = r.received * size;
-    let dmin = firsts.iter().map(delay_ns).min().unwrap_or(0);
+    let grid = Grid::new(params, schedule, sent);
+    r.intervals = grid.intervals();
+    arrival_order(&firsts.list, &grid, &mut r);
+    SeqPass::new(params, schedule, &firsts).run(&grid, &mut r);
+    grid.rates(size, &mut r.intervals);
+    r
+}
 
-    let buckets = if sent == 0 {
-        0
-    } else {
-        (slot(sent - 1) / interval_ns) as usize + 1
-    };
-    r.intervals = (0..buckets)
-        .map(|b| IntervalStats {
-            start_s: (b as i64 * interval_ns) as f64 / 1e9,
-            ..IntervalStats::default()
-        })
-        .collect();
-    let bucket = |s: u64| ((slot(s) / interval_ns) as usize).min(buckets.saturating_sub(1));
+/// Pass 1, arrival order: duplicates and strangers dropped, the one-way
+/// delay (on two clocks, so only its variation means anything) and send
+/// time of each sequence number, and the first copies in arrival order.
+struct Firsts {
+    delay: Vec<i64>,
+    send: Vec<i64>,
+    list: Vec<Arrival>,
+    /// The smallest delay, for PDV.
+    min_delay: i64,
+}
 
-    // Pass 2, arrival order of first copies: order, jitter, span.
+impl Firsts {
+    fn of(arrivals: &[Arrival], sent: u64, r: &mut ReceiverReport) -> Firsts {
+        let n = usize::try_from(sent).unwrap_or(usize::MAX);
+        let mut delay = vec![MISSING; n];
+        let mut send = vec![0i64; n];
+        let mut list: Vec<Arrival> = Vec::with_capacity(arrivals.len().min(n));
+        for a in arrivals {
+            let Some(d) = usize::try_from(a.seq).ok().and_then(|i| delay.get_mut(i)) else {
+                r.strangers += 1;
+                continue;
+            };
+            if *d != MISSING {
+                r.duplicates += 1;
+                continue;
+            }
+            *d = delay_ns(a);
+            send[a.seq as usize] = a.sent_at.as_nanos() as i64;
+            list.push(*a);
+        }
+        let min_delay = list.iter().map(delay_ns).min().unwrap_or(0);
+        Firsts {
+            delay,
+            send,
+            list,
+            min_delay,
+        }
+    }
+}
+
+/// The reporting intervals over the send schedule.
+struct Grid {
+    interval_ns: i64,
+    buckets: usize,
+    /// Slot of the last packet sent.
+    last_slot: i64,
+    schedule: Schedule,
+}
+
+impl Grid {
+    fn new(params: &TestParams, schedule: &Schedule, sent: u64) -> Grid {
+        let interval_ns = params.interval().as_nanos().max(1) as i64;
+        let last_slot = if sent == 0 {
+            0
+        } else {
+            schedule.slot(sent - 1).as_nanos() as i64
+        };
+        let buckets = if sent == 0 {
+            0
+        } else {
+            (last_slot / interval_ns) as usize + 1
+        };
+        Grid {
+            interval_ns,
+            buckets,
+            last_slot,
+            schedule: *schedule,
+        }
+    }
+
+    fn slot(&self, seq: u64) -> i64 {
+        self.schedule.slot(seq).as_nanos() as i64
+    }
+
+    fn bucket(&self, seq: u64) -> usize {
+        ((self.slot(seq) / self.interval_ns) as usize).min(self.buckets.saturating_sub(1))
+    }
+
+    fn intervals(&self) -> Vec<IntervalStats> {
+        (0..self.buckets)
+            .map(|b| IntervalStats {
+                start_s: (b as i64 * self.interval_ns) as f64 / 1e9,
+                ..IntervalStats::default()
+            })
+            .collect()
+    }
+
+    /// Each interval's received rate; the last one is partial, and its
+    /// `sent` packets cover it.
+    fn rates(&self, size: u64, intervals: &mut [IntervalStats]) {
+        let last_len = (self.last_slot % self.interval_ns) as f64 / 1e9;
+        for (b, iv) in intervals.iter_mut().enumerate() {
+            let secs = if b + 1 == self.buckets && last_len > 0.0 {
+                last_len * iv.sent as f64 / (iv.sent.max(2) - 1) as f64
+            } else {
+                self.interval_ns as f64 / 1e9
+            };
+            iv.rate_bps = (iv.received * size * 8) as f64 / secs;
+        }
+    }
+}
+
+/// Pass 2, arrival order of first copies: order errors, RFC 4737
+/// reordering, RFC 3550 jitter, the receive span and Sperf's jitter.
+fn arrival_order(firsts: &[Arrival], grid: &Grid, r: &mut ReceiverReport) {
     let mut prev: Option<(u64, i64)> = None;
     let mut jitter = 0.0f64;
     let mut next_exp = 0u64;
@@ -249,132 +187,183 @@ pub fn analyze(
             next_exp = a.seq + 1;
             highs.push((a.seq, i));
         }
-        if let Some(iv) = r.intervals.get_mut(bucket(a.seq)) {
-            iv.jitter_ms = jitter / 1e6;
+        if let Some(iv) = r.intervals.get_mut(grid.bucket(a.seq)) {
+            iv.jitter_ms = jitter / MS;
         }
     }
-    r.jitter_rfc3550_ms = jitter / 1e6;
+    r.jitter_rfc3550_ms = jitter / MS;
     r.reordered_ratio = ratio(r.reordered, r.received);
-    if let (Some(lo), Some(hi)) = (
-        firsts.iter().map(|a| a.recv_ns).min(),
-        firsts.iter().map(|a| a.recv_ns).max(),
-    ) {
+    let received = firsts.iter().map(|a| a.received_at);
+    if let (Some(lo), Some(hi)) = (received.clone().min(), received.max()) {
         let span = hi - lo;
-        r.receive_span_s = span as f64 / 1e9;
-        if span > 0 {
+        r.receive_span_s = span.as_secs_f64();
+        if span > Nanos::ZERO {
             r.effective_bandwidth_bps = r.received_bytes as f64 * 8.0 / r.receive_span_s;
         }
     }
-    let (drift, mad) = sperf_jitter(&firsts);
+    let (drift, mad) = sperf_jitter(firsts);
     r.clock_drift_ppm = drift * 1e6;
-    r.jitter_sperf_ms = mad / 1e6;
+    r.jitter_sperf_ms = mad / MS;
+}
 
-    // Pass 3, sequence order: loss runs, bursts, IPDV, PDV, lateness,
-    // intervals and frames.
-    let mut runs = std::collections::BTreeMap::<u64, u64>::new();
-    let mut run = 0u64;
-    let mut ipdv = Vec::new();
-    let mut pdv = Vec::with_capacity(firsts.len());
-    let mut bursts = BurstFinder::default();
-    let mut frames = FrameStats::default();
-    let mut frame_ok = true;
-    let mut freeze = 0u64;
-    let playout = params.playout_us as i64 * 1000;
-    for s in 0..sent {
-        let d = delay[s as usize];
-        let b = bucket(s);
-        r.intervals[b].sent += 1;
-        if d == MISSING {
-            run += 1;
-            bursts.lost(s);
-            r.intervals[b].lost += 1;
-            frame_ok = false;
-        } else {
-            if run > 0 {
-                *runs.entry(run).or_default() += 1;
-                run = 0;
-            }
-            r.intervals[b].received += 1;
-            let p = d.saturating_sub(dmin);
-            pdv.push(p);
-            r.intervals[b].pdv_max_ms = r.intervals[b].pdv_max_ms.max(p as f64 / 1e6);
-            if s > 0 && delay[s as usize - 1] != MISSING {
-                ipdv.push(i64::try_from(d.abs_diff(delay[s as usize - 1])).unwrap_or(i64::MAX));
-            }
-            // Arrival on the sender's clock had the path been at its best,
-            // against the packet's slot: a receiver buffering `playout`
-            // absorbs sender lateness and PDV up to that much.
-            let arrival = (send[s as usize] as i64).saturating_add(p);
-            if arrival.saturating_sub(slot(s)) > playout {
-                r.late += 1;
-                frame_ok = false;
-            }
+/// Pass 3, sequence order: loss runs, bursts, IPDV, PDV, lateness,
+/// intervals and frames.
+struct SeqPass<'a> {
+    firsts: &'a Firsts,
+    schedule: &'a Schedule,
+    playout: i64,
+    runs: BTreeMap<u64, u64>,
+    run: u64,
+    ipdv: Distribution,
+    pdv: Distribution,
+    bursts: BurstFinder,
+    frames: Frames,
+}
+
+impl<'a> SeqPass<'a> {
+    fn new(params: &TestParams, schedule: &'a Schedule, firsts: &'a Firsts) -> SeqPass<'a> {
+        SeqPass {
+            firsts,
+            schedule,
+            playout: params.playout().as_nanos() as i64,
+            runs: BTreeMap::new(),
+            run: 0,
+            ipdv: Distribution::new(),
+            pdv: Distribution::new(),
+            bursts: BurstFinder::default(),
+            frames: Frames::new(),
         }
-        if schedule.video_frames && (s % ppf == ppf - 1 || s == sent - 1) {
-            frames.frames += 1;
-            let missing = (s - s % ppf..=s).any(|k| delay[k as usize] == MISSING);
-            if missing {
-                frames.incomplete += 1;
-            }
-            if frame_ok {
-                frames.complete += 1;
-                if freeze > 0 {
-                    frames.freeze_events += 1;
-                    frames.longest_freeze_frames = frames.longest_freeze_frames.max(freeze);
-                    freeze = 0;
-                }
+    }
+
+    fn run(mut self, grid: &Grid, r: &mut ReceiverReport) {
+        let firsts: &Firsts = self.firsts;
+        let delay = &firsts.delay;
+        for s in 0..r.sent {
+            let iv = &mut r.intervals[grid.bucket(s)];
+            iv.sent += 1;
+            let d = delay[s as usize];
+            let on_time = if d == MISSING {
+                self.run += 1;
+                self.bursts.lost(s);
+                iv.lost += 1;
+                false
             } else {
-                freeze += 1;
+                iv.received += 1;
+                self.end_run();
+                self.received(s, d, grid, iv)
+            };
+            if !on_time {
+                r.late += u64::from(d != MISSING);
             }
-            frame_ok = true;
+            if self.schedule.video_frames {
+                self.frames.packet(s, on_time, self.schedule, r.sent, delay);
+            }
+        }
+        self.end_run();
+        self.finish(r);
+    }
+
+    fn end_run(&mut self) {
+        if self.run > 0 {
+            *self.runs.entry(self.run).or_default() += 1;
+            self.run = 0;
         }
     }
-    if run > 0 {
-        *runs.entry(run).or_default() += 1;
+
+    /// PDV and IPDV of received packet `s` with delay `d`; whether it
+    /// came in time for its slot plus the playout delay.
+    fn received(&mut self, s: u64, d: i64, grid: &Grid, iv: &mut IntervalStats) -> bool {
+        let delay = &self.firsts.delay;
+        let p = d.saturating_sub(self.firsts.min_delay);
+        self.pdv.record_signed(p);
+        iv.pdv_max_ms = iv.pdv_max_ms.max(p as f64 / MS);
+        if s > 0 && delay[s as usize - 1] != MISSING {
+            self.ipdv.record(d.abs_diff(delay[s as usize - 1]));
+        }
+        // Arrival on the sender's clock had the path been at its best,
+        // against the packet's slot: a receiver buffering `playout`
+        // absorbs sender lateness and PDV up to that much.
+        let arrival = self.firsts.send[s as usize].saturating_add(p);
+        arrival.saturating_sub(grid.slot(s)) <= self.playout
     }
-    if freeze > 0 {
-        frames.freeze_events += 1;
-        frames.longest_freeze_frames = frames.longest_freeze_frames.max(freeze);
+
+    fn finish(self, r: &mut ReceiverReport) {
+        if self.schedule.video_frames {
+            r.frames = Some(self.frames.finish());
+        }
+        r.loss_episodes = self.runs.values().sum();
+        r.loss_episode_max = self.runs.keys().next_back().copied().unwrap_or(0);
+        r.loss_episode_mean = ratio(r.lost, r.loss_episodes);
+        r.burst_losses = self
+            .runs
+            .iter()
+            .filter(|(len, _)| **len >= r.burst_threshold)
+            .map(|(_, c)| c)
+            .sum();
+        r.loss_episode_histogram = self
+            .runs
+            .into_iter()
+            .map(|(length, count)| RunLength { length, count })
+            .collect();
+        r.rfc3611 = self.bursts.finish(r.sent, r.lost);
+        r.ipdv_ms = self.ipdv.summary(MS);
+        r.pdv_ms = self.pdv.summary(MS);
     }
-    if schedule.video_frames {
-        // A frame both late and incomplete is reported incomplete.
-        frames.late = frames.frames - frames.complete - frames.incomplete;
-        r.frames = Some(frames);
+}
+
+/// Frame delivery, packet by packet in sequence order.
+#[derive(Debug)]
+struct Frames {
+    stats: FrameStats,
+    /// Every packet of the current frame so far came in time.
+    on_time: bool,
+    /// Frames in a row that could not be shown on time.
+    freeze: u64,
+}
+
+impl Frames {
+    fn new() -> Frames {
+        Frames {
+            stats: FrameStats::default(),
+            on_time: true,
+            freeze: 0,
+        }
     }
-    r.loss_episodes = runs.values().sum();
-    r.loss_episode_max = runs.keys().next_back().copied().unwrap_or(0);
-    r.loss_episode_mean = if r.loss_episodes > 0 {
-        r.lost as f64 / r.loss_episodes as f64
-    } else {
-        0.0
-    };
-    r.burst_losses = runs
-        .iter()
-        .filter(|(len, _)| **len >= r.burst_threshold)
-        .map(|(_, c)| c)
-        .sum();
-    r.loss_episode_histogram = runs
-        .into_iter()
-        .map(|(length, count)| RunLength { length, count })
-        .collect();
-    r.rfc3611 = bursts.finish(sent, r.lost);
-    r.ipdv_ms = Percentiles::of_ns(&mut ipdv);
-    r.pdv_ms = Percentiles::of_ns(&mut pdv);
-    let last_len = if sent > 0 {
-        (slot(sent - 1) % interval_ns) as f64 / 1e9
-    } else {
-        0.0
-    };
-    for (b, iv) in r.intervals.iter_mut().enumerate() {
-        let secs = if b + 1 == buckets && last_len > 0.0 {
-            // The last interval is partial; `sent` packets cover it.
-            last_len * iv.sent as f64 / (iv.sent.max(2) - 1) as f64
+
+    fn packet(&mut self, s: u64, on_time: bool, schedule: &Schedule, sent: u64, delay: &[i64]) {
+        self.on_time &= on_time;
+        let ppf = schedule.packets_per_frame.max(1);
+        if !(schedule.ends_frame(s) || s == sent - 1) {
+            return;
+        }
+        let f = &mut self.stats;
+        f.frames += 1;
+        if (s - s % ppf..=s).any(|k| delay[k as usize] == MISSING) {
+            f.incomplete += 1;
+        }
+        if self.on_time {
+            f.complete += 1;
+            if self.freeze > 0 {
+                f.freeze_events += 1;
+                f.longest_freeze_frames = f.longest_freeze_frames.max(self.freeze);
+                self.freeze = 0;
+            }
         } else {
-            interval_ns as f64 / 1e9
-        };
-        iv.rate_bps = (iv.received * size * 8) as f64 / secs;
+            self.freeze += 1;
+        }
+        self.on_time = true;
     }
-    r
+
+    fn finish(mut self) -> FrameStats {
+        let f = &mut self.stats;
+        if self.freeze > 0 {
+            f.freeze_events += 1;
+            f.longest_freeze_frames = f.longest_freeze_frames.max(self.freeze);
+        }
+        // A frame both late and incomplete is reported incomplete.
+        f.late = f.frames - f.complete - f.incomplete;
+        self.stats
+    }
 }
 
 /// One-way delay of `a`, ns. Send and receive times are on two clocks,
@@ -383,8 +372,8 @@ pub fn analyze(
 /// differences taken from delays saturate. Never [`MISSING`], which marks
 /// a packet not received.
 fn delay_ns(a: &Arrival) -> i64 {
-    (a.recv_ns as i64)
-        .wrapping_sub(a.send_ns as i64)
+    (a.received_at.as_nanos() as i64)
+        .wrapping_sub(a.sent_at.as_nanos() as i64)
         .max(MISSING + 1)
 }
 
@@ -400,11 +389,11 @@ fn sperf_jitter(firsts: &[Arrival]) -> (f64, f64) {
     }
     let n = firsts.len() as f64;
     // Centre on the first packet so f64 keeps nanosecond precision.
-    let x0 = firsts[0].send_ns as f64;
-    let y0 = firsts[0].recv_ns as f64 - x0;
+    let x0 = firsts[0].sent_at.as_nanos() as f64;
+    let y0 = firsts[0].received_at.as_nanos() as f64 - x0;
     let xy = |a: &Arrival| {
-        let x = a.send_ns as f64 - x0;
-        (x, a.recv_ns as f64 - a.send_ns as f64 - y0)
+        let (send, recv) = (a.sent_at.as_nanos() as f64, a.received_at.as_nanos() as f64);
+        (send - x0, recv - send - y0)
     };
     let (mut sx, mut sy) = (0.0, 0.0);
     for a in firsts {
@@ -481,310 +470,85 @@ impl BurstFinder {
     }
 }
 
-/// Round-trip times of one phase, ms.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct RttSummary {
-    /// Echo replies received.
-    pub samples: u64,
-    /// Echo requests that got no reply.
-    pub lost: u64,
-    /// Smallest.
-    pub min_ms: f64,
-    /// Median.
-    pub median_ms: f64,
-    /// 99th percentile.
-    pub p99_ms: f64,
-    /// Largest.
-    pub max_ms: f64,
+impl RttSummary {
+    /// Summarizes round-trip times; `requests` echo requests were sent.
+    pub fn of(rtts: &Distribution, requests: u64) -> RttSummary {
+        let q = rtts.summary(MS);
+        RttSummary {
+            samples: q.count,
+            lost: requests.saturating_sub(q.count),
+            min_ms: q.min,
+            median_ms: q.p50,
+            p99_ms: q.p99,
+            max_ms: q.max,
+        }
+    }
 }
 
-impl RttSummary {
-    /// Summarizes round-trip times in ns; `requests` echo requests were sent.
-    pub fn of_ns(rtts: &mut [i64], requests: u64) -> RttSummary {
-        let p = Percentiles::of_ns(rtts);
-        RttSummary {
-            samples: rtts.len() as u64,
-            lost: requests.saturating_sub(rtts.len() as u64),
-            min_ms: rtts.first().map_or(0.0, |v| *v as f64 / 1e6),
-            median_ms: p.p50,
-            p99_ms: p.p99,
-            max_ms: p.max,
+/// Folds the sender's own send times into a [`SenderReport`].
+#[derive(Debug, Clone)]
+pub struct SenderLog {
+    lateness: Distribution,
+    window: VecDeque<Nanos>,
+    max_in_window: u64,
+    first: Option<Nanos>,
+    last: Nanos,
+    scheduled_pps: f64,
+    report: SenderReport,
+}
+
+impl SenderLog {
+    /// A log of the stream `schedule` plans.
+    pub fn new(schedule: &Schedule) -> SenderLog {
+        SenderLog {
+            lateness: Distribution::new(),
+            window: VecDeque::new(),
+            max_in_window: 0,
+            first: None,
+            last: Nanos::ZERO,
+            scheduled_pps: schedule.packets_per_second(),
+            report: SenderReport::default(),
         }
+    }
+
+    /// Records one packet of `bytes` sent at `sent` for slot `slot`.
+    pub fn record(&mut self, slot: Nanos, sent: Nanos, bytes: u64) {
+        self.lateness.record((sent - slot).as_nanos());
+        self.window.push_back(sent);
+        while self
+            .window
+            .front()
+            .is_some_and(|&t| t + Nanos::from_millis(1) <= sent)
+        {
+            self.window.pop_front();
+        }
+        self.max_in_window = self.max_in_window.max(self.window.len() as u64);
+        self.first.get_or_insert(sent);
+        self.last = sent;
+        self.report.sent += 1;
+        self.report.bytes += bytes;
+    }
+
+    /// Counts a packet the socket refused.
+    pub fn error(&mut self) {
+        self.report.send_errors += 1;
+    }
+
+    /// The report.
+    pub fn finish(self) -> SenderReport {
+        let mut r = self.report;
+        let span = self.last - self.first.unwrap_or(self.last);
+        if span > Nanos::ZERO && r.sent > 1 {
+            // n packets cover n-1 intervals: count the bytes after the first.
+            let per = r.bytes as f64 / r.sent as f64;
+            r.achieved_bps = (r.bytes as f64 - per) * 8.0 / span.as_secs_f64();
+        }
+        r.pacing_error_ms = self.lateness.summary(MS);
+        r.max_packets_per_ms = self.max_in_window;
+        r.scheduled_packets_per_ms = self.scheduled_pps / 1000.0;
+        r
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn params(fps: Option<(u32, u32)>) -> TestParams {
-        TestParams {
-            rate_bps: 8_000_000,
-            duration_ms: 1000,
-            packet_size: 1000,
-            fps,
-            reverse: false,
-            records: false,
-            playout_us: 20_000,
-            burst_threshold: 5,
-            burst_us: crate::probe::DEFAULT_BURST_US,
-            interval_ms: 100,
-        }
-    }
-
-    /// Arrivals of `seqs` in the given order, sent on schedule (1000 pps)
-    /// with a constant delay of 1 ms and 10 us between arrivals.
-    fn arrivals(seqs: &[u64]) -> Vec<Arrival> {
-        seqs.iter()
-            .enumerate()
-            .map(|(i, &s)| Arrival {
-                seq: s,
-                send_ns: s * 1_000_000,
-                recv_ns: (s * 1_000_000).max(i as u64 * 1_000_000) + 1_000_000,
-            })
-            .collect()
-    }
-
-    #[test]
-    fn sperf_figure_2_and_3() {
-        // Sperf fig. 2: 6 and 9..=14 lost out of 0..20.
-        let p = params(None);
-        let s = p.validate().unwrap();
-        let seqs: Vec<u64> = (0..20)
-            .filter(|s| *s != 6 && !(9..=14).contains(s))
-            .collect();
-        let r = analyze(&arrivals(&seqs), 20, &p, &s);
-        assert_eq!((r.received, r.lost), (13, 7));
-        assert_eq!(r.loss_episodes, 2);
-        assert_eq!(r.burst_losses, 1);
-        assert_eq!(r.loss_episode_max, 6);
-        assert_eq!(
-            r.loss_episode_histogram,
-            vec![
-                RunLength {
-                    length: 1,
-                    count: 1
-                },
-                RunLength {
-                    length: 6,
-                    count: 1
-                }
-            ]
-        );
-        // Sperf fig. 3: 7 then 4, 8 then 5 → two order errors.
-        let seqs = [0u64, 1, 2, 3, 6, 7, 4, 8, 5, 9];
-        let r = analyze(&arrivals(&seqs), 10, &p, &s);
-        assert_eq!(r.order_errors, 2);
-        assert_eq!(r.reordered, 2);
-        assert_eq!(r.lost, 0);
-        // 4 arrives 2 after 6 (first later packet); 5 arrives 4 after 6.
-        assert_eq!(r.reorder_max_extent, 4);
-    }
-
-    #[test]
-    fn duplicates_are_removed_first_and_strangers_kept_out() {
-        let p = params(None);
-        let s = p.validate().unwrap();
-        let r = analyze(&arrivals(&[0, 1, 1, 2, 2, 2, 3, 99]), 4, &p, &s);
-        assert_eq!(
-            (r.received, r.lost, r.duplicates, r.strangers),
-            (4, 0, 3, 1)
-        );
-        assert_eq!((r.reordered, r.order_errors), (0, 0));
-    }
-
-    #[test]
-    fn sperf_order_errors_differ_from_rfc4737() {
-        // One packet held back past three others: one order error for
-        // Sperf, one reordered packet of extent 3 for RFC 4737.
-        // Two late packets in a row: 2 reordered, Sperf counts only the first.
-        let p = params(None);
-        let s = p.validate().unwrap();
-        let r = analyze(&arrivals(&[0, 3, 4, 5, 1, 2, 6]), 7, &p, &s);
-        assert_eq!(r.reordered, 2);
-        assert_eq!(r.order_errors, 1);
-        assert_eq!(r.reorder_max_extent, 4);
-    }
-
-    #[test]
-    fn rfc3611_bursts_and_gaps() {
-        let p = params(None);
-        let s = p.validate().unwrap();
-        // 1000 packets; lone losses at 100 and 500 (gap); a burst 300..=310
-        // losing 300, 302, 305, 310.
-        let lost = [100u64, 300, 302, 305, 310, 500];
-        let seqs: Vec<u64> = (0..1000).filter(|s| !lost.contains(s)).collect();
-        let r = analyze(&arrivals(&seqs), 1000, &p, &s);
-        assert_eq!(r.rfc3611.bursts, 1);
-        assert_eq!(r.rfc3611.burst_packets, 11);
-        assert!((r.rfc3611.burst_density - 4.0 / 11.0).abs() < 1e-12);
-        assert!((r.rfc3611.gap_density - 2.0 / 989.0).abs() < 1e-12);
-        assert_eq!(r.loss_episodes, 6);
-        assert_eq!(r.burst_losses, 0);
-    }
-
-    #[test]
-    fn jitter_pdv_and_drift() {
-        let p = params(None);
-        let s = p.validate().unwrap();
-        // Delay alternates 1 ms / 1.2 ms on top of a 100 ppm drift.
-        let a: Vec<Arrival> = (0..1000u64)
-            .map(|k| {
-                let send = k * 1_000_000;
-                let wobble = if k % 2 == 1 { 200_000 } else { 0 };
-                Arrival {
-                    seq: k,
-                    send_ns: send,
-                    recv_ns: send + 1_000_000 + wobble + send / 10_000,
-                }
-            })
-            .collect();
-        let r = analyze(&a, 1000, &p, &s);
-        // RFC 3550 converges to |D| = 0.2 ms (plus the 100 ns drift step).
-        assert!(
-            (r.jitter_rfc3550_ms - 0.2).abs() < 0.001,
-            "{}",
-            r.jitter_rfc3550_ms
-        );
-        // Sperf removes the drift: residuals ±0.1 ms.
-        assert!(
-            (r.jitter_sperf_ms - 0.1).abs() < 0.001,
-            "{}",
-            r.jitter_sperf_ms
-        );
-        assert!(
-            (r.clock_drift_ppm - 100.0).abs() < 1.0,
-            "{}",
-            r.clock_drift_ppm
-        );
-        assert!((r.ipdv_ms.p50 - 0.2).abs() < 0.001);
-        // PDV spans the wobble plus 999 × 100 ns of drift.
-        assert!((r.pdv_ms.max - 0.2999).abs() < 0.001, "{}", r.pdv_ms.max);
-        assert_eq!(r.late, 0);
-        assert_eq!(r.intervals.len(), 10);
-        assert_eq!(r.intervals[3].sent, 100);
-        assert!((r.intervals[3].rate_bps - 8_000_000.0).abs() < 1.0);
-        // 1000 packets × 8000 bits over 0.999 s + 0.2 ms wobble span.
-        assert!((r.effective_bandwidth_bps / 8.0e6 - 1.0).abs() < 0.002);
-    }
-
-    #[test]
-    fn frames_late_incomplete_and_freezes() {
-        // 10 fps, 8 Mbit/s, 1000-byte packets: 100 packets per frame.
-        let p = TestParams {
-            playout_us: 50_000,
-            ..params(Some((10, 1)))
-        };
-        let s = p.validate().unwrap();
-        assert_eq!(s.packets_per_frame, 100);
-        let mut a = Vec::new();
-        for k in 0..s.total_packets {
-            let f = k / 100;
-            if f == 2 && k % 100 == 50 {
-                continue; // frame 2 incomplete
-            }
-            let send = k * 1_000_000;
-            // frames 5 and 6: last packet 80 ms late (beyond 50 ms playout)
-            let extra = if (f == 5 || f == 6) && k % 100 == 99 {
-                80_000_000
-            } else {
-                0
-            };
-            a.push(Arrival {
-                seq: k,
-                send_ns: send,
-                recv_ns: send + 1_000_000 + extra,
-            });
-        }
-        let r = analyze(&a, s.total_packets, &p, &s);
-        let f = r.frames.unwrap();
-        assert_eq!(f.frames, 10);
-        assert_eq!(f.incomplete, 1);
-        assert_eq!(f.late, 2);
-        assert_eq!(f.complete, 7);
-        assert_eq!(f.freeze_events, 2);
-        assert_eq!(f.longest_freeze_frames, 2);
-        assert_eq!(r.late, 2);
-    }
-
-    #[test]
-    fn empty_and_hostile_input_never_panics() {
-        let p = params(None);
-        let s = p.validate().unwrap();
-        let r = analyze(&[], 0, &p, &s);
-        assert_eq!(r.received, 0);
-        let r = analyze(&[], 5, &p, &s);
-        assert_eq!((r.lost, r.loss_episodes, r.loss_episode_max), (5, 1, 5));
-        let weird = [Arrival {
-            seq: u64::MAX,
-            send_ns: u64::MAX,
-            recv_ns: 0,
-        }];
-        let r = analyze(&weird, 3, &p, &s);
-        assert_eq!(r.strangers, 1);
-    }
-
-    #[test]
-    fn a_delay_of_i64_min_is_not_taken_for_a_missing_packet() {
-        // Found by the metrics_analyze fuzz target: recv - send wrapped to
-        // the MISSING marker, so the packet and its duplicate were both
-        // counted received, yet lost in pass 3 (and the burst finder's
-        // counts underflowed).
-        let p = params(None);
-        let s = p.validate().unwrap();
-        let odd = Arrival {
-            seq: 1,
-            send_ns: 1 << 63,
-            recv_ns: 0,
-        };
-        let r = analyze(&[odd, odd], 3, &p, &s);
-        assert_eq!((r.received, r.duplicates, r.lost), (1, 1, 2));
-        assert_eq!(r.loss_episodes, 2);
-    }
-
-    #[test]
-    fn a_claimed_sent_count_beyond_the_schedule_is_clamped() {
-        // Found by fuzzing review: the server took `sent` from the client's
-        // Done message unchecked and allocated 16 bytes per claimed packet.
-        let p = params(None);
-        let s = p.validate().unwrap();
-        let r = analyze(&[], u64::MAX, &p, &s);
-        assert_eq!(r.sent, s.total_packets);
-        assert_eq!(r.lost, s.total_packets);
-    }
-
-    #[test]
-    fn hostile_send_times_do_not_overflow_delays() {
-        // Send times from datagrams a stranger wrote: delays at both ends
-        // of i64, next to each other in arrival and in sequence order.
-        let p = params(Some((10, 1)));
-        let s = p.validate().unwrap();
-        let a = [
-            Arrival {
-                seq: 0,
-                send_ns: 1 << 63,
-                recv_ns: 1_000_000,
-            },
-            Arrival {
-                seq: 1,
-                send_ns: 0,
-                recv_ns: i64::MAX as u64,
-            },
-            Arrival {
-                seq: 2,
-                send_ns: u64::MAX,
-                recv_ns: 1 << 63,
-            },
-            Arrival {
-                seq: 3,
-                send_ns: 3_000_000,
-                recv_ns: 4_000_000,
-            },
-        ];
-        let r = analyze(&a, 4, &p, &s);
-        assert_eq!((r.received, r.lost), (4, 0));
-        assert!(r.jitter_rfc3550_ms.is_finite() && r.jitter_rfc3550_ms > 0.0);
-        assert!(r.ipdv_ms.max > 0.0 && r.pdv_ms.max > 0.0);
-        assert!(r.late <= r.received);
-    }
-}
+mod tests;

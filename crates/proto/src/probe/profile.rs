@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::probe::analysis::ReceiverReport;
+use crate::probe::report::ReceiverReport;
 
 /// A kind of stream and what it tolerates.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -168,7 +168,7 @@ impl Profile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::Percentiles;
+    use crate::stats::Quantiles;
 
     fn clean() -> ReceiverReport {
         ReceiverReport {
@@ -188,9 +188,9 @@ mod tests {
             received: 998,
             loss_rate: 0.002,
             late: 5,
-            pdv_ms: Percentiles {
+            pdv_ms: Quantiles {
                 p999: 80.0,
-                ..Percentiles::default()
+                ..Quantiles::default()
             },
             effective_bandwidth_bps: 3e6,
             ..clean()

@@ -1,0 +1,59 @@
+//! `nagare probe client --json`: the report the client prints.
+//!
+//! The measurements that travel on the probe's control connection (the
+//! sender's and the receiver's reports) are nagare-proto's types,
+//! re-exported here; this module adds what only the printed report holds.
+
+use serde::{Deserialize, Serialize};
+
+pub use nagare_proto::probe::{
+    BurstGap, FrameStats, IntervalStats, ReceiverReport, RttSummary, RunLength, SenderReport,
+    Verdict,
+};
+pub use nagare_proto::stats::Quantiles;
+
+/// Which way the test stream went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Direction {
+    /// The client sent, the server received (the default).
+    #[serde(rename = "client to server")]
+    ClientToServer,
+    /// The server sent, the client received (`--reverse`).
+    #[serde(rename = "server to client")]
+    ServerToClient,
+}
+
+/// Everything the client prints; `--json` serializes it, with the
+/// receiver's metrics flattened to the top level.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// PASS/FAIL first.
+    pub verdict: Verdict,
+    /// Server address.
+    pub server: String,
+    /// Which way the stream went.
+    pub direction: Direction,
+    /// The rate the schedule sends (Sperf's "set bandwidth").
+    pub set_bandwidth_bps: f64,
+    /// What the sender achieved.
+    pub sender_achieved_bps: f64,
+    /// UDP payload bytes per packet.
+    pub packet_size: u32,
+    /// Test length asked for, seconds.
+    pub duration_s: f64,
+    /// Video frame rate, with `--fps`.
+    pub fps: Option<f64>,
+    /// Packets per (possibly virtual) frame.
+    pub packets_per_frame: u64,
+    /// Playout buffer for lateness, ms.
+    pub playout_ms: f64,
+    /// RTT with the path idle.
+    pub rtt_idle: RttSummary,
+    /// RTT during the test.
+    pub rtt_loaded: RttSummary,
+    /// The sender's own measurements.
+    pub sender: SenderReport,
+    /// The receiver's measurements.
+    #[serde(flatten)]
+    pub receiver: ReceiverReport,
+}

@@ -1,0 +1,275 @@
+//! The client side of a [`Session`]: hello, idle RTT, the stream in either
+//! direction, and the results.
+
+use std::net::SocketAddr;
+
+use super::{
+    ClientConfig, DRAIN, Event, HANDSHAKE_TIMEOUT, IDLE_ECHOES, IDLE_WAIT, INTERRUPT_GRACE, Phase,
+    RESULTS_TIMEOUT, Results, Session, TEST_GRACE, Test,
+};
+use crate::probe::control::{ControlMessage, Frame};
+use crate::probe::error::{Error, MessageKind, Stage};
+use crate::probe::report::{Arrival, ReceiverReport, RttSummary, SenderReport};
+use crate::probe::wire::PROTOCOL_VERSION;
+use crate::units::Nanos;
+
+impl Session {
+    /// A client session asking the server at `peer` for the test in
+    /// `config`; the hello is queued. Refuses parameters out of range
+    /// before anything is sent.
+    pub fn client(now: Nanos, peer: SocketAddr, config: ClientConfig) -> Result<Session, Error> {
+        let params = config.params;
+        let schedule = params.validate()?;
+        let deadline = now + HANDSHAKE_TIMEOUT;
+        let mut s = Session::new(peer, Phase::Welcome { deadline }, None);
+        s.test = Some(Test {
+            id: 0,
+            params,
+            schedule,
+        });
+        s.send(&ControlMessage::Hello {
+            version: PROTOCOL_VERSION,
+            token: config.token,
+            params,
+        });
+        Ok(s)
+    }
+
+    fn reverse(&self) -> bool {
+        self.test.is_some_and(|t| t.params.reverse)
+    }
+
+    pub(super) fn client_frame(&mut self, now: Nanos, frame: Frame) {
+        let msg = match frame {
+            Frame::Records(records) => return self.client_records(now, records),
+            Frame::Message(m) => m,
+        };
+        let got = msg.kind();
+        match (self.phase, msg) {
+            (_, ControlMessage::Abort { message }) => self.end(Event::Aborted { message }),
+            (Phase::Welcome { .. }, ControlMessage::Welcome { version, session }) => {
+                self.client_welcome(now, version, session);
+            }
+            (
+                Phase::Welcome { .. },
+                ControlMessage::Refused {
+                    version,
+                    reason,
+                    message,
+                },
+            ) => self.end(Event::Refused {
+                reason,
+                version,
+                message,
+            }),
+            (Phase::Stream { done: None, .. }, ControlMessage::Done { sender })
+                if self.reverse() =>
+            {
+                self.sender = Some(sender);
+                if let Phase::Stream { done, .. } = &mut self.phase {
+                    *done = Some(now);
+                }
+            }
+            (
+                Phase::Results {
+                    announced: None, ..
+                },
+                ControlMessage::Report { receiver, records },
+            ) => self.client_report(now, receiver, records),
+            _ => {
+                let stage = self.stage();
+                self.fail(Error::Unexpected { got, stage });
+            }
+        }
+    }
+
+    fn client_welcome(&mut self, now: Nanos, version: u32, session: u64) {
+        if version != PROTOCOL_VERSION {
+            return self.fail(Error::Version {
+                got: version,
+                want: PROTOCOL_VERSION,
+            });
+        }
+        let Some(t) = &mut self.test else { return };
+        t.id = session;
+        if t.params.reverse {
+            self.meter.cap = t.schedule.record_cap();
+        }
+        self.events.push_back(Event::Accepted { session });
+        self.phase = Phase::IdleRtt { last: None };
+        self.meter.next_echo = now;
+        if self.interrupted {
+            self.client_start_test(now);
+        }
+    }
+
+    /// Ends the idle RTT phase: the stream starts (or, interrupted
+    /// before it began, the test goes straight to its report).
+    pub(super) fn client_start_test(&mut self, now: Nanos) {
+        let Some(t) = self.test else { return };
+        self.phase = self.stream_phase(now);
+        self.meter.next_echo = now;
+        if t.params.reverse {
+            if self.interrupted {
+                self.client_stop_reverse(now);
+            }
+        } else if self.interrupted {
+            self.sender = Some(SenderReport::default());
+            self.phase = Phase::Settle { until: now };
+        } else {
+            self.start_stream(self.peer);
+        }
+    }
+
+    /// Asks the server to stop its stream; it answers with done and its
+    /// report of what it sent.
+    fn client_stop_reverse(&mut self, now: Nanos) {
+        self.send(&ControlMessage::Abort {
+            message: "interrupted (Ctrl-C) at the client".into(),
+        });
+        if let Phase::Stream { stopping, .. } = &mut self.phase {
+            *stopping = Some(now);
+        }
+    }
+
+    pub(super) fn client_interrupt(&mut self, now: Nanos) {
+        match self.phase {
+            Phase::Stream {
+                stopping: None,
+                done: None,
+                ..
+            } if self.reverse() => self.client_stop_reverse(now),
+            Phase::Stream { .. } => self.stop_stream(),
+            Phase::IdleRtt { .. } => self.client_start_test(now),
+            // Before the welcome the flag is enough; after the stream the
+            // results are on their way.
+            _ => {}
+        }
+    }
+
+    pub(super) fn client_time(&mut self, now: Nanos) {
+        let duration = self.test.map_or(Nanos::ZERO, |t| t.params.duration());
+        match self.phase {
+            Phase::Welcome { deadline } if now >= deadline => self.fail(Error::Timeout {
+                stage: Stage::Welcome,
+                after: HANDSHAKE_TIMEOUT,
+            }),
+            Phase::IdleRtt { last: Some(last) }
+                if self.meter.requests >= IDLE_ECHOES && now >= last + IDLE_WAIT =>
+            {
+                self.client_start_test(now);
+            }
+            Phase::Stream { done: Some(d), .. } if now >= d + DRAIN => {
+                self.client_reverse_results()
+            }
+            Phase::Stream {
+                done: None,
+                stopping: Some(s),
+                ..
+            } if now >= s + INTERRUPT_GRACE => self.fail(Error::Timeout {
+                stage: Stage::Stopping,
+                after: INTERRUPT_GRACE,
+            }),
+            Phase::Stream { deadline, .. } if now >= deadline => self.fail(Error::Timeout {
+                stage: Stage::Stream,
+                after: duration + TEST_GRACE,
+            }),
+            Phase::Settle { until } if now >= until => {
+                let sender = self.sender.clone().unwrap_or_default();
+                self.send(&ControlMessage::Done { sender });
+                self.phase = Phase::Results {
+                    deadline: now + RESULTS_TIMEOUT,
+                    announced: None,
+                };
+            }
+            Phase::Results { deadline, .. } if now >= deadline => self.fail(Error::Timeout {
+                stage: Stage::Results,
+                after: RESULTS_TIMEOUT,
+            }),
+            _ => {}
+        }
+    }
+
+    fn client_report(&mut self, now: Nanos, receiver: Box<ReceiverReport>, announced: u64) {
+        let Some(t) = self.test else { return };
+        // Records of every packet planned, duplicates included, at most;
+        // none unless asked for.
+        let max = if t.params.records {
+            t.schedule.record_cap() as u64
+        } else {
+            0
+        };
+        if announced > max {
+            return self.fail(Error::TooManyRecords { announced, max });
+        }
+        self.report_in = Some(receiver);
+        self.phase = Phase::Results {
+            deadline: now + RESULTS_TIMEOUT,
+            announced: Some(announced),
+        };
+        self.client_check_records();
+    }
+
+    fn client_records(&mut self, now: Nanos, mut records: Vec<Arrival>) {
+        let Phase::Results {
+            announced: Some(n), ..
+        } = self.phase
+        else {
+            let stage = self.stage();
+            return self.fail(Error::Unexpected {
+                got: MessageKind::Records,
+                stage,
+            });
+        };
+        if (self.records_in.len() + records.len()) as u64 > n {
+            return self.fail(Error::ExtraRecords { announced: n });
+        }
+        self.records_in.append(&mut records);
+        self.phase = Phase::Results {
+            deadline: now + RESULTS_TIMEOUT,
+            announced: Some(n),
+        };
+        self.client_check_records();
+    }
+
+    fn client_check_records(&mut self) {
+        let Phase::Results {
+            announced: Some(n), ..
+        } = self.phase
+        else {
+            return;
+        };
+        if self.records_in.len() as u64 == n {
+            let receiver = self.report_in.take().map(|r| *r).unwrap_or_default();
+            let sender = self.sender.take().unwrap_or_default();
+            let records = std::mem::take(&mut self.records_in);
+            self.client_finish(sender, receiver, records);
+        }
+    }
+
+    /// Reverse mode: the client received the stream and analyzes it.
+    fn client_reverse_results(&mut self) {
+        let sender = self.sender.take().unwrap_or_default();
+        let receiver = self.analyze(sender.sent);
+        let records = std::mem::take(&mut self.meter.arrivals);
+        self.client_finish(sender, receiver, records);
+    }
+
+    fn client_finish(
+        &mut self,
+        sender: SenderReport,
+        receiver: ReceiverReport,
+        records: Vec<Arrival>,
+    ) {
+        let m = &self.meter;
+        let idle = m.requests.min(IDLE_ECHOES);
+        let results = Results {
+            sender,
+            receiver,
+            rtt_idle: RttSummary::of(&m.rtt_idle, idle),
+            rtt_loaded: RttSummary::of(&m.rtt_loaded, m.requests - idle),
+            records,
+        };
+        self.end(Event::Results(Box::new(results)));
+    }
+}

@@ -1,0 +1,259 @@
+//! The send side of the model: when each packet of a frame leaves so that
+//! a receiver judging by the same [`Model`] finds the declared sender type.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::Error;
+use super::model::{ExactNanos, Grid, Model, ReadSchedule};
+use crate::units::{MediaTime, Nanos};
+
+/// The ST 2110-21 sender types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SenderType {
+    /// Narrow gapped: packets only during the active lines, CMAX_N and
+    /// VRX_FULL_N.
+    N,
+    /// Narrow linear: packets evenly over the whole frame.
+    NL,
+    /// Wide: trains of up to CMAX_W packets, VRX_FULL_W.
+    W,
+}
+
+impl SenderType {
+    /// Every type, narrowest first.
+    pub const ALL: [SenderType; 3] = [SenderType::N, SenderType::NL, SenderType::W];
+
+    /// The name used on the command line and in reports: `N`, `NL`, `W`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            SenderType::N => "N",
+            SenderType::NL => "NL",
+            SenderType::W => "W",
+        }
+    }
+
+    /// The SDP fmtp `TP=` value (ST 2110-21 section 8.1).
+    pub const fn sdp_value(self) -> &'static str {
+        match self {
+            SenderType::N => "2110TPN",
+            SenderType::NL => "2110TPNL",
+            SenderType::W => "2110TPW",
+        }
+    }
+
+    /// The type an SDP `TP=` value names (exact match, as the standard
+    /// spells them).
+    pub fn from_sdp(value: &str) -> Option<SenderType> {
+        SenderType::ALL.into_iter().find(|t| t.sdp_value() == value)
+    }
+
+    /// The read schedule the type's packets follow. W has no schedule of
+    /// its own in the standard; nagare's W senders keep the gapped one
+    /// (its trains fall within the active lines).
+    pub const fn read_schedule(self) -> ReadSchedule {
+        match self {
+            SenderType::N | SenderType::W => ReadSchedule::Gapped,
+            SenderType::NL => ReadSchedule::Linear,
+        }
+    }
+}
+
+impl fmt::Display for SenderType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// When the packets of a frame leave, for one sender type.
+///
+/// Packet j of frame N leaves in train ⌊j / train⌋, all of whose packets
+/// leave together at the read time of the train's first packet less
+/// `lead` read periods: `N · Tframe + TRoffset + (train · ⌊j / train⌋ −
+/// lead) · TRS`, rounded down to the nanosecond. The constants come from
+/// the same [`Model`] the [`Analyzer`](super::Analyzer) judges by:
+///
+/// - a train of k packets peaks at Cinst k − 1, so the longest train
+///   allowed, [`max_train`](Self::max_train), is CMAX, one packet below
+///   the limit to absorb release jitter (and at most VRX_FULL − 2);
+/// - released `lead` reads ahead, the virtual receiver holds between
+///   `lead` and `lead + train` packets: `lead` centres that window in
+///   0..=VRX_FULL, but never exceeds half of TRoffset, so a frame's first
+///   packet never leaves before the middle of TRoffset and is always
+///   counted in its own epoch frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SenderSchedule {
+    model: Model,
+    sender: SenderType,
+    train: u64,
+}
+
+impl SenderSchedule {
+    /// The schedule of `sender` for `model`: single packets for N and NL,
+    /// the longest train allowed for W.
+    pub fn new(model: &Model, sender: SenderType) -> SenderSchedule {
+        let mut s = SenderSchedule {
+            model: *model,
+            sender,
+            train: 1,
+        };
+        if sender == SenderType::W {
+            s.train = s.max_train();
+        }
+        s
+    }
+
+    /// The same schedule with trains of `train` packets (1..=max_train).
+    pub fn with_train(self, train: u64) -> Result<SenderSchedule, Error> {
+        let max = self.max_train();
+        if train == 0 || train > max {
+            return Err(Error::Train { train, max });
+        }
+        Ok(SenderSchedule { train, ..self })
+    }
+
+    /// The model the schedule follows.
+    pub const fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// The sender type the schedule keeps to (and the SDP declares).
+    pub const fn sender(&self) -> SenderType {
+        self.sender
+    }
+
+    /// Gapped (N, W) or linear (NL).
+    pub const fn read_schedule(&self) -> ReadSchedule {
+        self.sender.read_schedule()
+    }
+
+    /// TRS of the read schedule: the mean spacing of packets.
+    pub fn trs(&self) -> ExactNanos {
+        self.model.trs(self.read_schedule())
+    }
+
+    /// TRoffset: from the frame's epoch start to its first read.
+    pub fn tr_offset(&self) -> ExactNanos {
+        self.model.tr_offset()
+    }
+
+    /// CMAX of the sender type.
+    pub fn cmax(&self) -> u64 {
+        self.model.limits().cmax(self.sender)
+    }
+
+    /// VRX_FULL of the sender type.
+    pub fn vrx_full(&self) -> u64 {
+        self.model.limits().vrx_full(self.sender)
+    }
+
+    /// Packets released together.
+    pub const fn train(&self) -> u64 {
+        self.train
+    }
+
+    /// The longest train the sender type allows with a packet of margin:
+    /// min(CMAX, VRX_FULL − 2), at least 1.
+    pub fn max_train(&self) -> u64 {
+        self.cmax().min(self.vrx_full().saturating_sub(2)).max(1)
+    }
+
+    /// Read periods by which each train leaves ahead of its first read.
+    pub fn lead(&self) -> u64 {
+        let centred = self.vrx_full().saturating_sub(self.train) / 2;
+        let half_offset = self.grid().tr_offset_in_reads(self.read_schedule()) / 2;
+        centred.min(half_offset)
+    }
+
+    /// When packet `packet` (0-based) of epoch frame `frame` leaves.
+    pub fn release(&self, frame: u64, packet: u32) -> Nanos {
+        let first_of_train = u64::from(packet) / self.train * self.train;
+        let slot = i128::from(first_of_train) - i128::from(self.lead());
+        self.grid().read_time(self.read_schedule(), frame, slot)
+    }
+
+    /// The RTP timestamp of epoch frame `frame` (ST 2110-10).
+    pub fn rtp_timestamp(&self, frame: u64) -> MediaTime {
+        MediaTime(self.model.rate().rtp_timestamp(frame))
+    }
+
+    /// The first epoch frame whose first packet leaves at or after `now`:
+    /// the next frame a sender starting at `now` can send on time.
+    pub fn next_frame(&self, now: Nanos) -> u64 {
+        let n = self.model.epoch_frame(now);
+        if self.release(n, 0) >= now {
+            n
+        } else {
+            n.saturating_add(1)
+        }
+    }
+
+    fn grid(&self) -> Grid {
+        self.model.grid()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::video::FrameRate;
+    use crate::video::st2110_21::Scan;
+
+    fn p5994() -> Model {
+        let rate = FrameRate::new(60000, 1001).unwrap();
+        Model::new(rate, 1080, Scan::Progressive, 4320).unwrap()
+    }
+
+    #[test]
+    fn sdp_names_round_trip() {
+        for t in SenderType::ALL {
+            assert_eq!(SenderType::from_sdp(t.sdp_value()), Some(t));
+        }
+        assert_eq!(SenderType::from_sdp("2110TPX"), None);
+        assert_eq!(SenderType::NL.to_string(), "NL");
+    }
+
+    #[test]
+    fn parameters_per_type_at_1080p5994() {
+        let m = p5994();
+        let n = SenderSchedule::new(&m, SenderType::N);
+        assert_eq!(n.read_schedule(), ReadSchedule::Gapped);
+        assert_eq!((n.train(), n.max_train(), n.lead()), (1, 6, 4));
+        assert_eq!(n.trs(), m.trs(ReadSchedule::Gapped));
+        let nl = SenderSchedule::new(&m, SenderType::NL);
+        assert_eq!(nl.read_schedule(), ReadSchedule::Linear);
+        assert_eq!((nl.train(), nl.max_train(), nl.lead()), (1, 5, 4));
+        let w = SenderSchedule::new(&m, SenderType::W);
+        // TRoffset is 172 gapped reads: the lead stops at 86.
+        assert_eq!((w.train(), w.max_train(), w.lead()), (16, 16, 86));
+        assert_eq!(w.cmax(), 16);
+        assert_eq!(w.vrx_full(), 863);
+    }
+
+    #[test]
+    fn releases_follow_the_read_schedule() {
+        let n = SenderSchedule::new(&p5994(), SenderType::N);
+        // Frame 3: TPR0 = 50 687 674.07 ns; four reads (14 829.6 ns) ahead.
+        assert_eq!(n.release(3, 4), Nanos(50_687_674));
+        assert_eq!(n.release(3, 0), Nanos(50_672_844));
+        assert_eq!(n.release(3, 31), Nanos(50_687_674 + 100_100));
+        assert_eq!(n.rtp_timestamp(3), MediaTime(4504));
+        let w = n.with_train(6).unwrap();
+        assert_eq!(w.release(3, 6), w.release(3, 11));
+        assert!(w.release(3, 12) > w.release(3, 11));
+        assert_eq!(n.with_train(7), Err(Error::Train { train: 7, max: 6 }));
+        assert_eq!(n.with_train(0), Err(Error::Train { train: 0, max: 6 }));
+    }
+
+    #[test]
+    fn next_frame_is_the_first_still_on_time() {
+        let n = SenderSchedule::new(&p5994(), SenderType::N);
+        let first = n.release(10, 0);
+        assert_eq!(n.next_frame(first), 10);
+        assert_eq!(n.next_frame(first + Nanos(1)), 11);
+        assert_eq!(n.next_frame(Nanos::ZERO), 0);
+        let last = n.model().epoch_frame(Nanos::MAX);
+        assert!(n.next_frame(Nanos::MAX) >= last);
+    }
+}
