@@ -295,6 +295,19 @@ fn consecutive_free_ports(n: u16) -> u16 {
     }
 }
 
+/// One SDP per stripe, each on its own port and of its own height.
+fn check_stripe_sdps(s: &Scratch, base: u16, stripes: usize, h: usize) {
+    // one SDP per stripe, each on its own port
+    for k in 0..stripes {
+        let sdp = std::fs::read_to_string(s.path(&format!("stream-{k}.sdp"))).unwrap();
+        assert!(
+            sdp.contains(&format!("m=video {} RTP/AVP 96", base + k as u16)),
+            "{sdp}"
+        );
+        assert!(sdp.contains(&format!("height={}", h / stripes)));
+    }
+}
+
 #[test]
 fn stripes_are_separate_streams_that_rebuild_the_frame() {
     // Like seed 000: each stripe of every frame is its own RTP stream on
@@ -371,15 +384,7 @@ fn stripes_are_separate_streams_that_rebuild_the_frame() {
         })
         .collect();
     assert!(rebuilt == input, "stripes do not rebuild the input");
-    // one SDP per stripe, each on its own port
-    for k in 0..stripes {
-        let sdp = std::fs::read_to_string(s.path(&format!("stream-{k}.sdp"))).unwrap();
-        assert!(
-            sdp.contains(&format!("m=video {} RTP/AVP 96", base + k as u16)),
-            "{sdp}"
-        );
-        assert!(sdp.contains(&format!("height={}", h / stripes)));
-    }
+    check_stripe_sdps(&s, base, stripes, h);
 }
 
 #[test]

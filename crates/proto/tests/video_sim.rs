@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use nagare_proto::netem::{ImpairConfig, ImpairCounters, Netem};
 use nagare_proto::video::receiver::{self, Config, Datagram, Incomplete};
-use nagare_proto::video::sender::{self, Event, FlowSpec, Input};
+use nagare_proto::video::sender::{self, Event, FlowSpec, Input, Transmit};
 use nagare_proto::video::st2110_20::{Frame, Packetizer};
 use nagare_proto::{ExtSeq, FrameRate, Nanos, PixelFormat, Ssrc, VideoFormat};
 
@@ -59,7 +59,7 @@ struct Outcome {
 /// Runs `FRAMES` frames through `impair` into a receiver.
 fn run(impair: ImpairConfig) -> Outcome {
     let mut tx = sender::Sender::new();
-    let flow = tx.add_flow(
+    tx.add_flow(
         FlowSpec::video(rate(), packetizer())
             .start(Nanos::from_millis(1), FIRST_FRAME)
             .first_seq(ExtSeq(FIRST_SEQ))
@@ -81,7 +81,6 @@ fn run(impair: ImpairConfig) -> Outcome {
     };
     let mut now = Nanos::ZERO;
     let mut finished = false;
-    let mut buf = [0u8; 600];
     loop {
         while let Some(e) = tx.poll_event() {
             match e {
@@ -93,19 +92,7 @@ fn run(impair: ImpairConfig) -> Outcome {
             }
         }
         if let Some(t) = tx.poll_transmit(now) {
-            let p = tx.packetizer(flow).unwrap();
-            let frame = source(t.frame - FIRST_FRAME);
-            for k in 0..t.len() {
-                let i = t.packets.start + k;
-                let h = tx.write_header(&t, k, &mut buf).unwrap();
-                let mut datagram = buf[..h].to_vec();
-                datagram.extend_from_slice(&frame[p.data_range(i)]);
-                datagram.extend_from_slice(p.padding(i));
-                let seq = t.first_seq.add(k as u64).wire();
-                let len = datagram.len();
-                net.handle_input(now, datagram, len, Some(seq));
-                out.sent += 1;
-            }
+            out.sent += transmit(&tx, &t, &mut net, now);
             continue;
         }
         while let Some(d) = net.poll_transmit(now) {
@@ -142,6 +129,25 @@ fn run(impair: ImpairConfig) -> Outcome {
     out.stats = rx.stats();
     out.netem = net.counters();
     out
+}
+
+/// Puts train `t` on the path as datagrams: headers, frame bytes and
+/// padding, as the driver gathers them. Returns how many.
+fn transmit(tx: &sender::Sender, t: &Transmit, net: &mut Netem<Vec<u8>>, now: Nanos) -> u64 {
+    let p = tx.packetizer(t.flow).unwrap();
+    let frame = source(t.frame - FIRST_FRAME);
+    let mut buf = [0u8; 600];
+    for k in 0..t.len() {
+        let i = t.packets.start + k;
+        let h = tx.write_header(t, k, &mut buf).unwrap();
+        let mut datagram = buf[..h].to_vec();
+        datagram.extend_from_slice(&frame[p.data_range(i)]);
+        datagram.extend_from_slice(p.padding(i));
+        let seq = t.first_seq.add(k as u64).wire();
+        let len = datagram.len();
+        net.handle_input(now, datagram, len, Some(seq));
+    }
+    t.len() as u64
 }
 
 fn collect(rx: &mut receiver::Receiver, out: &mut Outcome) {
