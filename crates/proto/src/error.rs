@@ -59,10 +59,7 @@ pub enum Error {
     /// Canvas has no complete frame to build a refresh from.
     #[error("no complete frame yet")]
     NoFrame,
-    /// The RTP layer refused.
-    #[error(transparent)]
-    Rtp(#[from] crate::rtp::Error),
-    /// The raw video layer refused (formats, frame rates, packets).
+    /// The raw video layer refused (a tree message's frame format).
     #[error(transparent)]
     Video(#[from] crate::video::Error),
 }
