@@ -105,6 +105,26 @@ fn main() {
         let seed = encode_depacketizer_input(format, 0x18, 0, &steps);
         out.write("depacketizer", &format!("{name}_one_frame"), &seed);
 
+        // video_receiver: the same frames as datagrams 100 µs apart, with
+        // a copy and another SSRC's packet; keep, limit 4, recycle.
+        let mut datagrams = f(0, 3000);
+        datagrams.push(datagrams[0].clone());
+        datagrams.extend(f(1, 4500));
+        let mut foreign = datagrams[1].clone();
+        foreign[8..12].copy_from_slice(&7u32.to_be_bytes());
+        datagrams.push(foreign);
+        datagrams.extend(f(3, 7500));
+        let mut seed = small_format_bytes(format).to_vec();
+        seed.extend_from_slice(&[0b111, 4]);
+        for d in &datagrams {
+            seed.push(100);
+            seed.extend_from_slice(&(d.len() as u16).to_be_bytes());
+            seed.extend_from_slice(d);
+        }
+        if seed.len() < 10 * 1024 {
+            out.write("video_receiver", &format!("{name}_frames"), &seed);
+        }
+
         // packetize_roundtrip: format, packet size, seq, ts, ssrc, order.
         let mut seed = small_format_bytes(format).to_vec();
         seed.extend_from_slice(&60u16.to_be_bytes());
