@@ -47,6 +47,14 @@ pub fn wait_until(deadline: Instant) {
     }
 }
 
+/// CPU time this process used, user plus system, in seconds (0 if the
+/// kernel does not say).
+pub fn cpu_seconds() -> f64 {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let tv = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+    getrusage(UsageWho::RUSAGE_SELF).map_or(0.0, |u| tv(u.user_time()) + tv(u.system_time()))
+}
+
 /// Nanoseconds since the Unix epoch on the system clock.
 pub fn epoch_ns() -> u128 {
     SystemTime::now()

@@ -15,14 +15,16 @@ use nagare_fuzz::{
     screen_picture, session_params, small_format, small_format_bytes, step,
 };
 use nagare_proto::Nanos;
+use nagare_proto::framing::{Kind, split};
 use nagare_proto::probe::{
     Arrival, ControlMessage, DEFAULT_BURST_US, DataHeader, ECHO_LEN, Echo, EchoKind,
     PROTOCOL_VERSION, Refusal, SenderReport, TestParams, analyze, records_to_frames,
 };
-use nagare_proto::video::st2110_20::Packetizer;
 use nagare_proto::screen::Encoder;
 use nagare_proto::sdp::SdpStream;
-use nagare_proto::tree::wire::{Control, Kind, NONCE_LEN, PROOF_LEN, PeerId, split};
+use nagare_proto::tree::auth::{NONCE_LEN, PROOF_LEN};
+use nagare_proto::tree::wire::{Control, PeerId};
+use nagare_proto::video::st2110_20::Packetizer;
 use nagare_proto::{ExtSeq, FrameRate, MediaTime, PixelFormat, Ssrc, VideoFormat};
 
 fn frame_of(format: &VideoFormat, seed: u8) -> Vec<u8> {
@@ -493,8 +495,12 @@ fn tree_seeds(out: &Out) {
     let mut seed = vec![1];
     seed.extend_from_slice(&controls[1].1.to_bytes());
     out.write("tree_control", "framed_placed", &seed);
+    screen_seeds(out);
+}
 
-    // screen_message, screen_canvas, relay_queue: a real screen stream.
+/// screen_message, screen_canvas, relay_queue, tree_peer: a real screen
+/// stream.
+fn screen_seeds(out: &Out) {
     let format = screen_format(2, 129, 99); // rgb24 130x100: 3x2 tiles
     let mut enc = Encoder::new(format, 0).expect("format fits");
     let mut picture = Vec::new();
@@ -563,8 +569,48 @@ fn tree_seeds(out: &Out) {
         s.extend_from_slice(&[7, 0xc1, 5, 0]);
         out.write("relay_queue", &format!("close_{opts}"), &s);
     }
+    tree_peer_seeds(out, &format);
+    st2110_21_seeds(out);
+}
 
-    st2110_21_seeds(&out);
+/// tree_peer: format, picture seed, then op/arg pairs: join, attach, a
+/// child, frames, the parent lost and a new placement, a stall, the end.
+fn tree_peer_seeds(out: &Out, format: &VideoFormat) {
+    let mut seed = screen_format_bytes(format).to_vec();
+    seed.push(4);
+    let join = [[0, 0], [2, 7], [4, 1 | 1 << 2], [0, 0], [3, 9], [5, 0]];
+    let child = [[9, 3], [10, 0], [11, 2]];
+    let frames = [
+        [7, 0xff],
+        [11, 2],
+        [7, 0x0f],
+        [11, 2],
+        [6, 0x30],
+        [6, 0],
+        [11, 2],
+    ];
+    let repair = [[12, 1], [4, 2 | 2 << 2], [0, 0], [3, 11], [5, 0], [7, 0x81]];
+    let end = [[13, 3], [14, 0], [11, 2], [11, 2], [13, 100]];
+    for step in join.iter().chain(&child).chain(&frames).chain(&repair) {
+        seed.extend_from_slice(step);
+    }
+    out.write("tree_peer", "join_relay_repair", &seed);
+    let mut stalled = seed.clone();
+    stalled.extend_from_slice(&[13, 200, 13, 200]);
+    out.write("tree_peer", "parent_silent", &stalled);
+    for step in &end {
+        seed.extend_from_slice(step);
+    }
+    out.write("tree_peer", "leave", &seed);
+    // Garbage on the parent link mid-frame: kind FrameEnd, 3 bytes.
+    let mut bad = screen_format_bytes(format).to_vec();
+    bad.push(4);
+    for step in join.iter().chain(&[[6, 0xff], [8, 1]]) {
+        bad.extend_from_slice(step);
+    }
+    bad.extend_from_slice(&[18, 3, 1, 2, 3]);
+    bad.extend_from_slice(&[0, 0, 3, 5, 5, 0, 7, 0xff]);
+    out.write("tree_peer", "bad_data", &bad);
 }
 
 /// Two short streams of 16 packets a frame at 50 fps: an ideal N sender

@@ -26,9 +26,10 @@
 use libfuzzer_sys::fuzz_target;
 use nagare_fuzz::{CountingAlloc, Reader, fnv1a, screen_format, screen_picture};
 use nagare_proto::VideoFormat;
-use nagare_proto::tree::relay::{ChildQueue, Chunk, Limits, Next, Offer};
+use nagare_proto::framing::{Kind, split};
 use nagare_proto::screen::{Canvas, Encoder, ScreenMessage, TILE, TileGrid};
-use nagare_proto::tree::wire::{Control, Kind, split};
+use nagare_proto::tree::relay::{ChildQueue, Chunk, Limits, Next, Offer};
+use nagare_proto::tree::wire::Control;
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;

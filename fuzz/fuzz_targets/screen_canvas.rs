@@ -22,8 +22,8 @@
 use libfuzzer_sys::fuzz_target;
 use nagare_fuzz::{CountingAlloc, Reader, screen_format, screen_picture};
 use nagare_proto::VideoFormat;
+use nagare_proto::framing::{Kind, split};
 use nagare_proto::screen::{Canvas, EncodedFrame, Encoder, ScreenMessage};
-use nagare_proto::tree::wire::{Kind, split};
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;

@@ -13,9 +13,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nagare_proto::tree::relay::Chunk;
+use nagare_proto::framing::{Kind, MAX_MESSAGE, split};
 use nagare_proto::screen::{ScreenMessage, TileIter, TileMode};
-use nagare_proto::tree::wire::{Kind, MAX_MESSAGE, split};
+use nagare_proto::tree::relay::Chunk;
 
 fn be32(b: &[u8]) -> u32 {
     u32::from_be_bytes(b[..4].try_into().expect("4 bytes"))

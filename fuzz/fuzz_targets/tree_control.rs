@@ -16,7 +16,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use nagare_fuzz::CountingAlloc;
-use nagare_proto::tree::wire::{Control, Kind, MAX_MESSAGE, body_len, split};
+use nagare_proto::framing::{Kind, MAX_MESSAGE, body_len, split};
+use nagare_proto::tree::wire::Control;
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;

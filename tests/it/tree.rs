@@ -1,15 +1,16 @@
 //! `nagare tree`: a source and tens of peer processes over loopback TCP.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdout, Stdio};
 use std::time::{Duration, Instant};
 
+use nagare_api::tree::{PeerReport, SourceReport};
 use nagare_proto::video::pattern::Pattern;
 use nagare_proto::{PixelFormat, VideoFormat};
-use serde_json::Value;
 
-use crate::common::{Scratch, have, nagare};
+use crate::common::{Scratch, nagare};
 
 const KEY: &str = "00112233445566778899aabbccddeeff";
 
@@ -107,14 +108,31 @@ fn join(procs: &mut Procs, addr: &str, report: &Path, extra: &[&str]) -> usize {
     procs.push(c)
 }
 
-fn report(path: &Path) -> Value {
+fn report<T: serde::de::DeserializeOwned>(path: &Path) -> T {
     let text =
         std::fs::read_to_string(path).unwrap_or_else(|e| panic!("report {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap()
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("report {}: {e}", path.display()))
 }
 
-fn fingerprints(r: &Value) -> Vec<(u64, u64)> {
-    serde_json::from_value(r["fingerprints"].clone()).unwrap()
+fn source_report(path: &Path) -> SourceReport {
+    report(path)
+}
+
+fn peer_report(path: &Path) -> PeerReport {
+    report(path)
+}
+
+/// Waits (bounded) until `path` holds at least `bytes` bytes.
+fn wait_for_size(path: &Path, bytes: u64, limit: Duration) {
+    let end = Instant::now() + limit;
+    while std::fs::metadata(path).map_or(0, |m| m.len()) < bytes {
+        assert!(
+            Instant::now() < end,
+            "{} did not reach {bytes} bytes within {limit:?}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 #[test]
@@ -152,17 +170,17 @@ fn thirty_peers_record_identical_frames() {
     let ok = procs.wait_all(Duration::from_secs(60));
     assert!(ok.iter().all(|&o| o), "exit statuses: {ok:?}");
 
-    let src = report(&src_report);
-    assert_eq!(src["frames"], 45);
-    let truth = fingerprints(&src);
+    let src = source_report(&src_report);
+    assert_eq!(src.frames, 45);
+    let truth = src.fingerprints;
     assert_eq!(truth.len(), 45);
     let mut depths = Vec::new();
     for i in 0..30 {
-        let r = report(&dir.path(&format!("p{i}.json")));
-        assert_eq!(r["ended"], true, "peer {i}: {r}");
-        assert_eq!(r["lost"], 0, "peer {i}");
-        assert_eq!(fingerprints(&r), truth, "peer {i} decoded other frames");
-        depths.push(r["depth"].as_u64().unwrap());
+        let r = peer_report(&dir.path(&format!("p{i}.json")));
+        assert!(r.ended, "peer {i}: {r:?}");
+        assert_eq!(r.lost, 0, "peer {i}");
+        assert_eq!(r.fingerprints, truth, "peer {i} decoded other frames");
+        depths.push(r.depth);
     }
     // 30 peers + the source fill a balanced tree of depth 4.
     assert_eq!(depths.iter().max(), Some(&4));
@@ -207,16 +225,20 @@ fn subtree_of_a_killed_inner_node_reattaches_and_resumes() {
         ],
     );
     let mut idx = Vec::new();
+    let first = dir.path("p0.raw");
     for i in 0..14 {
+        let out = ["--output", first.to_str().unwrap()];
+        let extra: &[&str] = if i == 0 { &out } else { &[] };
         idx.push(join(
             &mut procs,
             &addr,
             &dir.path(&format!("p{i}.json")),
-            &[],
+            extra,
         ));
     }
-    // Peer 0 sits in slot 1: its subtree is slots 3, 4, 7, 8, 9, 10.
-    std::thread::sleep(Duration::from_millis(1500));
+    // Peer 0 sits in slot 1: its subtree is slots 3, 4, 7, 8, 9, 10. It
+    // dies once it has written 30 frames, well inside the stream.
+    wait_for_size(&first, 30 * 320 * 240 * 3, Duration::from_secs(30));
     procs.0[idx[0]].kill().unwrap();
     let ok = procs.wait_all(Duration::from_secs(60));
     assert!(ok[0], "source failed");
@@ -224,37 +246,38 @@ fn subtree_of_a_killed_inner_node_reattaches_and_resumes() {
         assert!(ok[k], "peer {i} failed");
     }
 
-    let truth: std::collections::BTreeMap<u64, u64> =
-        fingerprints(&report(&src_report)).into_iter().collect();
+    let truth: BTreeMap<u64, u64> = source_report(&src_report)
+        .fingerprints
+        .into_iter()
+        .collect();
     let subtree = [2usize, 3, 6, 7, 8, 9];
     let mut lost_total = 0;
     for i in 1..14 {
-        let r = report(&dir.path(&format!("p{i}.json")));
-        assert_eq!(r["ended"], true, "peer {i}: {r}");
-        assert_eq!(r["last"], frames - 1, "peer {i} did not reach the end");
-        for (n, h) in fingerprints(&r) {
+        let r = peer_report(&dir.path(&format!("p{i}.json")));
+        assert!(r.ended, "peer {i}: {r:?}");
+        assert_eq!(r.last, Some(frames - 1), "peer {i} did not reach the end");
+        for (n, h) in &r.fingerprints {
             assert_eq!(
-                truth.get(&n),
-                Some(&h),
+                truth.get(n),
+                Some(h),
                 "peer {i} frame {n} is not what was captured"
             );
         }
-        let reattached = r["reattaches"].as_u64().unwrap();
         if subtree.contains(&i) {
             // The orphans (slots 3, 4) re-attach; deeper ones keep their
             // parent but may see a gap.
             if i == 2 || i == 3 {
-                assert!(reattached >= 1, "orphan {i} never re-attached: {r}");
-                let rec = r["recoveries_ms"][0].as_f64().unwrap();
+                assert!(r.reattaches >= 1, "orphan {i} never re-attached: {r:?}");
+                let rec = r.recoveries_ms[0];
                 assert!(rec < 10_000.0, "orphan {i} took {rec} ms");
             }
         } else if i != 13 {
             assert_eq!(
-                reattached, 0,
-                "peer {i} outside the subtree was disturbed: {r}"
+                r.reattaches, 0,
+                "peer {i} outside the subtree was disturbed: {r:?}"
             );
         }
-        lost_total += r["lost"].as_u64().unwrap();
+        lost_total += r.lost;
     }
     eprintln!("frames lost across the subtree: {lost_total}");
 }
@@ -304,7 +327,7 @@ fn hostile_length_does_not_take_the_source_down() {
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     assert!(matches!(
         read_wire(&mut s),
-        nagare_proto::tree::wire::Control::Challenge { .. }
+        nagare_proto::tree::Control::Challenge { .. }
     ));
     // A 4 GB message: refused without allocating, connection closed.
     s.write_all(&u32::MAX.to_be_bytes()).unwrap();
@@ -316,12 +339,39 @@ fn hostile_length_does_not_take_the_source_down() {
     join(&mut procs, &addr, &r, &["--frames", "3"]);
     let ok = procs.0[1].wait().unwrap();
     assert!(ok.success());
-    assert_eq!(report(&r)["frames"], 3);
+    assert_eq!(peer_report(&r).frames, 3);
+}
+
+#[cfg(not(feature = "x11"))]
+#[test]
+fn headless_build_says_it_has_no_x11() {
+    let out = nagare()
+        .args([
+            "tree",
+            "source",
+            "--capture",
+            "x11",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("built without X11 support"), "{err}");
+    let out = nagare()
+        .args(["tree", "join", "127.0.0.1:9", "--key", KEY, "--view"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("built without it"), "{err}");
 }
 
 /// Starts Xvfb on a free display; `None` (skip) when it is missing outside CI.
+#[cfg(feature = "x11")]
 fn xvfb(procs: &mut Procs, size: &str) -> Option<String> {
-    if !have("Xvfb") {
+    if !crate::common::have("Xvfb") {
         assert!(
             std::env::var_os("CI").is_none(),
             "Xvfb is missing (Debian package xvfb)"
@@ -329,7 +379,7 @@ fn xvfb(procs: &mut Procs, size: &str) -> Option<String> {
         eprintln!("skipping: Xvfb not installed (apt-get install xvfb)");
         return None;
     }
-    let mut c = Command::new("Xvfb")
+    let mut c = std::process::Command::new("Xvfb")
         .args(["-displayfd", "1", "-nolisten", "tcp", "-screen", "0"])
         .arg(format!("{size}x24"))
         .stdout(Stdio::piped())
@@ -343,36 +393,22 @@ fn xvfb(procs: &mut Procs, size: &str) -> Option<String> {
     Some(format!(":{}", line.trim()))
 }
 
-#[test]
-fn x11_capture_reaches_a_peer_with_a_window() {
-    let mut procs = Procs::default();
-    let Some(display) = xvfb(&mut procs, "320x200") else {
-        return;
-    };
-    let dir = Scratch::new("treex11");
-    let src_report = dir.path("source.json");
+/// Starts a source capturing `display`; returns its index in `procs`
+/// and its address once it says it captures through MIT-SHM.
+#[cfg(feature = "x11")]
+fn start_x11_source(procs: &mut Procs, display: &str, report: &Path) -> (usize, String) {
     let mut c = nagare()
         .args(["tree", "source", "--listen", "127.0.0.1:0", "--key", KEY])
-        .args([
-            "--capture",
-            &format!("x11:{display}"),
-            "--fps",
-            "20",
-            "--frames",
-            "10",
-        ])
-        .args([
-            "--wait-peers",
-            "1",
-            "--report",
-            src_report.to_str().unwrap(),
-        ])
+        .args(["--capture", &format!("x11:{display}")])
+        .args(["--fps", "20", "--frames", "10", "--wait-peers", "1"])
+        .arg("--report")
+        .arg(report)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut out = BufReader::new(c.stdout.take().unwrap());
-    procs.push(c);
+    let source = procs.push(c);
     let mut text = String::new();
     let mut addr = None;
     for _ in 0..5 {
@@ -389,7 +425,21 @@ fn x11_capture_reaches_a_peer_with_a_window() {
         }
     }
     assert!(text.contains("capturing 320x200 through MIT-SHM"), "{text}");
-    let addr = addr.unwrap();
+    // Keep reading: a closed pipe would fail the source's next line.
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    (source, addr.unwrap())
+}
+
+#[cfg(feature = "x11")]
+#[test]
+fn x11_capture_reaches_a_peer_with_a_window() {
+    let mut procs = Procs::default();
+    let Some(display) = xvfb(&mut procs, "320x200") else {
+        return;
+    };
+    let dir = Scratch::new("treex11");
+    let src_report = dir.path("source.json");
+    let (source, addr) = start_x11_source(&mut procs, &display, &src_report);
     let r = dir.path("p.json");
     let raw = dir.path("p.raw");
     let mut peer = nagare()
@@ -405,7 +455,7 @@ fn x11_capture_reaches_a_peer_with_a_window() {
         ])
         .arg("--report")
         .arg(&r)
-        .arg("--output")
+        .arg("-o")
         .arg(&raw)
         .env("DISPLAY", &display)
         .stdout(Stdio::null())
@@ -420,8 +470,11 @@ fn x11_capture_reaches_a_peer_with_a_window() {
         .unwrap();
     assert!(peer.wait().unwrap().success(), "{err}");
     assert!(!err.contains("--view"), "window failed: {err}");
-    let got = fingerprints(&report(&r));
-    assert_eq!(got, fingerprints(&report(&src_report)));
+    // The source writes its report once it has seen the stream out.
+    let status = crate::common::wait_bounded(&mut procs.0[source], 30, "tree source");
+    assert!(status.success());
+    let got = peer_report(&r).fingerprints;
+    assert_eq!(got, source_report(&src_report).fingerprints);
     assert_eq!(got.len(), 10);
     assert_eq!(std::fs::metadata(&raw).unwrap().len(), 10 * 320 * 200 * 3);
 }
@@ -480,57 +533,56 @@ fn stalled_child_lags_alone_and_catches_up_bit_exact() {
     let ok = procs.wait_all(Duration::from_secs(25));
     assert!(ok.iter().all(|&o| o), "exit statuses: {ok:?}");
 
-    let src = report(&src_report);
-    assert_eq!(src["frames"], frames);
-    assert!(src["lag_drops"].as_u64().unwrap() >= 1, "no lag: {src}");
-    assert!(
-        src["refreshes"].as_u64().unwrap() >= 1,
-        "no catch-up: {src}"
-    );
-    let truth = fingerprints(&src);
+    let src = source_report(&src_report);
+    assert_eq!(src.frames, frames);
+    assert!(src.lag_drops >= 1, "no lag: {src:?}");
+    assert!(src.refreshes >= 1, "no catch-up: {src:?}");
+    let truth = src.fingerprints;
 
     // The sibling got every frame, bit-exact, and on time: had the source
     // waited on the staller, frames would have been late by the stall.
-    let sib = report(&dir.path("sibling.json"));
-    assert_eq!(sib["lost"], 0, "{sib}");
-    assert_eq!(fingerprints(&sib), truth);
-    let max_ms = sib["latency_us"]["max"].as_u64().unwrap() as f64 / 1e3;
-    assert!(max_ms < 1000.0, "sibling frame {max_ms} ms late: {sib}");
+    let sib = peer_report(&dir.path("sibling.json"));
+    assert_eq!(sib.lost, 0, "{sib:?}");
+    assert_eq!(sib.fingerprints, truth);
+    let max_ms = sib.latency_us.max / 1e3;
+    assert!(max_ms < 1000.0, "sibling frame {max_ms} ms late: {sib:?}");
 
     // The staller skipped frames but every one it shows is bit-exact, and
     // it caught up to the end of the stream.
-    let r = report(&dir.path("slow.json"));
-    let truth: std::collections::BTreeMap<u64, u64> = truth.into_iter().collect();
-    assert_eq!(r["ended"], true, "{r}");
-    assert_eq!(r["last"], frames - 1, "the slow peer never caught up: {r}");
-    let got = fingerprints(&r);
-    for (n, h) in &got {
+    let r = peer_report(&dir.path("slow.json"));
+    let truth: BTreeMap<u64, u64> = truth.into_iter().collect();
+    assert!(r.ended, "{r:?}");
+    assert_eq!(
+        r.last,
+        Some(frames - 1),
+        "the slow peer never caught up: {r:?}"
+    );
+    for (n, h) in &r.fingerprints {
         assert_eq!(truth.get(n), Some(h), "slow peer frame {n} is wrong");
     }
-    let skipped = r["lost"].as_u64().unwrap();
-    assert!(skipped > 0, "the stall skipped nothing: {r}");
+    assert!(r.lost > 0, "the stall skipped nothing: {r:?}");
     eprintln!(
-        "slow peer: {} frames shown, {skipped} skipped; sibling latency max {max_ms:.1} ms",
-        got.len()
+        "slow peer: {} frames shown, {} skipped; sibling latency max {max_ms:.1} ms",
+        r.fingerprints.len(),
+        r.lost
     );
 }
 
 /// Reads one framed tree message off a raw connection.
-fn read_wire(s: &mut std::net::TcpStream) -> nagare_proto::tree::wire::Control {
-    use nagare_proto::tree::wire::{self as tree_wire, Control};
+fn read_wire(s: &mut std::net::TcpStream) -> nagare_proto::tree::Control {
+    use nagare_proto::framing::body_len;
     let mut header = [0u8; 4];
     s.read_exact(&mut header).unwrap();
-    let len = tree_wire::body_len(header).unwrap();
+    let len = body_len(header).unwrap();
     let mut msg = header.to_vec();
     msg.resize(4 + len, 0);
     s.read_exact(&mut msg[4..]).unwrap();
-    let (kind, body) = tree_wire::split(&msg).unwrap();
-    Control::parse(kind, body).unwrap().unwrap()
+    nagare_proto::tree::Control::parse_framed(&msg).unwrap()
 }
 
 #[test]
 fn replayed_answer_is_refused_and_the_key_never_travels() {
-    use nagare_proto::tree::wire::{Control, Role, proof};
+    use nagare_proto::tree::{Control, Role, proof};
     use std::io::Write;
     let mut procs = Procs::default();
     let addr = start_source(

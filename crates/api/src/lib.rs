@@ -13,4 +13,5 @@
 
 pub mod doctor;
 pub mod probe;
+pub mod tree;
 pub mod video;

@@ -9,7 +9,7 @@
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
-mod error;
+pub mod framing;
 pub mod netem;
 pub mod probe;
 pub mod rtp;
@@ -22,5 +22,4 @@ pub mod video;
 
 pub use units::{BitRate, ByteSize, ExtSeq, MediaTime, Nanos, Ssrc};
 
-pub use error::Error;
 pub use video::{FrameRate, PixelFormat, VideoFormat};

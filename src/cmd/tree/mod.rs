@@ -1,25 +1,23 @@
 //! `nagare tree`: one screen to many peers over a balanced binary tree of
-//! TCP relays (seed 004, SOLAR-CATS). The source captures, encodes with
-//! the screen codec and coordinates the tree; each peer relays every
-//! chunk to its at most two children as it arrives. The topology model,
-//! the codec and the wire format live in nagare-proto; this module owns
-//! sockets, threads, clocks and the screen.
+//! TCP relays (seed 004, SOLAR-CATS). Every protocol decision (admission,
+//! placement, repair, re-attaching, what each child is sent) is made by
+//! `nagare_proto::tree::{Coordinator, Peer}`; this module owns the
+//! sockets ([`links`]), the threads, the clocks, the screen ([`capture`],
+//! `view`) and the files.
 
 mod capture;
-mod fanout;
+mod links;
 mod peer;
 mod source;
+#[cfg(feature = "x11")]
 mod view;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use nagare_proto::tree::wire::{self as tree_wire, Control, KEY_LEN, NONCE_LEN, Nonce, SessionKey};
+use nagare_proto::tree::{KEY_LEN, SessionKey};
 
 /// Arguments of `nagare tree`.
 #[derive(Args)]
@@ -39,7 +37,7 @@ enum TreeCommand {
 /// Arguments of `nagare tree source`.
 #[derive(Args)]
 pub struct SourceArgs {
-    /// Raw video file (packed frames of --size and --pixel-format) or
+    /// Raw video file (packed frames of --size and --pix-fmt) or
     /// `pattern:bars`; not needed with --capture.
     #[arg(value_name = "INPUT", required_unless_present = "capture")]
     input: Option<String>,
@@ -49,15 +47,16 @@ pub struct SourceArgs {
     /// Address to listen on, for joining peers and the source's children.
     #[arg(long, default_value = "0.0.0.0:7450", value_name = "HOST:PORT")]
     listen: String,
-    /// Frames per second to capture.
+    /// Frames per second to capture: 12, 30000/1001 or 29.97.
     #[arg(long, default_value = "12")]
     fps: String,
-    /// Frame size of a file or pattern input.
+    /// Frame size WIDTHxHEIGHT of a file or pattern input.
     #[arg(long, default_value = "1440x900", value_name = "WxH")]
     size: String,
-    /// Pixel format of a file or pattern input (rgb24, uyvy422, uyvp).
-    #[arg(long, default_value = "rgb24")]
-    pixel_format: String,
+    /// Pixel format of a file or pattern input: rgb24, uyvy422 (8-bit
+    /// 4:2:2), uyvp (10-bit 4:2:2).
+    #[arg(long = "pix-fmt", alias = "pixel-format", default_value = "rgb24")]
+    pix_fmt: String,
     /// Stop after this many frames (default: until the input ends, or forever).
     #[arg(long)]
     frames: Option<u64>,
@@ -90,7 +89,7 @@ pub struct JoinArgs {
     #[arg(long)]
     key: Option<String>,
     /// Append every received frame (raw, packed) to this file.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, short, value_name = "FILE")]
     output: Option<PathBuf>,
     /// Show the screen in an X11 window.
     #[arg(long)]
@@ -126,8 +125,7 @@ pub fn run(args: TreeArgs) -> anyhow::Result<ExitCode> {
 fn now_us() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_micros() as u64)
-        .unwrap_or(0)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
 fn parse_key(text: &str) -> anyhow::Result<SessionKey> {
@@ -160,91 +158,22 @@ fn random_key() -> anyhow::Result<SessionKey> {
     Ok(key)
 }
 
-/// Sends a fresh challenge on a connection just accepted and returns it:
-/// the newcomer must answer with a proof for this nonce.
-fn challenge(stream: &mut TcpStream) -> anyhow::Result<Nonce> {
-    let mut nonce = [0; NONCE_LEN];
-    getrandom::fill(&mut nonce)
-        .map_err(|e| anyhow::anyhow!("the system's random source failed ({e})"))?;
-    send(stream, &Control::Challenge { nonce })?;
-    Ok(nonce)
+/// A frame fingerprint for reports (xxh3 of the pixels), so tests
+/// compare what every peer decoded without storing every frame.
+fn fingerprint(pixels: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(pixels)
 }
 
-/// Reads the challenge the accepting side opens with.
-fn read_challenge(stream: &mut TcpStream, whom: &str) -> anyhow::Result<Nonce> {
-    let c = read_control(stream).with_context(|| format!("waiting for {whom}'s challenge"))?;
-    check_no_refusal(&c, whom)?;
-    match c {
-        Control::Challenge { nonce } => Ok(nonce),
-        other => bail!(
-            "{whom} opened with {other:?} instead of a challenge; is it a `nagare tree` of the same version?"
-        ),
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_round_trip_and_bad_ones_are_named() {
+        let key = parse_key("00112233445566778899aabbccddeeff").unwrap();
+        assert_eq!(format_key(&key), "00112233445566778899aabbccddeeff");
+        let e = parse_key("xyz").unwrap_err().to_string();
+        assert!(e.contains("\"xyz\"") && e.contains("32 hex digits"), "{e}");
+        assert!(parse_key("0011223344556677889900aabbccddeg").is_err());
     }
-}
-
-/// Reads one framed message (header included), refusing oversized ones
-/// before allocating.
-fn read_message(stream: &mut impl Read) -> anyhow::Result<Vec<u8>> {
-    let mut header = [0u8; 4];
-    stream.read_exact(&mut header)?;
-    let len = tree_wire::body_len(header)?;
-    let mut msg = vec![0u8; 4 + len];
-    msg[..4].copy_from_slice(&header);
-    stream.read_exact(&mut msg[4..])?;
-    Ok(msg)
-}
-
-/// Reads a message that must be a control message.
-fn read_control(stream: &mut impl Read) -> anyhow::Result<Control> {
-    let msg = read_message(stream)?;
-    let (kind, body) = tree_wire::split(&msg)?;
-    Control::parse(kind, body)?
-        .ok_or_else(|| anyhow::anyhow!("expected a control message, got {kind:?}"))
-}
-
-fn send(stream: &mut TcpStream, msg: &Control) -> anyhow::Result<()> {
-    stream.write_all(&msg.to_bytes())?;
-    Ok(())
-}
-
-fn refuse(stream: &mut TcpStream, reason: &str) {
-    let _ = send(
-        stream,
-        &Control::Refused {
-            reason: reason.to_owned(),
-        },
-    );
-}
-
-/// A 64-bit frame fingerprint (FNV-style over 8-byte words, so it costs
-/// little next to decoding): reports carry one per frame, so tests compare
-/// what every peer decoded without storing every frame.
-fn fingerprint(data: &[u8]) -> u64 {
-    let mut words = data.chunks_exact(8);
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for w in &mut words {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(w);
-        h = (h ^ u64::from_le_bytes(a)).wrapping_mul(0x0100_0000_01b3);
-        h ^= h >> 29;
-    }
-    for &b in words.remainder() {
-        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-    }
-    h
-}
-
-fn resolve(addr: &str, what: &str) -> anyhow::Result<std::net::SocketAddr> {
-    use std::net::ToSocketAddrs;
-    addr.to_socket_addrs()
-        .with_context(|| format!("{what} {addr:?} is not HOST:PORT"))?
-        .next()
-        .ok_or_else(|| anyhow::anyhow!("{what} {addr:?} resolves to no address"))
-}
-
-fn check_no_refusal(c: &Control, whom: &str) -> anyhow::Result<()> {
-    if let Control::Refused { reason } = c {
-        bail!("{whom} refused: {reason}");
-    }
-    Ok(())
 }

@@ -37,7 +37,8 @@ impl Viewer {
         let setup = conn.setup();
         let screen = &setup.roots[n];
         let depth = screen.root_depth;
-        let offsets = super::capture::rgb_offsets(setup, screen).context("opening the window")?;
+        let offsets =
+            super::capture::x11::rgb_offsets(setup, screen).context("opening the window")?;
         let (width, height) = (
             u16::try_from(format.width).context("screen too wide for X11")?,
             u16::try_from(format.height).context("screen too tall for X11")?,

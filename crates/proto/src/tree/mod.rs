@@ -1,8 +1,40 @@
-//! The screen-relay tree: topology kept by the coordinator, the wire
-//! format and admission proof, and the per-child relay queue.
+//! The screen-relay tree (seed 004): one screen to many peers over a
+//! balanced binary tree of TCP relays.
+//!
+//! - [`Coordinator`]: the source's machine (admission, placement, repair,
+//!   encoding, relaying to its own children);
+//! - [`Peer`]: a peer's machine (join, attach, decode, relay, re-attach);
+//! - [`topology`]: the balanced tree the coordinator keeps;
+//! - [`wire`] and [`auth`]: control messages and the challenge-response
+//!   that admits peers;
+//! - [`relay`] and [`Fanout`]: what each child is sent, so a slow child
+//!   holds nobody up;
+//! - [`link`]: the connections and transmits both machines share with
+//!   their drivers.
+//!
+//! Both machines are sans-IO with one verb set: `handle_input(now, ..)`,
+//! `poll_transmit(now)`, `poll_event()`, `poll_timeout()`.
 
+mod admission;
+pub mod auth;
+pub mod coordinator;
+mod error;
+mod fanout;
+pub mod link;
+pub mod peer;
 pub mod relay;
+#[cfg(test)]
+mod tests;
 pub mod topology;
 pub mod wire;
 
-pub use topology::*;
+pub use admission::{HANDSHAKE_TIMEOUT, MAX_PENDING, Refusal};
+pub use auth::{KEY_LEN, Nonce, Role, SessionKey, proof, proof_matches};
+pub use coordinator::{Coordinator, CoordinatorConfig, SourceStats};
+pub use error::Error;
+pub use fanout::Fanout;
+pub use link::{Close, DialId, LinkId, LinkInput, Message, Transmit};
+pub use peer::{Peer, PeerConfig, PeerStats};
+pub use relay::{ChildQueue, Chunk, Limits};
+pub use topology::{MAX_PEERS, Placement, Repair, Topology};
+pub use wire::{Control, PeerId};

@@ -15,14 +15,15 @@
 //! nothing, and a resumed child decodes bit-exact frames again (it skips
 //! the ones it fell behind on).
 //!
-//! No threads or clocks here: the driver wraps each queue in a mutex and
-//! runs one writer per child.
+//! No threads or clocks here: [`super::Fanout`] holds one queue per
+//! child and hands the driver a child's next message once its last one
+//! is written.
 
 use std::collections::VecDeque;
 
-use crate::Error;
+use super::Error;
+use crate::framing;
 use crate::screen::{Canvas, ScreenMessage};
-use crate::tree::wire as tree_wire;
 
 /// Queue sizes of one child.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,10 +71,10 @@ pub enum Chunk {
 impl Chunk {
     /// Classifies a framed screen message (header included).
     pub fn of(msg: &[u8]) -> Result<Chunk, Error> {
-        let (kind, body) = tree_wire::split(msg)?;
+        let (kind, body) = framing::split(msg)?;
         match ScreenMessage::parse(kind, body)? {
             Some(m) => Ok(Chunk::from(&m)),
-            None => Err(Error::Malformed("not a screen message")),
+            None => Err(Error::NotScreen(kind)),
         }
     }
 }
@@ -423,7 +424,7 @@ mod tests {
                     break;
                 };
                 self.credit -= m.len() as i64;
-                let (k, b) = tree_wire::split(&m).unwrap();
+                let (k, b) = framing::split(&m).unwrap();
                 let sm = ScreenMessage::parse(k, b).unwrap().unwrap();
                 // The relay must never send what the child cannot apply.
                 if let Some(done) = self.canvas.apply(&sm).unwrap() {
@@ -467,7 +468,7 @@ mod tests {
             for m in &encoded.messages {
                 fast.offer(m);
                 lazy.offer(m);
-                let (k, b) = tree_wire::split(m).unwrap();
+                let (k, b) = framing::split(m).unwrap();
                 relay
                     .apply(&ScreenMessage::parse(k, b).unwrap().unwrap())
                     .unwrap();
@@ -522,7 +523,7 @@ mod tests {
         assert!(q.drops() >= 1);
         assert!(q.catch_up(enc.canvas()));
         while let Next::Send(m) = q.pop() {
-            let (k, b) = tree_wire::split(&m).unwrap();
+            let (k, b) = framing::split(&m).unwrap();
             child
                 .apply(&ScreenMessage::parse(k, b).unwrap().unwrap())
                 .unwrap();

@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 
-pub use crate::tree::wire::PeerId;
+use super::wire::PeerId;
 
 /// Most peers one tree takes; ids are never reused within a session.
 pub const MAX_PEERS: usize = 1 << 16;

@@ -1,0 +1,267 @@
+//! The accepting side of a connection (the source, or a relay parent):
+//! challenge the newcomer, check its proof, and say what it asked to be.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use super::Error;
+use super::auth::{Nonce, Role, SessionKey, proof_matches};
+use super::link::{LinkId, Message};
+use super::wire::{Control, PeerId};
+use crate::framing::Kind;
+use crate::units::Nanos;
+
+/// How long a new connection may take to prove itself.
+pub const HANDSHAKE_TIMEOUT: Nanos = Nanos::from_secs(5);
+
+/// Connections waiting to prove themselves at once; more are closed
+/// unanswered, so a flood of idle connections costs bounded memory.
+pub const MAX_PENDING: usize = 256;
+
+/// Why a connection was turned away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Its proof does not match the session key.
+    WrongKey(Role),
+    /// It asked for something this side does not offer (a join at a
+    /// relay parent) or opened with another message.
+    Unexpected(Kind),
+    /// Its first message is malformed.
+    Malformed(Error),
+    /// It did not answer the challenge in time.
+    Timeout,
+    /// Too many connections are already waiting to prove themselves.
+    Busy,
+    /// The tree holds as many peers as it can.
+    TreeFull,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::WrongKey(Role::Join) => f.write_str("tried to join with a wrong key"),
+            Refusal::WrongKey(Role::Attach) => f.write_str("tried to attach with a wrong key"),
+            Refusal::Unexpected(kind) => write!(f, "opened with {kind:?}"),
+            Refusal::Malformed(e) => write!(f, "opened with a malformed message ({e})"),
+            Refusal::Timeout => f.write_str("did not answer the challenge in time"),
+            Refusal::Busy => f.write_str("too many connections waiting to prove themselves"),
+            Refusal::TreeFull => f.write_str("the tree is full"),
+        }
+    }
+}
+
+impl Refusal {
+    /// The reason sent to the newcomer, if it gets one.
+    pub fn reason(self, accepts_join: bool) -> Option<&'static str> {
+        match self {
+            Refusal::WrongKey(_) => {
+                Some("wrong session key: use the key `nagare tree source` printed")
+            }
+            Refusal::Unexpected(_) | Refusal::Malformed(_) if accepts_join => {
+                Some("expected a join or attach request")
+            }
+            Refusal::Unexpected(_) | Refusal::Malformed(_) => Some("expected an attach request"),
+            Refusal::TreeFull => Some("the tree is full"),
+            Refusal::Timeout | Refusal::Busy => None,
+        }
+    }
+}
+
+/// What a newcomer turned out to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// A peer joining the tree; its relay listens on `relay_port` at the
+    /// address it came from.
+    Join {
+        /// The peer's relay listener.
+        relay: SocketAddr,
+    },
+    /// A child attaching to stream from this side.
+    Attach {
+        /// The child.
+        peer: PeerId,
+        /// Frame it holds.
+        version: Option<u64>,
+    },
+    /// Turned away.
+    Refused(Refusal),
+}
+
+#[derive(Debug)]
+struct Pending {
+    nonce: Nonce,
+    from: SocketAddr,
+    deadline: Nanos,
+}
+
+/// Connections that were challenged and have not answered yet.
+#[derive(Debug)]
+pub(crate) struct Admission {
+    key: SessionKey,
+    accepts_join: bool,
+    pending: BTreeMap<LinkId, Pending>,
+}
+
+impl Admission {
+    /// Admits joins too when `accepts_join` (the source), else only
+    /// attaching children.
+    pub(crate) fn new(key: SessionKey, accepts_join: bool) -> Self {
+        Admission {
+            key,
+            accepts_join,
+            pending: BTreeMap::new(),
+        }
+    }
+
+    /// Challenges a new connection; `None` when too many are pending (the
+    /// caller closes it unanswered).
+    pub(crate) fn accept(
+        &mut self,
+        now: Nanos,
+        link: LinkId,
+        from: SocketAddr,
+        nonce: Nonce,
+    ) -> Option<Message> {
+        if self.pending.len() >= MAX_PENDING {
+            return None;
+        }
+        let deadline = now + HANDSHAKE_TIMEOUT;
+        self.pending.insert(
+            link,
+            Pending {
+                nonce,
+                from,
+                deadline,
+            },
+        );
+        Some(Control::Challenge { nonce }.to_bytes().into())
+    }
+
+    /// Whether `link` is waiting to prove itself.
+    pub(crate) fn contains(&self, link: LinkId) -> bool {
+        self.pending.contains_key(&link)
+    }
+
+    /// Judges the first message of a pending link: where it came from
+    /// and what it is; `None` if the link is not pending.
+    pub(crate) fn receive(&mut self, link: LinkId, msg: &[u8]) -> Option<(SocketAddr, Verdict)> {
+        let p = self.pending.remove(&link)?;
+        Some((p.from, self.judge(&p, msg)))
+    }
+
+    fn judge(&self, p: &Pending, msg: &[u8]) -> Verdict {
+        let control = match Control::parse_framed(msg) {
+            Ok(c) => c,
+            Err(Error::Unexpected(kind)) => return Verdict::Refused(Refusal::Unexpected(kind)),
+            Err(e) => return Verdict::Refused(Refusal::Malformed(e)),
+        };
+        let (role, proof) = match &control {
+            Control::Join { proof, .. } if self.accepts_join => (Role::Join, proof),
+            Control::Attach { proof, .. } => (Role::Attach, proof),
+            other => return Verdict::Refused(Refusal::Unexpected(other.kind())),
+        };
+        if !proof_matches(&self.key, &p.nonce, role, proof) {
+            return Verdict::Refused(Refusal::WrongKey(role));
+        }
+        match control {
+            Control::Join { relay_port, .. } => Verdict::Join {
+                relay: SocketAddr::new(p.from.ip(), relay_port),
+            },
+            Control::Attach { peer, version, .. } => Verdict::Attach { peer, version },
+            _ => Verdict::Refused(Refusal::Unexpected(control.kind())),
+        }
+    }
+
+    /// Forgets a link that closed.
+    pub(crate) fn remove(&mut self, link: LinkId) -> bool {
+        self.pending.remove(&link).is_some()
+    }
+
+    /// Links whose time to answer ran out, with where they came from.
+    pub(crate) fn expire(&mut self, now: Nanos) -> Vec<(LinkId, SocketAddr)> {
+        let late: Vec<(LinkId, SocketAddr)> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.deadline <= now)
+            .map(|(&l, p)| (l, p.from))
+            .collect();
+        for (l, _) in &late {
+            self.pending.remove(l);
+        }
+        late
+    }
+
+    /// The earliest deadline of a pending link.
+    pub(crate) fn poll_timeout(&self) -> Option<Nanos> {
+        self.pending.values().map(|p| p.deadline).min()
+    }
+
+    /// The reason a refused newcomer is told.
+    pub(crate) fn reason(&self, why: Refusal) -> Option<&'static str> {
+        why.reason(self.accepts_join)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tree::auth::proof;
+
+    const KEY: SessionKey = [3; 16];
+
+    fn from() -> SocketAddr {
+        "10.0.0.7:40000".parse().unwrap()
+    }
+
+    #[test]
+    fn verdicts() {
+        let mut a = Admission::new(KEY, true);
+        let nonce = [5; 32];
+        assert!(a.accept(Nanos(0), LinkId(1), from(), nonce).is_some());
+        let join = Control::Join {
+            proof: proof(&KEY, &nonce, Role::Join),
+            relay_port: 7000,
+        };
+        assert_eq!(
+            a.receive(LinkId(1), &join.to_bytes()),
+            Some((
+                from(),
+                Verdict::Join {
+                    relay: "10.0.0.7:7000".parse().unwrap()
+                }
+            ))
+        );
+        assert_eq!(a.receive(LinkId(1), &join.to_bytes()), None, "judged once");
+
+        // A relay parent takes no joins; a join proof does not attach.
+        let mut r = Admission::new(KEY, false);
+        r.accept(Nanos(0), LinkId(2), from(), nonce);
+        assert_eq!(
+            r.receive(LinkId(2), &join.to_bytes()),
+            Some((from(), Verdict::Refused(Refusal::Unexpected(Kind::Join))))
+        );
+        r.accept(Nanos(0), LinkId(3), from(), nonce);
+        let replay = Control::Attach {
+            proof: proof(&KEY, &nonce, Role::Join),
+            peer: PeerId(4),
+            version: None,
+        };
+        assert_eq!(
+            r.receive(LinkId(3), &replay.to_bytes()),
+            Some((from(), Verdict::Refused(Refusal::WrongKey(Role::Attach))))
+        );
+    }
+
+    #[test]
+    fn deadlines_and_the_pending_cap() {
+        let mut a = Admission::new(KEY, true);
+        for i in 0..MAX_PENDING as u64 {
+            assert!(a.accept(Nanos(i), LinkId(i), from(), [0; 32]).is_some());
+        }
+        assert!(a.accept(Nanos(0), LinkId(999), from(), [0; 32]).is_none());
+        assert_eq!(a.poll_timeout(), Some(HANDSHAKE_TIMEOUT));
+        let late = a.expire(HANDSHAKE_TIMEOUT + Nanos(1));
+        assert_eq!(late.len(), 2);
+        assert!(!a.contains(LinkId(0)) && a.contains(LinkId(2)));
+    }
+}

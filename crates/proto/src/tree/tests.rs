@@ -1,0 +1,481 @@
+//! The two machines step by step: what each sends, closes and reports
+//! for one input at a time (the whole tree runs in tests/tree_sim.rs).
+
+use std::net::SocketAddr;
+
+use super::coordinator::{self, Coordinator, CoordinatorConfig, SETTLING};
+use super::peer::{self, Event, Failure, Loss, Peer, PeerConfig, SILENCE, SILENCE_PER_HOP};
+use super::*;
+use crate::framing::Kind;
+use crate::units::Nanos;
+use crate::video::format::{PixelFormat, VideoFormat};
+
+const KEY: SessionKey = [9; 16];
+
+fn source_addr() -> SocketAddr {
+    "10.0.0.1:7450".parse().unwrap()
+}
+
+fn format() -> VideoFormat {
+    VideoFormat::new(64, 64, PixelFormat::Rgb24).unwrap()
+}
+
+fn transmits(p: &mut Peer) -> Vec<Transmit> {
+    std::iter::from_fn(|| p.poll_transmit(Nanos(0))).collect()
+}
+
+fn events(p: &mut Peer) -> Vec<Event> {
+    std::iter::from_fn(|| p.poll_event()).collect()
+}
+
+fn sent(t: &[Transmit]) -> Vec<(LinkId, Control)> {
+    t.iter()
+        .filter_map(|t| match t {
+            Transmit::Send { link, msg } => Some((*link, Control::parse_framed(msg).ok()?)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn input(p: &mut Peer, now: Nanos, l: LinkInput) -> Vec<Transmit> {
+    p.handle_input(now, peer::Input::Link(l));
+    transmits(p)
+}
+
+fn receive(p: &mut Peer, now: Nanos, link: LinkId, c: &Control) -> Vec<Transmit> {
+    let msg = c.to_bytes().into();
+    input(p, now, LinkInput::Received { link, msg })
+}
+
+fn new_peer() -> Peer {
+    Peer::new(
+        Nanos(0),
+        PeerConfig {
+            key: KEY,
+            source: source_addr(),
+            relay_port: 7000,
+            limits: Limits::default(),
+            give_up: Nanos::from_secs(30),
+        },
+    )
+}
+
+/// Takes a new peer through the join (the control link is 0); returns
+/// it with what it asked for on being placed.
+fn placed_peer() -> (Peer, Vec<Transmit>) {
+    let mut p = new_peer();
+    let t = transmits(&mut p);
+    assert_eq!(
+        t,
+        [Transmit::Connect {
+            dial: DialId(0),
+            addr: source_addr(),
+            role: Role::Join
+        }]
+    );
+    input(
+        &mut p,
+        Nanos(0),
+        LinkInput::Connected {
+            dial: DialId(0),
+            link: LinkId(0),
+        },
+    );
+    let nonce = [1; 32];
+    let t = receive(&mut p, Nanos(1), LinkId(0), &Control::Challenge { nonce });
+    let [
+        (
+            LinkId(0),
+            Control::Join {
+                proof: pr,
+                relay_port: 7000,
+            },
+        ),
+    ] = sent(&t)[..]
+    else {
+        panic!("no join: {t:?}");
+    };
+    assert!(proof_matches(&KEY, &nonce, Role::Join, &pr));
+    let placed = Control::Placed {
+        peer: PeerId(4),
+        slot: 4,
+        depth: 2,
+        parent: PeerId::SOURCE,
+        parent_addr: "0.0.0.0:0".parse().unwrap(),
+    };
+    let t = receive(&mut p, Nanos(2), LinkId(0), &placed);
+    (p, t)
+}
+
+/// Takes a new peer through join and attach to the source; the control
+/// link is 0, the parent link 1.
+fn attached_peer() -> Peer {
+    let (mut p, t) = placed_peer();
+    let attach_dial = Transmit::Connect {
+        dial: DialId(1),
+        addr: source_addr(),
+        role: Role::Attach,
+    };
+    assert_eq!(t, [attach_dial]);
+    input(
+        &mut p,
+        Nanos(3),
+        LinkInput::Connected {
+            dial: DialId(1),
+            link: LinkId(1),
+        },
+    );
+    let t = receive(
+        &mut p,
+        Nanos(4),
+        LinkId(1),
+        &Control::Challenge { nonce: [2; 32] },
+    );
+    let [
+        (
+            LinkId(1),
+            Control::Attach {
+                peer,
+                version: None,
+                ..
+            },
+        ),
+    ] = sent(&t)[..]
+    else {
+        panic!("no attach: {t:?}");
+    };
+    assert_eq!(peer, PeerId(4));
+    let t = receive(
+        &mut p,
+        Nanos(5),
+        LinkId(1),
+        &Control::Welcome { format: format() },
+    );
+    assert_eq!(sent(&t), [(LinkId(0), Control::Ready)]);
+    p
+}
+
+#[test]
+fn peer_joins_attaches_and_says_ready() {
+    let mut p = attached_peer();
+    let e = events(&mut p);
+    assert!(matches!(e[0], Event::Placed { moved: false, .. }), "{e:?}");
+    assert_eq!(
+        e[1],
+        Event::Attached {
+            parent: PeerId::SOURCE,
+            format: format()
+        }
+    );
+    assert_eq!(p.stats().depth, 2);
+    assert!(!p.is_done());
+}
+
+#[test]
+fn a_refused_join_ends_with_the_reason_and_closes() {
+    let mut p = new_peer();
+    transmits(&mut p);
+    input(
+        &mut p,
+        Nanos(0),
+        LinkInput::Connected {
+            dial: DialId(0),
+            link: LinkId(0),
+        },
+    );
+    let reason = "wrong session key".to_owned();
+    let t = receive(
+        &mut p,
+        Nanos(1),
+        LinkId(0),
+        &Control::Refused {
+            reason: reason.clone(),
+        },
+    );
+    assert_eq!(
+        t,
+        [Transmit::Close {
+            link: LinkId(0),
+            how: Close::Flush
+        }]
+    );
+    assert_eq!(events(&mut p), [Event::Failed(Failure::Refused(reason))]);
+    assert!(p.is_done());
+    assert_eq!(p.poll_timeout(), None);
+}
+
+#[test]
+fn unreachable_and_silent_sources_fail() {
+    let mut p = new_peer();
+    transmits(&mut p);
+    input(
+        &mut p,
+        Nanos(0),
+        LinkInput::ConnectFailed { dial: DialId(0) },
+    );
+    assert_eq!(events(&mut p), [Event::Failed(Failure::SourceUnreachable)]);
+
+    let mut p = new_peer();
+    transmits(&mut p);
+    input(
+        &mut p,
+        Nanos(0),
+        LinkInput::Connected {
+            dial: DialId(0),
+            link: LinkId(0),
+        },
+    );
+    let due = p.poll_timeout().unwrap();
+    assert_eq!(due, HANDSHAKE_TIMEOUT);
+    p.handle_input(due, peer::Input::Timeout);
+    assert_eq!(events(&mut p), [Event::Failed(Failure::Timeout)]);
+    assert!(
+        p.poll_timeout().is_none_or(|t| t > due),
+        "timer not cleared"
+    );
+}
+
+#[test]
+fn bad_data_from_the_parent_reattaches_to_it() {
+    let mut p = attached_peer();
+    events(&mut p);
+    // A frame end with no frame open.
+    let msg = crate::screen::ScreenMessage::FrameEnd { number: 3 }.to_bytes();
+    let t = input(
+        &mut p,
+        Nanos(9),
+        LinkInput::Received {
+            link: LinkId(1),
+            msg: msg.into(),
+        },
+    );
+    assert_eq!(
+        t,
+        [
+            Transmit::Close {
+                link: LinkId(1),
+                how: Close::Abort
+            },
+            Transmit::Connect {
+                dial: DialId(2),
+                addr: source_addr(),
+                role: Role::Attach
+            }
+        ]
+    );
+    assert!(matches!(events(&mut p)[..], [Event::BadData { .. }]));
+}
+
+#[test]
+fn a_silent_parent_is_reported_after_the_silence_of_its_depth() {
+    let mut p = attached_peer();
+    events(&mut p);
+    let due = Nanos(5) + SILENCE + SILENCE_PER_HOP + SILENCE_PER_HOP;
+    assert_eq!(p.poll_timeout(), Some(due));
+    p.handle_input(due, peer::Input::Timeout);
+    let t = transmits(&mut p);
+    assert_eq!(
+        sent(&t),
+        [(
+            LinkId(0),
+            Control::Orphaned {
+                parent: PeerId::SOURCE
+            }
+        )]
+    );
+    assert_eq!(
+        events(&mut p),
+        [Event::ParentLost {
+            parent: PeerId::SOURCE,
+            why: Loss::Silent
+        }]
+    );
+}
+
+struct Source {
+    c: Coordinator,
+    now: Nanos,
+}
+
+impl Source {
+    fn new() -> Source {
+        let cfg = CoordinatorConfig {
+            key: KEY,
+            format: format(),
+            key_interval: 0,
+            limits: Limits::default(),
+        };
+        Source {
+            c: Coordinator::new(cfg).unwrap(),
+            now: Nanos(0),
+        }
+    }
+
+    fn input(&mut self, i: coordinator::Input<'_>) -> Vec<Transmit> {
+        self.c.handle_input(self.now, i).unwrap();
+        std::iter::from_fn(|| self.c.poll_transmit(self.now)).collect()
+    }
+
+    fn link(&mut self, l: LinkInput) -> Vec<Transmit> {
+        self.input(coordinator::Input::Link(l))
+    }
+
+    /// Accepts `link` and answers its challenge with `answer(nonce)`.
+    fn admit(&mut self, link: u64, answer: impl Fn([u8; 32]) -> Control) -> Vec<Transmit> {
+        let nonce = [link as u8; 32];
+        let from = format!("10.0.0.{}:40000", 10 + link).parse().unwrap();
+        let t = self.link(LinkInput::Accepted {
+            link: LinkId(link),
+            from,
+            nonce,
+        });
+        assert_eq!(sent(&t), [(LinkId(link), Control::Challenge { nonce })]);
+        self.link(LinkInput::Received {
+            link: LinkId(link),
+            msg: answer(nonce).to_bytes().into(),
+        })
+    }
+
+    fn join(&mut self, link: u64) -> Vec<Transmit> {
+        self.admit(link, |nonce| Control::Join {
+            proof: proof(&KEY, &nonce, Role::Join),
+            relay_port: 7000,
+        })
+    }
+}
+
+#[test]
+fn coordinator_refuses_wrong_keys_and_places_joins() {
+    let mut s = Source::new();
+    let t = s.admit(1, |nonce| Control::Join {
+        proof: proof(&[0; 16], &nonce, Role::Join),
+        relay_port: 7000,
+    });
+    let [
+        Transmit::Send { .. },
+        Transmit::Close {
+            how: Close::Flush, ..
+        },
+    ] = t[..]
+    else {
+        panic!("{t:?}");
+    };
+    assert!(
+        matches!(&sent(&t)[0].1, Control::Refused { reason } if reason.contains("wrong session key"))
+    );
+    for link in 2..5 {
+        let t = s.join(link);
+        let [(l, Control::Placed { peer, parent, .. })] = sent(&t)[..] else {
+            panic!("{t:?}");
+        };
+        assert_eq!(l, LinkId(link));
+        assert_eq!(peer, PeerId(link as u32 - 1));
+        let want = if link < 4 { PeerId::SOURCE } else { PeerId(1) };
+        assert_eq!(parent, want);
+    }
+    let ready = Control::Ready.to_bytes().into();
+    s.link(LinkInput::Received {
+        link: LinkId(2),
+        msg: ready,
+    });
+    assert_eq!(s.c.ready(), 1);
+    assert_eq!(s.c.topology().len(), 3);
+}
+
+#[test]
+fn reports_against_a_peer_that_is_settling_are_stale() {
+    let mut s = Source::new();
+    for link in 1..=7 {
+        s.join(link);
+    }
+    // Peer 1 (slot 1) dies; peer 7 (slot 7) moves into its slot.
+    s.now = Nanos::from_secs(10);
+    let t = s.link(LinkInput::Closed { link: LinkId(1) });
+    let moved: Vec<(LinkId, PeerId)> = sent(&t)
+        .into_iter()
+        .filter_map(|(l, c)| match c {
+            Control::Placed { parent, .. } => Some((l, parent)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        moved,
+        [
+            (LinkId(7), PeerId::SOURCE),
+            (LinkId(3), PeerId(7)),
+            (LinkId(4), PeerId(7))
+        ]
+    );
+    // Peer 3's child would blame it while it re-attaches: only peer 3
+    // is told where it sits again.
+    s.now = s.now + SETTLING - Nanos(1);
+    let orphaned = Control::Orphaned { parent: PeerId(7) }.to_bytes().into();
+    let t = s.link(LinkInput::Received {
+        link: LinkId(3),
+        msg: orphaned,
+    });
+    assert!(matches!(
+        sent(&t)[..],
+        [(LinkId(3), Control::Placed { .. })]
+    ));
+    assert_eq!(s.c.topology().len(), 6);
+}
+
+#[test]
+fn a_child_of_the_source_gets_welcome_frames_and_the_end() {
+    let mut s = Source::new();
+    s.join(1);
+    let t = s.admit(2, |nonce| Control::Attach {
+        proof: proof(&KEY, &nonce, Role::Attach),
+        peer: PeerId(1),
+        version: None,
+    });
+    assert_eq!(
+        sent(&t),
+        [(LinkId(2), Control::Welcome { format: format() })]
+    );
+    let pixels = vec![7; format().frame_bytes()];
+    let t = s.input(coordinator::Input::Frame {
+        pixels: &pixels,
+        captured_us: 1,
+    });
+    assert!(t.is_empty(), "one message at a time: {t:?}");
+    let t = s.link(LinkInput::Sent { link: LinkId(2) });
+    let [
+        Transmit::Send {
+            link: LinkId(2),
+            ref msg,
+        },
+    ] = t[..]
+    else {
+        panic!("{t:?}");
+    };
+    assert_eq!(crate::framing::split(msg).unwrap().0, Kind::FrameStart);
+    let mut steps = Vec::new();
+    s.input(coordinator::Input::End);
+    while !s.c.is_finished() {
+        let t = s.link(LinkInput::Sent { link: LinkId(2) });
+        assert!(!t.is_empty(), "the end never came");
+        for x in t {
+            steps.push(match x {
+                Transmit::Send { link, msg } => {
+                    format!("{:?} to {}", crate::framing::split(&msg).unwrap().0, link.0)
+                }
+                Transmit::Close { link, how } => format!("{how:?} {}", link.0),
+                Transmit::Connect { .. } => unreachable!("the source never dials"),
+            });
+        }
+    }
+    // The rest of the frame and the end of the stream, then the child's
+    // link and the peer's control link close.
+    assert_eq!(
+        steps,
+        [
+            "Tiles to 2",
+            "FrameEnd to 2",
+            "End to 2",
+            "Flush 2",
+            "Flush 1"
+        ]
+    );
+}
