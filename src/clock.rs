@@ -1,9 +1,10 @@
-//! The drivers' clock: maps pacer time (a `Duration` since the first
-//! frame's start on the epoch grid) to `Instant`s, and waits precisely.
+//! The drivers' clock: maps proto time ([`Nanos`] on an [`Origin`]'s
+//! timeline) to `Instant`s and back, finds the epoch frame grid, and
+//! waits precisely.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use nagare_proto::FrameRate;
+use nagare_proto::{FrameRate, Nanos};
 
 /// Bounds of the spin margin: how long before a deadline the wait stops
 /// sleeping and spins. Linux sleeps end late by the timer slack (1 µs with
@@ -61,38 +62,56 @@ pub fn epoch_ns() -> u128 {
         .map_or(0, |d| d.as_nanos())
 }
 
-/// The schedule's origin: the epoch frame number at which sending starts
-/// and the `Instant` that frame begins at.
+/// The drivers' timeline: nagare-proto's machines count [`Nanos`] from
+/// this `Instant`, and a driver converts at the edges (a deadline into an
+/// `Instant` to wait for, a receive stamp into `Nanos`).
 #[derive(Debug, Clone, Copy)]
 pub struct Origin {
-    /// First frame number counted from the epoch.
+    zero: Instant,
+}
+
+/// Where a stream starts on the epoch frame grid.
+#[derive(Debug, Clone, Copy)]
+pub struct EpochStart {
+    /// First frame number counted from the Unix epoch.
     pub first_frame: u64,
-    /// When that frame starts on this host's monotonic clock.
-    pub instant: Instant,
+    /// When that frame starts, on the origin's timeline.
+    pub at: Nanos,
 }
 
 impl Origin {
-    /// The first frame boundary on the epoch grid at least `lead` from now,
-    /// so every sender of the same rate starts on the same grid.
-    pub fn aligned(rate: FrameRate, lead: Duration) -> Origin {
-        let now_i = Instant::now();
-        let now_e = epoch_ns();
-        let first_frame = rate.frame_at_or_after_ns(now_e + lead.as_nanos());
-        let start_e = rate.frame_start_ns(first_frame);
-        let ahead = Duration::from_nanos(u64::try_from(start_e.saturating_sub(now_e)).unwrap_or(0));
+    /// A timeline starting now.
+    pub fn now() -> Origin {
         Origin {
-            first_frame,
-            instant: now_i + ahead,
+            zero: Instant::now(),
         }
     }
 
-    /// Pacer time of `at`.
-    pub fn since(&self, at: Instant) -> Duration {
-        at.saturating_duration_since(self.instant)
+    /// `at` on this timeline (zero for instants before the origin).
+    pub fn nanos(&self, at: Instant) -> Nanos {
+        Nanos::from(at.saturating_duration_since(self.zero))
     }
 
-    /// The instant of pacer time `t`.
-    pub fn at(&self, t: Duration) -> Instant {
-        self.instant + t
+    /// Now on this timeline.
+    pub fn elapsed(&self) -> Nanos {
+        self.nanos(Instant::now())
+    }
+
+    /// The `Instant` of `t` on this timeline.
+    pub fn instant(&self, t: Nanos) -> Instant {
+        self.zero + Duration::from(t)
+    }
+
+    /// The first frame boundary on the epoch grid at least `lead` from now,
+    /// so every sender of the same rate starts on the same grid.
+    pub fn epoch_start(&self, rate: FrameRate, lead: Duration) -> EpochStart {
+        let now = self.elapsed();
+        let now_e = epoch_ns();
+        let first_frame = rate.frame_at_or_after_ns(now_e + lead.as_nanos());
+        let ahead = rate.frame_start_ns(first_frame).saturating_sub(now_e);
+        EpochStart {
+            first_frame,
+            at: now + Nanos(u64::try_from(ahead).unwrap_or(u64::MAX)),
+        }
     }
 }

@@ -25,7 +25,7 @@ use nagare_proto::sdp::SdpStream;
 use nagare_proto::tree::auth::{NONCE_LEN, PROOF_LEN};
 use nagare_proto::tree::wire::{Control, PeerId};
 use nagare_proto::video::st2110_20::Packetizer;
-use nagare_proto::{FrameRate, PixelFormat, VideoFormat};
+use nagare_proto::{ExtSeq, FrameRate, MediaTime, PixelFormat, Ssrc, VideoFormat};
 
 fn frame_of(format: &VideoFormat, seed: u8) -> Vec<u8> {
     (0..format.frame_bytes())
@@ -34,7 +34,7 @@ fn frame_of(format: &VideoFormat, seed: u8) -> Vec<u8> {
 }
 
 fn packets(p: &Packetizer, frame: &[u8], seq0: u32, ts: u32) -> Vec<Vec<u8>> {
-    p.frame_packets(frame, seq0, ts)
+    p.frame_packets(frame, ExtSeq(u64::from(seq0)), MediaTime(ts))
         .expect("frames here are made for the packetizer's format")
 }
 
@@ -69,7 +69,7 @@ fn main() {
     let names = ["uyvy422", "uyvp", "rgb24"];
 
     for (format, name) in formats.iter().zip(names) {
-        let p = Packetizer::new(*format, 100, 0x1234_5678).expect("packet size in range");
+        let p = Packetizer::new(*format, 100, Ssrc(0x1234_5678)).expect("packet size in range");
         let frame = frame_of(format, 1);
         let pkts = packets(&p, &frame, 0x0001_fffe, 90_000);
 
@@ -106,6 +106,26 @@ fn main() {
         let steps: Vec<(u8, Vec<u8>)> = f(0, 0).into_iter().map(|p| (step::FLUSH, p)).collect();
         let seed = encode_depacketizer_input(format, 0x18, 0, &steps);
         out.write("depacketizer", &format!("{name}_one_frame"), &seed);
+
+        // video_receiver: the same frames as datagrams 100 µs apart, with
+        // a copy and another SSRC's packet; keep, limit 4, recycle.
+        let mut datagrams = f(0, 3000);
+        datagrams.push(datagrams[0].clone());
+        datagrams.extend(f(1, 4500));
+        let mut foreign = datagrams[1].clone();
+        foreign[8..12].copy_from_slice(&7u32.to_be_bytes());
+        datagrams.push(foreign);
+        datagrams.extend(f(3, 7500));
+        let mut seed = small_format_bytes(format).to_vec();
+        seed.extend_from_slice(&[0b111, 4]);
+        for d in &datagrams {
+            seed.push(100);
+            seed.extend_from_slice(&(d.len() as u16).to_be_bytes());
+            seed.extend_from_slice(d);
+        }
+        if seed.len() < 10 * 1024 {
+            out.write("video_receiver", &format!("{name}_frames"), &seed);
+        }
 
         // packetize_roundtrip: format, packet size, seq, ts, ssrc, order.
         let mut seed = small_format_bytes(format).to_vec();

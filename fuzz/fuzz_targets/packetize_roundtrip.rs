@@ -11,6 +11,7 @@ use libfuzzer_sys::fuzz_target;
 use nagare_fuzz::{Reader, small_format};
 use nagare_proto::video::st2110_20::{Depacketizer, ESN_LEN, MAX_PACKET_SIZE, Output, Packetizer, SRD_LEN};
 use nagare_proto::rtp::{self, RtpPacket};
+use nagare_proto::{ExtSeq, MediaTime, Ssrc};
 
 fuzz_target!(|data: &[u8]| {
     let mut r = Reader::new(data);
@@ -23,7 +24,7 @@ fuzz_target!(|data: &[u8]| {
     let content = r.rest();
 
     let min = rtp::HEADER_LEN + ESN_LEN + SRD_LEN + format.pixel_format.pgroup_bytes();
-    let p = match Packetizer::new(format, packet_size, ssrc) {
+    let p = match Packetizer::new(format, packet_size, Ssrc(ssrc)) {
         Ok(p) => {
             assert!((min..=MAX_PACKET_SIZE).contains(&packet_size));
             p
@@ -56,8 +57,8 @@ fuzz_target!(|data: &[u8]| {
             .write_packet(
                 i,
                 &frame,
-                ext_seq.wrapping_add(i as u32),
-                timestamp,
+                ExtSeq(u64::from(ext_seq)).add(i as u64),
+                MediaTime(timestamp),
                 &mut buf,
             )
             .expect("buffer of packet_size fits every packet");
@@ -74,7 +75,7 @@ fuzz_target!(|data: &[u8]| {
         packets.push(buf);
     }
     assert_eq!(covered, frame_bytes);
-    assert!(p.write_header(n, 0, 0, &mut [0u8; 64]).is_err());
+    assert!(p.write_header(n, ExtSeq(0), MediaTime(0), &mut [0u8; 64]).is_err());
 
     // Any order within the frame reassembles the same bytes.
     for i in (1..packets.len()).rev() {
@@ -93,7 +94,7 @@ fuzz_target!(|data: &[u8]| {
     assert!(d.poll().is_none());
     assert!(f.complete);
     assert_eq!(f.index, 0);
-    assert_eq!(f.timestamp, timestamp);
+    assert_eq!(f.timestamp, MediaTime(timestamp));
     assert_eq!(f.packets as usize, n);
     assert_eq!(f.bytes_received, frame_bytes);
     assert!(f.data == frame, "reassembled frame differs");

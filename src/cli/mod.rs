@@ -12,6 +12,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{Result, anyhow, bail};
+use nagare_proto::video::receiver::Incomplete;
 use nagare_proto::{BitRate, FrameRate, PixelFormat, VideoFormat};
 
 pub use crate::net::iface::parse_interface;
@@ -56,6 +57,10 @@ pub fn video_format(size: Size, pix_fmt: PixelFormat) -> Result<VideoFormat> {
 }
 
 /// Parses `--size` and `--pix-fmt` into a validated format.
+#[allow(
+    dead_code,
+    reason = "send, recv and demo parse the flags with clap; tree and probe may still call this"
+)]
 pub fn parse_format(size: &str, pix_fmt: &str) -> Result<VideoFormat> {
     let pf = parse_pix_fmt(pix_fmt)?;
     video_format(parse_size(size)?, pf)
@@ -65,6 +70,14 @@ pub fn parse_format(size: &str, pix_fmt: &str) -> Result<VideoFormat> {
 pub fn parse_rate(fps: &str) -> Result<FrameRate> {
     fps.parse()
         .map_err(|_| anyhow!("frame rate '{fps}' does not parse: give 30, 60000/1001 or 29.97 (above 0, at most 1000)"))
+}
+
+/// The `--incomplete` parser: clap lists and checks the names, proto's
+/// policy type takes them.
+pub fn parse_incomplete() -> impl clap::builder::TypedValueParser<Value = Incomplete> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(Incomplete::NAMES)
+        .map(|name| name.parse().unwrap_or_default())
 }
 
 /// Parses a bit rate such as `3.2G`, `500M`, `100k`, `6m` or `6000000`
@@ -100,18 +113,10 @@ pub fn parse_packet_size(text: &str) -> Result<usize> {
 /// Longest span [`parse_seconds`] accepts: a year, far beyond any test or
 /// timeout, and small enough that adding it to any `Instant` cannot
 /// overflow.
-#[allow(
-    dead_code,
-    reason = "for the --duration/--timeout flags still parsed by hand"
-)]
 pub const MAX_SECONDS: u64 = 365 * 24 * 3600;
 
 /// Parses a span of time in seconds: `5`, `0.25`, `2.5s` or `250ms`;
 /// above zero and at most a year.
-#[allow(
-    dead_code,
-    reason = "for the --duration/--timeout flags still parsed by hand"
-)]
 pub fn parse_seconds(text: &str) -> Result<Duration> {
     let t = text.trim();
     let (num, scale) = if let Some(ms) = t.strip_suffix("ms") {

@@ -7,10 +7,14 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
+use nagare_api::video::{DemoReport, RecvReport, SendReport};
+use nagare_proto::video::receiver::Incomplete;
 use nagare_proto::video::st2110_20::DEFAULT_PACKET_SIZE;
-use nagare_proto::{FrameRate, VideoFormat};
+use nagare_proto::{FrameRate, PixelFormat, VideoFormat};
 
-use crate::cmd::recv::{self, Incomplete, RecvConfig};
+use crate::cli::{self, Size};
+
+use crate::cmd::recv::{self, RecvConfig};
 use crate::cmd::send::{self, SendConfig};
 use crate::net::udp::{ReceiveOptions, SendOptions};
 use crate::progress::bitrate;
@@ -19,26 +23,29 @@ use crate::progress::bitrate;
 #[derive(clap::Args, Debug, Clone)]
 pub struct DemoArgs {
     /// Frame size.
-    #[arg(long, default_value = "1920x1080")]
-    pub size: String,
+    #[arg(long, default_value = "1920x1080", value_parser = cli::parse_size)]
+    pub size: Size,
     /// Pixel format.
-    #[arg(long = "pix-fmt", default_value = "uyvp")]
-    pub pix_fmt: String,
+    #[arg(long = "pix-fmt", default_value = "uyvp", value_parser = cli::parse_pix_fmt)]
+    pub pix_fmt: PixelFormat,
     /// Frame rate.
-    #[arg(long, default_value = "60000/1001")]
-    pub fps: String,
+    #[arg(long, default_value = "60000/1001", value_parser = cli::parse_rate)]
+    pub fps: FrameRate,
     /// Frames to send.
     #[arg(long, default_value_t = 300)]
     pub frames: u64,
     /// UDP payload bytes per packet.
-    #[arg(long, default_value_t = DEFAULT_PACKET_SIZE)]
+    #[arg(long, default_value_t = DEFAULT_PACKET_SIZE, value_parser = cli::parse_packet_size)]
     pub packet_size: usize,
+    /// Print the verdict and both reports as JSON on stdout at the end.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `nagare demo`.
 pub fn main(args: DemoArgs) -> Result<ExitCode> {
-    let format: VideoFormat = crate::cli::parse_format(&args.size, &args.pix_fmt)?;
-    let rate: FrameRate = crate::cli::parse_rate(&args.fps)?;
+    let format = cli::video_format(args.size, args.pix_fmt)?;
+    let rate = args.fps;
     let recv_cfg = RecvConfig {
         listen: "127.0.0.1:0".parse().map_err(|e| anyhow!("{e}"))?,
         format,
@@ -60,31 +67,7 @@ pub fn main(args: DemoArgs) -> Result<ExitCode> {
     let dest = bound
         .local_addr()
         .context("the receiver socket has no address")?;
-    let send_cfg = SendConfig {
-        input: "pattern:bars".into(),
-        dest,
-        format,
-        rate,
-        packet_size: args.packet_size,
-        frames: Some(args.frames),
-        looping: false,
-        socket: SendOptions {
-            interface: None,
-            ttl: None,
-            buffer_bytes: 8 << 20,
-        },
-        sdp: None,
-        buffer_frames: 8,
-        burst: Duration::from_micros(100),
-        gso: true,
-        read_delay: Duration::ZERO,
-        checksums: true,
-        quiet: false,
-        cpu: None,
-        realtime: false,
-        stripes: 1,
-        direct: false,
-    };
+    let send_cfg = send_config(&args, format, rate, dest);
     let payload = format.frame_bytes() as f64 * 8.0 * rate.as_f64();
     eprintln!(
         "demo: {} frames of {}x{} {} at {} fps ({} of video) from pattern:bars to {dest}",
@@ -108,39 +91,93 @@ pub fn main(args: DemoArgs) -> Result<ExitCode> {
             .and_then(|r| r);
         (sent, received)
     });
-    let sent = sent?;
-    let received = received?;
-    send::print_summary(&sent);
-    recv::print_summary(&received);
-    let mut matched = 0u64;
-    let mut mismatched = Vec::new();
+    let report = verdict(args.frames, sent?, received?);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_verdict(&report);
+    }
+    Ok(if report.pass {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// The sender half of the demo: the test pattern, paced, to `dest`.
+fn send_config(
+    args: &DemoArgs,
+    format: VideoFormat,
+    rate: FrameRate,
+    dest: std::net::SocketAddr,
+) -> SendConfig {
+    SendConfig {
+        input: "pattern:bars".into(),
+        dest,
+        format,
+        rate,
+        packet_size: args.packet_size,
+        frames: Some(args.frames),
+        looping: false,
+        socket: SendOptions {
+            interface: None,
+            ttl: None,
+            buffer_bytes: 8 << 20,
+        },
+        sdp: None,
+        buffer_frames: 8,
+        burst: Duration::from_micros(100),
+        gso: true,
+        read_delay: Duration::ZERO,
+        checksums: true,
+        quiet: args.json,
+        cpu: None,
+        realtime: false,
+        stripes: 1,
+        direct: false,
+    }
+}
+
+/// Compares every received frame's checksum with the sent one's.
+fn verdict(frames: u64, sent: SendReport, received: RecvReport) -> DemoReport {
+    let mut identical = 0u64;
+    let mut differing = Vec::new();
     for (index, sum) in &received.checksums {
         match sent.checksums.get(*index as usize) {
-            Some(s) if s == sum => matched += 1,
-            _ => mismatched.push(*index),
+            Some(s) if s == sum => identical += 1,
+            _ => differing.push(*index),
         }
     }
-    let ok = matched == args.frames && mismatched.is_empty() && sent.frames_sent == args.frames;
+    let pass = identical == frames && differing.is_empty() && sent.frames_sent == frames;
+    DemoReport {
+        frames,
+        identical,
+        differing,
+        pass,
+        sent,
+        received,
+    }
+}
+
+fn print_verdict(r: &DemoReport) {
+    send::print_summary(&r.sent);
+    recv::print_summary(&r.received);
     eprintln!(
-        "demo: {matched} of {} frames received byte-identical (xxh3 of every frame compared){}",
-        args.frames,
-        if mismatched.is_empty() {
+        "demo: {} of {} frames received byte-identical (xxh3 of every frame compared){}",
+        r.identical,
+        r.frames,
+        if r.differing.is_empty() {
             String::new()
         } else {
-            format!("; differing frames: {mismatched:?}")
+            format!("; differing frames: {:?}", r.differing)
         }
     );
     eprintln!(
         "demo: {}",
-        if ok {
+        if r.pass {
             "PASS: every frame sent arrived complete and identical"
         } else {
             "FAIL: see the counters above"
         }
     );
-    Ok(if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
 }

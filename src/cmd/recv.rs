@@ -1,6 +1,8 @@
 //! `nagare recv`: receives an RFC 4175 stream (nagare's, GStreamer's or
-//! FFmpeg's), reassembles frames, and records them on a writer thread in
-//! the raw layout `nagare send` reads.
+//! FFmpeg's) and records its frames on a writer thread in the raw layout
+//! `nagare send` reads. Every decision about packets and frames is
+//! nagare-proto's `video::Receiver`; this driver moves socket batches in,
+//! frames out to the writer, and builds the report.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -12,30 +14,16 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use crossbeam_channel::{Receiver as ChanRx, Sender as ChanTx, bounded};
-use nagare_proto::rtp::RtpPacket;
+use nagare_api::video::{EndedBy, FrameList, RecvReport};
 use nagare_proto::sdp::SdpStream;
-use nagare_proto::stats::{Arrival, Jitter, SeqExtender, SequenceTracker};
-use nagare_proto::video::format::VIDEO_CLOCK_RATE;
-use nagare_proto::video::st2110_20::{Depacketizer, Output};
-use nagare_proto::{FrameRate, VideoFormat};
-use serde::Serialize;
+use nagare_proto::video::receiver::{self, Config, Datagram, Event, Incomplete, Record};
+use nagare_proto::video::st2110_20::Frame;
+use nagare_proto::{BitRate, ByteSize, FrameRate, Nanos, PixelFormat, VideoFormat};
 
-use crate::cli::{parse_format, parse_rate};
-use crate::net::udp::{self, ReceiveOptions, Receiver};
+use crate::cli::{self, Size};
+use crate::clock::Origin;
+use crate::net::udp::{self, Interface, ReceiveOptions, Receiver};
 use crate::progress::{Ticker, bitrate};
-
-/// What to record for a frame that arrived with bytes missing.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Incomplete {
-    /// Write nothing for it (the recording holds complete frames only).
-    Drop,
-    /// Write it with its missing bytes as zeros.
-    Keep,
-    /// Write the last complete frame in its place (and for lost frames),
-    /// so the recording keeps its timing.
-    RepeatLast,
-}
 
 /// Command-line arguments of `nagare recv`.
 #[derive(clap::Args, Debug, Clone)]
@@ -44,21 +32,21 @@ pub struct RecvArgs {
     #[arg(long, conflicts_with = "sdp", required_unless_present = "sdp")]
     pub listen: Option<String>,
     /// Frame size WIDTHxHEIGHT (with --listen).
-    #[arg(long, requires = "listen")]
-    pub size: Option<String>,
+    #[arg(long, requires = "listen", value_parser = cli::parse_size)]
+    pub size: Option<Size>,
     /// Pixel format (with --listen): uyvy422, uyvp, rgb24.
-    #[arg(long = "pix-fmt", requires = "listen")]
-    pub pix_fmt: Option<String>,
+    #[arg(long = "pix-fmt", requires = "listen", value_parser = cli::parse_pix_fmt)]
+    pub pix_fmt: Option<PixelFormat>,
     /// Frame rate, used to number frames and count lost ones (otherwise
     /// learned from the SDP or the stream).
-    #[arg(long)]
-    pub fps: Option<String>,
+    #[arg(long, value_parser = cli::parse_rate)]
+    pub fps: Option<FrameRate>,
     /// Take address, port and format from an SDP file (nagare's or FFmpeg's).
     #[arg(long)]
     pub sdp: Option<PathBuf>,
     /// Multicast interface, by address (127.0.0.1) or name (lo).
-    #[arg(long)]
-    pub interface: Option<String>,
+    #[arg(long, value_parser = cli::parse_interface)]
+    pub interface: Option<Interface>,
     /// Source address for source-specific multicast.
     #[arg(long)]
     pub source: Option<String>,
@@ -68,11 +56,13 @@ pub struct RecvArgs {
     /// Stop after N frames (complete, incomplete or lost).
     #[arg(long)]
     pub frames: Option<u64>,
-    /// Give up after this many seconds without a packet.
-    #[arg(long)]
-    pub timeout: Option<f64>,
-    /// What to record for incomplete frames.
-    #[arg(long, value_enum, default_value_t = Incomplete::Drop)]
+    /// Give up after this many seconds without a packet (5, 0.5, 250ms).
+    #[arg(long, value_parser = cli::parse_seconds)]
+    pub timeout: Option<Duration>,
+    /// What to record for incomplete frames: drop (nothing), keep (with
+    /// zeros where bytes are missing) or repeat-last (the last complete
+    /// frame, also for lost frames).
+    #[arg(long, default_value = "drop", value_parser = cli::parse_incomplete())]
     pub incomplete: Incomplete,
     /// Frames buffered between the receive thread and the writer.
     #[arg(long, default_value_t = 8)]
@@ -119,11 +109,7 @@ pub struct RecvConfig {
 impl RecvArgs {
     /// Validates the arguments.
     pub fn config(&self) -> Result<RecvConfig> {
-        let interface = self
-            .interface
-            .as_deref()
-            .map(udp::parse_interface)
-            .transpose()?;
+        let interface = self.interface.clone();
         let mut source: Option<IpAddr> = self
             .source
             .as_deref()
@@ -135,10 +121,10 @@ impl RecvArgs {
         let (listen, format, mut rate) = match (&self.listen, &self.sdp) {
             (Some(l), None) => {
                 let listen = udp::parse_addr(l, "listen address")?;
-                let (Some(size), Some(pf)) = (&self.size, &self.pix_fmt) else {
+                let (Some(size), Some(pf)) = (self.size, self.pix_fmt) else {
                     bail!("--listen needs --size and --pix-fmt (or use --sdp FILE)");
                 };
-                (listen, parse_format(size, pf)?, None)
+                (listen, cli::video_format(size, pf)?, None)
             }
             (None, Some(path)) => {
                 let text = read_small(path)?;
@@ -151,8 +137,8 @@ impl RecvArgs {
             }
             _ => bail!("give either --listen HOST:PORT with --size and --pix-fmt, or --sdp FILE"),
         };
-        if let Some(fps) = &self.fps {
-            rate = Some(parse_rate(fps)?);
+        if self.fps.is_some() {
+            rate = self.fps;
         }
         if let Some(s) = source {
             if !listen.ip().is_multicast() {
@@ -160,12 +146,6 @@ impl RecvArgs {
             }
             udp::check_family(listen.ip(), Some(s))?;
         }
-        let timeout = match self.timeout {
-            Some(t) if !(t > 0.0 && t < 1e6) => {
-                bail!("--timeout {t} is out of range: give seconds above 0")
-            }
-            t => t.map(Duration::from_secs_f64),
-        };
         if self.buffer_frames == 0 || self.buffer_frames > 1024 {
             bail!(
                 "--buffer-frames {} is out of range: 1..=1024",
@@ -186,7 +166,7 @@ impl RecvArgs {
             },
             output: self.output.clone(),
             frames: self.frames,
-            timeout,
+            timeout: self.timeout,
             incomplete: self.incomplete,
             buffer_frames: self.buffer_frames,
             checksums: false,
@@ -207,99 +187,6 @@ fn read_small(path: &PathBuf) -> Result<String> {
     }
     std::fs::read_to_string(path)
         .with_context(|| format!("cannot read SDP file '{}'", path.display()))
-}
-
-/// Runs of frame indices, for reports.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct FrameList {
-    /// `[first, last]` inclusive ranges, oldest first (at most 1000 kept).
-    pub ranges: Vec<[u64; 2]>,
-    /// Total frames in the list.
-    pub count: u64,
-}
-
-impl FrameList {
-    fn add(&mut self, first: u64, count: u64) {
-        if count == 0 {
-            return;
-        }
-        self.count += count;
-        let last = first + count - 1;
-        if let Some(r) = self.ranges.last_mut()
-            && r[1] + 1 == first
-        {
-            r[1] = last;
-        } else if self.ranges.len() < 1000 {
-            self.ranges.push([first, last]);
-        }
-    }
-}
-
-impl std::fmt::Display for FrameList {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        for (i, r) in self.ranges.iter().take(12).enumerate() {
-            if i > 0 {
-                f.write_str(",")?;
-            }
-            if r[0] == r[1] {
-                write!(f, "{}", r[0])?;
-            } else {
-                write!(f, "{}-{}", r[0], r[1])?;
-            }
-        }
-        if self.ranges.len() > 12 {
-            f.write_str(",...")?;
-        }
-        Ok(())
-    }
-}
-
-/// What a receiver saw.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct RecvReport {
-    /// Frames with every byte.
-    pub frames_complete: u64,
-    /// Frames with bytes missing, by index.
-    pub frames_incomplete: FrameList,
-    /// Frames of which nothing arrived, by index.
-    pub frames_lost: FrameList,
-    /// Frames written to the output.
-    pub frames_written: u64,
-    /// Distinct packets received.
-    pub packets_received: u64,
-    /// Packets missing from the sequence range.
-    pub packets_lost: u64,
-    /// Packets that arrived out of order.
-    pub packets_reordered: u64,
-    /// Duplicate packets (dropped).
-    pub packets_duplicate: u64,
-    /// Packets that were not valid RTP / RFC 4175 for this format.
-    pub packets_malformed: u64,
-    /// Packets for frames already finished.
-    pub packets_late: u64,
-    /// Packets from another SSRC than the stream's (dropped).
-    pub packets_foreign: u64,
-    /// Datagrams the kernel dropped for lack of socket buffer.
-    pub kernel_drops: u64,
-    /// Payload bytes received.
-    pub bytes: u64,
-    /// From first to last packet, seconds.
-    pub seconds: f64,
-    /// Received rate.
-    pub rate_bps: f64,
-    /// RFC 3550 interarrival jitter, milliseconds.
-    pub jitter_ms: f64,
-    /// Whether every expected frame arrived complete.
-    pub all_complete: bool,
-    /// Why the receiver stopped.
-    pub ended_by: String,
-    /// Address the stream came from.
-    pub sender: Option<String>,
-    /// Whether the kernel coalesced datagrams (UDP GRO).
-    pub gro: bool,
-    /// xxh3 of each complete frame by index (demo only).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub checksums: Vec<(u64, u64)>,
 }
 
 /// A bound receiver ready to run (binding first lets callers learn the
@@ -327,7 +214,7 @@ impl Bound {
 }
 
 enum ToWriter {
-    Frame(nagare_proto::video::st2110_20::Frame),
+    Frame(Frame),
     Lost(u64),
 }
 
@@ -350,12 +237,11 @@ impl Writer {
         let (tx, rx) = bounded::<ToWriter>(cfg.buffer_frames);
         let (back, recycled) = bounded::<Vec<u8>>(cfg.buffer_frames + 4);
         let policy = cfg.incomplete;
-        let frame_bytes = cfg.format.frame_bytes();
         let thread = std::thread::Builder::new()
             .name("writer".into())
             .spawn(move || {
                 crate::net::tuning::ordinary();
-                write_loop(file, rx, back, policy, frame_bytes)
+                write_loop(file, rx, back, policy)
             })
             .context("starting the writer thread")?;
         Ok(Writer {
@@ -364,18 +250,34 @@ impl Writer {
             thread,
         })
     }
+
+    fn send(&self, msg: ToWriter) -> Result<()> {
+        self.tx
+            .send(msg)
+            .map_err(|_| anyhow!("the writer thread stopped"))
+    }
+
+    /// Closes the queue and returns how many frames were written.
+    fn finish(self) -> Result<u64> {
+        drop(self.tx);
+        self.thread
+            .join()
+            .map_err(|_| anyhow!("the writer thread panicked"))?
+    }
 }
 
+/// Writes what the policy says for each frame slot; keeps a copy of the
+/// last complete frame only when the policy repeats it.
 fn write_loop(
     mut file: Option<BufWriter<File>>,
     rx: ChanRx<ToWriter>,
     back: ChanTx<Vec<u8>>,
     policy: Incomplete,
-    frame_bytes: usize,
 ) -> Result<u64> {
     let mut last: Option<Vec<u8>> = None;
     let mut written = 0u64;
-    let mut put = |file: &mut Option<BufWriter<File>>, data: &[u8]| -> Result<()> {
+    let mut put = |data: Option<&[u8]>| -> Result<()> {
+        let Some(data) = data else { return Ok(()) };
         if let Some(f) = file.as_mut() {
             f.write_all(data).context("writing the output file")?;
         }
@@ -385,29 +287,20 @@ fn write_loop(
     for msg in rx {
         match msg {
             ToWriter::Frame(f) => {
-                if f.complete {
-                    put(&mut file, &f.data)?;
-                    if policy == Incomplete::RepeatLast {
-                        let l = last.get_or_insert_with(|| vec![0; frame_bytes]);
-                        l.copy_from_slice(&f.data);
-                    }
-                } else {
-                    match policy {
-                        Incomplete::Drop => {}
-                        Incomplete::Keep => put(&mut file, &f.data)?,
-                        Incomplete::RepeatLast => {
-                            if let Some(l) = &last {
-                                put(&mut file, l)?;
-                            }
-                        }
-                    }
+                match policy.record(f.complete) {
+                    Record::Frame => put(Some(&f.data))?,
+                    Record::LastComplete => put(last.as_deref())?,
+                    Record::Nothing => {}
+                }
+                if f.complete && policy == Incomplete::RepeatLast {
+                    last.get_or_insert_with(Vec::new).clone_from(&f.data);
                 }
                 let _ = back.try_send(f.data);
             }
             ToWriter::Lost(count) => {
-                if let (Incomplete::RepeatLast, Some(l)) = (policy, &last) {
+                if policy.record_lost() == Record::LastComplete {
                     for _ in 0..count {
-                        put(&mut file, l)?;
+                        put(last.as_deref())?;
                     }
                 }
             }
@@ -419,201 +312,175 @@ fn write_loop(
     Ok(written)
 }
 
+/// The receive loop's state around the proto machine.
+struct Driver<'a> {
+    cfg: &'a RecvConfig,
+    machine: receiver::Receiver,
+    writer: Writer,
+    origin: Origin,
+    report: RecvReport,
+    ticker: Ticker,
+    window: (u64, Instant),
+}
+
 /// Receives until the frame limit, the idle timeout, or `stop`.
 pub fn run(cfg: &RecvConfig, bound: Bound, stop: &AtomicBool) -> Result<RecvReport> {
     let mut rx = bound.rx;
-    let writer = Writer::start(cfg)?;
-    let period = cfg.rate.map(|r| r.period_ticks());
-    let mut depack = Depacketizer::new(cfg.format, period);
-    depack.set_zero_fill(cfg.incomplete == Incomplete::Keep);
-    let mut ext = SeqExtender::default();
-    let mut tracker = SequenceTracker::new();
-    let mut jitter = Jitter::default();
-    let mut report = RecvReport::default();
-    let mut ssrc: Option<u32> = None;
-    let started = Instant::now();
-    let mut last_packet = Instant::now();
-    let mut first_packet: Option<Instant> = None;
-    let mut ticker = Ticker::new(cfg.quiet);
-    let mut window = (0u64, Instant::now());
-    let mut accounted = 0u64;
-    let mut out: Vec<Output> = Vec::new();
     let drops_at_start = rx.kernel_drops;
-    let ended_by = loop {
-        if stop.load(Ordering::Relaxed) {
-            break "interrupted";
-        }
-        if cfg.frames.is_some_and(|n| accounted >= n) {
-            break "frame count reached";
-        }
-        let now = Instant::now();
-        if let Some(t) = cfg.timeout
-            && now.duration_since(last_packet) >= t
-        {
-            break "timeout";
-        }
-        let got = rx.recv_batch(|d| {
-            let arrival = Instant::now();
-            for seg in d.segments() {
-                let Ok(pkt) = RtpPacket::new_checked(seg) else {
-                    report.packets_malformed += 1;
-                    continue;
-                };
-                // Garbage is refused before it can touch the statistics.
-                let Ok(prepared) = depack.prepare(&pkt) else {
-                    continue;
-                };
-                // The stream is the first SSRC heard; anything else on the
-                // port is someone else's and must not corrupt frames.
-                if *ssrc.get_or_insert(pkt.ssrc()) != pkt.ssrc() {
-                    report.packets_foreign += 1;
-                    continue;
-                }
-                if report.sender.is_none() {
-                    report.sender = d.from.map(|a| a.to_string());
-                }
-                let esn = pkt
-                    .payload()
-                    .get(..2)
-                    .map(|b| u16::from_be_bytes([b[0], b[1]]));
-                let seq = ext.extend(pkt.sequence_number(), esn);
-                if matches!(tracker.record(seq), Arrival::Duplicate | Arrival::TooOld) {
-                    continue;
-                }
-                report.bytes += seg.len() as u64;
-                let ticks = arrival.duration_since(started).as_nanos() as i64
-                    * VIDEO_CLOCK_RATE as i64
-                    / 1_000_000_000;
-                jitter.record(ticks, pkt.timestamp());
-                let _ = depack.commit(prepared);
-                while let Some(o) = depack.poll() {
-                    out.push(o);
-                }
-            }
-        });
-        match got {
-            Ok(0) => {}
-            Ok(_) => {
-                last_packet = Instant::now();
-                first_packet.get_or_insert(last_packet);
-            }
-            Err(e) => {
-                drop(writer.tx);
-                let _ = writer.thread.join();
-                return Err(e).context("receiving");
-            }
-        }
-        for o in out.drain(..) {
-            accounted += handle(o, cfg, &mut report, &writer, &mut depack)?;
-        }
-        if ticker.due(Instant::now()) {
-            let (b0, t0) = window;
-            let now = Instant::now();
-            let rate =
-                (report.bytes - b0) as f64 * 8.0 / now.duration_since(t0).as_secs_f64().max(1e-9);
-            window = (report.bytes, now);
-            ticker.print(&format!(
-                "recv: {}  frames {} complete, {} incomplete, {} lost  packets lost {}",
-                bitrate(rate),
-                depack.stats().frames_complete,
-                depack.stats().frames_incomplete,
-                depack.stats().frames_lost,
-                tracker.lost()
-            ));
+    let mut d = Driver {
+        cfg,
+        machine: receiver::Receiver::new(Config {
+            format: cfg.format,
+            rate: cfg.rate,
+            incomplete: cfg.incomplete,
+            frame_limit: cfg.frames,
+        }),
+        writer: Writer::start(cfg)?,
+        origin: Origin::now(),
+        report: RecvReport::default(),
+        ticker: Ticker::new(cfg.quiet),
+        window: (0, Instant::now()),
+    };
+    let ended_by = match d.receive(&mut rx, stop) {
+        Ok(e) => e,
+        Err(e) => {
+            let _ = d.writer.finish();
+            return Err(e);
         }
     };
-    ticker.finish();
-    depack.flush();
-    while let Some(o) = depack.poll() {
-        if cfg.frames.is_some_and(|n| accounted >= n) {
-            break;
-        }
-        accounted += handle(o, cfg, &mut report, &writer, &mut depack)?;
-    }
-    // Frames the sender promised but never reached us.
-    if let Some(n) = cfg.frames
-        && accounted < n
-    {
-        let next = depack.last_index().map_or(0, |i| i + 1);
-        report.frames_lost.add(next, n - accounted);
-    }
-    let Writer { tx, thread, .. } = writer;
-    drop(tx);
-    report.frames_written = thread
-        .join()
-        .map_err(|_| anyhow!("the writer thread panicked"))??;
-    let c = tracker.counters();
-    report.packets_received = c.received;
-    report.packets_lost = tracker.lost();
-    report.packets_reordered = c.reordered;
-    report.packets_duplicate = c.duplicates;
-    let ds = depack.stats();
-    report.packets_malformed += ds.malformed;
-    report.packets_late = ds.late + c.too_old;
+    d.ticker.finish();
+    d.machine.finish();
+    d.events()?;
+    let Driver {
+        machine,
+        writer,
+        mut report,
+        ..
+    } = d;
+    report.frames_written = writer.finish()?;
+    fill_report(&mut report, &machine.stats(), cfg);
     report.kernel_drops = u64::from(rx.kernel_drops.wrapping_sub(drops_at_start));
-    report.seconds = first_packet.map_or(0.0, |f| last_packet.duration_since(f).as_secs_f64());
-    report.rate_bps = if report.seconds > 0.0 {
-        report.bytes as f64 * 8.0 / report.seconds
-    } else {
-        0.0
-    };
-    report.jitter_ms = jitter.value() / VIDEO_CLOCK_RATE as f64 * 1000.0;
-    report.all_complete = report.frames_complete > 0
-        && report.frames_incomplete.count == 0
-        && report.frames_lost.count == 0
-        && cfg.frames.is_none_or(|n| report.frames_complete >= n);
-    report.ended_by = ended_by.to_string();
+    report.ended_by = ended_by;
     report.gro = rx.gro;
     Ok(report)
 }
 
-/// Routes one depacketizer output; returns how many frames it accounts for.
-fn handle(
-    o: Output,
-    cfg: &RecvConfig,
-    report: &mut RecvReport,
-    writer: &Writer,
-    depack: &mut Depacketizer,
-) -> Result<u64> {
-    while let Ok(buf) = writer.recycled.try_recv() {
-        depack.recycle(buf);
+impl Driver<'_> {
+    /// Feeds socket batches to the machine until it is done, the socket is
+    /// idle for the timeout, or `stop`.
+    fn receive(&mut self, rx: &mut Receiver, stop: &AtomicBool) -> Result<EndedBy> {
+        let mut last_packet = Instant::now();
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return Ok(EndedBy::Interrupted);
+            }
+            if self.machine.is_done() {
+                return Ok(EndedBy::FrameCount);
+            }
+            if self.cfg.timeout.is_some_and(|t| last_packet.elapsed() >= t) {
+                return Ok(EndedBy::Timeout);
+            }
+            let (machine, origin) = (&mut self.machine, self.origin);
+            let got = rx
+                .recv_batch(|d| {
+                    let now = origin.nanos(d.at);
+                    for bytes in d.segments() {
+                        machine.handle_input(
+                            now,
+                            Datagram {
+                                bytes,
+                                from: d.from,
+                            },
+                        );
+                    }
+                })
+                .context("receiving")?;
+            if got > 0 {
+                last_packet = Instant::now();
+            }
+            self.events()?;
+            self.progress();
+        }
     }
-    let limit_left = |idx: u64| cfg.frames.is_none_or(|n| idx < n);
-    match o {
-        Output::Frame(f) => {
-            if !limit_left(f.index) {
-                return Ok(0);
-            }
-            if f.complete {
-                report.frames_complete += 1;
-                if cfg.checksums {
-                    report
-                        .checksums
-                        .push((f.index, xxhash_rust::xxh3::xxh3_64(&f.data)));
+
+    /// Hands frames to the writer and books them in the report.
+    fn events(&mut self) -> Result<()> {
+        while let Ok(buf) = self.writer.recycled.try_recv() {
+            self.machine.recycle(buf);
+        }
+        while let Some(e) = self.machine.poll_event() {
+            match e {
+                Event::Stream { from, .. } => self.report.sender = from,
+                Event::Frame(f) => {
+                    if !f.complete {
+                        self.report.frames_incomplete.add(f.index, 1);
+                    } else if self.cfg.checksums {
+                        let sum = xxhash_rust::xxh3::xxh3_64(&f.data);
+                        self.report.checksums.push((f.index, sum));
+                    }
+                    self.writer.send(ToWriter::Frame(f))?;
                 }
-            } else {
-                report.frames_incomplete.add(f.index, 1);
+                Event::Lost { first, count } => {
+                    self.report.frames_lost.add(first, count);
+                    self.writer.send(ToWriter::Lost(count))?;
+                }
+                // Frames the stream ended before are reported, not written.
+                Event::Missing { first, count } => self.report.frames_lost.add(first, count),
             }
-            writer
-                .tx
-                .send(ToWriter::Frame(f))
-                .map_err(|_| anyhow!("the writer thread stopped"))?;
-            Ok(1)
         }
-        Output::Lost { first, count } => {
-            let count = match cfg.frames {
-                Some(n) => count.min(n.saturating_sub(first)),
-                None => count,
-            };
-            report.frames_lost.add(first, count);
-            if count > 0 {
-                writer
-                    .tx
-                    .send(ToWriter::Lost(count))
-                    .map_err(|_| anyhow!("the writer thread stopped"))?;
-            }
-            Ok(count)
+        Ok(())
+    }
+
+    fn progress(&mut self) {
+        let now = Instant::now();
+        if !self.ticker.due(now) {
+            return;
         }
+        let s = self.machine.stats();
+        let (b0, t0) = self.window;
+        let rate = (s.bytes - b0) as f64 * 8.0 / now.duration_since(t0).as_secs_f64().max(1e-9);
+        self.window = (s.bytes, now);
+        self.ticker.print(&format!(
+            "recv: {}  frames {} complete, {} incomplete, {} lost  packets lost {}",
+            bitrate(rate),
+            s.frames_complete,
+            s.frames_incomplete,
+            s.frames_lost,
+            s.packets_lost
+        ));
+    }
+}
+
+/// Copies the machine's counters into the report.
+fn fill_report(r: &mut RecvReport, s: &receiver::Stats, cfg: &RecvConfig) {
+    r.frames_complete = s.frames_complete;
+    r.packets_received = s.packets_received;
+    r.packets_lost = s.packets_lost;
+    r.packets_reordered = s.packets_reordered;
+    r.packets_duplicate = s.packets_duplicate;
+    r.packets_malformed = s.packets_malformed;
+    r.packets_late = s.packets_late;
+    r.packets_foreign = s.packets_foreign;
+    r.bytes = s.bytes;
+    let span = match (s.first_at, s.last_at) {
+        (Some(a), Some(b)) => b - a,
+        _ => Nanos::ZERO,
+    };
+    r.seconds = span.as_secs_f64();
+    r.rate_bps = BitRate::of(ByteSize(s.bytes), span);
+    r.jitter_ms = s.jitter.as_millis_f64();
+    r.all_complete = r.frames_complete > 0
+        && r.frames_incomplete.count == 0
+        && r.frames_lost.count == 0
+        && cfg.frames.is_none_or(|n| r.frames_complete >= n);
+}
+
+/// ` (1,4-6)` for a non-empty list, nothing for an empty one.
+fn listed(l: &FrameList) -> String {
+    if l.count > 0 {
+        format!(" ({l})")
+    } else {
+        String::new()
     }
 }
 
@@ -623,17 +490,9 @@ pub fn print_summary(r: &RecvReport) {
         "recv: {} frames complete, {} incomplete{}, {} lost{}; {} written",
         r.frames_complete,
         r.frames_incomplete.count,
-        if r.frames_incomplete.count > 0 {
-            format!(" ({})", r.frames_incomplete)
-        } else {
-            String::new()
-        },
+        listed(&r.frames_incomplete),
         r.frames_lost.count,
-        if r.frames_lost.count > 0 {
-            format!(" ({})", r.frames_lost)
-        } else {
-            String::new()
-        },
+        listed(&r.frames_lost),
         r.frames_written
     );
     eprintln!(
@@ -649,7 +508,7 @@ pub fn print_summary(r: &RecvReport) {
     );
     eprintln!(
         "recv: {} over {:.2} s, jitter (RFC 3550) {:.3} ms; ended by {}",
-        bitrate(r.rate_bps),
+        bitrate(r.rate_bps.as_f64()),
         r.seconds,
         r.jitter_ms,
         r.ended_by

@@ -1,7 +1,11 @@
 //! `nagare send`: frames from a file, a directory or the test pattern,
-//! read ahead on a reader thread, packetized per RFC 4175 and paced evenly
-//! over each frame period on an absolute schedule.
+//! read ahead on a reader thread, and sent as nagare-proto's
+//! `video::Sender` schedules them. This driver only moves bytes and time:
+//! it answers the schedule's frame requests from the ring, gathers each
+//! train's headers, frame slices and padding into one GSO send (or
+//! `sendmmsg`), waits for the next deadline and prints progress.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,19 +13,18 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use crossbeam_channel::TryRecvError;
-use hdrhistogram::Histogram;
+use nagare_api::video::SendReport;
 use nagare_proto::sdp::SdpStream;
-use nagare_proto::video::pacer::{Pacer, PacingStats};
+use nagare_proto::video::sender::{self as schedule, Event, FlowId, FlowSpec, Input, Transmit};
 use nagare_proto::video::st2110_20::{DEFAULT_PACKET_SIZE, Packetizer};
-use nagare_proto::{FrameRate, VideoFormat};
-use serde::Serialize;
+use nagare_proto::{BitRate, ByteSize, ExtSeq, FrameRate, Nanos, PixelFormat, Ssrc, VideoFormat};
 
-use crate::cli::{parse_format, parse_rate};
+use crate::cli::{self, Size};
 use crate::clock::{Origin, wait_until};
-use crate::net::udp::{self, SendOptions, Sender, iovec};
+use crate::net::file::AlignedBuf;
+use crate::net::udp::{self, Interface, SendOptions, Sender, iovec};
 use crate::progress::{Ticker, bitrate};
-use crate::source::{FrameBuf, FrameRing, Slot, Source};
-
+use crate::source::{FrameRing, Slot, Source};
 /// Command-line arguments of `nagare send`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct SendArgs {
@@ -32,16 +35,16 @@ pub struct SendArgs {
     #[arg(long)]
     pub to: String,
     /// Frame size WIDTHxHEIGHT.
-    #[arg(long)]
-    pub size: String,
+    #[arg(long, value_parser = cli::parse_size)]
+    pub size: Size,
     /// Pixel format: uyvy422 (8-bit 4:2:2), uyvp (10-bit 4:2:2), rgb24.
-    #[arg(long = "pix-fmt")]
-    pub pix_fmt: String,
+    #[arg(long = "pix-fmt", value_parser = cli::parse_pix_fmt)]
+    pub pix_fmt: PixelFormat,
     /// Frame rate: 30, 60000/1001 or 29.97.
-    #[arg(long)]
-    pub fps: String,
+    #[arg(long, value_parser = cli::parse_rate)]
+    pub fps: FrameRate,
     /// UDP payload bytes per packet (up to 8960 for jumbo frames).
-    #[arg(long, default_value_t = DEFAULT_PACKET_SIZE)]
+    #[arg(long, default_value_t = DEFAULT_PACKET_SIZE, value_parser = cli::parse_packet_size)]
     pub packet_size: usize,
     /// Stop after N frames.
     #[arg(long)]
@@ -50,8 +53,8 @@ pub struct SendArgs {
     #[arg(long = "loop")]
     pub looping: bool,
     /// Multicast interface, by address (127.0.0.1) or name (lo).
-    #[arg(long)]
-    pub interface: Option<String>,
+    #[arg(long, value_parser = cli::parse_interface)]
+    pub interface: Option<Interface>,
     /// TTL / hop limit.
     #[arg(long)]
     pub ttl: Option<u32>,
@@ -138,21 +141,17 @@ pub struct SendConfig {
 impl SendArgs {
     /// Validates the arguments.
     pub fn config(&self) -> Result<SendConfig> {
-        let format = parse_format(&self.size, &self.pix_fmt)?;
-        let rate = parse_rate(&self.fps)?;
+        let format = cli::video_format(self.size, self.pix_fmt)?;
+        let rate = self.fps;
         let dest = udp::parse_addr(&self.to, "destination")?;
         if dest.port() == 0 {
             bail!("destination {dest} has port 0: give the receiver's port");
         }
         let stripe = stripe_format(format, self.stripes)?;
         stripe_dest(dest, self.stripes - 1)?;
-        Packetizer::new(stripe, self.packet_size, 0)
+        Packetizer::new(stripe, self.packet_size, Ssrc(0))
             .map_err(|e| anyhow!("--packet-size {}: {e}", self.packet_size))?;
-        let interface = self
-            .interface
-            .as_deref()
-            .map(udp::parse_interface)
-            .transpose()?;
+        let interface = self.interface.clone();
         if self.buffer_frames == 0 || self.buffer_frames > 1024 {
             bail!(
                 "--buffer-frames {} is out of range: 1..=1024",
@@ -187,63 +186,10 @@ impl SendArgs {
     }
 }
 
-/// What a sender did.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct SendReport {
-    /// Frames sent completely.
-    pub frames_sent: u64,
-    /// Datagrams sent.
-    pub packets_sent: u64,
-    /// UDP payload bytes sent.
-    pub bytes_sent: u64,
-    /// From the first to the last packet, seconds.
-    pub seconds: f64,
-    /// UDP payload rate over that span.
-    pub rate_bps: f64,
-    /// Packets per frame.
-    pub packets_per_frame: u64,
-    /// Packets released more than 100 µs behind their slot.
-    pub packets_late: u64,
-    /// Lateness of train starts against the schedule, microseconds.
-    pub lateness_us: Lateness,
-    /// Frame slots skipped because the ring was empty.
-    pub underruns: u64,
-    /// Datagrams the kernel refused (no receiver on a unicast port).
-    pub refused: u64,
-    /// Whether UDP GSO trains were used.
-    pub gso: bool,
-    /// Epoch frame number of the first frame (its RTP timestamp is this
-    /// times the frame period at 90 kHz).
-    pub first_frame: u64,
-    /// RTP SSRC of the stream (of the first stripe).
-    pub ssrc: u32,
-    /// Streams the frame was split into.
-    pub stripes: usize,
-    /// Why sending stopped early, if it did.
-    pub error: Option<String>,
-    /// xxh3 of every frame sent, in order (demo only).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub checksums: Vec<u64>,
-}
-
-/// Percentiles of pacing lateness.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Lateness {
-    /// Median.
-    pub p50: f64,
-    /// 99th percentile.
-    pub p99: f64,
-    /// 99.9th percentile.
-    pub p999: f64,
-    /// Largest.
-    pub max: f64,
-}
-
-fn random_u32() -> u32 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(crate::clock::epoch_ns());
-    h.finish() as u32
+/// A random value from the operating system (RFC 3550 wants SSRCs and
+/// first sequence numbers unpredictable).
+fn random_u32() -> Result<u32> {
+    getrandom::u32().map_err(|e| anyhow!("drawing a random SSRC: {e}"))
 }
 
 /// Writes one stream's SDP.
@@ -280,32 +226,7 @@ pub fn run(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport> {
     {
         bail!("input has {avail} frames but --frames asks for {want}; add --loop to repeat it");
     }
-    let stripe_format = stripe_format(cfg.format, cfg.stripes)?;
-    let mut flows = Vec::with_capacity(cfg.stripes);
-    for k in 0..cfg.stripes {
-        let dest = stripe_dest(cfg.dest, k)?;
-        let sender = Sender::open(dest, &cfg.socket)
-            .with_context(|| format!("opening a socket to {dest}"))?;
-        if k == 0 {
-            for n in &sender.notices {
-                eprintln!("nagare send: note: {n}");
-            }
-        }
-        if let Some(path) = &cfg.sdp {
-            let path = stripe_sdp_path(path, k, cfg.stripes);
-            write_sdp(cfg, stripe_format, dest, &sender, &path)?;
-        }
-        let ssrc = random_u32();
-        let packetizer = Packetizer::new(stripe_format, cfg.packet_size, ssrc)?.uniform();
-        flows.push(Flow {
-            dest,
-            sender,
-            packetizer,
-            ext_seq: random_u32(),
-            data_offset: k * stripe_format.frame_bytes(),
-            refused: 0,
-        });
-    }
+    let sockets = open_sockets(cfg)?;
     let ring = FrameRing::start(
         source,
         cfg.format,
@@ -326,14 +247,41 @@ pub fn run(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport> {
     while ring.fill() < cfg.buffer_frames && !ring.reader_done() && !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(1));
     }
-    let mut engine = Engine::new(cfg, flows);
-    let result = engine.run(&ring, stop);
-    engine.ticker.finish();
-    let mut report = engine.report();
+    let mut driver = Driver::new(cfg, sockets)?;
+    let result = driver.run(&ring, stop);
+    driver.ticker.finish();
+    let mut report = driver.report();
     if let Err(e) = result {
         report.error = Some(format!("{e:#}"));
     }
     Ok(report)
+}
+
+/// One socket per stripe (writing each stripe's SDP next to it).
+fn open_sockets(cfg: &SendConfig) -> Result<Vec<Flow>> {
+    let format = stripe_format(cfg.format, cfg.stripes)?;
+    let mut flows = Vec::with_capacity(cfg.stripes);
+    for k in 0..cfg.stripes {
+        let dest = stripe_dest(cfg.dest, k)?;
+        let sender = Sender::open(dest, &cfg.socket)
+            .with_context(|| format!("opening a socket to {dest}"))?;
+        if k == 0 {
+            for n in &sender.notices {
+                eprintln!("nagare send: note: {n}");
+            }
+        }
+        if let Some(path) = &cfg.sdp {
+            let path = stripe_sdp_path(path, k, cfg.stripes);
+            write_sdp(cfg, format, dest, &sender, &path)?;
+        }
+        flows.push(Flow {
+            dest,
+            sender,
+            data: k * format.frame_bytes()..(k + 1) * format.frame_bytes(),
+            refused: 0,
+        });
+    }
+    Ok(flows)
 }
 
 /// The format of one of `stripes` horizontal stripes of `format`.
@@ -378,33 +326,54 @@ fn stripe_sdp_path(path: &std::path::Path, k: usize, stripes: usize) -> PathBuf 
     path.with_file_name(format!("{stem}-{k}.{ext}"))
 }
 
-/// One RTP stream: a socket, its packetizer and its place in the frame.
+/// One RTP stream's socket and its stripe of the frame.
 struct Flow {
     dest: SocketAddr,
     sender: Sender,
-    packetizer: Packetizer,
-    ext_seq: u32,
-    /// Where this flow's stripe starts in the frame.
-    data_offset: usize,
+    /// Where this flow's stripe lies in the frame.
+    data: std::ops::Range<usize>,
     refused: u64,
 }
 
-/// The send loop's state: every flow shares one schedule (the stripes of
-/// a frame leave together), offset by a fraction of the packet interval
-/// per flow so their trains interleave instead of colliding.
-struct Engine<'a> {
-    cfg: &'a SendConfig,
-    flows: Vec<Flow>,
-    pacers: Vec<Pacer>,
-    offsets: Vec<Duration>,
-    origin: Origin,
+/// A frame taken from the ring for every flow, or a slot given up.
+struct Held {
+    frame: u64,
+    /// `None` for an underrun.
+    data: Option<AlignedBuf>,
+    /// Flows that still need it.
+    users: usize,
+}
+
+/// What the ring had when asked.
+enum Take {
+    Frame(AlignedBuf),
+    Empty,
+    End,
+}
+
+/// Buffers for gathering one train: headers back to back, and the iovecs
+/// and message headers pointing into them and into the frame.
+struct TrainIo {
     gso: bool,
-    max_train: usize,
     headers: Vec<u8>,
     header_stride: usize,
     iov: Vec<libc::iovec>,
     mmsg: Vec<libc::mmsghdr>,
-    lateness: Histogram<u64>,
+}
+
+/// The send loop's state: the schedule (nagare-proto), and what it needs
+/// from the world.
+struct Driver<'a> {
+    cfg: &'a SendConfig,
+    schedule: schedule::Sender,
+    flows: Vec<Flow>,
+    ids: Vec<FlowId>,
+    origin: Origin,
+    first_frame: u64,
+    held: VecDeque<Held>,
+    pending: VecDeque<(FlowId, u64, Nanos)>,
+    finished: usize,
+    io: TrainIo,
     frames_sent: u64,
     packets_sent: u64,
     bytes_sent: u64,
@@ -417,10 +386,8 @@ struct Engine<'a> {
     ring_fill: usize,
 }
 
-impl<'a> Engine<'a> {
-    fn new(cfg: &'a SendConfig, flows: Vec<Flow>) -> Self {
-        let ppf = flows[0].packetizer.packets_per_frame();
-        let interval_ns = cfg.rate.frame_start_ns(1) as f64 / ppf as f64;
+impl<'a> Driver<'a> {
+    fn new(cfg: &'a SendConfig, flows: Vec<Flow>) -> Result<Self> {
         let gso = cfg.gso && flows.iter().all(|f| f.sender.gso);
         if cfg.gso && !gso {
             eprintln!(
@@ -429,35 +396,47 @@ impl<'a> Engine<'a> {
         }
         // The schedule starts far enough ahead that the first frame is not
         // late, on the epoch grid shared with other senders.
-        let origin = Origin::aligned(cfg.rate, Duration::from_millis(20));
-        let pacers: Vec<Pacer> = (0..flows.len())
-            .map(|_| Pacer::new(cfg.rate, ppf, origin.first_frame))
-            .collect();
-        // Packets whose slots fit in the burst window leave together.
-        let max_train = pacers[0].max_train(cfg.burst, udp::train_cap(gso, cfg.packet_size));
-        let header_stride = (0..ppf)
-            .map(|i| flows[0].packetizer.header_len(i))
+        let origin = Origin::now();
+        let start = origin.epoch_start(cfg.rate, Duration::from_millis(20));
+        let format = stripe_format(cfg.format, cfg.stripes)?;
+        let cap = udp::train_cap(gso, cfg.packet_size);
+        let mut sched = schedule::Sender::new();
+        let mut ids = Vec::with_capacity(flows.len());
+        for k in 0..flows.len() {
+            let packetizer = Packetizer::new(format, cfg.packet_size, Ssrc(random_u32()?))?;
+            let spec = FlowSpec::video(cfg.rate, packetizer.uniform())
+                .start(start.at, start.first_frame)
+                .first_seq(ExtSeq(u64::from(random_u32()?)))
+                .trains(Nanos::from(cfg.burst), cap)
+                .stripe(k, flows.len())
+                .frame_limit(cfg.frames);
+            ids.push(sched.add_flow(spec));
+        }
+        let max_train = sched.max_train(ids[0]).unwrap_or(1);
+        let packetizer = sched
+            .packetizer(ids[0])
+            .context("a video flow has a packetizer")?;
+        let header_stride = (0..packetizer.packets_per_frame())
+            .map(|i| packetizer.header_len(i))
             .max()
             .unwrap_or(0);
-        let n = flows.len();
-        let train_ns = interval_ns * max_train as f64;
-        Engine {
+        Ok(Driver {
             cfg,
-            pacers,
-            offsets: (0..n)
-                .map(|k| Duration::from_nanos((train_ns * k as f64 / n as f64) as u64))
-                .collect(),
+            schedule: sched,
             flows,
+            ids,
             origin,
-            gso,
-            max_train,
-            headers: vec![0; header_stride * max_train],
-            header_stride,
-            iov: Vec::with_capacity(3 * max_train),
-            mmsg: Vec::with_capacity(max_train),
-            // 1 ns to 100 s at 3 significant digits: the bounds are constants.
-            lateness: Histogram::new_with_bounds(1, 100_000_000_000, 3)
-                .expect("constant histogram bounds are valid"),
+            first_frame: start.first_frame,
+            held: VecDeque::new(),
+            pending: VecDeque::new(),
+            finished: 0,
+            io: TrainIo {
+                gso,
+                headers: vec![0; header_stride * max_train],
+                header_stride,
+                iov: Vec::with_capacity(3 * max_train),
+                mmsg: Vec::with_capacity(max_train),
+            },
             frames_sent: 0,
             packets_sent: 0,
             bytes_sent: 0,
@@ -467,115 +446,145 @@ impl<'a> Engine<'a> {
             ticker: Ticker::new(cfg.quiet),
             window: (0, Instant::now()),
             ring_fill: 0,
-        }
+        })
     }
 
+    /// Sends until every flow finished, the input ended, or `stop`.
     fn run(&mut self, ring: &FrameRing, stop: &AtomicBool) -> Result<()> {
-        loop {
-            if stop.load(Ordering::Relaxed)
-                || self.cfg.frames.is_some_and(|n| self.frames_sent >= n)
-            {
+        let mut ended = false;
+        while !stop.load(Ordering::Relaxed) {
+            self.events(ring);
+            if self.finished == self.flows.len() {
                 return Ok(());
             }
-            wait_until(self.origin.at(self.pacers[0].next_release()));
-            let frame = match ring.full.try_recv() {
-                Ok(Slot::Frame(f)) => f,
-                Ok(Slot::Failed(e)) => bail!("{e}"),
-                Err(TryRecvError::Empty) if !ring.reader_done() => {
-                    // Underrun: give up this frame's slot rather than shift
-                    // the schedule; the receiver sees one frame missing.
-                    self.pacers.iter_mut().for_each(Pacer::skip_frame);
-                    continue;
-                }
-                Err(_) => {
-                    // The reader may have finished right after try_recv.
-                    match ring.full.try_recv() {
-                        Ok(Slot::Frame(f)) => f,
-                        Ok(Slot::Failed(e)) => bail!("{e}"),
-                        Err(_) => return Ok(()),
-                    }
+            let now = self.origin.elapsed();
+            // At the end of the input, trains of frames in hand still go;
+            // requests for more go unanswered.
+            ended = ended || !self.answer(ring, now)?;
+            if ended {
+                self.pending.clear();
+            }
+            if let Some(t) = self.schedule.poll_transmit(now) {
+                self.transmit(&t)?;
+                self.progress();
+                continue;
+            }
+            let due = self.schedule.poll_timeout();
+            let need = self.pending.iter().map(|p| p.2).min();
+            match due.into_iter().chain(need).min() {
+                Some(at) => wait_until(self.origin.instant(at)),
+                None => return Ok(()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes the schedule's events: frame requests wait in `pending`, a
+    /// frame every flow has sent goes back to the ring.
+    fn events(&mut self, ring: &FrameRing) {
+        while let Some(e) = self.schedule.poll_event() {
+            match e {
+                Event::NeedFrame { flow, frame, at } => self.pending.push_back((flow, frame, at)),
+                Event::FrameSent { frame, .. } => self.release(frame, ring),
+                Event::Finished { .. } => self.finished += 1,
+            }
+        }
+    }
+
+    /// Answers frame requests in order; an empty ring becomes an underrun
+    /// once the frame is due (the schedule never shifts). Returns false at
+    /// the end of the input.
+    fn answer(&mut self, ring: &FrameRing, now: Nanos) -> Result<bool> {
+        while let Some(&(flow, frame, at)) = self.pending.front() {
+            let have = match self.held.iter().find(|h| h.frame == frame) {
+                Some(h) => h.data.is_some(),
+                None => {
+                    let data = match take(ring)? {
+                        Take::Frame(f) => Some(f),
+                        Take::Empty if now < at => return Ok(true),
+                        Take::Empty => None,
+                        Take::End => return Ok(false),
+                    };
+                    self.ring_fill = ring.fill();
+                    let users = self.flows.len();
+                    let have = data.is_some();
+                    self.held.push_back(Held { frame, data, users });
+                    have
                 }
             };
-            self.send_frame(&frame, stop)?;
+            self.pending.pop_front();
+            let input = if have {
+                Input::Frame { flow }
+            } else {
+                Input::Underrun { flow }
+            };
+            self.schedule.handle_input(now, input)?;
+            if !have {
+                self.release(frame, ring);
+            }
+            // An underrun asks for the next frame at once.
+            self.events(ring);
+        }
+        Ok(true)
+    }
+
+    /// One flow is done with `frame`; the last one hands it back.
+    fn release(&mut self, frame: u64, ring: &FrameRing) {
+        let Some(pos) = self.held.iter().position(|h| h.frame == frame) else {
+            return;
+        };
+        let h = &mut self.held[pos];
+        h.users -= 1;
+        if h.users > 0 {
+            return;
+        }
+        if let Some(Held {
+            data: Some(data), ..
+        }) = self.held.remove(pos)
+        {
             if self.cfg.checksums {
-                self.checksums.push(xxhash_rust::xxh3::xxh3_64(&frame.data));
+                self.checksums.push(xxhash_rust::xxh3::xxh3_64(&data));
             }
-            let _ = ring.empty.try_send(frame.data);
             self.frames_sent += 1;
-            self.ring_fill = ring.fill();
-            self.progress();
+            let _ = ring.empty.try_send(data);
         }
     }
 
-    /// Sends every flow's share of one frame, earliest train first.
-    fn send_frame(&mut self, frame: &FrameBuf, stop: &AtomicBool) -> Result<()> {
-        let ppf = self.pacers[0].packets_per_frame() as usize;
-        let epoch_frame = self.pacers[0].frame();
-        let ts = self.cfg.rate.rtp_timestamp(epoch_frame);
-        let mut sent = vec![0usize; self.flows.len()];
-        loop {
-            let Some(k) = (0..self.flows.len())
-                .filter(|&k| sent[k] < ppf)
-                .min_by_key(|&k| self.pacers[k].next_release() + self.offsets[k])
-            else {
-                return Ok(());
-            };
-            let release = self
-                .origin
-                .at(self.pacers[k].next_release() + self.offsets[k]);
-            wait_until(release);
-            let now_i = Instant::now();
-            // Each flow's pacer runs on its own offset clock.
-            let now = self.origin.since(now_i).saturating_sub(self.offsets[k]);
-            let n = self.pacers[k]
-                .due(now, self.max_train, self.cfg.burst)
-                .max(1);
-            let late = self.pacers[k].lateness(now).as_nanos() as u64;
-            self.lateness.saturating_record(late.max(1));
-            self.transmit(k, &frame.data, sent[k], n, ts)?;
-            self.pacers[k].sent(now, n);
-            sent[k] += n;
-            self.first_send.get_or_insert(now_i);
-            self.last_send = Some(now_i);
-            if self.ticker.due(now_i) {
-                self.progress_line(now_i);
-            }
-            if stop.load(Ordering::Relaxed) {
-                return Ok(());
-            }
-        }
-    }
-
-    /// Sends packets `start..start + n` of flow `k`'s stripe as one train.
-    fn transmit(&mut self, k: usize, frame: &[u8], start: usize, n: usize, ts: u32) -> Result<()> {
-        let flow = &mut self.flows[k];
-        let stripe =
-            &frame[flow.data_offset..flow.data_offset + flow.packetizer.format().frame_bytes()];
-        self.iov.clear();
-        let mut bytes = 0usize;
-        let mut uniform = true;
-        for j in 0..n {
-            let i = start + j;
-            let hdr = &mut self.headers[j * self.header_stride..(j + 1) * self.header_stride];
-            let h =
-                flow.packetizer
-                    .write_header(i, flow.ext_seq.wrapping_add(j as u32), ts, hdr)?;
-            let data = &stripe[flow.packetizer.data_range(i)];
-            let pad = flow.packetizer.padding(i);
-            self.iov.push(iovec(&hdr[..h]));
-            self.iov.push(iovec(data));
-            self.iov.push(iovec(pad));
+    /// Sends one train: headers, frame slices and padding gathered into
+    /// one GSO send (or sendmmsg).
+    fn transmit(&mut self, t: &Transmit) -> Result<()> {
+        let held = self.held.iter().find(|h| h.frame == t.frame);
+        let frame = held
+            .and_then(|h| h.data.as_deref())
+            .context("a train of a frame not held")?;
+        let flow = &mut self.flows[t.flow.index()];
+        let p = self
+            .schedule
+            .packetizer(t.flow)
+            .context("a video flow has a packetizer")?;
+        let stripe = &frame[flow.data.clone()];
+        let io = &mut self.io;
+        io.iov.clear();
+        let (mut bytes, mut uniform) = (0usize, true);
+        for (j, chunk) in io
+            .headers
+            .chunks_exact_mut(io.header_stride)
+            .take(t.len())
+            .enumerate()
+        {
+            let i = t.packets.start + j;
+            let h = self.schedule.write_header(t, j, chunk)?;
+            let (data, pad) = (&stripe[p.data_range(i)], p.padding(i));
+            io.iov.extend([iovec(&chunk[..h]), iovec(data), iovec(pad)]);
             let len = h + data.len() + pad.len();
             bytes += len;
-            if j + 1 < n && len != self.cfg.packet_size {
-                uniform = false;
-            }
+            uniform &= j + 1 == t.len() || len == self.cfg.packet_size;
         }
-        let segment = (n > 1 && uniform).then_some(self.cfg.packet_size);
-        let sent = flow
+        let segment = (t.len() > 1 && uniform).then_some(self.cfg.packet_size);
+        match flow
             .sender
-            .send_train(&self.iov, 3, segment, &mut self.gso, &mut self.mmsg);
-        match sent {
+            .send_train(&io.iov, 3, segment, &mut io.gso, &mut io.mmsg)
+        {
             Ok(_) => {}
             Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
                 if flow.refused == 0 {
@@ -584,12 +593,14 @@ impl<'a> Engine<'a> {
                         flow.dest
                     );
                 }
-                flow.refused += n as u64;
+                flow.refused += t.len() as u64;
             }
             Err(e) => return Err(e).with_context(|| format!("sending to {}", flow.dest)),
         }
-        flow.ext_seq = flow.ext_seq.wrapping_add(n as u32);
-        self.packets_sent += n as u64;
+        let now = Instant::now();
+        self.first_send.get_or_insert(now);
+        self.last_send = Some(now);
+        self.packets_sent += t.len() as u64;
         self.bytes_sent += bytes as u64;
         Ok(())
     }
@@ -601,71 +612,74 @@ impl<'a> Engine<'a> {
         }
     }
 
-    fn stats(&self) -> PacingStats {
-        let mut total = PacingStats::default();
-        for p in &self.pacers {
-            let s = p.stats();
-            total.packets += s.packets;
-            total.late += s.late;
-            total.max_late_ns = total.max_late_ns.max(s.max_late_ns);
-        }
-        // Underruns are per frame, shared by every flow.
-        total.skipped_frames = self.pacers[0].stats().skipped_frames;
-        total
+    /// Late packets and underruns over every flow (underruns are per frame
+    /// slot, which the stripes share).
+    fn late_and_underruns(&self) -> (u64, u64) {
+        let stats = self
+            .ids
+            .iter()
+            .filter_map(|id| self.schedule.flow_stats(*id));
+        stats.fold((0, 0), |(late, under), s| {
+            (late + s.late, under.max(s.underruns))
+        })
     }
 
     fn progress_line(&mut self, now: Instant) {
-        let fill = self.ring_fill;
         let (bytes0, t0) = self.window;
         let secs = now.duration_since(t0).as_secs_f64().max(1e-9);
         let rate = (self.bytes_sent - bytes0) as f64 * 8.0 / secs;
         self.window = (self.bytes_sent, now);
-        let st = self.stats();
+        let (late, underruns) = self.late_and_underruns();
         let total = self.cfg.frames.map_or(String::new(), |n| format!("/{n}"));
         self.ticker.print(&format!(
-            "send: {}  frames {}{total}  ring {fill}/{}  late {}  underruns {}",
+            "send: {}  frames {}{total}  ring {}/{}  late {late}  underruns {underruns}",
             bitrate(rate),
             self.frames_sent,
+            self.ring_fill,
             self.cfg.buffer_frames,
-            st.late,
-            st.skipped_frames
         ));
     }
 
     fn report(&self) -> SendReport {
-        let st = self.stats();
-        let seconds = match (self.first_send, self.last_send) {
-            (Some(a), Some(b)) => b.duration_since(a).as_secs_f64(),
-            _ => 0.0,
+        let (late, underruns) = self.late_and_underruns();
+        let span = match (self.first_send, self.last_send) {
+            (Some(a), Some(b)) => b.duration_since(a),
+            _ => Duration::ZERO,
         };
-        let us = |q: f64| self.lateness.value_at_quantile(q) as f64 / 1000.0;
+        let p = self.schedule.packetizer(self.ids[0]);
         SendReport {
             frames_sent: self.frames_sent,
             packets_sent: self.packets_sent,
             bytes_sent: self.bytes_sent,
-            seconds,
-            rate_bps: if seconds > 0.0 {
-                self.bytes_sent as f64 * 8.0 / seconds
-            } else {
-                0.0
-            },
-            packets_per_frame: self.flows[0].packetizer.packets_per_frame() as u64,
-            packets_late: st.late,
-            lateness_us: Lateness {
-                p50: us(0.5),
-                p99: us(0.99),
-                p999: us(0.999),
-                max: self.lateness.max() as f64 / 1000.0,
-            },
-            underruns: st.skipped_frames,
+            seconds: span.as_secs_f64(),
+            rate_bps: BitRate::of(ByteSize(self.bytes_sent), Nanos::from(span)),
+            packets_per_frame: p.map_or(0, |p| p.packets_per_frame() as u64),
+            packets_late: late,
+            lateness_us: self.schedule.lateness().summary(1e3),
+            underruns,
             refused: self.flows.iter().map(|f| f.refused).sum(),
-            gso: self.gso,
-            first_frame: self.origin.first_frame,
-            ssrc: self.flows[0].packetizer.ssrc(),
+            gso: self.io.gso,
+            first_frame: self.first_frame,
+            ssrc: p.map_or(Ssrc(0), Packetizer::ssrc),
             stripes: self.flows.len(),
             error: None,
             checksums: self.checksums.clone(),
         }
+    }
+}
+
+/// The next frame from the ring, without waiting.
+fn take(ring: &FrameRing) -> Result<Take> {
+    match ring.full.try_recv() {
+        Ok(Slot::Frame(f)) => Ok(Take::Frame(f.data)),
+        Ok(Slot::Failed(e)) => bail!("{e}"),
+        Err(TryRecvError::Empty) if !ring.reader_done() => Ok(Take::Empty),
+        // The reader may have finished right after try_recv.
+        Err(_) => match ring.full.try_recv() {
+            Ok(Slot::Frame(f)) => Ok(Take::Frame(f.data)),
+            Ok(Slot::Failed(e)) => bail!("{e}"),
+            Err(_) => Ok(Take::End),
+        },
     }
 }
 
@@ -677,7 +691,7 @@ pub fn print_summary(r: &SendReport) {
         r.frames_sent,
         r.packets_sent,
         r.packets_per_frame,
-        bitrate(r.rate_bps),
+        bitrate(r.rate_bps.as_f64()),
         r.seconds,
         r.packets_late,
         r.underruns,

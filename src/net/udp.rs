@@ -20,6 +20,10 @@ use anyhow::{Context, Result, anyhow, bail};
 use nix::sys::socket::{setsockopt, sockopt};
 use socket2::{Domain, InterfaceIndexOrAddress, Protocol, SockAddr, Socket, Type};
 
+#[allow(
+    unused_imports,
+    reason = "kept in udp's stable API for subcommands that still resolve interfaces through it"
+)]
 pub use super::iface::{Interface, parse_interface};
 
 /// Largest datagram a GSO train or GRO batch carries (the kernel's limit

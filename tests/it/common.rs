@@ -249,6 +249,11 @@ pub fn wait_bounded(
     }
 }
 
+/// Parses a `--json` report into its nagare-api type.
+pub fn parse_report<T: serde::de::DeserializeOwned>(out: &str) -> T {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("bad JSON report ({e}): {out}"))
+}
+
 /// Asserts that a finished command succeeded, showing its stderr if not.
 pub fn assert_ok(out: &std::process::Output) {
     assert!(

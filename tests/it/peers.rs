@@ -2,10 +2,13 @@
 //! FFmpeg (RTP muxer / SDP demuxer), byte-identical both ways.
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use nagare_api::video::RecvReport;
 
 use crate::common::{
-    Running, Scratch, assert_ok, free_udp_port, nagare, noise, require, wait_bounded,
+    Running, Scratch, assert_ok, free_udp_port, nagare, noise, parse_report, require, wait_bounded,
+    wait_for_file_size, wait_for_udp_port,
 };
 
 const W: usize = 320;
@@ -27,17 +30,6 @@ fn interrupt(child: &mut std::process::Child) {
         libc::kill(child.id() as i32, libc::SIGINT);
     }
     wait_bounded(child, 10, "gst-launch after SIGINT");
-}
-
-/// Waits until `file` stops growing and has `len` bytes (or 10 s pass).
-fn wait_for_size(file: &std::path::Path, len: u64) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if std::fs::metadata(file).map(|m| m.len()).unwrap_or(0) >= len {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 #[test]
@@ -73,7 +65,7 @@ fn gstreamer_receives_nagare_byte_identical() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(700));
+        wait_for_udp_port(port, Duration::from_secs(10));
         let send = nagare()
             .args(["send", s.path("in.raw").to_str().unwrap()])
             .args([
@@ -93,7 +85,7 @@ fn gstreamer_receives_nagare_byte_identical() {
             .output()
             .unwrap();
         assert_ok(&send);
-        wait_for_size(&out, input.len() as u64);
+        wait_for_file_size(&out, input.len() as u64, Duration::from_secs(10));
         interrupt(&mut gst);
         let got = std::fs::read(&out).unwrap();
         assert_eq!(
@@ -163,6 +155,8 @@ fn nagare_receives_gstreamer_byte_identical() {
         assert_ok(&gst);
         let (status, out_json, err) = r.finish();
         assert!(status.success(), "{pix}: {err}\n{out_json}");
+        let report: RecvReport = parse_report(&out_json);
+        assert_eq!(report.frames_complete, FRAMES as u64, "{pix}");
         assert!(
             std::fs::read(&out).unwrap() == input,
             "{pix}: recording differs"
@@ -234,6 +228,8 @@ fn nagare_receives_ffmpeg_byte_identical_with_its_sdp() {
     assert_ok(&sent);
     let (status, report, err) = r.finish();
     assert!(status.success(), "{err}\n{report}");
+    let report: RecvReport = parse_report(&report);
+    assert_eq!(report.frames_complete, FRAMES as u64);
     assert!(
         std::fs::read(&out).unwrap() == input,
         "recording differs from FFmpeg's input"
@@ -291,7 +287,8 @@ fn ffmpeg_receives_nagare_through_nagares_sdp() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    // FFmpeg binds the SDP's port once it has read the SDP.
+    wait_for_udp_port(port, Duration::from_secs(20));
     let sent = send(FRAMES);
     assert_ok(&sent);
     let mut ff = ff;

@@ -5,10 +5,11 @@
 use std::net::UdpSocket;
 use std::time::Duration;
 
+use nagare_api::video::RecvReport;
 use nagare_proto::video::st2110_20::Packetizer;
-use nagare_proto::{FrameRate, PixelFormat, VideoFormat};
+use nagare_proto::{ExtSeq, FrameRate, MediaTime, PixelFormat, Ssrc, VideoFormat};
 
-use crate::common::{Running, Scratch, nagare, noise};
+use crate::common::{Running, Scratch, nagare, noise, parse_report};
 
 const W: u32 = 64;
 const H: u32 = 8;
@@ -19,15 +20,14 @@ fn format() -> VideoFormat {
 
 /// Packets of `frames` frames: (frame index, packet bytes).
 fn stream(frames: &[Vec<u8>], ssrc: u32) -> Vec<(usize, Vec<u8>)> {
-    let p = Packetizer::new(format(), 200, ssrc).unwrap();
+    let p = Packetizer::new(format(), 200, Ssrc(ssrc)).unwrap();
     let rate = FrameRate::new(50, 1).unwrap();
-    let mut seq = 0xfff0u32; // crosses the 16-bit wrap mid-stream
+    let mut seq = ExtSeq(0xfff0); // crosses the 16-bit wrap mid-stream
     let mut out = Vec::new();
     for (f, frame) in frames.iter().enumerate() {
-        let packets = p
-            .frame_packets(frame, seq, rate.rtp_timestamp(1000 + f as u64))
-            .unwrap();
-        seq = seq.wrapping_add(packets.len() as u32);
+        let ts = MediaTime(rate.rtp_timestamp(1000 + f as u64));
+        let packets = p.frame_packets(frame, seq, ts).unwrap();
+        seq = seq.add(packets.len() as u64);
         out.extend(packets.into_iter().map(|pk| (f, pk)));
     }
     out
@@ -37,7 +37,7 @@ fn run(
     packets: &[Vec<u8>],
     frames: u64,
     extra: &[&str],
-) -> (std::process::ExitStatus, serde_json::Value, String) {
+) -> (std::process::ExitStatus, RecvReport, String) {
     let mut cmd = nagare();
     cmd.args(["recv", "--listen", "127.0.0.1:0", "--size", "64x8"])
         .args([
@@ -61,51 +61,69 @@ fn run(
         }
     }
     let (status, out, err) = r.finish();
-    (
-        status,
-        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}")),
-        err,
-    )
+    (status, parse_report(&out), err)
 }
 
-#[test]
-fn exact_counters_for_scripted_faults_and_each_incomplete_policy() {
-    let frame_bytes = format().frame_bytes();
-    let frames: Vec<Vec<u8>> = (0..6).map(|i| noise(frame_bytes, 100 + i)).collect();
-    let all = stream(&frames, 0x1234);
+/// The stream of `frames` with scripted faults: frame 1 loses packet 2
+/// (incomplete), frame 3 every packet (lost), in frame 4 packet 1 arrives
+/// after packet 2 (reordered) and packet 0 twice (duplicate); garbage, an
+/// out-of-frame packet and another SSRC's packet are mixed in. Returns the
+/// datagrams, the stream's packet count and how many were dropped.
+fn faulty_script(frames: &[Vec<u8>]) -> (Vec<Vec<u8>>, u64, u64) {
+    let all = stream(frames, 0x1234);
     let per_frame = all.iter().filter(|(f, _)| *f == 0).count();
     assert!(per_frame >= 4);
     let mut script: Vec<Vec<u8>> = Vec::new();
     let mut dropped = 0;
     for (k, (f, p)) in all.iter().enumerate() {
-        let i = k % per_frame;
-        match (*f, i) {
-            // frame 1: one packet lost -> incomplete
-            (1, 2) => dropped += 1,
-            // frame 3: every packet lost -> a lost frame
-            (3, _) => dropped += 1,
-            // frame 4: packet 1 arrives after packet 2 (reordered), and
-            // packet 0 twice (duplicate)
+        match (*f, k % per_frame) {
+            (1, 2) | (3, _) => dropped += 1,
             (4, 1) => {}
-            (4, 2) => {
-                script.push(p.clone());
-                script.push(all[k - 1].1.clone());
-            }
-            (4, 0) => {
-                script.push(p.clone());
-                script.push(p.clone());
-            }
+            (4, 2) => script.extend([p.clone(), all[k - 1].1.clone()]),
+            (4, 0) => script.extend([p.clone(), p.clone()]),
             _ => script.push(p.clone()),
         }
     }
-    // Hostile and foreign packets mixed in.
     script.insert(1, b"not rtp at all".to_vec());
     let mut outside = all[0].1.clone();
     outside[14 + 2..14 + 4].copy_from_slice(&500u16.to_be_bytes()); // line 500
     script.insert(2, outside);
     let foreign = stream(&frames[..1], 0x9999);
     script.insert(3, foreign[0].1.clone());
+    (script, all.len() as u64, dropped)
+}
 
+/// What each `--incomplete` policy must have written, frame by frame.
+fn check_recording(policy: &str, got: &[u8], frames: &[Vec<u8>]) {
+    let frame_bytes = format().frame_bytes();
+    let chunks: Vec<&[u8]> = got.chunks(frame_bytes).collect();
+    let f = |k: usize| &frames[k][..];
+    match policy {
+        "drop" => assert_eq!(chunks, [f(0), f(2), f(4), f(5)]),
+        "keep" => {
+            assert_eq!(
+                [chunks[0], chunks[2], chunks[3], chunks[4]],
+                [f(0), f(2), f(4), f(5)]
+            );
+            // What arrived of frame 1 is there; the lost packet's bytes
+            // are zeros.
+            let hole = Packetizer::new(format(), 200, Ssrc(0))
+                .unwrap()
+                .data_range(2);
+            for (i, b) in chunks[1].iter().enumerate() {
+                let want = if hole.contains(&i) { 0 } else { frames[1][i] };
+                assert_eq!(*b, want, "byte {i} of frame 1");
+            }
+        }
+        _ => assert_eq!(chunks, [f(0), f(0), f(2), f(2), f(4), f(5)]),
+    }
+}
+
+#[test]
+fn exact_counters_for_scripted_faults_and_each_incomplete_policy() {
+    let frame_bytes = format().frame_bytes();
+    let frames: Vec<Vec<u8>> = (0..6).map(|i| noise(frame_bytes, 100 + i)).collect();
+    let (script, total, dropped) = faulty_script(&frames);
     for (policy, frames_written) in [("drop", 4u64), ("keep", 5), ("repeat-last", 6)] {
         let s = Scratch::new("faults");
         let out = s.path("out.yuv");
@@ -115,53 +133,19 @@ fn exact_counters_for_scripted_faults_and_each_incomplete_policy() {
             &["--incomplete", policy, "--output", out.to_str().unwrap()],
         );
         assert!(!status.success(), "losses must fail the run: {err}");
-        assert_eq!(r["frames_complete"], 4, "{r}");
-        assert_eq!(
-            r["frames_incomplete"]["ranges"],
-            serde_json::json!([[1, 1]])
-        );
-        assert_eq!(r["frames_lost"]["ranges"], serde_json::json!([[3, 3]]));
-        assert_eq!(r["packets_lost"], dropped, "{r}");
-        assert_eq!(r["packets_reordered"], 1);
-        assert_eq!(r["packets_duplicate"], 1);
-        assert_eq!(r["packets_malformed"], 2);
-        assert_eq!(r["packets_foreign"], 1);
-        assert_eq!(r["frames_written"], frames_written);
+        assert_eq!(r.frames_complete, 4, "{r:?}");
+        assert_eq!(r.frames_incomplete.ranges, [[1, 1]]);
+        assert_eq!(r.frames_lost.ranges, [[3, 3]]);
+        assert_eq!(r.packets_lost, dropped, "{r:?}");
+        assert_eq!(r.packets_reordered, 1);
+        assert_eq!(r.packets_duplicate, 1);
+        assert_eq!(r.packets_malformed, 2);
+        assert_eq!(r.packets_foreign, 1);
+        assert_eq!(r.packets_received, total - dropped);
+        assert_eq!(r.frames_written, frames_written);
         let got = std::fs::read(&out).unwrap();
         assert_eq!(got.len() as u64, frames_written * frame_bytes as u64);
-        let chunks: Vec<&[u8]> = got.chunks(frame_bytes).collect();
-        match policy {
-            "drop" => {
-                assert_eq!(chunks, [&frames[0][..], &frames[2], &frames[4], &frames[5]]);
-            }
-            "keep" => {
-                assert_eq!(chunks[0], &frames[0][..]);
-                assert_ne!(chunks[1], &frames[1][..]);
-                // what did arrive of frame 1 is there; the hole is zeros
-                let same = chunks[1]
-                    .iter()
-                    .zip(&frames[1])
-                    .filter(|(a, b)| a == b)
-                    .count();
-                let zeros = chunks[1].iter().filter(|b| **b == 0).count();
-                assert!(
-                    same > frame_bytes / 2 && zeros >= 100,
-                    "same {same} zeros {zeros}"
-                );
-                assert_eq!(&chunks[2..], [&frames[2][..], &frames[4], &frames[5]]);
-            }
-            _ => {
-                let want = [
-                    &frames[0][..],
-                    &frames[0],
-                    &frames[2],
-                    &frames[2],
-                    &frames[4],
-                    &frames[5],
-                ];
-                assert_eq!(chunks, want);
-            }
-        }
+        check_recording(policy, &got, &frames);
     }
 }
 
@@ -172,8 +156,10 @@ fn clean_scripted_stream_exits_zero() {
     let packets: Vec<Vec<u8>> = stream(&frames, 5).into_iter().map(|(_, p)| p).collect();
     let (status, r, err) = run(&packets, 3, &[]);
     assert!(status.success(), "{err}");
-    assert_eq!(r["frames_complete"], 3);
-    assert_eq!(r["packets_lost"], 0);
+    assert_eq!(r.frames_complete, 3);
+    assert_eq!(r.packets_lost, 0);
+    assert_eq!(r.packets_received, packets.len() as u64);
+    assert!(r.all_complete);
 }
 
 #[test]
@@ -190,13 +176,12 @@ fn garbage_only_never_crashes_or_hangs() {
     let total = junk.len() as u64;
     let (status, r, err) = run(&junk, 1, &[]);
     assert!(!status.success());
-    assert_eq!(r["frames_complete"], 0, "{err}");
-    let n = |k: &str| r[k].as_u64().unwrap();
+    assert_eq!(r.frames_complete, 0, "{err}");
     // Every datagram is accounted for, almost all as malformed.
     assert_eq!(
-        n("packets_malformed") + n("packets_foreign") + n("packets_received"),
+        r.packets_malformed + r.packets_foreign + r.packets_received,
         total,
-        "{r}"
+        "{r:?}"
     );
-    assert!(n("packets_malformed") >= total - 5, "{r}");
+    assert!(r.packets_malformed >= total - 5, "{r:?}");
 }

@@ -1,14 +1,12 @@
 //! nagare send -> nagare recv over loopback and namespaces: recordings
 //! are byte-identical to the input.
 
-use crate::common::{Netns, Running, Scratch, assert_ok, nagare, noise};
+use nagare_api::video::{RecvReport, SendReport};
 
-fn json(out: &str) -> serde_json::Value {
-    serde_json::from_str(out).unwrap_or_else(|e| panic!("bad JSON ({e}): {out}"))
-}
+use crate::common::{Netns, Running, Scratch, assert_ok, nagare, noise, parse_report};
 
 /// Runs `recv` (with `recv_args`, listening on `listen`) and `send` of
-/// `input`, returning recv's (status, JSON report, stderr) and send's JSON.
+/// `input`, returning recv's (status, report, stderr) and send's report.
 fn round_trip(
     input: &str,
     size: &str,
@@ -17,12 +15,7 @@ fn round_trip(
     send_extra: &[&str],
     recv_extra: &[&str],
     frames: u64,
-) -> (
-    std::process::ExitStatus,
-    serde_json::Value,
-    String,
-    serde_json::Value,
-) {
+) -> (std::process::ExitStatus, RecvReport, String, SendReport) {
     let mut recv = nagare();
     recv.args(["recv", "--listen", listen, "--size", size, "--pix-fmt", pix])
         .args(["--frames", &frames.to_string(), "--timeout", "5", "--json"])
@@ -57,9 +50,9 @@ fn round_trip(
     let (status, out, err) = r.finish();
     (
         status,
-        json(&out),
+        parse_report(&out),
         err,
-        json(&String::from_utf8_lossy(&send.stdout)),
+        parse_report(&String::from_utf8_lossy(&send.stdout)),
     )
 }
 
@@ -80,9 +73,11 @@ fn unicast_file_is_recorded_byte_identical_and_round_trips() {
         frames,
     );
     assert!(status.success(), "{err}");
-    assert_eq!(report["frames_complete"], frames);
-    assert_eq!(report["packets_lost"], 0);
-    assert_eq!(report["packets_received"], sent["packets_sent"]);
+    assert_eq!(report.frames_complete, frames);
+    assert_eq!(report.packets_lost, 0);
+    assert_eq!(report.packets_received, sent.packets_sent);
+    assert_eq!(sent.frames_sent, frames);
+    assert_eq!(sent.packets_sent, frames * sent.packets_per_frame);
     assert_eq!(std::fs::read(&out).unwrap(), input);
 
     // The recording is valid input for send again: send -> recv -> send.
@@ -120,7 +115,7 @@ fn multicast_on_loopback_10_bit() {
         frames,
     );
     assert!(status.success(), "{err}");
-    assert_eq!(report["frames_complete"], frames);
+    assert_eq!(report.frames_complete, frames);
     assert_eq!(std::fs::read(&out).unwrap(), input);
 }
 
@@ -148,7 +143,7 @@ fn source_specific_multicast_ignores_other_sources() {
         5,
     );
     assert!(status.success(), "{err}");
-    assert_eq!(report["frames_complete"], 5);
+    assert_eq!(report.frames_complete, 5);
 }
 
 #[test]
@@ -262,17 +257,16 @@ fn slow_storage_is_reported_as_underruns_not_hidden() {
         .args(["--buffer-frames", "2", "--read-delay-ms", "60", "--json"])
         .output()
         .unwrap();
-    let sent = json(&String::from_utf8_lossy(&send.stdout));
-    assert_eq!(sent["frames_sent"], 8);
-    let underruns = sent["underruns"].as_u64().unwrap();
-    assert!(underruns >= 5, "underruns: {sent}");
+    let sent: SendReport = parse_report(&String::from_utf8_lossy(&send.stdout));
+    assert_eq!(sent.frames_sent, 8);
+    assert!(sent.underruns >= 5, "underruns: {sent:?}");
     let (status, out, err) = r.finish();
-    let report = json(&out);
+    let report: RecvReport = parse_report(&out);
     assert!(!status.success(), "gaps must fail the receive: {err}");
-    assert_eq!(report["frames_complete"], 8);
+    assert_eq!(report.frames_complete, 8);
     // Every skipped slot after the first frame shows as a lost frame.
-    assert_eq!(report["frames_lost"]["count"], underruns);
-    assert_eq!(report["packets_lost"], 0);
+    assert_eq!(report.frames_lost.count, sent.underruns);
+    assert_eq!(report.packets_lost, 0);
 }
 
 #[test]
@@ -287,8 +281,31 @@ fn fast_enough_storage_never_underruns() {
         20,
     );
     assert!(status.success(), "{err}");
-    assert_eq!(sent["underruns"], 0);
-    assert_eq!(report["frames_complete"], 20);
+    assert_eq!(sent.underruns, 0);
+    assert_eq!(report.frames_complete, 20);
+}
+
+/// The first of `n` consecutive UDP ports that were free a moment ago.
+fn consecutive_free_ports(n: u16) -> u16 {
+    loop {
+        let p = crate::common::free_udp_port();
+        if p < 60000 && (1..n).all(|k| std::net::UdpSocket::bind(("127.0.0.1", p + k)).is_ok()) {
+            return p;
+        }
+    }
+}
+
+/// One SDP per stripe, each on its own port and of its own height.
+fn check_stripe_sdps(s: &Scratch, base: u16, stripes: usize, h: usize) {
+    // one SDP per stripe, each on its own port
+    for k in 0..stripes {
+        let sdp = std::fs::read_to_string(s.path(&format!("stream-{k}.sdp"))).unwrap();
+        assert!(
+            sdp.contains(&format!("m=video {} RTP/AVP 96", base + k as u16)),
+            "{sdp}"
+        );
+        assert!(sdp.contains(&format!("height={}", h / stripes)));
+    }
 }
 
 #[test]
@@ -300,26 +317,18 @@ fn stripes_are_separate_streams_that_rebuild_the_frame() {
     let frame = w * 3 * h;
     let input = noise(frame * frames, 31);
     std::fs::write(s.path("in.rgb"), &input).unwrap();
-    let base = loop {
-        // four consecutive free ports
-        let p = crate::common::free_udp_port();
-        if p < 60000
-            && (1..stripes as u16).all(|k| std::net::UdpSocket::bind(("127.0.0.1", p + k)).is_ok())
-        {
-            break p;
-        }
-    };
+    let base = consecutive_free_ports(stripes as u16);
     let mut recvs: Vec<Running> = (0..stripes)
         .map(|k| {
             let mut c = nagare();
+            let listen = format!("127.0.0.1:{}", base + k as u16);
+            let size = format!("{w}x{}", h / stripes);
             c.args([
                 "recv",
                 "--listen",
-                &format!("127.0.0.1:{}", base + k as u16),
-            ])
-            .args([
+                &listen,
                 "--size",
-                &format!("{w}x{}", h / stripes),
+                &size,
                 "--pix-fmt",
                 "rgb24",
             ])
@@ -350,8 +359,13 @@ fn stripes_are_separate_streams_that_rebuild_the_frame() {
         .output()
         .unwrap();
     assert_ok(&send);
-    let sent = json(&String::from_utf8_lossy(&send.stdout));
-    assert_eq!(sent["stripes"], stripes);
+    let sent: SendReport = parse_report(&String::from_utf8_lossy(&send.stdout));
+    assert_eq!(sent.stripes, stripes);
+    assert_eq!(sent.frames_sent, frames as u64);
+    assert_eq!(
+        sent.packets_sent,
+        (frames * stripes) as u64 * sent.packets_per_frame
+    );
     let parts: Vec<Vec<u8>> = recvs
         .drain(..)
         .enumerate()
@@ -370,15 +384,7 @@ fn stripes_are_separate_streams_that_rebuild_the_frame() {
         })
         .collect();
     assert!(rebuilt == input, "stripes do not rebuild the input");
-    // one SDP per stripe, each on its own port
-    for k in 0..stripes {
-        let sdp = std::fs::read_to_string(s.path(&format!("stream-{k}.sdp"))).unwrap();
-        assert!(
-            sdp.contains(&format!("m=video {} RTP/AVP 96", base + k as u16)),
-            "{sdp}"
-        );
-        assert!(sdp.contains(&format!("height={}", h / stripes)));
-    }
+    check_stripe_sdps(&s, base, stripes, h);
 }
 
 #[test]
@@ -427,5 +433,50 @@ fn direct_io_input_is_sent_byte_identical() {
             "--direct reads whole frames at 4096-byte boundaries, but a frame is 3840 bytes"
         ),
         "{err}"
+    );
+}
+
+#[test]
+fn a_file_name_cannot_inject_sdp_lines() {
+    // The SDP's s= line names the input; a newline in a file name must
+    // not start an SDP line of its own.
+    let s = Scratch::new("sdp-name");
+    let input = s.path("clip\r\nc=IN IP4 203.0.113.9\r\nm=video 9 RTP\na=mid:x\n.yuv");
+    std::fs::write(&input, vec![0u8; 32 * 2 * 8]).unwrap();
+    let sdp = s.path("out.sdp");
+    let send = nagare()
+        .arg("send")
+        .arg(&input)
+        .args([
+            "--to",
+            "127.0.0.1:9",
+            "--size",
+            "32x8",
+            "--pix-fmt",
+            "uyvy422",
+        ])
+        .args([
+            "--fps",
+            "100",
+            "--frames",
+            "1",
+            "--sdp",
+            sdp.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_ok(&send);
+    let text = std::fs::read_to_string(&sdp).unwrap();
+    let lines = |p: &str| text.lines().filter(|l| l.starts_with(p)).count();
+    assert_eq!(
+        (lines("s="), lines("c="), lines("m="), lines("a=mid")),
+        (1, 1, 1, 0),
+        "{text}"
+    );
+    assert!(text.contains("c=IN IP4 127.0.0.1\r\n"), "{text}");
+    let name = text.lines().find(|l| l.starts_with("s=")).unwrap();
+    assert!(
+        name.contains("clip  c=IN IP4 203.0.113.9  m=video 9"),
+        "{name}"
     );
 }

@@ -14,3 +14,4 @@
 pub mod doctor;
 pub mod probe;
 pub mod tree;
+pub mod video;

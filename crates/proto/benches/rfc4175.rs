@@ -5,7 +5,7 @@
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use nagare_proto::rtp::RtpPacket;
 use nagare_proto::video::st2110_20::{Depacketizer, Output, Packetizer};
-use nagare_proto::{PixelFormat, VideoFormat};
+use nagare_proto::{ExtSeq, MediaTime, PixelFormat, Ssrc, VideoFormat};
 
 fn frame(format: &VideoFormat) -> Vec<u8> {
     (0..format.frame_bytes()).map(|i| (i * 7) as u8).collect()
@@ -17,13 +17,15 @@ fn packetize(c: &mut Criterion) {
     let mut g = c.benchmark_group("packetize");
     g.throughput(Throughput::Bytes(format.frame_bytes() as u64));
     for size in [1440usize, 8800] {
-        let p = Packetizer::new(format, size, 1).unwrap().uniform();
+        let p = Packetizer::new(format, size, Ssrc(1)).unwrap().uniform();
         let mut buf = vec![0u8; size];
         g.bench_with_input(BenchmarkId::new("copy", size), &size, |b, _| {
             b.iter(|| {
                 let mut total = 0;
                 for i in 0..p.packets_per_frame() {
-                    total += p.write_packet(i, &data, i as u32, 0, &mut buf).unwrap();
+                    total += p
+                        .write_packet(i, &data, ExtSeq(i as u64), MediaTime(0), &mut buf)
+                        .unwrap();
                 }
                 total
             })
@@ -33,7 +35,9 @@ fn packetize(c: &mut Criterion) {
             b.iter(|| {
                 let mut total = 0;
                 for i in 0..p.packets_per_frame() {
-                    total += p.write_header(i, i as u32, 0, &mut buf).unwrap();
+                    total += p
+                        .write_header(i, ExtSeq(i as u64), MediaTime(0), &mut buf)
+                        .unwrap();
                 }
                 total
             })
@@ -48,8 +52,8 @@ fn depacketize(c: &mut Criterion) {
     let mut g = c.benchmark_group("depacketize");
     g.throughput(Throughput::Bytes(format.frame_bytes() as u64));
     for size in [1440usize, 8800] {
-        let p = Packetizer::new(format, size, 1).unwrap().uniform();
-        let mut packets = p.frame_packets(&data, 0, 0).unwrap();
+        let p = Packetizer::new(format, size, Ssrc(1)).unwrap().uniform();
+        let mut packets = p.frame_packets(&data, ExtSeq(0), MediaTime(0)).unwrap();
         let mut d = Depacketizer::new(format, Some(1500.0));
         let mut ts = 0u32;
         g.bench_with_input(BenchmarkId::new("frame", size), &size, |b, _| {

@@ -9,7 +9,6 @@
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
-mod error;
 pub mod framing;
 pub mod mpegts;
 pub mod netem;
@@ -25,5 +24,4 @@ pub mod video;
 
 pub use units::{BitRate, ByteSize, ExtSeq, MediaTime, Nanos, Ssrc};
 
-pub use error::Error;
 pub use video::{FrameRate, PixelFormat, VideoFormat};

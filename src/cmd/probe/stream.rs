@@ -49,7 +49,7 @@ pub fn any_for(peer: SocketAddr) -> SocketAddr {
 pub fn send_stream(sock: &UdpSocket, plan: &StreamPlan, stop: &AtomicBool) -> SenderReport {
     let size = plan.packet_size;
     let schedule = &plan.schedule;
-    let burst = Duration::from(plan.burst);
+    let burst = plan.burst;
     let mut pacer = schedule.pacer();
     let mut gso = udp::gso_available(sock);
     let max_train = pacer.max_train(burst, udp::train_cap(gso, size));
@@ -64,12 +64,12 @@ pub fn send_stream(sock: &UdpSocket, plan: &StreamPlan, stop: &AtomicBool) -> Se
     let start = Instant::now() + Duration::from_millis(2);
     let total = schedule.total_packets;
     while pacer.next_packet() < total && !stop.load(Ordering::Relaxed) {
-        crate::clock::wait_until(start + pacer.next_release());
-        let now = start.elapsed();
+        crate::clock::wait_until(start + Duration::from(pacer.next_release()));
+        let now = Nanos::from(start.elapsed());
         let first = pacer.next_packet();
         let left = usize::try_from(total - first).unwrap_or(usize::MAX);
         let n = pacer.due(now, max_train, burst).clamp(1, left);
-        let sent_at = Nanos::from(now);
+        let sent_at = now;
         iov.clear();
         for (j, buf) in bufs.chunks_mut(size).take(n).enumerate() {
             let seq = first + j as u64;

@@ -4,7 +4,30 @@
 //! lengths once, after which every accessor is infallible and never panics,
 //! whatever bytes arrived from the network.
 
-use crate::Error;
+/// Why bytes are not an RTP packet, or a header does not fit its buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// Input shorter than the header it announces.
+    #[error("RTP packet truncated: needed {needed} bytes, got {got}")]
+    Truncated {
+        /// Bytes required.
+        needed: usize,
+        /// Bytes present.
+        got: usize,
+    },
+    /// RTP version other than 2.
+    #[error("RTP version {0}, expected 2")]
+    Version(u8),
+    /// RTP padding count of zero or larger than the payload.
+    #[error("RTP padding of {0} bytes does not fit the packet")]
+    BadPadding(usize),
+    /// Output buffer too small for the header.
+    #[error("buffer too small: {needed} bytes needed for the RTP header")]
+    BufferTooSmall {
+        /// Bytes required.
+        needed: usize,
+    },
+}
 
 /// Length of the fixed RTP header (no CSRCs, no extension).
 pub const HEADER_LEN: usize = 12;
@@ -30,7 +53,7 @@ impl<T: AsRef<[u8]>> RtpPacket<T> {
         }
         let version = b[0] >> 6;
         if version != 2 {
-            return Err(Error::RtpVersion(version));
+            return Err(Error::Version(version));
         }
         let csrc_count = usize::from(b[0] & 0x0f);
         let mut start = HEADER_LEN + 4 * csrc_count;

@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 use serde::Serialize;
 
-use crate::Error;
+use super::Error;
 
 /// RTP clock rate for video (RFC 4175, ST 2110-10).
 pub use crate::units::VIDEO_CLOCK_RATE;

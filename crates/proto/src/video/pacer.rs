@@ -2,20 +2,19 @@
 //! `start(f) + i × period / packets_per_frame` (ST 2110-21's linear
 //! spreading), computed from integers each time so it never drifts.
 //!
-//! Time is a [`Duration`] since the start of the first scheduled frame; the
-//! driver maps it to its clock. When the sender falls behind, packets leave
+//! Time is [`Nanos`] since the start of the first scheduled frame; the
+//! owner (a [`crate::video::Sender`], the probe) maps it to its timeline. When the sender falls behind, packets leave
 //! no closer together than `interval / catch_up`, so a stall is followed by
 //! a bounded-rate catch-up rather than a burst, and packets released more
 //! than `late_after` behind their slot are counted late.
 
-use std::time::Duration;
-
 use serde::Serialize;
 
+use crate::units::Nanos;
 use crate::video::format::FrameRate;
 
 /// Default lateness tolerance.
-pub const DEFAULT_LATE_AFTER: Duration = Duration::from_micros(100);
+pub const DEFAULT_LATE_AFTER: Nanos = Nanos::from_micros(100);
 /// Default catch-up speed: 1.5 × the nominal packet rate.
 pub const DEFAULT_CATCH_UP: f64 = 1.5;
 
@@ -26,8 +25,8 @@ pub struct PacingStats {
     pub packets: u64,
     /// Packets released more than `late_after` behind their slot.
     pub late: u64,
-    /// Largest lateness seen, in nanoseconds.
-    pub max_late_ns: u64,
+    /// Largest lateness seen.
+    pub max_late: Nanos,
     /// Frame slots skipped because no frame was ready (underruns).
     pub skipped_frames: u64,
 }
@@ -40,9 +39,9 @@ pub struct Pacer {
     first_frame: u64,
     base_ns: u128,
     next: u64,
-    last_release: Option<(Duration, u32)>,
-    min_gap: Duration,
-    late_after: Duration,
+    last_release: Option<(Nanos, u32)>,
+    min_gap: Nanos,
+    late_after: Nanos,
     stats: PacingStats,
 }
 
@@ -59,7 +58,7 @@ impl Pacer {
             base_ns: 0,
             next: 0,
             last_release: None,
-            min_gap: Duration::ZERO,
+            min_gap: Nanos::ZERO,
             late_after: DEFAULT_LATE_AFTER,
             stats: PacingStats::default(),
         };
@@ -73,11 +72,11 @@ impl Pacer {
     pub fn set_catch_up(&mut self, factor: f64) {
         let interval = self.rate.frame_start_ns(1) as f64 / self.packets_per_frame as f64;
         let factor = factor.max(1.0);
-        self.min_gap = Duration::from_nanos((interval / factor) as u64);
+        self.min_gap = Nanos((interval / factor) as u64);
     }
 
     /// Sets the lateness tolerance.
-    pub fn set_late_after(&mut self, d: Duration) {
+    pub fn set_late_after(&mut self, d: Nanos) {
         self.late_after = d;
     }
 
@@ -88,9 +87,9 @@ impl Pacer {
     }
 
     /// The slot of schedule packet `packet` (counted from the first frame).
-    pub fn slot(&self, packet: u64) -> Duration {
+    pub fn slot(&self, packet: u64) -> Nanos {
         let ns = self.abs_ns(packet) - self.base_ns;
-        Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
+        Nanos(u64::try_from(ns).unwrap_or(u64::MAX))
     }
 
     /// Packets per frame.
@@ -116,10 +115,10 @@ impl Pacer {
     /// Earliest time the next packet may leave: its slot, or the catch-up
     /// limit after the previous train (`count × interval / catch_up`),
     /// whichever is later.
-    pub fn next_release(&self) -> Duration {
+    pub fn next_release(&self) -> Nanos {
         let slot = self.slot(self.next);
         match self.last_release {
-            Some((at, count)) => slot.max(at + self.min_gap * count),
+            Some((at, count)) => slot.max(at + self.min_gap.saturating_mul(u64::from(count))),
             None => slot,
         }
     }
@@ -130,7 +129,7 @@ impl Pacer {
     /// train never leaves before its first slot, `burst` bounds how early
     /// its last packet leaves, and a late sender's trains are spaced by the
     /// catch-up limit, so a stall never turns into an unbounded burst.
-    pub fn due(&self, now: Duration, max: usize, burst: Duration) -> usize {
+    pub fn due(&self, now: Nanos, max: usize, burst: Nanos) -> usize {
         if now < self.next_release() || max == 0 {
             return 0;
         }
@@ -148,22 +147,19 @@ impl Pacer {
     /// whose slots fall within `burst` of it, at most `cap` (what one
     /// syscall can carry) and at least one. Drivers size their batch
     /// buffers with it and pass it to [`Pacer::due`] as `max`.
-    pub fn max_train(&self, burst: Duration, cap: usize) -> usize {
+    pub fn max_train(&self, burst: Nanos, cap: usize) -> usize {
         let interval_ns = self.rate.frame_start_ns(1) as f64 / self.packets_per_frame as f64;
         let by_burst = (burst.as_nanos() as f64 / interval_ns).floor() as usize + 1;
         by_burst.clamp(1, cap.max(1))
     }
 
     /// Records that `count` packets left at `now`.
-    pub fn sent(&mut self, now: Duration, count: usize) {
+    pub fn sent(&mut self, now: Nanos, count: usize) {
         for k in 0..count as u64 {
-            let slot = self.slot(self.next + k);
-            if let Some(late) = now.checked_sub(slot) {
-                let ns = late.as_nanos() as u64;
-                self.stats.max_late_ns = self.stats.max_late_ns.max(ns);
-                if late > self.late_after {
-                    self.stats.late += 1;
-                }
+            let late = now.saturating_sub(self.slot(self.next + k));
+            self.stats.max_late = self.stats.max_late.max(late);
+            if late > self.late_after {
+                self.stats.late += 1;
             }
         }
         self.stats.packets += count as u64;
@@ -172,7 +168,7 @@ impl Pacer {
     }
 
     /// Lateness of the next packet at `now` (zero when not behind).
-    pub fn lateness(&self, now: Duration) -> Duration {
+    pub fn lateness(&self, now: Nanos) -> Nanos {
         now.saturating_sub(self.slot(self.next))
     }
 
@@ -211,8 +207,8 @@ mod tests {
         let want = [0u64, 5, 10, 15, 20, 25];
         for w in want {
             let t = p.next_release();
-            assert_eq!(t, Duration::from_millis(w));
-            assert_eq!(p.due(t, 1, Duration::ZERO), 1);
+            assert_eq!(t, Nanos::from_millis(w));
+            assert_eq!(p.due(t, 1, Nanos::ZERO), 1);
             p.sent(t, 1);
         }
         assert_eq!(p.stats().late, 0);
@@ -224,11 +220,11 @@ mod tests {
     fn max_train_fits_the_burst_window() {
         // 50 fps, 4 packets: one every 5 ms.
         let p = Pacer::new(rate(50, 1), 4, 0);
-        assert_eq!(p.max_train(Duration::ZERO, 64), 1);
-        assert_eq!(p.max_train(Duration::from_micros(4_999), 64), 1);
-        assert_eq!(p.max_train(Duration::from_millis(5), 64), 2);
-        assert_eq!(p.max_train(Duration::from_millis(100), 7), 7);
-        assert_eq!(p.max_train(Duration::from_millis(100), 0), 1);
+        assert_eq!(p.max_train(Nanos::ZERO, 64), 1);
+        assert_eq!(p.max_train(Nanos::from_micros(4_999), 64), 1);
+        assert_eq!(p.max_train(Nanos::from_millis(5), 64), 2);
+        assert_eq!(p.max_train(Nanos::from_millis(100), 7), 7);
+        assert_eq!(p.max_train(Nanos::from_millis(100), 0), 1);
     }
 
     #[test]
@@ -238,7 +234,7 @@ mod tests {
         let r = rate(60000, 1001);
         let ppf = 4319;
         let mut p = Pacer::new(r, ppf, 123_456_789);
-        let mut prev = Duration::ZERO;
+        let mut prev = Nanos::ZERO;
         for _ in 0..1_000_000u64 {
             let t = p.next_release();
             assert!(t >= prev);
@@ -255,7 +251,7 @@ mod tests {
         );
         // and frame starts land exactly on the epoch grid
         let f = 1_000_000 / ppf as u64 + 1;
-        let start = p.slot(f * ppf as u64).as_nanos();
+        let start = u128::from(p.slot(f * ppf as u64).as_nanos());
         let want = r.frame_start_ns(123_456_789 + f) - r.frame_start_ns(123_456_789);
         assert_eq!(start, want);
     }
@@ -265,50 +261,44 @@ mod tests {
         // 1000 packets/s: interval 1 ms; catch-up 2x => 0.5 ms spacing.
         let mut p = Pacer::new(rate(10, 1), 100, 0);
         p.set_catch_up(2.0);
-        p.sent(Duration::ZERO, 1);
+        p.sent(Nanos::ZERO, 1);
         // stall for 10 ms: packets 1..=10 are overdue
-        let mut now = Duration::from_millis(10);
+        let mut now = Nanos::from_millis(10);
         let mut releases = Vec::new();
         for _ in 0..30 {
             now = now.max(p.next_release());
-            let n = p.due(now, 64, Duration::ZERO);
+            let n = p.due(now, 64, Nanos::ZERO);
             assert_eq!(n, 1, "overdue packets must not burst");
             releases.push(now);
             p.sent(now, n);
         }
         for w in releases.windows(2) {
-            assert!(w[1] - w[0] >= Duration::from_micros(500));
+            assert!(w[1] - w[0] >= Nanos::from_micros(500));
         }
         // Caught up after ~20 packets: the schedule is back on its slots.
         let t = p.next_release();
         assert_eq!(t, p.slot(p.next_packet()));
         assert!(p.stats().late > 0);
-        assert!(p.stats().max_late_ns >= 9_000_000);
+        assert!(p.stats().max_late >= Nanos(9_000_000));
     }
 
     #[test]
     fn trains_start_on_their_slot_and_stay_in_frame() {
         let mut p = Pacer::new(rate(1, 1), 10, 0); // 100 ms interval
-        assert_eq!(
-            p.due(Duration::from_millis(0), 4, Duration::from_millis(250)),
-            3
-        );
-        assert_eq!(p.due(Duration::ZERO, 64, Duration::from_secs(5)), 10);
-        p.sent(Duration::ZERO, 8);
-        assert_eq!(p.due(p.next_release(), 64, Duration::from_secs(5)), 2);
-        assert_eq!(
-            p.due(Duration::from_millis(799), 64, Duration::from_secs(5)),
-            0
-        );
+        assert_eq!(p.due(Nanos::from_millis(0), 4, Nanos::from_millis(250)), 3);
+        assert_eq!(p.due(Nanos::ZERO, 64, Nanos::from_secs(5)), 10);
+        p.sent(Nanos::ZERO, 8);
+        assert_eq!(p.due(p.next_release(), 64, Nanos::from_secs(5)), 2);
+        assert_eq!(p.due(Nanos::from_millis(799), 64, Nanos::from_secs(5)), 0);
     }
 
     #[test]
     fn skip_frame_keeps_the_grid() {
         let mut p = Pacer::new(rate(25, 1), 10, 7);
-        p.sent(Duration::ZERO, 3);
+        p.sent(Nanos::ZERO, 3);
         p.skip_frame();
         assert_eq!(p.frame(), 8);
-        assert_eq!(p.next_release(), Duration::from_millis(40));
+        assert_eq!(p.next_release(), Nanos::from_millis(40));
         assert_eq!(p.stats().skipped_frames, 1);
     }
 }

@@ -13,8 +13,9 @@
 use std::collections::VecDeque;
 use std::ops::Range;
 
-use crate::Error;
+use super::Error;
 use crate::rtp::{self, RtpHeader, RtpPacket};
+use crate::units::{ExtSeq, MediaTime, Ssrc};
 use crate::video::format::VideoFormat;
 
 /// Largest UDP payload nagare sends (9000-byte jumbo MTU less IP/UDP
@@ -74,14 +75,14 @@ pub struct Packetizer {
     format: VideoFormat,
     packet_size: usize,
     payload_type: u8,
-    ssrc: u32,
+    ssrc: Ssrc,
     srds: Vec<Srd>,
     slots: Vec<Slot>,
 }
 
 impl Packetizer {
     /// Plans the packets for `format` at `packet_size` bytes of UDP payload.
-    pub fn new(format: VideoFormat, packet_size: usize, ssrc: u32) -> Result<Self, Error> {
+    pub fn new(format: VideoFormat, packet_size: usize, ssrc: Ssrc) -> Result<Self, Error> {
         let pf = format.pixel_format;
         let pg_bytes = pf.pgroup_bytes();
         let pg_pixels = pf.pgroup_pixels();
@@ -169,7 +170,7 @@ impl Packetizer {
     }
 
     /// The SSRC written into every packet.
-    pub fn ssrc(&self) -> u32 {
+    pub fn ssrc(&self) -> Ssrc {
         self.ssrc
     }
 
@@ -197,16 +198,17 @@ impl Packetizer {
         self.header_len(index) + self.data_range(index).len() + self.padding(index).len()
     }
 
-    /// Writes the headers of packet `index`: RTP with the low half of
-    /// `ext_seq`, ESN with the high half, the SRDs, and the marker on the
-    /// last packet of the frame. Returns the header length.
+    /// Writes the headers of packet `index`: RTP with the low 16 bits of
+    /// `seq`, ESN with the next 16, the SRDs, and the marker on the last
+    /// packet of the frame. Returns the header length.
     pub fn write_header(
         &self,
         index: usize,
-        ext_seq: u32,
-        timestamp: u32,
+        seq: ExtSeq,
+        timestamp: MediaTime,
         buf: &mut [u8],
     ) -> Result<usize, Error> {
+        let ext_seq = seq.wire32();
         let slot = self.slots.get(index).ok_or(Error::NoSuchPacket(index))?;
         let len = self.header_len(index);
         let out = buf
@@ -215,9 +217,9 @@ impl Packetizer {
         RtpHeader {
             marker: index + 1 == self.slots.len(),
             payload_type: self.payload_type,
-            sequence_number: ext_seq as u16,
-            timestamp,
-            ssrc: self.ssrc,
+            sequence_number: seq.wire(),
+            timestamp: timestamp.0,
+            ssrc: self.ssrc.0,
         }
         .write(out)?;
         if slot.padding > 0 {
@@ -245,8 +247,8 @@ impl Packetizer {
         &self,
         index: usize,
         frame: &[u8],
-        ext_seq: u32,
-        timestamp: u32,
+        seq: ExtSeq,
+        timestamp: MediaTime,
         buf: &mut [u8],
     ) -> Result<usize, Error> {
         if frame.len() != self.format.frame_bytes() {
@@ -255,7 +257,7 @@ impl Packetizer {
                 got: frame.len(),
             });
         }
-        let h = self.write_header(index, ext_seq, timestamp, buf)?;
+        let h = self.write_header(index, seq, timestamp, buf)?;
         let range = self.data_range(index);
         let pad = self.padding(index);
         let total = h + range.len() + pad.len();
@@ -275,13 +277,13 @@ impl Packetizer {
     pub fn frame_packets(
         &self,
         frame: &[u8],
-        first_seq: u32,
-        timestamp: u32,
+        first_seq: ExtSeq,
+        timestamp: MediaTime,
     ) -> Result<Vec<Vec<u8>>, Error> {
         (0..self.packets_per_frame())
             .map(|i| {
                 let mut buf = vec![0u8; self.packet_len(i)];
-                let seq = first_seq.wrapping_add(i as u32);
+                let seq = first_seq.add(i as u64);
                 self.write_packet(i, frame, seq, timestamp, &mut buf)?;
                 Ok(buf)
             })
@@ -405,7 +407,7 @@ pub struct Frame {
     /// frame periods (so lost frames leave gaps).
     pub index: u64,
     /// RTP timestamp shared by the frame's packets.
-    pub timestamp: u32,
+    pub timestamp: MediaTime,
     /// The frame's bytes (`frame_bytes` long); for incomplete frames the
     /// missing regions hold zeros when zero-fill is on.
     pub data: Vec<u8>,
@@ -665,7 +667,7 @@ impl Depacketizer {
         }
         self.ready.push_back(Output::Frame(Frame {
             index,
-            timestamp: a.timestamp,
+            timestamp: MediaTime(a.timestamp),
             data: a.data,
             complete,
             bytes_received: a.bytes,
@@ -709,7 +711,8 @@ mod tests {
     }
 
     fn packets(p: &Packetizer, frame: &[u8], seq0: u32, ts: u32) -> Vec<Vec<u8>> {
-        p.frame_packets(frame, seq0, ts).unwrap()
+        p.frame_packets(frame, ExtSeq(u64::from(seq0)), MediaTime(ts))
+            .unwrap()
     }
 
     fn feed(d: &mut Depacketizer, pkts: &[Vec<u8>]) -> Vec<Output> {
@@ -737,7 +740,7 @@ mod tests {
             uniform in any::<bool>(),
         ) {
             let format = VideoFormat::new(half_w * 2, h, pf).unwrap();
-            let mut p = Packetizer::new(format, packet_size, 7).unwrap();
+            let mut p = Packetizer::new(format, packet_size, Ssrc(7)).unwrap();
             if uniform {
                 p = p.uniform();
             }
@@ -789,9 +792,11 @@ mod tests {
     fn lines_continue_within_a_packet() {
         // 8 pixels of uyvy = 16 bytes a line; 1440-byte packets carry many lines.
         let format = VideoFormat::new(8, 100, PixelFormat::Uyvy422).unwrap();
-        let p = Packetizer::new(format, 200, 1).unwrap();
+        let p = Packetizer::new(format, 200, Ssrc(1)).unwrap();
         let mut buf = [0u8; 200];
-        let n = p.write_header(0, 0, 0, &mut buf).unwrap();
+        let n = p
+            .write_header(0, ExtSeq(0), MediaTime(0), &mut buf)
+            .unwrap();
         let view = PayloadView::parse(&buf[12..]).unwrap();
         let srds: Vec<_> = view.srds().map(|(s, _)| s).collect();
         assert!(srds.len() > 1);
@@ -813,7 +818,7 @@ mod tests {
     #[test]
     fn reordered_across_frames_and_lost_frames() {
         let format = VideoFormat::new(32, 4, PixelFormat::Rgb24).unwrap();
-        let p = Packetizer::new(format, 100, 1).unwrap();
+        let p = Packetizer::new(format, 100, Ssrc(1)).unwrap();
         let f0 = frame_of(&format, 0);
         let f1 = frame_of(&format, 1);
         let f3 = frame_of(&format, 3);
@@ -843,7 +848,7 @@ mod tests {
     #[test]
     fn incomplete_frame_is_handed_out_when_the_next_completes() {
         let format = VideoFormat::new(32, 4, PixelFormat::Rgb24).unwrap();
-        let p = Packetizer::new(format, 100, 1).unwrap();
+        let p = Packetizer::new(format, 100, Ssrc(1)).unwrap();
         let mut a = packets(&p, &frame_of(&format, 0), 0, 0);
         a.remove(1);
         let b = packets(&p, &frame_of(&format, 1), 100, 3000);
@@ -885,7 +890,7 @@ mod tests {
         // the gap/period step count saturated to u64::MAX and the frame
         // index overflowed (a panic in debug, indices going back in release).
         let format = VideoFormat::new(32, 4, PixelFormat::Rgb24).unwrap();
-        let p = Packetizer::new(format, 100, 1).unwrap();
+        let p = Packetizer::new(format, 100, Ssrc(1)).unwrap();
         let mut all = packets(&p, &frame_of(&format, 0), 0, 0);
         all.extend(packets(&p, &frame_of(&format, 1), 100, 3000));
         all.extend(packets(&p, &frame_of(&format, 3), 300, 9000));
@@ -906,8 +911,8 @@ mod tests {
     #[test]
     fn bad_packet_sizes() {
         let format = VideoFormat::new(32, 4, PixelFormat::Uyvp).unwrap();
-        assert!(Packetizer::new(format, 24, 0).is_err());
-        assert!(Packetizer::new(format, 25, 0).is_ok());
-        assert!(Packetizer::new(format, 8961, 0).is_err());
+        assert!(Packetizer::new(format, 24, Ssrc(0)).is_err());
+        assert!(Packetizer::new(format, 25, Ssrc(0)).is_ok());
+        assert!(Packetizer::new(format, 8961, Ssrc(0)).is_err());
     }
 }

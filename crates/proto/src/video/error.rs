@@ -1,31 +1,13 @@
-//! Typed errors of the sans-IO core. `Copy` and allocation-free so they can
-//! be returned on the per-packet path; the binary adds context.
+//! Errors of the raw video subsystem: formats and frame rates typed by a
+//! user, packet sizes, frames handed to the packetizer and RFC 4175
+//! payloads from the network. `Copy` and allocation-free, so the receive
+//! path can return them per packet.
 
-use thiserror::Error;
+use crate::rtp;
 
-/// Everything nagare-proto can refuse.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+/// Everything the video subsystem can refuse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
-    /// Input shorter than a header requires.
-    #[error("truncated: needed {needed} bytes, got {got}")]
-    Truncated {
-        /// Bytes required.
-        needed: usize,
-        /// Bytes present.
-        got: usize,
-    },
-    /// RTP version other than 2.
-    #[error("RTP version {0}, expected 2")]
-    RtpVersion(u8),
-    /// RTP padding count larger than the payload.
-    #[error("RTP padding of {0} bytes does not fit the packet")]
-    BadPadding(usize),
-    /// Output buffer too small.
-    #[error("buffer too small: {needed} bytes needed")]
-    BufferTooSmall {
-        /// Bytes required.
-        needed: usize,
-    },
     /// Pixel format name not known.
     #[error("unknown pixel format (known: uyvy422, uyvp, rgb24)")]
     UnknownPixelFormat,
@@ -75,6 +57,20 @@ pub enum Error {
         /// Bytes given.
         got: usize,
     },
+    /// Output buffer too small for what is to be written.
+    #[error("buffer too small: {needed} bytes needed")]
+    BufferTooSmall {
+        /// Bytes required.
+        needed: usize,
+    },
+    /// RFC 4175 payload shorter than its headers announce.
+    #[error("RFC 4175 payload truncated: needed {needed} bytes, got {got}")]
+    Truncated {
+        /// Bytes required.
+        needed: usize,
+        /// Bytes present.
+        got: usize,
+    },
     /// Field bit set: interlaced video is not supported.
     #[error("interlaced field bit set; only progressive video is supported")]
     Interlaced,
@@ -92,7 +88,13 @@ pub enum Error {
     /// Packet for a frame already handed out.
     #[error("packet arrived after its frame was handed out")]
     LatePacket,
-    /// SDP text that nagare cannot use.
-    #[error("SDP: {0}")]
-    Sdp(&'static str),
+    /// A flow id that the sender does not hold (removed, or never added).
+    #[error("no such flow")]
+    NoSuchFlow,
+    /// A flow made without a packetizer: its driver writes its packets.
+    #[error("this flow has no packetizer: its driver writes the packets")]
+    NoPacketizer,
+    /// The RTP layer refused.
+    #[error(transparent)]
+    Rtp(#[from] rtp::Error),
 }

@@ -1,0 +1,315 @@
+//! One raw video stream as an SDP describes it, in the ST 2110-20 dialect
+//! (`a=fmtp` with sampling, width, height, exactframerate, depth, ...):
+//! what `send` writes and `recv` reads.
+
+use std::net::IpAddr;
+
+use super::session::{Connection, Media, Origin, Session, SourceFilter};
+use super::{Error, Param};
+use crate::video::format::{FrameRate, PixelFormat, VideoFormat};
+
+/// Everything a receiver needs to know about one raw video stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SdpStream {
+    /// Destination (unicast receiver or multicast group).
+    pub address: IpAddr,
+    /// UDP port.
+    pub port: u16,
+    /// Multicast TTL from `c=` (see [`Connection::ttl`]).
+    pub ttl: Option<u8>,
+    /// Sender address from `a=source-filter` (source-specific multicast,
+    /// so only read for a multicast address) or, when writing, the sender's
+    /// own address.
+    pub source: Option<IpAddr>,
+    /// RTP payload type.
+    pub payload_type: u8,
+    /// Frame geometry and pixel format.
+    pub format: VideoFormat,
+    /// Frame rate, when the SDP states one.
+    pub rate: Option<FrameRate>,
+    /// Session name (`s=`); control characters are written as spaces.
+    pub name: String,
+}
+
+impl SdpStream {
+    /// Writes an ST 2110-20 style SDP that GStreamer and FFmpeg accept.
+    /// `session_id` should be unique per sender (an NTP time will do).
+    pub fn to_sdp(&self, session_id: u64) -> String {
+        self.to_session(session_id).to_sdp()
+    }
+
+    /// The one-media session [`SdpStream::to_sdp`] writes.
+    pub fn to_session(&self, session_id: u64) -> Session {
+        let mut media = Media::new("video", self.port, "RTP/AVP", self.payload_type);
+        media.connection = Some(Connection {
+            address: self.address,
+            ttl: self.ttl,
+        });
+        if let (true, Some(src)) = (self.address.is_multicast(), self.source) {
+            media.source_filter = Some(SourceFilter {
+                destination: Some(self.address),
+                sources: vec![src],
+            });
+        }
+        media.encoding = Some("raw/90000".into());
+        media.fmtp = Some(self.fmtp());
+        media.ts_refclk = Some("local".into());
+        media.mediaclk = Some("direct=0".into());
+        Session {
+            origin: Some(Origin {
+                session_id,
+                version: session_id,
+                address: self.source.unwrap_or(self.address),
+            }),
+            name: self.name.clone(),
+            media: vec![media],
+            ..Session::default()
+        }
+    }
+
+    fn fmtp(&self) -> String {
+        let f = &self.format;
+        let rate = self.rate.map_or(String::new(), |r| {
+            format!("exactframerate={}; ", r.sdp_value())
+        });
+        let colorimetry = if f.pixel_format == PixelFormat::Rgb24 {
+            "SRGB" // nagare's RGB is full-range sRGB
+        } else {
+            "BT709"
+        };
+        format!(
+            "sampling={}; width={}; height={}; {rate}depth={}; TCS=SDR; colorimetry={colorimetry}; \
+             PM=2110GPM; SSN=ST2110-20:2017; TP=2110TPW",
+            f.pixel_format.sampling(),
+            f.width,
+            f.height,
+            f.pixel_format.depth()
+        )
+    }
+
+    /// Parses the first video stream of an SDP.
+    pub fn parse(text: &str) -> Result<Self, Error> {
+        let session = Session::parse(text)?;
+        let media = session
+            .media
+            .iter()
+            .find(|m| m.kind == "video")
+            .ok_or(Error::NoVideo)?;
+        SdpStream::from_media(&session, media)
+    }
+
+    /// The raw video stream one media section of `session` describes.
+    pub fn from_media(session: &Session, media: &Media) -> Result<Self, Error> {
+        let encoding = media.encoding.as_deref();
+        if encoding.is_some_and(|e| !e.to_ascii_lowercase().starts_with("raw/90000")) {
+            return Err(Error::NotRaw);
+        }
+        let c = media
+            .connection
+            .or(session.connection)
+            .ok_or(Error::NoConnection)?;
+        encoding.ok_or(Error::NoRtpmap)?;
+        let fmtp = media.fmtp.as_deref().ok_or(Error::NoFmtp)?;
+        let (format, rate) = parse_fmtp(fmtp)?;
+        let filter = media
+            .source_filter
+            .as_ref()
+            .or(session.source_filter.as_ref());
+        Ok(SdpStream {
+            address: c.address,
+            port: media.port,
+            ttl: c.ttl,
+            // The writer puts a source filter only for multicast, and SSM
+            // means nothing for unicast.
+            source: filter
+                .and_then(|f| f.sources.first().copied())
+                .filter(|_| c.address.is_multicast()),
+            payload_type: media.payload_type,
+            format,
+            rate: rate.or(media.framerate),
+            name: session.name.clone(),
+        })
+    }
+}
+
+/// The format and frame rate of an ST 2110-20 `a=fmtp` parameter list.
+fn parse_fmtp(fmtp: &str) -> Result<(VideoFormat, Option<FrameRate>), Error> {
+    let mut sampling = None;
+    let (mut width, mut height, mut depth) = (None, None, None);
+    let mut rate = None;
+    for param in fmtp.split(';') {
+        let (k, v) = param.split_once('=').unwrap_or((param, ""));
+        let (k, v) = (k.trim(), v.trim());
+        match k.to_ascii_lowercase().as_str() {
+            "sampling" => sampling = Some(v),
+            "width" => width = v.parse::<u32>().ok(),
+            "height" => height = v.parse::<u32>().ok(),
+            "depth" => depth = v.parse::<u32>().ok(),
+            "exactframerate" => rate = v.parse::<FrameRate>().ok(),
+            "interlace" => return Err(Error::Interlaced),
+            _ => {}
+        }
+    }
+    let sampling = sampling.ok_or(Error::MissingParam(Param::Sampling))?;
+    let depth = depth.ok_or(Error::MissingParam(Param::Depth))?;
+    let pixel_format =
+        PixelFormat::from_sampling(sampling, depth).ok_or(Error::UnsupportedSampling)?;
+    let format = VideoFormat::new(
+        width.ok_or(Error::MissingParam(Param::Width))?,
+        height.ok_or(Error::MissingParam(Param::Height))?,
+        pixel_format,
+    )
+    .map_err(Error::Format)?;
+    Ok((format, rate))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream() -> SdpStream {
+        SdpStream {
+            address: "239.1.2.3".parse().unwrap(),
+            port: 5004,
+            ttl: Some(8),
+            source: Some("192.0.2.1".parse().unwrap()),
+            payload_type: 96,
+            format: VideoFormat::new(1920, 1080, PixelFormat::Uyvp).unwrap(),
+            rate: Some(FrameRate::new(60000, 1001).unwrap()),
+            name: "test".into(),
+        }
+    }
+
+    #[test]
+    fn round_trip() {
+        let s = stream();
+        let text = s.to_sdp(42);
+        assert!(text.contains("exactframerate=60000/1001"), "{text}");
+        assert!(text.contains("c=IN IP4 239.1.2.3/8"));
+        assert!(text.contains("a=mediaclk:direct=0"));
+        assert_eq!(SdpStream::parse(&text).unwrap(), s);
+    }
+
+    #[test]
+    fn ffmpeg_style() {
+        let text = "v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=No Name\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\na=tool:libavformat\r\nm=video 5004 RTP/AVP 96\r\na=rtpmap:96 raw/90000\r\na=fmtp:96 sampling=YCbCr-4:2:2; width=320; height=240; depth=8\r\n";
+        let s = SdpStream::parse(text).unwrap();
+        assert_eq!(s.port, 5004);
+        assert_eq!(
+            s.format,
+            VideoFormat::new(320, 240, PixelFormat::Uyvy422).unwrap()
+        );
+        assert_eq!(s.rate, None);
+    }
+
+    fn with_c_line(c: &str) -> String {
+        format!(
+            "m=video 5004 RTP/AVP 96\r\n{c}\r\na=rtpmap:96 raw/90000\r\n\
+             a=fmtp:96 sampling=RGB; width=8; height=8; depth=8\r\n"
+        )
+    }
+
+    #[test]
+    fn ttl_only_for_ipv4_multicast_and_round_trips() {
+        // Found by fuzz target sdp: `c=IN IP4 239.1.2.3/8-` parsed with no
+        // TTL, to_sdp wrote the default `/1`, and the re-read SDP differed.
+        for (c, ttl) in [
+            ("c=IN IP4 239.1.2.3/8", Some(8)),
+            ("c=IN IP4 239.1.2.3", Some(1)),
+            ("c=IN IP4 192.0.2.7/8", None),
+            ("c=IN IP6 ff15::1/3", None),
+            ("c=IN IP6 2001:db8::1", None),
+        ] {
+            let s = SdpStream::parse(&with_c_line(c)).unwrap();
+            assert_eq!(s.ttl, ttl, "{c}");
+            assert_eq!(SdpStream::parse(&s.to_sdp(1)).unwrap(), s, "{c}");
+        }
+        for c in ["c=IN IP4 239.1.2.3/8-", "c=IN IP4 239.1.2.3/256"] {
+            assert_eq!(SdpStream::parse(&with_c_line(c)), Err(Error::BadTtl), "{c}");
+        }
+    }
+
+    #[test]
+    fn source_filter_only_for_multicast() {
+        // Found by fuzz target sdp: a source filter on a unicast address was
+        // read into `source`, which to_sdp writes only into o= for unicast,
+        // so the re-read SDP lost it.
+        let filter = "a=source-filter: incl IN IP6 * 2001:db8::1";
+        for (c, source) in [
+            ("c=IN IP6 ff15::1234", Some("2001:db8::1".parse().unwrap())),
+            ("c=IN IP6 bf15::1234", None),
+            ("c=IN IP4 192.0.2.7", None),
+        ] {
+            let s = SdpStream::parse(&format!("{}{filter}\r\n", with_c_line(c))).unwrap();
+            assert_eq!(s.source, source, "{c}");
+            assert_eq!(SdpStream::parse(&s.to_sdp(1)).unwrap(), s, "{c}");
+        }
+    }
+
+    #[test]
+    fn long_session_name_is_cut_without_trailing_space() {
+        // Found by fuzz target sdp: cutting the name at 256 characters can
+        // end it in a space, which the re-read of the written s= line trims.
+        let name = format!("{} tail", "é".repeat(255));
+        let text = format!("s={name}\r\n{}", with_c_line("c=IN IP4 192.0.2.7"));
+        let s = SdpStream::parse(&text).unwrap();
+        assert_eq!(s.name, "é".repeat(255));
+        assert_eq!(SdpStream::parse(&s.to_sdp(1)).unwrap(), s);
+    }
+
+    #[test]
+    fn text_nagare_writes_is_unchanged() {
+        let text = stream().to_sdp(42);
+        let want = "v=0\r\no=- 42 42 IN IP4 192.0.2.1\r\ns=test\r\nt=0 0\r\n\
+            m=video 5004 RTP/AVP 96\r\nc=IN IP4 239.1.2.3/8\r\n\
+            a=source-filter: incl IN IP4 239.1.2.3 192.0.2.1\r\n\
+            a=rtpmap:96 raw/90000\r\n\
+            a=fmtp:96 sampling=YCbCr-4:2:2; width=1920; height=1080; exactframerate=60000/1001; \
+            depth=10; TCS=SDR; colorimetry=BT709; PM=2110GPM; SSN=ST2110-20:2017; TP=2110TPW\r\n\
+            a=ts-refclk:local\r\na=mediaclk:direct=0\r\n";
+        assert_eq!(text, want);
+    }
+
+    #[test]
+    fn a_file_name_with_a_newline_injects_no_sdp_line() {
+        // The session name comes from the input's file name, which may hold
+        // any byte but NUL and '/'.
+        let mut s = stream();
+        s.name = "nagare clip\r\nc=IN IP4 203.0.113.9\r\nm=video 9 RTP/AVP 96\n.yuv".into();
+        let text = s.to_sdp(1);
+        assert_eq!(
+            text.lines().filter(|l| l.starts_with("c=")).count(),
+            1,
+            "{text}"
+        );
+        assert_eq!(
+            text.lines().filter(|l| l.starts_with("m=")).count(),
+            1,
+            "{text}"
+        );
+        let back = SdpStream::parse(&text).unwrap();
+        assert_eq!(back.address, s.address);
+        assert_eq!(
+            back.name,
+            "nagare clip  c=IN IP4 203.0.113.9  m=video 9 RTP/AVP 96 .yuv"
+        );
+        // What was read is written back identically.
+        assert_eq!(SdpStream::parse(&back.to_sdp(1)).unwrap(), back);
+    }
+
+    #[test]
+    fn refusals() {
+        assert_eq!(SdpStream::parse(""), Err(Error::NoVideo));
+        let h264 = "m=video 5004 RTP/AVP 96\r\nc=IN IP4 127.0.0.1\r\na=rtpmap:96 H264/90000\r\n";
+        assert_eq!(SdpStream::parse(h264), Err(Error::NotRaw));
+        let bad = "m=video 5004 RTP/AVP 96\r\nc=IN IP4 127.0.0.1\r\na=rtpmap:96 raw/90000\r\na=fmtp:96 sampling=YCbCr-4:2:0; width=8; height=8; depth=8\r\n";
+        assert_eq!(SdpStream::parse(bad), Err(Error::UnsupportedSampling));
+        let nofmtp = "m=video 5004 RTP/AVP 96\r\nc=IN IP4 127.0.0.1\r\na=rtpmap:96 raw/90000\r\n";
+        assert_eq!(SdpStream::parse(nofmtp), Err(Error::NoFmtp));
+        let nowidth = format!("{nofmtp}a=fmtp:96 sampling=RGB; depth=8; height=2\r\n");
+        assert_eq!(
+            SdpStream::parse(&nowidth),
+            Err(Error::MissingParam(Param::Width))
+        );
+    }
+}

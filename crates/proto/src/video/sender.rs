@@ -1,0 +1,860 @@
+//! Many flows, one schedule: the send side of raw video as a state machine.
+//!
+//! Each flow is a [`Pacer`] (ST 2110-21 linear spreading, bounded catch-up,
+//! underrun skips) placed on the sender's timeline, optionally staggered so
+//! that the stripes of one frame interleave their trains instead of
+//! colliding, with its own SSRC, sequence numbers and frame limit. The
+//! sender keeps the flows' next release times in a binary heap, so a
+//! pacing thread serving hundreds of flows pays O(log n) per train and
+//! never scans them.
+//!
+//! A flow cannot send frame f before its driver has it: the sender asks
+//! with [`Event::NeedFrame`] and the driver answers [`Input::Frame`] or,
+//! when its frame ring is empty at the frame's first release,
+//! [`Input::Underrun`], which gives up that frame slot (counted) without
+//! ever shifting the schedule. Packet contents stay out of the schedule: a
+//! flow made with [`FlowSpec::new`] has no packetizer (the probe's test
+//! stream writes its own headers), one made with [`FlowSpec::video`]
+//! writes RFC 4175 headers through [`Sender::write_header`] while the
+//! driver gathers the frame's bytes next to them without copying.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::ops::Range;
+
+use super::Error;
+use super::format::FrameRate;
+use super::pacer::{DEFAULT_CATCH_UP, DEFAULT_LATE_AFTER, Pacer};
+use super::st2110_20::Packetizer;
+use crate::stats::Distribution;
+use crate::units::{ExtSeq, MediaTime, Nanos, Ssrc};
+
+/// Names a flow of a [`Sender`]. Ids of removed flows are never reused
+/// (the slot index is, under a new generation), so a stale id is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FlowId {
+    index: u32,
+    generation: u32,
+}
+
+impl FlowId {
+    /// A small dense index (the slot the flow occupies), for drivers that
+    /// keep per-flow state in a `Vec`. A removed flow's index is reused by
+    /// a later flow.
+    pub fn index(self) -> usize {
+        self.index as usize
+    }
+}
+
+/// Where a flow's trains sit relative to its frame grid.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Stagger {
+    Fixed(Nanos),
+    /// Stripe `k` of `n`: `k/n` of one longest train later.
+    Stripe(usize, usize),
+}
+
+/// Everything a flow needs to join a [`Sender`].
+#[derive(Debug, Clone)]
+pub struct FlowSpec {
+    rate: FrameRate,
+    packets_per_frame: usize,
+    packetizer: Option<Packetizer>,
+    ssrc: Ssrc,
+    start: Nanos,
+    first_frame: u64,
+    stagger: Stagger,
+    first_seq: ExtSeq,
+    frame_limit: Option<u64>,
+    burst: Nanos,
+    train_cap: usize,
+    catch_up: f64,
+    late_after: Nanos,
+}
+
+impl FlowSpec {
+    /// A flow of `packets_per_frame` packets per frame at `rate` whose
+    /// packets the driver writes itself (no packetizer).
+    pub fn new(rate: FrameRate, packets_per_frame: usize, ssrc: Ssrc) -> FlowSpec {
+        FlowSpec {
+            rate,
+            packets_per_frame: packets_per_frame.max(1),
+            packetizer: None,
+            ssrc,
+            start: Nanos::ZERO,
+            first_frame: 0,
+            stagger: Stagger::Fixed(Nanos::ZERO),
+            first_seq: ExtSeq(0),
+            frame_limit: None,
+            burst: Nanos::ZERO,
+            train_cap: 1,
+            catch_up: DEFAULT_CATCH_UP,
+            late_after: DEFAULT_LATE_AFTER,
+        }
+    }
+
+    /// A raw video flow: packets per frame and SSRC come from `packetizer`,
+    /// which also writes the headers ([`Sender::write_header`]).
+    pub fn video(rate: FrameRate, packetizer: Packetizer) -> FlowSpec {
+        let mut spec = FlowSpec::new(rate, packetizer.packets_per_frame(), packetizer.ssrc());
+        spec.packetizer = Some(packetizer);
+        spec
+    }
+
+    /// The flow's first frame is epoch frame `first_frame` (which fixes its
+    /// RTP timestamps), starting at `at` on the sender's timeline.
+    pub fn start(mut self, at: Nanos, first_frame: u64) -> FlowSpec {
+        self.start = at;
+        self.first_frame = first_frame;
+        self
+    }
+
+    /// The extended sequence number of the first packet (draw it at random
+    /// per RFC 3550).
+    pub fn first_seq(mut self, seq: ExtSeq) -> FlowSpec {
+        self.first_seq = seq;
+        self
+    }
+
+    /// Trains carry the packets whose slots fall within `burst` of the
+    /// first, at most `cap` (what one send call carries).
+    pub fn trains(mut self, burst: Nanos, cap: usize) -> FlowSpec {
+        self.burst = burst;
+        self.train_cap = cap.max(1);
+        self
+    }
+
+    /// Every packet leaves `offset` after its slot on the frame grid.
+    pub fn stagger(mut self, offset: Nanos) -> FlowSpec {
+        self.stagger = Stagger::Fixed(offset);
+        self
+    }
+
+    /// Stripe `k` of `n` flows sharing one frame grid: offset by `k/n` of
+    /// the longest train, so the stripes' trains take turns.
+    pub fn stripe(mut self, k: usize, n: usize) -> FlowSpec {
+        self.stagger = Stagger::Stripe(k, n.max(1));
+        self
+    }
+
+    /// Stop after `frames` frames sent (underruns do not count).
+    pub fn frame_limit(mut self, frames: Option<u64>) -> FlowSpec {
+        self.frame_limit = frames;
+        self
+    }
+
+    /// How much faster than nominal a late flow may catch up (see
+    /// [`Pacer::set_catch_up`]).
+    pub fn catch_up(mut self, factor: f64) -> FlowSpec {
+        self.catch_up = factor;
+        self
+    }
+
+    /// Packets packed per frame.
+    pub fn packets_per_frame(&self) -> usize {
+        self.packets_per_frame
+    }
+}
+
+/// What a driver tells the sender.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Input {
+    /// The frame the flow asked for is in hand: its trains may leave.
+    Frame {
+        /// The flow.
+        flow: FlowId,
+    },
+    /// No frame was ready at its first release: give up the slot.
+    Underrun {
+        /// The flow.
+        flow: FlowId,
+    },
+}
+
+/// What the sender tells its driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// The flow needs epoch frame `frame`, whose first packet is due `at`;
+    /// answer with [`Input::Frame`] or [`Input::Underrun`].
+    NeedFrame {
+        /// The flow.
+        flow: FlowId,
+        /// Epoch frame number.
+        frame: u64,
+        /// Release time of its first packet.
+        at: Nanos,
+    },
+    /// Every packet of `frame` has left: its buffer is free for this flow.
+    FrameSent {
+        /// The flow.
+        flow: FlowId,
+        /// Epoch frame number.
+        frame: u64,
+    },
+    /// The flow reached its frame limit and will send nothing more.
+    Finished {
+        /// The flow.
+        flow: FlowId,
+    },
+}
+
+/// One train: packets `packets` of frame `frame` of one flow, to leave
+/// back to back now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transmit {
+    /// The flow.
+    pub flow: FlowId,
+    /// The slot of the train's first packet (the train leaves at or after).
+    pub at: Nanos,
+    /// Epoch frame number.
+    pub frame: u64,
+    /// Packet indices within the frame.
+    pub packets: Range<usize>,
+    /// RTP timestamp of the frame.
+    pub timestamp: MediaTime,
+    /// Extended sequence number of the first packet; the others follow.
+    pub first_seq: ExtSeq,
+}
+
+impl Transmit {
+    /// Packets in the train.
+    pub fn len(&self) -> usize {
+        self.packets.len()
+    }
+
+    /// Whether the train is empty (never, for a train the sender made).
+    pub fn is_empty(&self) -> bool {
+        self.packets.is_empty()
+    }
+}
+
+/// Counters of one flow.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlowStats {
+    /// Packets released.
+    pub packets: u64,
+    /// Packets released more than 100 µs behind their slot.
+    pub late: u64,
+    /// Largest lateness of any packet.
+    pub max_late: Nanos,
+    /// Frame slots given up for want of a frame.
+    pub underruns: u64,
+    /// Frames sent completely.
+    pub frames_sent: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Asked for its next frame, not answered yet.
+    Waiting,
+    /// Has its frame; exactly one heap entry names it.
+    Ready,
+    /// Reached its frame limit.
+    Finished,
+}
+
+#[derive(Debug)]
+struct Flow {
+    pacer: Pacer,
+    packetizer: Option<Packetizer>,
+    rate: FrameRate,
+    /// Timeline point of the pacer's time zero (start plus stagger).
+    origin: Nanos,
+    ssrc: Ssrc,
+    seq: ExtSeq,
+    frame_limit: Option<u64>,
+    frames_sent: u64,
+    burst: Nanos,
+    max_train: usize,
+    state: State,
+}
+
+impl Flow {
+    fn new(spec: FlowSpec) -> Flow {
+        let mut pacer = Pacer::new(spec.rate, spec.packets_per_frame, spec.first_frame);
+        pacer.set_catch_up(spec.catch_up);
+        pacer.set_late_after(spec.late_after);
+        let max_train = pacer.max_train(spec.burst, spec.train_cap);
+        let stagger = match spec.stagger {
+            Stagger::Fixed(d) => d,
+            Stagger::Stripe(k, n) => {
+                // k/n of the span of one longest train.
+                let span = pacer.slot(max_train as u64).as_nanos();
+                Nanos(span.saturating_mul(k as u64) / n as u64)
+            }
+        };
+        Flow {
+            pacer,
+            packetizer: spec.packetizer,
+            rate: spec.rate,
+            origin: spec.start + stagger,
+            ssrc: spec.ssrc,
+            seq: spec.first_seq,
+            frame_limit: spec.frame_limit,
+            frames_sent: 0,
+            burst: spec.burst,
+            max_train,
+            state: State::Waiting,
+        }
+    }
+
+    /// Timeline time of the next release.
+    fn next_release(&self) -> Nanos {
+        self.origin + self.pacer.next_release()
+    }
+
+    fn need_frame(&self, flow: FlowId) -> Event {
+        Event::NeedFrame {
+            flow,
+            frame: self.pacer.frame(),
+            at: self.origin + self.pacer.slot(self.pacer.next_packet()),
+        }
+    }
+
+    fn limit_reached(&self) -> bool {
+        self.frame_limit.is_some_and(|n| self.frames_sent >= n)
+    }
+
+    fn stats(&self) -> FlowStats {
+        let p = self.pacer.stats();
+        FlowStats {
+            packets: p.packets,
+            late: p.late,
+            max_late: p.max_late,
+            underruns: p.skipped_frames,
+            frames_sent: self.frames_sent,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    generation: u32,
+    flow: Option<Flow>,
+}
+
+/// The send schedule of any number of flows (see the module docs).
+#[derive(Debug, Default)]
+pub struct Sender {
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    /// Next release of every ready flow: (time, slot, generation).
+    heap: BinaryHeap<Reverse<(Nanos, u32, u32)>>,
+    events: VecDeque<Event>,
+    lateness: Distribution,
+    active: usize,
+}
+
+impl Sender {
+    /// A sender with no flows.
+    pub fn new() -> Sender {
+        Sender::default()
+    }
+
+    /// Adds a flow; it asks for its first frame at once.
+    pub fn add_flow(&mut self, spec: FlowSpec) -> FlowId {
+        let index = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(Slot::default());
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let slot = &mut self.slots[index as usize];
+        let id = FlowId {
+            index,
+            generation: slot.generation,
+        };
+        let mut flow = Flow::new(spec);
+        if flow.limit_reached() {
+            flow.state = State::Finished;
+            self.events.push_back(Event::Finished { flow: id });
+        } else {
+            self.events.push_back(flow.need_frame(id));
+            self.active += 1;
+        }
+        slot.flow = Some(flow);
+        id
+    }
+
+    /// Removes a flow, returning its final counters. Its pending trains
+    /// vanish; events already queued for it stay queued.
+    pub fn remove_flow(&mut self, id: FlowId) -> Option<FlowStats> {
+        let slot = self.slots.get_mut(id.index())?;
+        if slot.generation != id.generation {
+            return None;
+        }
+        let flow = slot.flow.take()?;
+        // A new generation makes the flow's heap entry stale.
+        slot.generation = slot.generation.wrapping_add(1);
+        self.free.push(id.index);
+        if flow.state != State::Finished {
+            self.active -= 1;
+        }
+        Some(flow.stats())
+    }
+
+    fn flow(&self, id: FlowId) -> Option<&Flow> {
+        let slot = self.slots.get(id.index())?;
+        (slot.generation == id.generation)
+            .then_some(slot.flow.as_ref())
+            .flatten()
+    }
+
+    fn flow_mut(&mut self, id: FlowId) -> Option<&mut Flow> {
+        let slot = self.slots.get_mut(id.index())?;
+        (slot.generation == id.generation)
+            .then_some(slot.flow.as_mut())
+            .flatten()
+    }
+
+    /// Answers a [`Event::NeedFrame`]. An answer for a flow that is not
+    /// waiting is ignored.
+    pub fn handle_input(&mut self, _now: Nanos, input: Input) -> Result<(), Error> {
+        match input {
+            Input::Frame { flow: id } => {
+                let flow = self.flow_mut(id).ok_or(Error::NoSuchFlow)?;
+                if flow.state == State::Waiting {
+                    flow.state = State::Ready;
+                    let at = flow.next_release();
+                    self.heap.push(Reverse((at, id.index, id.generation)));
+                }
+            }
+            Input::Underrun { flow: id } => {
+                let flow = self.flow_mut(id).ok_or(Error::NoSuchFlow)?;
+                if flow.state == State::Waiting {
+                    flow.pacer.skip_frame();
+                    let ev = flow.need_frame(id);
+                    self.events.push_back(ev);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops heap entries of removed flows, then names the earliest.
+    fn peek_live(&mut self) -> Option<(Nanos, FlowId)> {
+        while let Some(&Reverse((at, index, generation))) = self.heap.peek() {
+            let id = FlowId { index, generation };
+            if self.flow(id).is_some_and(|f| f.state == State::Ready) {
+                return Some((at, id));
+            }
+            self.heap.pop();
+        }
+        None
+    }
+
+    /// The next train due at `now`, earliest release first.
+    pub fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+        let (at, id) = self.peek_live()?;
+        if at > now {
+            return None;
+        }
+        self.heap.pop();
+        let flow = self.flow_mut(id)?;
+        let local = now.saturating_sub(flow.origin);
+        let n = flow.pacer.due(local, flow.max_train, flow.burst).max(1);
+        let frame = flow.pacer.frame();
+        let first = flow.pacer.index_in_frame();
+        let lateness = flow.pacer.lateness(local);
+        let t = Transmit {
+            flow: id,
+            at: flow.origin + flow.pacer.slot(flow.pacer.next_packet()),
+            frame,
+            packets: first..first + n,
+            timestamp: MediaTime(flow.rate.rtp_timestamp(frame)),
+            first_seq: flow.seq,
+        };
+        flow.pacer.sent(local, n);
+        flow.seq = flow.seq.add(n as u64);
+        self.lateness.record(lateness.as_nanos());
+        self.after_train(id, frame);
+        Some(t)
+    }
+
+    /// Queues the flow's next train, or its frame-level events when the
+    /// train ended a frame.
+    fn after_train(&mut self, id: FlowId, frame: u64) {
+        let Some(flow) = self.flow_mut(id) else {
+            return;
+        };
+        if flow.pacer.index_in_frame() != 0 {
+            let at = flow.next_release();
+            self.heap.push(Reverse((at, id.index, id.generation)));
+            return;
+        }
+        flow.frames_sent += 1;
+        let next = if flow.limit_reached() {
+            flow.state = State::Finished;
+            Event::Finished { flow: id }
+        } else {
+            flow.state = State::Waiting;
+            flow.need_frame(id)
+        };
+        if flow.state == State::Finished {
+            self.active -= 1;
+        }
+        self.events.push_back(Event::FrameSent { flow: id, frame });
+        self.events.push_back(next);
+    }
+
+    /// The next event, in the order they happened.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// When the next train is due (`None` while every flow waits for a
+    /// frame or has finished).
+    pub fn poll_timeout(&mut self) -> Option<Nanos> {
+        self.peek_live().map(|(at, _)| at)
+    }
+
+    /// Writes the RFC 4175 headers of packet `k` of train `t` into `buf`
+    /// and returns their length: the driver sends them followed by the
+    /// frame's bytes in [`Packetizer::data_range`] and the
+    /// [`Packetizer::padding`] of packet `t.packets.start + k`.
+    pub fn write_header(&self, t: &Transmit, k: usize, buf: &mut [u8]) -> Result<usize, Error> {
+        let flow = self.flow(t.flow).ok_or(Error::NoSuchFlow)?;
+        let p = flow.packetizer.as_ref().ok_or(Error::NoPacketizer)?;
+        if k >= t.len() {
+            return Err(Error::NoSuchPacket(t.packets.start + k));
+        }
+        p.write_header(
+            t.packets.start + k,
+            t.first_seq.add(k as u64),
+            t.timestamp,
+            buf,
+        )
+    }
+
+    /// The flow's packetizer, if it was made with [`FlowSpec::video`].
+    pub fn packetizer(&self, id: FlowId) -> Option<&Packetizer> {
+        self.flow(id)?.packetizer.as_ref()
+    }
+
+    /// The longest train the flow sends (size batch buffers by it).
+    pub fn max_train(&self, id: FlowId) -> Option<usize> {
+        Some(self.flow(id)?.max_train)
+    }
+
+    /// The flow's SSRC.
+    pub fn ssrc(&self, id: FlowId) -> Option<Ssrc> {
+        Some(self.flow(id)?.ssrc)
+    }
+
+    /// The flow's counters.
+    pub fn flow_stats(&self, id: FlowId) -> Option<FlowStats> {
+        Some(self.flow(id)?.stats())
+    }
+
+    /// Lateness of every train's start against its slot, over all flows.
+    pub fn lateness(&self) -> &Distribution {
+        &self.lateness
+    }
+
+    /// Flows that have not reached their frame limit.
+    pub fn active_flows(&self) -> usize {
+        self.active
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::video::format::{PixelFormat, VideoFormat};
+
+    fn rate(n: u32, d: u32) -> FrameRate {
+        FrameRate::new(n, d).unwrap()
+    }
+
+    /// Answers every frame request at once; returns the events seen.
+    fn feed_all(s: &mut Sender, now: Nanos) -> Vec<Event> {
+        let mut seen = Vec::new();
+        while let Some(e) = s.poll_event() {
+            if let Event::NeedFrame { flow, .. } = e {
+                s.handle_input(now, Input::Frame { flow }).unwrap();
+            }
+            seen.push(e);
+        }
+        seen
+    }
+
+    /// Runs on virtual time, jumping to each deadline, until `trains`
+    /// trains left or nothing is left to send; frames are always ready.
+    /// Returns the trains with their release times, and every event.
+    fn run(s: &mut Sender, trains: usize) -> (Vec<(Nanos, Transmit)>, Vec<Event>) {
+        let (mut out, mut events) = (Vec::new(), Vec::new());
+        let mut now = Nanos::ZERO;
+        while out.len() < trains {
+            events.extend(feed_all(s, now));
+            match s.poll_transmit(now) {
+                Some(t) => out.push((now, t)),
+                None => match s.poll_timeout() {
+                    Some(at) => now = now.max(at),
+                    None => break,
+                },
+            }
+        }
+        events.extend(feed_all(s, now));
+        (out, events)
+    }
+
+    #[test]
+    fn each_train_leaves_on_its_slot_with_its_numbers() {
+        // 50 fps, 4 packets: one every 5 ms; trains of one.
+        let mut s = Sender::new();
+        let spec = FlowSpec::new(rate(50, 1), 4, Ssrc(9))
+            .start(Nanos::from_millis(3), 100)
+            .first_seq(ExtSeq(0xffff_fffe));
+        let id = s.add_flow(spec);
+        let (trains, _) = run(&mut s, 10);
+        for (k, (now, t)) in trains.iter().enumerate() {
+            let want = Nanos::from_millis(3 + 5 * k as u64);
+            assert_eq!((*now, t.at), (want, want));
+            assert_eq!(t.frame, 100 + k as u64 / 4);
+            assert_eq!(t.packets, k % 4..k % 4 + 1);
+            assert_eq!(t.timestamp, MediaTime(rate(50, 1).rtp_timestamp(t.frame)));
+            assert_eq!(t.first_seq, ExtSeq(0xffff_fffe + k as u64));
+        }
+        let st = s.flow_stats(id).unwrap();
+        assert_eq!((st.packets, st.late, st.frames_sent), (10, 0, 2));
+        assert_eq!(s.lateness().max(), 0);
+    }
+
+    #[test]
+    fn no_drift_over_a_million_packets() {
+        // 59.94 fps and 4319 packets a frame: the period is not a whole
+        // number of nanoseconds, where accumulated sums drift.
+        let r = rate(60000, 1001);
+        let ppf = 4319u64;
+        let first = 123_456_789u64;
+        let mut s = Sender::new();
+        s.add_flow(FlowSpec::new(r, ppf as usize, Ssrc(1)).start(Nanos(7), first));
+        let n = 1_000_000u64;
+        let mut now = Nanos::ZERO;
+        let mut sent = 0u64;
+        let last = loop {
+            feed_all(&mut s, now);
+            match s.poll_transmit(now) {
+                Some(t) if sent == n => break t,
+                Some(t) => {
+                    assert_eq!(t.at, now);
+                    sent += 1;
+                }
+                None => now = s.poll_timeout().unwrap(),
+            }
+        };
+        // Packet n is packet n % ppf of frame n / ppf, exactly on the grid.
+        let f = first + n / ppf;
+        let k = n % ppf;
+        let abs = (u128::from(f) * u128::from(ppf) + u128::from(k)) * 1001 * 1_000_000_000
+            / (60000 * u128::from(ppf));
+        let want = Nanos(7 + (abs - r.frame_start_ns(first)) as u64);
+        assert_eq!((now, last.at), (want, want));
+        assert_eq!(last.frame, f);
+        assert_eq!(last.packets.start, k as usize);
+    }
+
+    #[test]
+    fn a_late_frame_is_caught_up_at_a_bounded_rate() {
+        // 10 fps, 100 packets: one per ms; catch-up 2x: 0.5 ms apart.
+        let mut s = Sender::new();
+        let id = s.add_flow(
+            FlowSpec::new(rate(10, 1), 100, Ssrc(1))
+                .catch_up(2.0)
+                .trains(Nanos::ZERO, 64),
+        );
+        assert!(matches!(s.poll_event(), Some(Event::NeedFrame { .. })));
+        // The frame arrives 10 ms late: ten packets are overdue.
+        let mut now = Nanos::from_millis(10);
+        s.handle_input(now, Input::Frame { flow: id }).unwrap();
+        let mut starts = Vec::new();
+        while starts.len() < 22 {
+            match s.poll_transmit(now) {
+                Some(t) => starts.push((now, t.len())),
+                None => now = s.poll_timeout().unwrap(),
+            }
+        }
+        // No burst: however far behind the flow is, packets leave at most
+        // twice as fast as nominal, and it is back on its slots (one per
+        // ms) from packet 20 on.
+        for w in starts.windows(2) {
+            assert!(w[1].0 - w[0].0 >= Nanos::from_micros(500), "{starts:?}");
+        }
+        assert_eq!(starts[19].0, Nanos::from_micros(19_500));
+        assert_eq!(
+            (starts[20].0, starts[21].0),
+            (Nanos::from_millis(20), Nanos::from_millis(21))
+        );
+        assert!(s.flow_stats(id).unwrap().late > 0);
+        assert!(s.lateness().max() >= 9_000_000);
+    }
+
+    #[test]
+    fn staggered_stripes_take_turns() {
+        // 8 stripes, trains of up to 4 packets: the flows alternate, each
+        // k/8 of a train after the first, and never two trains at once.
+        let r = rate(50, 1);
+        let mut s = Sender::new();
+        let burst = Nanos::from_micros(7_500); // 4 slots of 2.5 ms
+        let ids: Vec<FlowId> = (0..8)
+            .map(|k| {
+                s.add_flow(
+                    FlowSpec::new(r, 8, Ssrc(k))
+                        .trains(burst, 64)
+                        .stripe(k as usize, 8),
+                )
+            })
+            .collect();
+        assert_eq!(s.max_train(ids[0]), Some(4));
+        let (trains, _) = run(&mut s, 32);
+        let order: Vec<usize> = trains.iter().map(|(_, t)| t.flow.index()).collect();
+        assert_eq!(order, (0..32).map(|k| k % 8).collect::<Vec<_>>());
+        for (k, (now, t)) in trains.iter().enumerate() {
+            let stripe = (k % 8) as u64;
+            let train = (k / 8) as u64;
+            // Train j starts at 10 ms × j; stripe k is k/8 of 10 ms later.
+            assert_eq!(
+                *now,
+                Nanos::from_millis(10 * train) + Nanos(10_000_000 * stripe / 8)
+            );
+            assert_eq!(t.len(), 4);
+        }
+    }
+
+    #[test]
+    fn flows_join_and_leave_at_runtime() {
+        let mut s = Sender::new();
+        let a = s.add_flow(FlowSpec::new(rate(50, 1), 4, Ssrc(1)));
+        let (first, _) = run(&mut s, 3);
+        assert!(first.iter().all(|(_, t)| t.flow == a));
+        // A second flow of another rate and packet count joins at 12 ms.
+        let b = s.add_flow(FlowSpec::new(rate(25, 1), 2, Ssrc(2)).start(Nanos::from_millis(12), 0));
+        let mut now = first[2].0;
+        let mut seen = Vec::new();
+        while seen.len() < 6 {
+            feed_all(&mut s, now);
+            match s.poll_transmit(now) {
+                Some(t) => seen.push((now, t.flow)),
+                None => now = s.poll_timeout().unwrap(),
+            }
+        }
+        let at = |ms: u64| Nanos::from_millis(ms);
+        assert_eq!(
+            seen,
+            [
+                (at(12), b),
+                (at(15), a),
+                (at(20), a),
+                (at(25), a),
+                (at(30), a),
+                (at(32), b)
+            ]
+        );
+        // Removing a drops its queued train; b goes on alone; a's slot is
+        // reused by c under a new id, and a's old id is refused.
+        assert_eq!(s.remove_flow(a).unwrap().packets, 7);
+        assert!(s.remove_flow(a).is_none());
+        let c = s.add_flow(FlowSpec::new(rate(50, 1), 4, Ssrc(3)).start(at(1000), 0));
+        assert_eq!(c.index(), a.index());
+        assert_ne!(c, a);
+        assert_eq!(
+            s.handle_input(now, Input::Frame { flow: a }),
+            Err(Error::NoSuchFlow)
+        );
+        feed_all(&mut s, now);
+        assert_eq!(s.poll_transmit(at(51)), None);
+        let t = s.poll_transmit(at(52)).unwrap();
+        assert_eq!(t.flow, b);
+        assert_eq!(s.poll_timeout(), Some(at(72)));
+        assert_eq!(s.active_flows(), 2);
+    }
+
+    #[test]
+    fn an_underrun_gives_up_exactly_one_frame_slot() {
+        let r = rate(50, 1);
+        let mut s = Sender::new();
+        let id = s.add_flow(FlowSpec::new(r, 4, Ssrc(1)).start(Nanos::ZERO, 10));
+        let need = |s: &mut Sender| loop {
+            match s.poll_event() {
+                Some(Event::NeedFrame { frame, at, .. }) => return (frame, at),
+                Some(_) => {}
+                None => panic!("no frame request"),
+            }
+        };
+        assert_eq!(need(&mut s), (10, Nanos::ZERO));
+        s.handle_input(Nanos::ZERO, Input::Underrun { flow: id })
+            .unwrap();
+        // The next request is the next frame on the same grid.
+        assert_eq!(need(&mut s), (11, Nanos::from_millis(20)));
+        s.handle_input(Nanos::from_millis(20), Input::Frame { flow: id })
+            .unwrap();
+        assert_eq!(s.poll_transmit(Nanos::from_millis(19)), None);
+        let t = s.poll_transmit(Nanos::from_millis(20)).unwrap();
+        assert_eq!(
+            (t.frame, t.at, t.timestamp),
+            (11, Nanos::from_millis(20), MediaTime(r.rtp_timestamp(11)))
+        );
+        // Sequence numbers do not skip: nothing was sent for frame 10.
+        assert_eq!(t.first_seq, ExtSeq(0));
+        let st = s.flow_stats(id).unwrap();
+        assert_eq!((st.underruns, st.frames_sent, st.late), (1, 0, 0));
+    }
+
+    #[test]
+    fn a_frame_limit_finishes_the_flow() {
+        let mut s = Sender::new();
+        let id = s.add_flow(FlowSpec::new(rate(50, 1), 2, Ssrc(1)).frame_limit(Some(2)));
+        let (trains, events) = run(&mut s, 100);
+        assert_eq!(trains.len(), 4);
+        assert_eq!(
+            events[events.len() - 2..],
+            [
+                Event::FrameSent { flow: id, frame: 1 },
+                Event::Finished { flow: id }
+            ]
+        );
+        assert_eq!(s.active_flows(), 0);
+        assert_eq!(s.poll_timeout(), None);
+        let none = s.add_flow(FlowSpec::new(rate(50, 1), 2, Ssrc(1)).frame_limit(Some(0)));
+        assert_eq!(s.poll_event(), Some(Event::Finished { flow: none }));
+    }
+
+    #[test]
+    fn video_flows_write_rfc4175_headers_for_their_trains() {
+        use crate::rtp::RtpPacket;
+        let format = VideoFormat::new(32, 4, PixelFormat::Rgb24).unwrap();
+        let p = Packetizer::new(format, 100, Ssrc(0xabc)).unwrap().uniform();
+        let ppf = p.packets_per_frame();
+        let r = rate(30, 1);
+        let mut s = Sender::new();
+        let id = s.add_flow(
+            FlowSpec::video(r, p)
+                .first_seq(ExtSeq(0x1_fffe))
+                .trains(Nanos::from_secs(1), 64),
+        );
+        feed_all(&mut s, Nanos::ZERO);
+        let t = s.poll_transmit(Nanos::ZERO).unwrap();
+        assert_eq!(t.packets, 0..ppf);
+        let mut buf = [0u8; 100];
+        for k in 0..t.len() {
+            let n = s.write_header(&t, k, &mut buf).unwrap();
+            // Header, frame bytes and padding make the datagram.
+            let p = s.packetizer(id).unwrap();
+            let mut datagram = buf[..n].to_vec();
+            datagram.resize(n + p.data_range(k).len(), 0);
+            datagram.extend_from_slice(p.padding(k));
+            assert_eq!(datagram.len(), p.packet_len(k));
+            let pk = RtpPacket::new_checked(&datagram[..]).unwrap();
+            assert_eq!(pk.ssrc(), 0xabc);
+            assert_eq!(pk.marker(), k + 1 == ppf);
+            let seq = 0x1_fffe + k as u32;
+            assert_eq!(pk.sequence_number(), seq as u16);
+            assert_eq!(buf[12..14], ((seq >> 16) as u16).to_be_bytes());
+        }
+        assert_eq!(
+            s.write_header(&t, ppf, &mut buf),
+            Err(Error::NoSuchPacket(ppf))
+        );
+    }
+}
