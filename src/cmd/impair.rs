@@ -16,10 +16,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
-use nagare_proto::netem::{ImpairConfig, ImpairCounters, Netem, parse_seq_list};
-use nagare_proto::rtp::RtpPacket;
+use nagare_api::impair::Report;
+use nagare_proto::netem::{self, ImpairConfig, ImpairCounters, Netem, parse_seq_list};
 use nagare_proto::{BitRate, ByteSize, Nanos};
-use serde::Serialize;
 
 /// `nagare impair`.
 #[derive(Args, Debug)]
@@ -167,15 +166,6 @@ fn config(a: &ImpairArgs) -> Result<ImpairConfig> {
     Ok(cfg)
 }
 
-#[derive(Serialize)]
-struct Summary {
-    #[serde(flatten)]
-    counters: ImpairCounters,
-    dropped: u64,
-    replies: u64,
-    tcp_connections: u64,
-}
-
 pub fn run(a: ImpairArgs) -> Result<ExitCode> {
     let cfg = config(&a)?;
     if !a.listen.ip().is_loopback() && !a.public {
@@ -203,51 +193,15 @@ pub fn run(a: ImpairArgs) -> Result<ExitCode> {
         a.to,
         local.port()
     );
-
     // Ctrl-C / SIGTERM stop the relay cleanly, so it prints its counters.
     let stop: &'static AtomicBool = crate::stop_flag();
     let client: Arc<Mutex<Option<SocketAddr>>> = Arc::new(Mutex::new(None));
     let replies = Arc::new(AtomicU64::new(0));
     let tcp_conns = Arc::new(AtomicU64::new(0));
-
-    // Replies: upstream -> last client, untouched.
-    let back = {
-        let (up, down, client, replies) = (
-            up.try_clone()?,
-            down.try_clone()?,
-            client.clone(),
-            replies.clone(),
-        );
-        std::thread::spawn(move || {
-            let mut buf = vec![0u8; 65_536];
-            let _ = up.set_read_timeout(Some(Duration::from_millis(50)));
-            while !stop.load(Ordering::Relaxed) {
-                if let Ok(n) = up.recv(&mut buf) {
-                    let to = *client.lock().unwrap_or_else(|p| p.into_inner());
-                    if let Some(to) = to {
-                        let _ = down.send_to(&buf[..n], to);
-                        replies.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            }
-        })
-    };
+    let back = spawn_replies(&up, &down, client.clone(), replies.clone(), stop)?;
     if let Some(listener) = tcp {
-        let (to, n) = (a.to, tcp_conns.clone());
-        listener.set_nonblocking(true)?;
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((c, _)) => {
-                        n.fetch_add(1, Ordering::Relaxed);
-                        std::thread::spawn(move || pipe_tcp(c, to));
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
-                }
-            }
-        });
+        spawn_tcp(listener, a.to, tcp_conns.clone(), stop)?;
     }
-
     let end = a
         .duration
         .filter(|d| d.is_finite() && *d > 0.0)
@@ -255,34 +209,84 @@ pub fn run(a: ImpairArgs) -> Result<ExitCode> {
     let counters = forward(&down, &up, cfg, &client, stop, end)?;
     stop.store(true, Ordering::Relaxed);
     let _ = back.join();
-    let s = Summary {
+    let report = Report {
         dropped: counters.dropped(),
         counters,
         replies: replies.load(Ordering::Relaxed),
         tcp_connections: tcp_conns.load(Ordering::Relaxed),
     };
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&s)?);
+        println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        let c = &s.counters;
-        println!(
-            "received {} ({} stream), forwarded {}, dropped {} (random {}, gilbert {}, scripted {}, queue {}, overflow {}) in {} episodes, duplicated {}, reordered {}, replies {}",
-            c.received,
-            c.stream,
-            c.forwarded,
-            s.dropped,
-            c.dropped_random,
-            c.dropped_gilbert,
-            c.dropped_scripted,
-            c.dropped_queue,
-            c.dropped_overflow,
-            c.loss_episodes,
-            c.duplicated,
-            c.reordered,
-            s.replies
-        );
+        print_summary(&report);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Replies flow upstream -> the last client, untouched.
+fn spawn_replies(
+    up: &UdpSocket,
+    down: &UdpSocket,
+    client: Arc<Mutex<Option<SocketAddr>>>,
+    replies: Arc<AtomicU64>,
+    stop: &'static AtomicBool,
+) -> Result<std::thread::JoinHandle<()>> {
+    let (up, down) = (up.try_clone()?, down.try_clone()?);
+    Ok(std::thread::spawn(move || {
+        let mut buf = vec![0u8; 65_536];
+        let _ = up.set_read_timeout(Some(Duration::from_millis(50)));
+        while !stop.load(Ordering::Relaxed) {
+            if let Ok(n) = up.recv(&mut buf) {
+                let to = *client.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(to) = to {
+                    let _ = down.send_to(&buf[..n], to);
+                    replies.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }))
+}
+
+/// `--tcp`: every connection is piped to the same port upstream.
+fn spawn_tcp(
+    listener: TcpListener,
+    to: SocketAddr,
+    count: Arc<AtomicU64>,
+    stop: &'static AtomicBool,
+) -> Result<()> {
+    listener.set_nonblocking(true)?;
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            match listener.accept() {
+                Ok((c, _)) => {
+                    count.fetch_add(1, Ordering::Relaxed);
+                    std::thread::spawn(move || pipe_tcp(c, to));
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+    });
+    Ok(())
+}
+
+fn print_summary(r: &Report) {
+    let c = &r.counters;
+    println!(
+        "received {} ({} stream), forwarded {}, dropped {} (random {}, gilbert {}, scripted {}, queue {}, overflow {}) in {} episodes, duplicated {}, reordered {}, replies {}",
+        c.received,
+        c.stream,
+        c.forwarded,
+        r.dropped,
+        c.dropped_random,
+        c.dropped_gilbert,
+        c.dropped_scripted,
+        c.dropped_queue,
+        c.dropped_overflow,
+        c.loss_episodes,
+        c.duplicated,
+        c.reordered,
+        r.replies
+    );
 }
 
 fn forward(
@@ -315,9 +319,7 @@ fn forward(
             Ok((n, src)) => {
                 *client.lock().unwrap_or_else(|p| p.into_inner()) = Some(src);
                 let pkt = &buf[..n];
-                let seq = RtpPacket::new_checked(pkt)
-                    .ok()
-                    .map(|r| r.sequence_number());
+                let seq = netem::stream_seq(pkt);
                 netem.handle_input(now(), pkt.to_vec(), n, seq);
             }
             Err(e)

@@ -7,9 +7,9 @@ use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::process::{Child, Output, Stdio};
 use std::time::Duration;
 
+use nagare_api::impair::Report as Relay;
 use nagare_api::probe::{Direction, Report};
 use nagare_proto::probe::{ControlMessage, DataHeader, PROTOCOL_VERSION, Refusal};
-use serde::Deserialize;
 
 use crate::common::{Running, Scratch, free_udp_port, nagare, wait_bounded};
 
@@ -67,16 +67,6 @@ impl Drop for Daemon {
         let _ = self.run.child.kill();
         let _ = self.run.child.wait();
     }
-}
-
-/// What `nagare impair --json` counts, as far as these tests look.
-#[derive(Debug, Deserialize)]
-struct Relay {
-    dropped: u64,
-    dropped_scripted: u64,
-    loss_episodes: u64,
-    duplicated: u64,
-    reordered: u64,
 }
 
 fn relay_counts(r: Daemon) -> Relay {
@@ -216,8 +206,11 @@ fn scripted_impairments_are_reported_exactly() {
         (2, 2, 3)
     );
     assert_eq!((x.duplicates, x.strangers), (3, 0));
-    assert_eq!(relay.dropped_scripted, 16);
-    assert_eq!((relay.reordered, relay.duplicated), (2, 3));
+    assert_eq!(relay.counters.dropped_scripted, 16);
+    assert_eq!(
+        (relay.counters.reordered, relay.counters.duplicated),
+        (2, 3)
+    );
     assert!(!v.verdict.pass);
     assert_eq!(out.status.code(), Some(1), "FAIL exits 1");
 }
@@ -248,9 +241,9 @@ fn seeded_random_impairments_match_the_relay_counts() {
     let x = &v.receiver;
     assert_eq!(x.sent, 20000);
     assert_eq!(x.lost, relay.dropped);
-    assert_eq!(x.loss_episodes, relay.loss_episodes);
-    assert_eq!(x.duplicates, relay.duplicated);
-    assert_eq!(x.reordered, relay.reordered);
+    assert_eq!(x.loss_episodes, relay.counters.loss_episodes);
+    assert_eq!(x.duplicates, relay.counters.duplicated);
+    assert_eq!(x.reordered, relay.counters.reordered);
     // 1% of 20000: binomial sd 14 packets; the seed fixes the draw, and
     // 5 sd is where a broken model would land.
     let lost = x.lost as i64;

@@ -12,6 +12,7 @@
 #![warn(unreachable_pub)]
 
 pub mod doctor;
+pub mod impair;
 pub mod probe;
 pub mod tree;
 pub mod video;

@@ -1,6 +1,6 @@
 //! The test stream's sockets and its paced sender.
 //!
-//! The sender shares `nagare send`'s pacer and batch I/O (`net::udp`):
+//! The sender shares `nagare send`'s schedule and batch I/O (`net::udp`):
 //! trains of packets whose slots fall in one burst window leave in one GSO
 //! or `sendmmsg` call. What goes in each packet is the session's
 //! [`StreamPlan`]; this loop only keeps time and moves bytes.
@@ -10,8 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use nagare_proto::Nanos;
 use nagare_proto::probe::{DataHeader, SenderLog, SenderReport, StreamPlan, wire};
+use nagare_proto::video::sender::{Event, FlowSpec, Input, Sender};
+use nagare_proto::{Nanos, Ssrc};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use crate::net::udp;
@@ -45,14 +46,21 @@ pub fn any_for(peer: SocketAddr) -> SocketAddr {
 /// Sends the whole test stream of `plan` on its schedule, in trains of up
 /// to one burst window; stops early when `stop` is set. Every packet
 /// carries its own sequence number and its train's send time, and is
-/// logged against its own slot.
+/// logged against its own slot. The schedule is the same
+/// [`video::Sender`] that paces `nagare send`, with one flow whose
+/// packets this loop writes itself.
 pub fn send_stream(sock: &UdpSocket, plan: &StreamPlan, stop: &AtomicBool) -> SenderReport {
     let size = plan.packet_size;
     let schedule = &plan.schedule;
-    let burst = plan.burst;
-    let mut pacer = schedule.pacer();
+    let ppf = schedule.packets_per_frame;
     let mut gso = udp::gso_available(sock);
-    let max_train = pacer.max_train(burst, udp::train_cap(gso, size));
+    let mut sender = Sender::new();
+    let flow = sender.add_flow(
+        FlowSpec::new(schedule.rate, ppf as usize, Ssrc(0))
+            .trains(plan.burst, udp::train_cap(gso, size))
+            .frame_limit(Some(schedule.total_packets / ppf.max(1))),
+    );
+    let max_train = sender.max_train(flow).unwrap_or(1);
     // One packet buffer per train slot, laid end to end so a GSO train is
     // one contiguous run.
     let mut bufs = vec![0u8; size * max_train];
@@ -62,14 +70,23 @@ pub fn send_stream(sock: &UdpSocket, plan: &StreamPlan, stop: &AtomicBool) -> Se
     let mut hdrs: Vec<libc::mmsghdr> = Vec::with_capacity(max_train);
     let mut log = SenderLog::new(schedule);
     let start = Instant::now() + Duration::from_millis(2);
-    let total = schedule.total_packets;
-    while pacer.next_packet() < total && !stop.load(Ordering::Relaxed) {
-        crate::clock::wait_until(start + Duration::from(pacer.next_release()));
-        let now = Nanos::from(start.elapsed());
-        let first = pacer.next_packet();
-        let left = usize::try_from(total - first).unwrap_or(usize::MAX);
-        let n = pacer.due(now, max_train, burst).clamp(1, left);
-        let sent_at = now;
+    while !stop.load(Ordering::Relaxed) {
+        // The test stream's frames are synthetic: always ready.
+        while let Some(ev) = sender.poll_event() {
+            if let Event::NeedFrame { flow, .. } = ev {
+                let _ = sender.handle_input(Nanos::ZERO, Input::Frame { flow });
+            }
+        }
+        let Some(at) = sender.poll_timeout() else {
+            break;
+        };
+        crate::clock::wait_until(start + Duration::from(at));
+        let sent_at = Nanos::from(start.elapsed());
+        let Some(train) = sender.poll_transmit(sent_at) else {
+            continue;
+        };
+        let first = train.frame * ppf + train.packets.start as u64;
+        let n = train.len();
         iov.clear();
         for (j, buf) in bufs.chunks_mut(size).take(n).enumerate() {
             let seq = first + j as u64;
@@ -106,7 +123,6 @@ pub fn send_stream(sock: &UdpSocket, plan: &StreamPlan, stop: &AtomicBool) -> Se
                 log.error();
             }
         }
-        pacer.sent(now, n);
     }
     log.finish()
 }

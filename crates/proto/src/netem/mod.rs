@@ -67,6 +67,16 @@ impl ImpairCounters {
     }
 }
 
+/// The RTP sequence number of `datagram` when it belongs to the stream
+/// under test (a valid RTP version 2 packet), for
+/// [`Netem::handle_input`]; `None` for everything else on the path
+/// (probe echoes, control traffic), which is only delayed.
+pub fn stream_seq(datagram: &[u8]) -> Option<u16> {
+    crate::rtp::RtpPacket::new_checked(datagram)
+        .ok()
+        .map(|p| p.sequence_number())
+}
+
 /// A datagram waiting for its departure time.
 #[derive(Debug)]
 struct Departure<T> {

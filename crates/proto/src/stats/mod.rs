@@ -204,7 +204,8 @@ impl SequenceTracker {
 
     /// Packets expected from the first to the highest sequence number.
     pub fn expected(&self) -> u64 {
-        self.first.map_or(0, |f| self.highest - f + 1)
+        self.first
+            .map_or(0, |f| (self.highest - f).saturating_add(1))
     }
 
     /// Packets missing from that span.

@@ -82,8 +82,9 @@ pub use analyzer::{
     Analyzer, Compliance, ComplianceCounts, FrameReport, MAX_QUEUED_REPORTS, Observation, Spread,
     Summary, Verdict, VrxRange, VrxStats,
 };
+pub use model::SenderType;
 pub use model::{ExactNanos, Limits, MAX_PACKETS, MAX_RATE_TERM, Model, ReadSchedule, Scan};
-pub use sender::{SenderSchedule, SenderType};
+pub use sender::SenderSchedule;
 
 use crate::units::Nanos;
 

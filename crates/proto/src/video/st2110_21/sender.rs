@@ -1,70 +1,9 @@
 //! The send side of the model: when each packet of a frame leaves so that
 //! a receiver judging by the same [`Model`] finds the declared sender type.
 
-use std::fmt;
-
-use serde::{Deserialize, Serialize};
-
 use super::Error;
-use super::model::{ExactNanos, Grid, Model, ReadSchedule};
+use super::model::{ExactNanos, Grid, Model, ReadSchedule, SenderType};
 use crate::units::{MediaTime, Nanos};
-
-/// The ST 2110-21 sender types.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum SenderType {
-    /// Narrow gapped: packets only during the active lines, CMAX_N and
-    /// VRX_FULL_N.
-    N,
-    /// Narrow linear: packets evenly over the whole frame.
-    NL,
-    /// Wide: trains of up to CMAX_W packets, VRX_FULL_W.
-    W,
-}
-
-impl SenderType {
-    /// Every type, narrowest first.
-    pub const ALL: [SenderType; 3] = [SenderType::N, SenderType::NL, SenderType::W];
-
-    /// The name used on the command line and in reports: `N`, `NL`, `W`.
-    pub const fn name(self) -> &'static str {
-        match self {
-            SenderType::N => "N",
-            SenderType::NL => "NL",
-            SenderType::W => "W",
-        }
-    }
-
-    /// The SDP fmtp `TP=` value (ST 2110-21 section 8.1).
-    pub const fn sdp_value(self) -> &'static str {
-        match self {
-            SenderType::N => "2110TPN",
-            SenderType::NL => "2110TPNL",
-            SenderType::W => "2110TPW",
-        }
-    }
-
-    /// The type an SDP `TP=` value names (exact match, as the standard
-    /// spells them).
-    pub fn from_sdp(value: &str) -> Option<SenderType> {
-        SenderType::ALL.into_iter().find(|t| t.sdp_value() == value)
-    }
-
-    /// The read schedule the type's packets follow. W has no schedule of
-    /// its own in the standard; nagare's W senders keep the gapped one
-    /// (its trains fall within the active lines).
-    pub const fn read_schedule(self) -> ReadSchedule {
-        match self {
-            SenderType::N | SenderType::W => ReadSchedule::Gapped,
-            SenderType::NL => ReadSchedule::Linear,
-        }
-    }
-}
-
-impl fmt::Display for SenderType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
 
 /// When the packets of a frame leave, for one sender type.
 ///
