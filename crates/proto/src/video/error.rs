@@ -97,4 +97,27 @@ pub enum Error {
     /// The RTP layer refused.
     #[error(transparent)]
     Rtp(#[from] rtp::Error),
+    /// A stripe rule name not known.
+    #[error("unknown stripe rule (known: lines, square, 2si)")]
+    UnknownStripeRule,
+    /// A stripe count of zero or above the limit.
+    #[error("{0} stripes is out of range 1..=64")]
+    StripeCount(u32),
+    /// A frame size the rule cannot divide into that many stripes.
+    #[error(
+        "{width}x{height} cannot be divided into {count} stripes by rule {rule}: lines needs the height divisible by the count; square and 2si need a count of 4·k, a width divisible by 4 (whole pixel pairs per half) and a height divisible by 2·k"
+    )]
+    StripeGeometry {
+        /// The rule asked for.
+        rule: super::stripe::Rule,
+        /// Stripes asked for.
+        count: u32,
+        /// Frame width.
+        width: u32,
+        /// Frame height.
+        height: u32,
+    },
+    /// A stripe index beyond the count.
+    #[error("no stripe {0} in this division")]
+    NoSuchStripe(u32),
 }

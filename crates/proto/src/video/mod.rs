@@ -11,6 +11,7 @@ pub mod receiver;
 pub mod sender;
 pub mod st2110_20;
 pub mod st2110_21;
+pub mod stripe;
 
 pub use error::Error;
 pub use format::{FrameRate, PixelFormat, VIDEO_CLOCK_RATE, VideoFormat};
@@ -20,3 +21,4 @@ pub use receiver::Receiver;
 pub use sender::Sender;
 pub use st2110_20::{Depacketizer, Packetizer};
 pub use st2110_21::SenderType;
+pub use stripe::Stripes;

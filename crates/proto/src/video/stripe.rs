@@ -1,0 +1,355 @@
+//! Stripe geometry: one frame divided into N sub-images, each sent as an
+//! ordinary RFC 4175 stream of its own (seed 000's 8 nodes, each carrying
+//! one part of every 8K frame).
+//!
+//! Three rules divide a frame:
+//! - [`Rule::Lines`]: N horizontal bands, top to bottom. A band is one
+//!   contiguous run of the frame, so it can be sent without copying.
+//! - [`Rule::Square`]: four quadrants (top left, top right, bottom left,
+//!   bottom right), the "square division" of quad-link 4K/8K.
+//! - [`Rule::TwoSampleInterleave`]: the quad-link "2SI" rule of SMPTE
+//!   ST 425-5, where each sub-image is a full-picture quarter-resolution
+//!   view: sample pair `x >> 1` of line `y` goes to sub-image
+//!   `s = 2·(y & 1) + ((x >> 1) & 1)` at `x' = 2·(x >> 2) + (x & 1)`,
+//!   `y' = y >> 1`. Losing one sub-image costs resolution, not a region.
+//!
+//! For `Square` and `TwoSampleInterleave`, a count of `4·k` splits each of
+//! the four sub-images once more into `k` horizontal bands, so eight
+//! stripes of 8K are the four 2SI sub-images, each in two bands. Stripe
+//! `4·…` numbering is sub-image major: stripe `s·k + band`.
+//!
+//! Samples move in pairs of pixels, so 4:2:2 pixel groups (two pixels
+//! sharing chroma) are never torn apart.
+
+use std::fmt;
+use std::ops::Range;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use super::Error;
+use super::format::VideoFormat;
+
+/// How a frame is divided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Rule {
+    /// Horizontal bands.
+    Lines,
+    /// Quadrants (then bands).
+    Square,
+    /// Two-sample interleave (then bands).
+    #[serde(rename = "2si")]
+    TwoSampleInterleave,
+}
+
+impl Rule {
+    /// Every rule.
+    pub const ALL: [Rule; 3] = [Rule::Lines, Rule::Square, Rule::TwoSampleInterleave];
+
+    /// The name on the command line and in configs: `lines`, `square`,
+    /// `2si`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Rule::Lines => "lines",
+            Rule::Square => "square",
+            Rule::TwoSampleInterleave => "2si",
+        }
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Rule {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Rule, Error> {
+        Rule::ALL
+            .into_iter()
+            .find(|r| r.name().eq_ignore_ascii_case(s.trim()))
+            .ok_or(Error::UnknownStripeRule)
+    }
+}
+
+/// Most stripes one frame may be divided into.
+pub const MAX_STRIPES: usize = 64;
+
+/// A frame format divided into `count` stripes by a rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stripes {
+    rule: Rule,
+    count: usize,
+    frame: VideoFormat,
+    stripe: VideoFormat,
+    /// Bands per sub-image (`count` for lines, `count / 4` otherwise).
+    bands: usize,
+    /// Bytes of two pixels: the unit that moves.
+    pair: usize,
+}
+
+impl Stripes {
+    /// Divides `frame` into `count` stripes by `rule`, or says why the
+    /// size does not allow it.
+    pub fn new(frame: VideoFormat, rule: Rule, count: usize) -> Result<Stripes, Error> {
+        let (w, h) = (frame.width as usize, frame.height as usize);
+        let bad = Error::StripeGeometry {
+            rule,
+            count: count as u32,
+            width: frame.width,
+            height: frame.height,
+        };
+        if count == 0 || count > MAX_STRIPES {
+            return Err(Error::StripeCount(count as u32));
+        }
+        let (sub_w, sub_h, bands) = match rule {
+            Rule::Lines => (w, h, count),
+            Rule::Square | Rule::TwoSampleInterleave if count % 4 != 0 => return Err(bad),
+            // Quadrant and 2SI sub-images are half as wide: whole pairs.
+            Rule::Square | Rule::TwoSampleInterleave if w % 4 != 0 || h % 2 != 0 => {
+                return Err(bad);
+            }
+            Rule::Square | Rule::TwoSampleInterleave => (w / 2, h / 2, count / 4),
+        };
+        if sub_h % bands != 0 {
+            return Err(bad);
+        }
+        let stripe = VideoFormat::new(sub_w as u32, (sub_h / bands) as u32, frame.pixel_format)
+            .map_err(|_| bad)?;
+        let pf = frame.pixel_format;
+        Ok(Stripes {
+            rule,
+            count,
+            frame,
+            stripe,
+            bands,
+            pair: 2 * pf.pgroup_bytes() / pf.pgroup_pixels(),
+        })
+    }
+
+    /// The rule.
+    pub const fn rule(&self) -> Rule {
+        self.rule
+    }
+
+    /// The number of stripes.
+    pub const fn count(&self) -> usize {
+        self.count
+    }
+
+    /// The whole frame's format.
+    pub const fn frame_format(&self) -> VideoFormat {
+        self.frame
+    }
+
+    /// Every stripe's format (all stripes are the same size).
+    pub const fn stripe_format(&self) -> VideoFormat {
+        self.stripe
+    }
+
+    /// Where stripe `k` lies in the frame when it is one contiguous run
+    /// of bytes (every [`Rule::Lines`] stripe), so it can be sent from
+    /// the frame without copying.
+    pub fn contiguous(&self, k: usize) -> Option<Range<usize>> {
+        (self.rule == Rule::Lines && k < self.count).then(|| {
+            let n = self.stripe.frame_bytes();
+            k * n..(k + 1) * n
+        })
+    }
+
+    /// Copies stripe `k` of `frame` into `out` (a stripe-sized buffer).
+    pub fn split(&self, frame: &[u8], k: usize, out: &mut [u8]) -> Result<(), Error> {
+        self.check(frame, k, out)?;
+        self.for_each_run(k, |src, dst, len| {
+            out[dst..dst + len].copy_from_slice(&frame[src..src + len]);
+        });
+        Ok(())
+    }
+
+    /// Copies stripe `k` from `stripe` into its place in `frame`.
+    pub fn merge(&self, stripe: &[u8], k: usize, frame: &mut [u8]) -> Result<(), Error> {
+        self.check(frame, k, stripe)?;
+        self.for_each_run(k, |src, dst, len| {
+            frame[src..src + len].copy_from_slice(&stripe[dst..dst + len]);
+        });
+        Ok(())
+    }
+
+    fn check(&self, frame: &[u8], k: usize, stripe: &[u8]) -> Result<(), Error> {
+        if k >= self.count {
+            return Err(Error::NoSuchStripe(k as u32));
+        }
+        let sizes = [
+            (frame.len(), self.frame.frame_bytes()),
+            (stripe.len(), self.stripe.frame_bytes()),
+        ];
+        for (got, expected) in sizes {
+            if got != expected {
+                return Err(Error::FrameSize { expected, got });
+            }
+        }
+        Ok(())
+    }
+
+    /// Calls `copy(frame_offset, stripe_offset, len)` for every run of
+    /// bytes stripe `k` shares with the frame, in stripe order.
+    fn for_each_run(&self, k: usize, mut copy: impl FnMut(usize, usize, usize)) {
+        let frame_line = self.frame.line_bytes();
+        let stripe_line = self.stripe.line_bytes();
+        let lines = self.stripe.height as usize;
+        let (sub, band) = (k / self.bands, k % self.bands);
+        for y_stripe in 0..lines {
+            // Line of the sub-image, then of the frame.
+            let y_sub = band * lines + y_stripe;
+            let dst = y_stripe * stripe_line;
+            match self.rule {
+                Rule::Lines => copy(y_sub * frame_line, dst, stripe_line),
+                Rule::Square => {
+                    let y = (sub / 2) * (self.frame.height as usize / 2) + y_sub;
+                    let x = (sub % 2) * stripe_line;
+                    copy(y * frame_line + x, dst, stripe_line);
+                }
+                Rule::TwoSampleInterleave => {
+                    let y = 2 * y_sub + sub / 2;
+                    let first = (sub % 2) * self.pair;
+                    let row = y * frame_line;
+                    // Every other pair of the line, starting at pair sub % 2.
+                    for (i, off) in (first..frame_line).step_by(2 * self.pair).enumerate() {
+                        copy(row + off, dst + i * self.pair, self.pair);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::video::PixelFormat;
+    use proptest::prelude::*;
+
+    fn fmt(w: u32, h: u32, pf: PixelFormat) -> VideoFormat {
+        VideoFormat::new(w, h, pf).unwrap()
+    }
+
+    /// A frame whose every byte says where it came from.
+    fn numbered(f: VideoFormat) -> Vec<u8> {
+        (0..f.frame_bytes())
+            .map(|i| (i as u32).wrapping_mul(2_654_435_761).to_be_bytes()[0])
+            .collect()
+    }
+
+    #[test]
+    fn two_sample_interleave_follows_the_formula() {
+        // rgb24: a pixel is 3 bytes, so a pair is 6; 8x4 pixels.
+        let f = fmt(8, 4, PixelFormat::Rgb24);
+        let s = Stripes::new(f, Rule::TwoSampleInterleave, 4).unwrap();
+        assert_eq!(s.stripe_format(), fmt(4, 2, PixelFormat::Rgb24));
+        let frame: Vec<u8> = (0..f.frame_bytes()).map(|i| (i / 3) as u8).collect();
+        // Pixel (x, y) holds the value y*8 + x in all three bytes.
+        for sub in 0..4 {
+            let mut out = vec![0; s.stripe_format().frame_bytes()];
+            s.split(&frame, sub, &mut out).unwrap();
+            for (yp, row) in out.chunks(12).enumerate() {
+                for (xp, px) in row.chunks(3).enumerate() {
+                    // Invert s = 2(y&1) + ((x>>1)&1), x' = 2(x>>2) + (x&1), y' = y>>1.
+                    let y = 2 * yp + sub / 2;
+                    let x = 4 * (xp / 2) + 2 * (sub % 2) + (xp % 2);
+                    assert_eq!(px, [(y * 8 + x) as u8; 3], "sub {sub} ({xp},{yp})");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn square_takes_quadrants_and_lines_take_bands() {
+        let f = fmt(8, 4, PixelFormat::Uyvy422);
+        let frame = numbered(f);
+        let q = Stripes::new(f, Rule::Square, 4).unwrap();
+        let mut out = vec![0; q.stripe_format().frame_bytes()];
+        q.split(&frame, 3, &mut out).unwrap();
+        // Bottom right: lines 2 and 3, bytes 8..16 of each 16-byte line.
+        assert_eq!(&out[..8], &frame[2 * 16 + 8..3 * 16]);
+        assert_eq!(&out[8..], &frame[3 * 16 + 8..4 * 16]);
+        let l = Stripes::new(f, Rule::Lines, 2).unwrap();
+        assert_eq!(l.contiguous(1), Some(32..64));
+        assert_eq!(q.contiguous(1), None);
+    }
+
+    #[test]
+    fn eight_stripes_of_8k_are_2si_in_two_bands() {
+        let f = fmt(7680, 4320, PixelFormat::Uyvp);
+        let s = Stripes::new(f, Rule::TwoSampleInterleave, 8).unwrap();
+        assert_eq!(s.stripe_format(), fmt(3840, 1080, PixelFormat::Uyvp));
+        assert_eq!(s.stripe_format().frame_bytes() * 8, f.frame_bytes());
+    }
+
+    #[test]
+    fn impossible_geometries_are_refused_with_the_reason() {
+        let f = fmt(8, 6, PixelFormat::Uyvy422);
+        assert_eq!(
+            Stripes::new(f, Rule::TwoSampleInterleave, 6),
+            Err(Error::StripeGeometry {
+                rule: Rule::TwoSampleInterleave,
+                count: 6,
+                width: 8,
+                height: 6
+            })
+        );
+        assert!(Stripes::new(f, Rule::Lines, 4).is_err());
+        assert!(Stripes::new(f, Rule::Lines, 0).is_err());
+        assert!(Stripes::new(f, Rule::Square, 8).is_err()); // 3 lines in 2 bands
+        // Quadrants of 4:2:2 must be whole pixel pairs: 6/2 = 3 is not.
+        assert!(Stripes::new(fmt(6, 4, PixelFormat::Uyvy422), Rule::Square, 4).is_err());
+        let s = Stripes::new(f, Rule::Lines, 3).unwrap();
+        let frame = numbered(f);
+        assert_eq!(
+            s.split(&frame, 3, &mut [0; 32]),
+            Err(Error::NoSuchStripe(3))
+        );
+        assert!(matches!(
+            s.split(&frame[1..], 0, &mut [0; 32]),
+            Err(Error::FrameSize { .. })
+        ));
+        assert_eq!("2SI".parse(), Ok(Rule::TwoSampleInterleave));
+        assert_eq!("zigzag".parse::<Rule>(), Err(Error::UnknownStripeRule));
+    }
+
+    fn geometry() -> impl Strategy<Value = (VideoFormat, Rule, usize)> {
+        (
+            prop::sample::select(PixelFormat::ALL.to_vec()),
+            prop::sample::select(Rule::ALL.to_vec()),
+            1usize..=8,
+            1u32..=12,
+            1u32..=12,
+        )
+            .prop_filter_map("a legal geometry", |(pf, rule, k, wq, hq)| {
+                let count = if rule == Rule::Lines { k } else { 4 * k };
+                let f = VideoFormat::new(4 * wq, 2 * hq * k as u32, pf).ok()?;
+                Stripes::new(f, rule, count).ok()?;
+                Some((f, rule, count))
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn split_then_merge_is_the_original((f, rule, count) in geometry()) {
+            let s = Stripes::new(f, rule, count).unwrap();
+            let frame = numbered(f);
+            let mut back = vec![0u8; f.frame_bytes()];
+            let mut stripe = vec![0u8; s.stripe_format().frame_bytes()];
+            for k in 0..count {
+                s.split(&frame, k, &mut stripe).unwrap();
+                if let Some(r) = s.contiguous(k) {
+                    prop_assert_eq!(&stripe[..], &frame[r]);
+                }
+                s.merge(&stripe, k, &mut back).unwrap();
+            }
+            prop_assert_eq!(back, frame);
+        }
+    }
+}
