@@ -1,0 +1,331 @@
+//! SMPTE ST 2022-7 seamless protection: two legs carry the same RTP
+//! stream (same SSRC, sequence numbers and timestamps, e.g. `a=group:DUP`
+//! in the SDP, or a stripe being moved between nodes); the receiver keeps
+//! the first copy of every packet and drops the second.
+//!
+//! [`Merger`] sits in front of a [`super::Receiver`]: every datagram of
+//! either leg goes through [`Merger::handle_input`], and only those it
+//! calls [`Arrival::First`] go on. It keeps, per sequence number, which
+//! legs delivered it for as long as a copy may still come (the
+//! path-differential tolerance, in packets: at least two frame periods of
+//! the stream), then classifies it exactly:
+//! - delivered by one leg only: the other leg lost it and this one
+//!   *recovered* it;
+//! - delivered by neither: *unrecovered* (lost on both paths).
+//!
+//! A leg's losses count only inside the span it was seen carrying
+//! (from its first to its newest packet), so a hot standby that joins late,
+//! or a primary that stops after a planned move, is not charged with the
+//! packets from before it started or after it stopped.
+//!
+//! Sequence numbers of both legs are extended by one shared
+//! [`SeqExtender`] (with the RFC 4175 ESN when the sender fills it), so a
+//! leg running behind still names the same packets.
+
+use serde::{Deserialize, Serialize};
+
+use crate::stats::SeqExtender;
+
+/// Legs a merger takes (ST 2022-7 has two; more cost nothing here).
+pub const MAX_LEGS: usize = 4;
+
+/// What to do with a datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrival {
+    /// The first copy: pass it on.
+    First,
+    /// The packet already came on another leg (or twice on this one).
+    Duplicate,
+    /// Older than the tolerance window: too late to use.
+    TooLate,
+}
+
+/// Counters of one leg.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LegCounters {
+    /// Packets that came on this leg (copies included).
+    pub received: u64,
+    /// Packets of its span this leg never delivered.
+    pub lost: u64,
+    /// Packets this leg delivered after the other leg had (dropped).
+    pub duplicates: u64,
+    /// Packets only this leg delivered: losses of the other leg it made
+    /// good.
+    pub recovered: u64,
+    /// Packets that came too late to use.
+    pub late: u64,
+}
+
+/// What the merger saw.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MergeCounters {
+    /// Per leg, in leg order.
+    pub legs: Vec<LegCounters>,
+    /// Distinct packets passed on.
+    pub forwarded: u64,
+    /// Packets of the stream that neither leg delivered.
+    pub unrecovered: u64,
+}
+
+/// The merge machine (see the module docs).
+#[derive(Debug, Clone)]
+pub struct Merger {
+    ext: SeqExtender,
+    /// Bit `l` of slot `seq % window`: leg `l` delivered `seq`.
+    seen: Vec<u8>,
+    window: u64,
+    /// Newest extended sequence number of any leg.
+    highest: Option<u64>,
+    /// Everything below this has been classified.
+    settled: u64,
+    /// First and newest sequence number each leg carried.
+    spans: Vec<Option<(u64, u64)>>,
+    counters: MergeCounters,
+}
+
+impl Merger {
+    /// A merger of `legs` legs (clamped to 1..=[`MAX_LEGS`]) that waits
+    /// for a second copy until `window` newer packets have arrived
+    /// (clamped to 16..=2^22; give at least two frame periods' worth).
+    pub fn new(legs: usize, window: u64) -> Merger {
+        let legs = legs.clamp(1, MAX_LEGS);
+        let window = window.clamp(16, 1 << 22);
+        Merger {
+            ext: SeqExtender::default(),
+            seen: vec![0; window as usize],
+            window,
+            highest: None,
+            settled: 0,
+            spans: vec![None; legs],
+            counters: MergeCounters {
+                legs: vec![LegCounters::default(); legs],
+                ..MergeCounters::default()
+            },
+        }
+    }
+
+    /// One datagram on `leg` with RTP sequence number `seq` and, when the
+    /// payload carries one, the RFC 4175 extended sequence number's high
+    /// half. A leg beyond the configured count is treated as the last.
+    pub fn handle_input(&mut self, leg: usize, seq: u16, esn: Option<u16>) -> Arrival {
+        let leg = leg.min(self.spans.len() - 1);
+        let s = self.ext.extend(seq, esn);
+        self.counters.legs[leg].received += 1;
+        let highest = match self.highest {
+            None => {
+                self.settled = s;
+                s
+            }
+            Some(h) => h.max(s),
+        };
+        if s < self.settled || highest - s >= self.window {
+            self.counters.legs[leg].late += 1;
+            return Arrival::TooLate;
+        }
+        let span = self.spans[leg].get_or_insert((s, s));
+        span.0 = span.0.min(s);
+        span.1 = span.1.max(s);
+        self.advance(highest);
+        let slot = &mut self.seen[(s % self.window) as usize];
+        let bit = 1u8 << leg;
+        if *slot != 0 {
+            *slot |= bit;
+            self.counters.legs[leg].duplicates += 1;
+            return Arrival::Duplicate;
+        }
+        *slot |= bit;
+        self.counters.forwarded += 1;
+        Arrival::First
+    }
+
+    /// Classifies every sequence number that falls out of the window when
+    /// the newest becomes `highest`.
+    fn advance(&mut self, highest: u64) {
+        self.highest = Some(highest);
+        let keep_from = (highest + 1).saturating_sub(self.window);
+        // A jump of more than a window classifies at most one window's
+        // worth of slots; the rest were never seen by anyone.
+        if keep_from > self.settled + self.window {
+            let skipped = keep_from - self.window - self.settled;
+            self.charge_unseen(self.settled, skipped);
+            self.settled = keep_from - self.window;
+        }
+        while self.settled < keep_from {
+            self.classify(self.settled);
+            self.settled += 1;
+        }
+    }
+
+    /// `count` sequence numbers from `first` that no leg delivered.
+    fn charge_unseen(&mut self, first: u64, count: u64) {
+        self.counters.unrecovered += count;
+        for (leg, span) in self.spans.iter().enumerate() {
+            if let Some((a, b)) = *span {
+                let lo = first.max(a);
+                let hi = (first + count).min(b + 1);
+                self.counters.legs[leg].lost += hi.saturating_sub(lo);
+            }
+        }
+    }
+
+    fn classify(&mut self, s: u64) {
+        let slot = std::mem::take(&mut self.seen[(s % self.window) as usize]);
+        if slot == 0 {
+            self.charge_unseen(s, 1);
+            return;
+        }
+        let only_one = slot.count_ones() == 1;
+        for (leg, span) in self.spans.iter().enumerate() {
+            let delivered = slot & (1 << leg) != 0;
+            let in_span = span.is_some_and(|(a, b)| (a..=b).contains(&s));
+            if delivered && only_one && self.spans.len() > 1 {
+                // Only this leg had it: a loss of the others made good,
+                // if any other leg was carrying the stream then.
+                let others_active = self
+                    .spans
+                    .iter()
+                    .enumerate()
+                    .any(|(o, sp)| o != leg && sp.is_some_and(|(a, b)| (a..=b).contains(&s)));
+                if others_active {
+                    self.counters.legs[leg].recovered += 1;
+                }
+            }
+            if !delivered && in_span {
+                self.counters.legs[leg].lost += 1;
+            }
+        }
+    }
+
+    /// The stream ended: classifies everything still in the window.
+    pub fn finish(&mut self) {
+        if let Some(h) = self.highest {
+            while self.settled <= h {
+                self.classify(self.settled);
+                self.settled += 1;
+            }
+        }
+    }
+
+    /// Counters so far (packets still inside the window are not yet
+    /// classified as lost or recovered; see [`Merger::finish`]).
+    pub fn counters(&self) -> &MergeCounters {
+        &self.counters
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sends packets `0..n` (16-bit numbers from `start`) on both legs,
+    /// leg A first, dropping those each leg's filter refuses.
+    fn run(
+        n: u16,
+        start: u16,
+        a: impl Fn(u16) -> bool,
+        b: impl Fn(u16) -> bool,
+    ) -> (MergeCounters, Vec<u16>) {
+        let mut m = Merger::new(2, 64);
+        let mut out = Vec::new();
+        for i in 0..n {
+            let seq = start.wrapping_add(i);
+            for (leg, keep) in [(0, a(i)), (1, b(i))] {
+                if keep && m.handle_input(leg, seq, None) == Arrival::First {
+                    out.push(i);
+                }
+            }
+        }
+        m.finish();
+        (m.counters().clone(), out)
+    }
+
+    #[test]
+    fn disjoint_losses_give_a_complete_stream() {
+        // Leg A loses 10, 11, 12 and 40; leg B loses 20 and 41..=44.
+        let a_lost = [10, 11, 12, 40];
+        let b_lost = [20, 41, 42, 43, 44];
+        let (c, out) = run(
+            100,
+            65_500,
+            |i| !a_lost.contains(&i),
+            |i| !b_lost.contains(&i),
+        );
+        assert_eq!(out, (0..100).collect::<Vec<_>>());
+        assert_eq!(c.forwarded, 100);
+        assert_eq!(c.unrecovered, 0);
+        // Hand-computed: A delivered 96, B 95; every packet both had is a
+        // duplicate on B (A arrives first), except the 4 A lost which B
+        // recovered; A recovered B's 5.
+        let (la, lb) = (c.legs[0], c.legs[1]);
+        assert_eq!(
+            (la.received, la.lost, la.duplicates, la.recovered),
+            (96, 4, 0, 5)
+        );
+        assert_eq!(
+            (lb.received, lb.lost, lb.duplicates, lb.recovered),
+            (95, 5, 91, 4)
+        );
+    }
+
+    #[test]
+    fn common_losses_are_unrecovered() {
+        let (c, out) = run(50, 7, |i| i != 30 && i != 31, |i| i != 31);
+        assert_eq!(c.unrecovered, 1);
+        assert_eq!(out.len(), 49);
+        assert_eq!((c.legs[0].lost, c.legs[1].lost), (2, 1));
+        assert_eq!(c.legs[1].recovered, 1);
+    }
+
+    #[test]
+    fn a_late_standby_and_a_stopped_primary_are_not_charged() {
+        // B joins at 20; A stops after 60: a hitless move.
+        let (c, out) = run(100, 0, |i| i <= 60, |i| i >= 20);
+        assert_eq!(out.len(), 100);
+        assert_eq!((c.unrecovered, c.legs[0].lost, c.legs[1].lost), (0, 0, 0));
+        assert_eq!((c.legs[0].recovered, c.legs[1].recovered), (0, 0));
+    }
+
+    #[test]
+    fn a_leg_behind_by_less_than_the_window_still_merges() {
+        // Leg B runs 40 packets behind leg A and has what A lost.
+        let mut m = Merger::new(2, 64);
+        let mut first = 0;
+        for i in 0..200u16 {
+            if i % 10 != 3 && m.handle_input(0, i, None) == Arrival::First {
+                first += 1;
+            }
+            if i >= 40 && m.handle_input(1, i - 40, None) == Arrival::First {
+                first += 1;
+            }
+        }
+        for i in 160..200u16 {
+            if m.handle_input(1, i, None) == Arrival::First {
+                first += 1;
+            }
+        }
+        m.finish();
+        assert_eq!(first, 200);
+        assert_eq!(m.counters().unrecovered, 0);
+        assert_eq!(m.counters().legs[1].recovered, 20);
+        // Beyond the window a copy is too late.
+        assert_eq!(m.handle_input(1, 0, None), Arrival::TooLate);
+    }
+
+    #[test]
+    fn hostile_jumps_stay_bounded() {
+        let mut m = Merger::new(2, 1 << 30);
+        assert_eq!(m.handle_input(0, 0, Some(1)), Arrival::First);
+        assert_eq!(m.handle_input(0, 0, Some(0x4001)), Arrival::First);
+        // A leg number beyond the count is the last leg.
+        m.handle_input(7, 5, None);
+        assert_eq!(m.counters().legs[1].received, 1);
+        m.finish();
+        // Everything between leg 0's two packets was never seen: charged
+        // to leg 0, whose span covers it. Leg 1's packet landed 5 past the
+        // newest, and the 4 between are unrecovered but nobody's span.
+        let c = m.counters();
+        assert_eq!(c.legs[0].lost, (1 << 30) - 1);
+        assert_eq!(c.unrecovered, c.legs[0].lost + 4);
+        assert_eq!(c.forwarded, 3);
+    }
+}
