@@ -4,6 +4,7 @@
 pub mod demo;
 pub mod doctor;
 pub mod impair;
+pub mod loadtest;
 pub mod probe;
 pub mod recv;
 pub mod send;

@@ -14,7 +14,7 @@ use nagare_api::serve::{Encapsulation, StreamInfo, StreamKind, StreamRequest, St
 use super::access::{Admission, AllowList, Token};
 use super::media::{Catalog, Media};
 use super::output::Output;
-use super::pacer::{Pacers, Reservation, Start};
+use super::pacer::{Held, Pacers, Reservation, Start, release};
 use super::reader::Reader;
 use super::table::{Counters, Entry, StreamId, Table};
 use crate::net::udp::{Interface, parse_interface};
@@ -107,6 +107,7 @@ impl Server {
     /// Puts a stream in the table and starts reading and pacing it.
     pub fn launch(&self, l: Launch) -> StreamId {
         let counters = Arc::new(Counters::default());
+        let reservation: Held = Arc::new(std::sync::Mutex::new(l.reservation));
         let entry = Entry {
             kind: l.kind,
             source: l.media.name.clone(),
@@ -115,6 +116,7 @@ impl Server {
             rate: l.media.rate(),
             looping: l.looping,
             counters: counters.clone(),
+            reservation: reservation.clone(),
         };
         let id = self.table.insert(entry);
         let ring = self
@@ -128,7 +130,7 @@ impl Server {
             pacing: l.pacing,
             encapsulation: l.encapsulation,
             counters,
-            reservation: l.reservation,
+            reservation,
         });
         id
     }
@@ -139,6 +141,7 @@ impl Server {
         self.pacers.stop_flow(id);
         self.reader.close(id);
         let e = self.table.remove(id)?;
+        release(&e.reservation);
         if matches!(
             e.counters.state(),
             StreamState::Playing | StreamState::Paused | StreamState::Ready

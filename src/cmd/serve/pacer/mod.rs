@@ -29,6 +29,7 @@ use crate::clock::Origin;
 const START_LEAD: Duration = Duration::from_millis(100);
 
 /// A reservation of admitted rate, given back when the flow ends.
+#[derive(Debug)]
 pub struct Reservation {
     admission: Arc<super::access::Admission>,
     rate: BitRate,
@@ -55,6 +56,16 @@ impl Drop for Reservation {
     }
 }
 
+/// A stream's reservation, shared by its table entry and its flow: it is
+/// given back as soon as either lets go (the API stopped the stream, or
+/// the flow ended), not when the last of them is dropped.
+pub type Held = Arc<std::sync::Mutex<Option<Reservation>>>;
+
+/// Lets go of a held reservation.
+pub fn release(held: &Held) {
+    held.lock().unwrap_or_else(|p| p.into_inner()).take();
+}
+
 /// Everything a flow needs to start.
 pub struct Start {
     /// Its table id.
@@ -71,9 +82,15 @@ pub struct Start {
     pub encapsulation: Encapsulation,
     /// Its counters.
     pub counters: Arc<Counters>,
-    /// Its admitted rate, given back when the flow (and so this) drops.
-    #[expect(dead_code, reason = "held only for its Drop")]
-    pub reservation: Option<Reservation>,
+    /// Its admitted rate, given back when the flow ends.
+    pub reservation: Held,
+}
+
+impl Drop for Start {
+    /// The flow is over (finished, failed or stopped): its rate is free.
+    fn drop(&mut self) {
+        release(&self.reservation);
+    }
 }
 
 enum Command {
