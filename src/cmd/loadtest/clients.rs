@@ -16,6 +16,31 @@ pub struct RtspClient {
     url: String,
     session: String,
     cseq: u32,
+    /// Body of the last response.
+    body: String,
+}
+
+/// The SETUP URL of the first media: its `a=control` resolved against
+/// Content-Base (nagare says `trackID=0`, GStreamer `stream=0`).
+fn track_url(url: &str, headers: &[(String, String)], sdp: &str) -> String {
+    let base = headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case("Content-Base"))
+        .map_or_else(
+            || url.split('?').next().unwrap_or(url).to_string(),
+            |(_, v)| v.clone(),
+        );
+    let control = sdp
+        .split("m=")
+        .nth(1)
+        .and_then(|m| m.lines().find_map(|l| l.trim().strip_prefix("a=control:")))
+        .map(str::trim);
+    match control {
+        Some(c) if c.contains("://") => c.to_string(),
+        Some("*") | None => base,
+        Some(c) if base.ends_with('/') => format!("{base}{c}"),
+        Some(c) => format!("{base}/{c}"),
+    }
 }
 
 /// The host:port of an `rtsp://` or `http://` URL.
@@ -44,17 +69,18 @@ impl RtspClient {
             url: url.to_string(),
             session: String::new(),
             cseq: 0,
+            body: String::new(),
         };
-        let (status, _) = c.request("DESCRIBE", url, "Accept: application/sdp\r\n")?;
+        let (status, headers) = c.request("DESCRIBE", url, "Accept: application/sdp\r\n")?;
         if status != 200 {
             bail!("DESCRIBE {url}: status {status}");
         }
+        let track = track_url(url, &headers, &c.body);
         let port = sink.port();
         let transport = format!(
             "Transport: RTP/AVP;unicast;client_port={port}-{}\r\n",
             port.wrapping_add(1)
         );
-        let track = format!("{}/trackID=0", url.split('?').next().unwrap_or(url));
         let (status, headers) = c.request("SETUP", &track, &transport)?;
         if status != 200 {
             bail!("SETUP {track}: status {status}");

@@ -116,8 +116,13 @@ pub struct Pacers {
 }
 
 impl Pacers {
-    /// Starts `n` pacing threads.
-    pub fn start(n: usize) -> Result<Pacers> {
+    /// Starts `n` pacing threads (SCHED_FIFO with `realtime`).
+    pub fn start(n: usize, realtime: bool) -> Result<Pacers> {
+        if realtime {
+            // Checked here, on the caller's thread, so a refusal stops the
+            // server with its reason; the pacing threads inherit it.
+            crate::net::tuning::realtime()?;
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let mut handles = Vec::with_capacity(n);
         for k in 0..n.max(1) {
@@ -134,6 +139,9 @@ impl Pacers {
                 flows: AtomicUsize::new(0),
                 thread: Some(thread),
             });
+        }
+        if realtime {
+            crate::net::tuning::ordinary();
         }
         Ok(Pacers {
             handles,
