@@ -15,7 +15,8 @@ fn bad_rtsp_requests_get_4xx_and_the_server_lives_on() {
     let serve = Serve::start(&media, &[]);
     let url = serve.url("clip.yuv");
     let mut c = Rtsp::connect(serve.rtsp);
-    let cases: Vec<(&str, String, Vec<(&str, &str)>, u16)> = vec![
+    type Case<'a> = (&'a str, String, Vec<(&'a str, &'a str)>, u16);
+    let cases: Vec<Case> = vec![
         ("DESCRIBE", serve.url("nope"), vec![], 404),
         ("DESCRIBE", url.clone(), vec![("Accept", "text/html")], 406),
         ("PLAY", url.clone(), vec![], 455),
