@@ -235,7 +235,10 @@ mod tests {
             mids: vec!["b".into(), "a".into()],
         });
         let legs = SdpStream::parse_legs(&session.to_sdp()).unwrap();
-        assert_eq!(legs.iter().map(|l| l.port).collect::<Vec<_>>(), [6004, 5004]);
+        assert_eq!(
+            legs.iter().map(|l| l.port).collect::<Vec<_>>(),
+            [6004, 5004]
+        );
         // Without the group, the first video is the one stream.
         session.groups.clear();
         let one = SdpStream::parse_legs(&session.to_sdp()).unwrap();

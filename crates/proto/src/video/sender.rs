@@ -677,7 +677,9 @@ mod tests {
         let (tb, _) = run(&mut b, 8);
         assert_eq!(tb[0].1.frame, 14);
         for (_, t) in &tb {
-            let same = ta.iter().find(|(_, u)| u.frame == t.frame && u.packets == t.packets);
+            let same = ta
+                .iter()
+                .find(|(_, u)| u.frame == t.frame && u.packets == t.packets);
             assert_eq!(same.map(|(_, u)| u.first_seq), Some(t.first_seq));
             let want = 0xffff_fff0 + 4 * t.frame + t.packets.start as u64;
             assert_eq!(t.first_seq, ExtSeq(want));
