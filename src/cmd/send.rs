@@ -424,6 +424,33 @@ fn stripe_sdp_path(path: &std::path::Path, k: usize, stripes: usize) -> PathBuf 
     path.with_file_name(format!("{stem}-{k}.{ext}"))
 }
 
+/// The schedule of stripe `k`: random SSRC and first sequence number
+/// (RFC 3550), or with --ssrc fixed ones locked to the epoch.
+fn flow_spec(
+    cfg: &SendConfig,
+    format: VideoFormat,
+    k: usize,
+    start: EpochStart,
+    cap: usize,
+) -> Result<FlowSpec> {
+    let ssrc = match cfg.striping.ssrc {
+        Some(n) => Ssrc(n.wrapping_add(k as u32)),
+        None => Ssrc(random_u32()?),
+    };
+    let packetizer = Packetizer::new(format, cfg.packet_size, ssrc)?;
+    let spec = FlowSpec::video(cfg.rate, packetizer.uniform())
+        .start(start.at, start.first_frame)
+        .trains(Nanos::from(cfg.burst), cap)
+        // Stagger as in the whole sender, so a node sending one stripe
+        // keeps that stripe's timing.
+        .stripe(k, cfg.stripes)
+        .frame_limit(cfg.frames);
+    Ok(match cfg.striping.ssrc {
+        Some(_) => spec.epoch_locked(schedule::locked_seq_base(ssrc)),
+        None => spec.first_seq(ExtSeq(u64::from(random_u32()?))),
+    })
+}
+
 /// One RTP stream's socket and its stripe of the frame.
 struct Flow {
     dest: SocketAddr,
@@ -516,24 +543,7 @@ impl<'a> Driver<'a> {
         let mut sched = schedule::Sender::new();
         let mut ids = Vec::with_capacity(flows.len());
         for flow in &flows {
-            let k = flow.stripe;
-            let ssrc = match cfg.striping.ssrc {
-                Some(n) => Ssrc(n.wrapping_add(k as u32)),
-                None => Ssrc(random_u32()?),
-            };
-            let packetizer = Packetizer::new(format, cfg.packet_size, ssrc)?;
-            let spec = FlowSpec::video(cfg.rate, packetizer.uniform())
-                .start(start.at, start.first_frame)
-                .trains(Nanos::from(cfg.burst), cap)
-                // Stagger as in the whole sender, so a node sending one
-                // stripe keeps that stripe's timing.
-                .stripe(k, cfg.stripes)
-                .frame_limit(cfg.frames);
-            let spec = match cfg.striping.ssrc {
-                Some(_) => spec.epoch_locked(schedule::locked_seq_base(ssrc)),
-                None => spec.first_seq(ExtSeq(u64::from(random_u32()?))),
-            };
-            ids.push(sched.add_flow(spec));
+            ids.push(sched.add_flow(flow_spec(cfg, format, flow.stripe, start, cap)?));
         }
         let max_train = sched.max_train(ids[0]).unwrap_or(1);
         let packetizer = sched
