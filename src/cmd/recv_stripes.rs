@@ -12,7 +12,7 @@
 //! datagrams, stripe frames and whole frames between those machines.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
@@ -439,12 +439,13 @@ struct Writer {
 
 impl Writer {
     fn start(output: Option<&Path>) -> Result<Writer> {
+        // Whole frames go to the file as they come, one write each, so a
+        // recording grows frame by frame (a reader can follow it).
         let mut file = match output {
-            Some(p) => Some(BufWriter::with_capacity(
-                4 << 20,
+            Some(p) => Some(
                 File::create(p)
                     .with_context(|| format!("cannot create output '{}'", p.display()))?,
-            )),
+            ),
             None => None,
         };
         let (tx, rx) = bounded::<Vec<u8>>(4);
