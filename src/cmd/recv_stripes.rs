@@ -678,6 +678,13 @@ fn open_units(plan: &Plan) -> Result<(Vec<Vec<Unit>>, Recycle)> {
     Ok((threads, recycle))
 }
 
+/// Frames held while stripes catch up: 8, or fewer when 8 whole frames
+/// (and as many spare buffers) would pass 1 GiB (8K 10-bit frames are 83
+/// MB); never fewer than 3, which still absorbs two frame periods of skew.
+fn assembly_depth(plan: &Plan) -> usize {
+    ((512 << 20) / plan.stripes.frame_format().frame_bytes().max(1)).clamp(3, 8)
+}
+
 /// Receives until the frame limit, the idle timeout or `stop`.
 fn run(plan: &Plan, stop: &AtomicBool) -> Result<StripesReport> {
     let (groups, recycle) = open_units(plan)?;
@@ -699,7 +706,7 @@ fn run(plan: &Plan, stop: &AtomicBool) -> Result<StripesReport> {
     drop(tx);
     let mut books = Books {
         plan,
-        assembler: Assembler::new(plan.stripes, 8),
+        assembler: Assembler::new(plan.stripes, assembly_depth(plan)),
         writer: Writer::start(plan.output.as_deref())?,
         recycle,
         report: StripesReport {
