@@ -127,6 +127,7 @@ fn send_config(
         sdp: None,
         buffer_frames: 8,
         burst: Duration::from_micros(100),
+        pacing: crate::clock::Pacing::Precise,
         gso: true,
         read_delay: Duration::ZERO,
         checksums: true,
