@@ -3,6 +3,8 @@
 
 mod bad_input;
 mod common;
+mod crash;
+mod disk;
 mod doctor;
 mod peers;
 mod probe;

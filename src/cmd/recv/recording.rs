@@ -108,11 +108,11 @@ impl Recording {
         }
         if let Err(e) = self.file.write_all(frame) {
             self.failed = true;
+            let whole = self.frames;
             let kept = self.align();
             return Err(anyhow!(
-                "{e} writing {} after {} frames{kept}",
-                self.writing.display(),
-                self.frames
+                "{e} writing {} after {whole} frames{kept}",
+                self.writing.display()
             ));
         }
         self.frames += 1;
