@@ -5,8 +5,7 @@
 //! reads clocks. Each subcommand's driver lives in its own module.
 
 use std::process::ExitCode;
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 use clap::{Parser, Subcommand};
 
@@ -15,6 +14,7 @@ mod clock;
 mod cmd;
 mod net;
 mod progress;
+mod signal;
 mod source;
 
 #[derive(Parser)]
@@ -45,19 +45,15 @@ enum Command {
     Impair(cmd::impair::ImpairArgs),
 }
 
-/// Set by Ctrl-C / SIGTERM: drivers stop cleanly, flush and report.
+/// Set by SIGINT, SIGTERM or SIGHUP: drivers stop cleanly, flush and
+/// report (see [`signal`]).
 pub fn stop_flag() -> &'static AtomicBool {
-    static STOP: OnceLock<&'static AtomicBool> = OnceLock::new();
-    STOP.get_or_init(|| {
-        let flag: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
-        // A second Ctrl-C while stopping is ignored; the loops are bounded.
-        let _ = ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed));
-        flag
-    })
+    signal::stop_flag()
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    signal::install();
     let result: anyhow::Result<ExitCode> = match cli.command {
         Command::Send(a) => cmd::send::main(a),
         Command::Recv(a) => cmd::recv::main(a),

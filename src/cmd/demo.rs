@@ -56,6 +56,8 @@ pub fn main(args: DemoArgs) -> Result<ExitCode> {
             buffer_bytes: (format.frame_bytes() * 4).clamp(16 << 20, 512 << 20),
         },
         output: None,
+        append: false,
+        segmenting: recv::Segmenting::None,
         frames: Some(args.frames),
         timeout: Some(Duration::from_secs(5)),
         incomplete: Incomplete::Drop,

@@ -254,15 +254,14 @@ fn spawn_tcp(
     count: Arc<AtomicU64>,
     stop: &'static AtomicBool,
 ) -> Result<()> {
-    listener.set_nonblocking(true)?;
     std::thread::spawn(move || {
-        while !stop.load(Ordering::Relaxed) {
-            match listener.accept() {
-                Ok((c, _)) => {
-                    count.fetch_add(1, Ordering::Relaxed);
-                    std::thread::spawn(move || pipe_tcp(c, to));
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+        while let Some(conn) = crate::signal::accept(&listener) {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            if let Ok((c, _)) = conn {
+                count.fetch_add(1, Ordering::Relaxed);
+                std::thread::spawn(move || pipe_tcp(c, to));
             }
         }
     });
@@ -288,6 +287,9 @@ fn print_summary(r: &Report) {
         r.replies
     );
 }
+
+/// Most datagrams a stopping relay still takes from its socket.
+const STOP_DRAIN: usize = 1 << 16;
 
 fn forward(
     down: &UdpSocket,
@@ -333,8 +335,16 @@ fn forward(
             Err(e) => return Err(e).context("receiving on the relay"),
         }
     }
-    // Whatever is still held or queued goes out now, so the counters match
-    // what left.
+    // A stop takes what the socket already holds, then whatever is still
+    // held or queued goes out now, so the counters match what left.
+    down.set_nonblocking(true)?;
+    for _ in 0..STOP_DRAIN {
+        let Ok((n, _)) = down.recv_from(&mut buf) else {
+            break;
+        };
+        let pkt = &buf[..n];
+        netem.handle_input(now(), pkt.to_vec(), n, netem::stream_seq(pkt));
+    }
     netem.flush(now());
     for p in netem.drain() {
         let _ = up.send(&p);

@@ -412,11 +412,19 @@ impl<'a> Driver<'a> {
         let cap = udp::train_cap(gso, cfg.packet_size);
         let mut sched = schedule::Sender::new();
         let mut ids = Vec::with_capacity(flows.len());
-        for k in 0..flows.len() {
-            let packetizer = Packetizer::new(format, cfg.packet_size, Ssrc(random_u32()?))?;
+        for (k, flow) in flows.iter().enumerate() {
+            let ssrc = random_u32()?;
+            let first_seq = random_u32()? & 0xffff;
+            // Receivers and `impair --drop-seq` can then name this stream
+            // and its packets.
+            eprintln!(
+                "nagare send: stream to {}: SSRC 0x{ssrc:08x}, first sequence number {first_seq}",
+                flow.dest
+            );
+            let packetizer = Packetizer::new(format, cfg.packet_size, Ssrc(ssrc))?;
             let spec = FlowSpec::video(cfg.rate, packetizer.uniform())
                 .start(start.at, start.first_frame)
-                .first_seq(ExtSeq(u64::from(random_u32()?)))
+                .first_seq(ExtSeq(u64::from(first_seq)))
                 .trains(Nanos::from(cfg.burst), cap)
                 .stripe(k, flows.len())
                 .frame_limit(cfg.frames);
@@ -462,7 +470,10 @@ impl<'a> Driver<'a> {
     /// Sends until every flow finished, the input ended, or `stop`.
     fn run(&mut self, ring: &FrameRing, stop: &AtomicBool) -> Result<()> {
         let mut ended = false;
-        while !stop.load(Ordering::Relaxed) {
+        loop {
+            // A signal ends the stream like the end of the input: the
+            // frame being sent goes out whole, no new one is started.
+            ended = ended || stop.load(Ordering::Relaxed);
             self.events(ring);
             if self.finished == self.flows.len() {
                 return Ok(());
@@ -486,7 +497,6 @@ impl<'a> Driver<'a> {
                 None => return Ok(()),
             }
         }
-        Ok(())
     }
 
     /// Takes the schedule's events: frame requests wait in `pending`, a

@@ -3,9 +3,12 @@
 
 mod bad_input;
 mod common;
+mod crash;
+mod disk;
 mod doctor;
 mod peers;
 mod probe;
 mod recv_faults;
 mod send_recv;
+mod signals;
 mod tree;
