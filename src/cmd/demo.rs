@@ -125,6 +125,7 @@ fn send_config(
             buffer_bytes: 8 << 20,
         },
         sdp: None,
+        ptp: None,
         buffer_frames: 8,
         burst: Duration::from_micros(100),
         gso: true,

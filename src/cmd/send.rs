@@ -14,9 +14,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use crossbeam_channel::TryRecvError;
 use nagare_api::video::SendReport;
-use nagare_proto::sdp::SdpStream;
+use nagare_proto::sdp::{PtpClock, RefClock, SdpStream};
 use nagare_proto::video::sender::{self as schedule, Event, FlowId, FlowSpec, Input, Transmit};
 use nagare_proto::video::st2110_20::{DEFAULT_PACKET_SIZE, Packetizer};
+use nagare_proto::video::st2110_21::SenderType;
 use nagare_proto::{BitRate, ByteSize, ExtSeq, FrameRate, Nanos, PixelFormat, Ssrc, VideoFormat};
 
 use crate::cli::{self, Size};
@@ -61,6 +62,11 @@ pub struct SendArgs {
     /// Write an ST 2110-20 SDP for receivers here.
     #[arg(long)]
     pub sdp: Option<PathBuf>,
+    /// The PTP grandmaster and domain this host's clock follows, for the
+    /// SDP's ts-refclk (GMID:DOMAIN, like 39-A7-94-FF-FE-07-CB-D0:0);
+    /// without it the SDP names the sending interface's MAC (localmac).
+    #[arg(long, value_name = "GMID:DOMAIN")]
+    pub ptp: Option<PtpClock>,
     /// Frames read ahead into the ring between reader and sender.
     #[arg(long, default_value_t = 8)]
     pub buffer_frames: usize,
@@ -116,6 +122,8 @@ pub struct SendConfig {
     pub socket: SendOptions,
     /// SDP output path.
     pub sdp: Option<PathBuf>,
+    /// The PTP clock the SDP names (else the interface's MAC).
+    pub ptp: Option<PtpClock>,
     /// Ring capacity.
     pub buffer_frames: usize,
     /// Train length limit in schedule time.
@@ -172,6 +180,7 @@ impl SendArgs {
                 buffer_bytes: 8 << 20,
             },
             sdp: self.sdp.clone(),
+            ptp: self.ptp,
             buffer_frames: self.buffer_frames,
             burst: Duration::from_micros(self.burst_us),
             gso: !self.no_gso,
@@ -204,6 +213,10 @@ fn write_sdp(
         .local_addr()
         .map(|a| a.ip())
         .filter(|ip| !ip.is_unspecified());
+    let clock = match cfg.ptp {
+        Some(ptp) => RefClock::Ptp(ptp),
+        None => RefClock::LocalMac(clock_mac(source)?),
+    };
     let sdp = SdpStream {
         address: dest.ip(),
         port: dest.port(),
@@ -213,9 +226,29 @@ fn write_sdp(
         format,
         rate: Some(cfg.rate),
         name: format!("nagare {}", cfg.input),
+        clock: Some(clock),
+        sender_type: Some(SenderType::W),
     };
     let text = sdp.to_sdp((crate::clock::epoch_ns() / 1_000_000_000) as u64);
     std::fs::write(path, text).with_context(|| format!("writing SDP to '{}'", path.display()))
+}
+
+/// The MAC naming this host's clock for a stream sent from `local`.
+fn clock_mac(local: Option<std::net::IpAddr>) -> Result<[u8; 6]> {
+    let links = crate::net::iface::links().context("listing network interfaces")?;
+    let (mac, from) = crate::net::iface::clock_mac(local, &links);
+    if let Some(name) = from {
+        eprintln!(
+            "nagare send: note: the SDP names this host's clock by {name}'s MAC (loopback has none); \
+             give --ptp GMID:DOMAIN if the clock follows PTP"
+        );
+    } else if mac == [0; 6] {
+        eprintln!(
+            "nagare send: note: no interface has a MAC address: the SDP's localmac is all zeros; \
+             give --ptp GMID:DOMAIN if the clock follows PTP"
+        );
+    }
+    Ok(mac)
 }
 
 /// Runs a sender until its frames are sent, the input ends, or `stop`.

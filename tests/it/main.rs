@@ -8,4 +8,5 @@ mod peers;
 mod probe;
 mod recv_faults;
 mod send_recv;
+mod st2110;
 mod tree;
