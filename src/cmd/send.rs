@@ -17,7 +17,7 @@ use nagare_api::video::SendReport;
 use nagare_proto::sdp::{PtpClock, RefClock, SdpStream};
 use nagare_proto::video::sender::{self as schedule, Event, FlowId, FlowSpec, Input, Transmit};
 use nagare_proto::video::st2110_20::{DEFAULT_PACKET_SIZE, Packetizer};
-use nagare_proto::video::st2110_21::SenderType;
+use nagare_proto::video::st2110_21::{Model, Scan, SenderSchedule, SenderType};
 use nagare_proto::{BitRate, ByteSize, ExtSeq, FrameRate, Nanos, PixelFormat, Ssrc, VideoFormat};
 
 use crate::cli::{self, Size};
@@ -70,10 +70,15 @@ pub struct SendArgs {
     /// Frames read ahead into the ring between reader and sender.
     #[arg(long, default_value_t = 8)]
     pub buffer_frames: usize,
-    /// Longest train of packets sent back to back, in microseconds of
-    /// schedule (bigger trains cost less CPU, smaller ones burst less).
-    #[arg(long, default_value_t = 100)]
-    pub burst_us: u64,
+    /// ST 2110-21 sender type to keep to (and declare in the SDP): n
+    /// (narrow, gapped over the active lines), nl (narrow linear) or w
+    /// (wide: trains of up to CMAX_W packets).
+    #[arg(long = "tp", default_value = "w", value_parser = cli::parse_sender_type)]
+    pub sender_type: SenderType,
+    /// Packets per train, sent back to back (default: half the longest
+    /// train the sender type allows, leaving room for wake-up jitter).
+    #[arg(long)]
+    pub train: Option<u64>,
     /// Send packet by packet (sendmmsg) even where UDP GSO is available.
     #[arg(long)]
     pub no_gso: bool,
@@ -126,8 +131,10 @@ pub struct SendConfig {
     pub ptp: Option<PtpClock>,
     /// Ring capacity.
     pub buffer_frames: usize,
-    /// Train length limit in schedule time.
-    pub burst: Duration,
+    /// The ST 2110-21 sender type kept to.
+    pub sender_type: SenderType,
+    /// Packets per train (`None`: the type's default).
+    pub train: Option<u64>,
     /// Use GSO where available.
     pub gso: bool,
     /// Artificial per-frame read delay.
@@ -157,8 +164,15 @@ impl SendArgs {
         }
         let stripe = stripe_format(format, self.stripes)?;
         stripe_dest(dest, self.stripes - 1)?;
-        Packetizer::new(stripe, self.packet_size, Ssrc(0))
+        let packetizer = Packetizer::new(stripe, self.packet_size, Ssrc(0))
             .map_err(|e| anyhow!("--packet-size {}: {e}", self.packet_size))?;
+        shaping(
+            format,
+            rate,
+            packetizer.packets_per_frame(),
+            self.sender_type,
+            self.train,
+        )?;
         let interface = self.interface.clone();
         if self.buffer_frames == 0 || self.buffer_frames > 1024 {
             bail!(
@@ -182,7 +196,8 @@ impl SendArgs {
             sdp: self.sdp.clone(),
             ptp: self.ptp,
             buffer_frames: self.buffer_frames,
-            burst: Duration::from_micros(self.burst_us),
+            sender_type: self.sender_type,
+            train: self.train,
             gso: !self.no_gso,
             read_delay: Duration::from_millis(self.read_delay_ms),
             checksums: false,
@@ -192,6 +207,33 @@ impl SendArgs {
             stripes: self.stripes,
             direct: self.direct,
         })
+    }
+}
+
+/// The ST 2110-21 schedule of one flow of `packets` packets per frame of
+/// a `format` raster: the sender type's, with `train` packets per train
+/// (checked against what the type allows) or its jitter-margin default.
+pub fn shaping(
+    format: VideoFormat,
+    rate: FrameRate,
+    packets: usize,
+    sender: SenderType,
+    train: Option<u64>,
+) -> Result<SenderSchedule> {
+    let packets = u32::try_from(packets).unwrap_or(u32::MAX);
+    let model = Model::new(rate, format.height, Scan::Progressive, packets)
+        .map_err(|e| anyhow!("the ST 2110-21 model of this stream: {e}"))?;
+    let schedule = SenderSchedule::with_jitter_margin(&model, sender);
+    match train {
+        None => Ok(schedule),
+        Some(n) => schedule.with_train(n).map_err(|e| {
+            anyhow!(
+                "--train {n} with --tp {}: {e} (CMAX {}, VRX_FULL {} for {packets} packets a frame)",
+                sender.name().to_lowercase(),
+                schedule.cmax(),
+                schedule.vrx_full()
+            )
+        }),
     }
 }
 
@@ -227,7 +269,7 @@ fn write_sdp(
         rate: Some(cfg.rate),
         name: format!("nagare {}", cfg.input),
         clock: Some(clock),
-        sender_type: Some(SenderType::W),
+        sender_type: Some(cfg.sender_type),
     };
     let text = sdp.to_sdp((crate::clock::epoch_ns() / 1_000_000_000) as u64);
     std::fs::write(path, text).with_context(|| format!("writing SDP to '{}'", path.display()))
@@ -437,10 +479,18 @@ impl<'a> Driver<'a> {
         let mut ids = Vec::with_capacity(flows.len());
         for k in 0..flows.len() {
             let packetizer = Packetizer::new(format, cfg.packet_size, Ssrc(random_u32()?))?;
+            let shape = shaping(
+                cfg.format,
+                cfg.rate,
+                packetizer.packets_per_frame(),
+                cfg.sender_type,
+                cfg.train,
+            )?;
             let spec = FlowSpec::video(cfg.rate, packetizer.uniform())
+                .shaped(shape)
                 .start(start.at, start.first_frame)
                 .first_seq(ExtSeq(u64::from(random_u32()?)))
-                .trains(Nanos::from(cfg.burst), cap)
+                .trains(Nanos::ZERO, cap)
                 .stripe(k, flows.len())
                 .frame_limit(cfg.frames);
             ids.push(sched.add_flow(spec));

@@ -102,7 +102,8 @@ fn parse_mac(text: &str) -> Option<[u8; 6]> {
 /// `a=ts-refclk:localmac=` (ST 2110-10 8.2), for a stream sent from
 /// `local`: the sending interface's, except that loopback's is all zeros
 /// and names nothing, so a stream sent over loopback (which never leaves
-/// the host) takes the first other interface's. The second value says
+/// the host) takes the first other interface's, preferring one with an
+/// address. The second value says
 /// which interface it came from when that is not the sending one.
 pub fn clock_mac(local: Option<IpAddr>, links: &[Link]) -> ([u8; 6], Option<String>) {
     let real = |l: &Link| l.mac().filter(|m| m.iter().any(|b| *b != 0));
@@ -110,8 +111,14 @@ pub fn clock_mac(local: Option<IpAddr>, links: &[Link]) -> ([u8; 6], Option<Stri
     if let Some(mac) = sending.and_then(real) {
         return (mac, None);
     }
-    let mut others = links.iter().filter(|l| !l.loopback);
-    match others.find_map(|l| real(l).map(|m| (m, l.name.clone()))) {
+    // An interface with an address (the host's network card) before
+    // address-less ones (ifb, bridges' ports).
+    let mut others: Vec<&Link> = links.iter().filter(|l| !l.loopback).collect();
+    others.sort_by_key(|l| l.addrs.is_empty());
+    match others
+        .into_iter()
+        .find_map(|l| real(l).map(|m| (m, l.name.clone())))
+    {
         Some((mac, name)) => (mac, Some(name)),
         None => ([0; 6], None),
     }
@@ -230,9 +237,9 @@ mod tests {
         let links = links().unwrap();
         let lo = Some(IpAddr::from([127, 0, 0, 1]));
         let (mac, from) = clock_mac(lo, &links);
-        let other = links
-            .iter()
-            .find(|l| !l.loopback && l.mac().is_some_and(|m| m != [0; 6]));
+        let real = |l: &&Link| !l.loopback && l.mac().is_some_and(|m| m != [0; 6]);
+        let other = (links.iter().filter(|l| !l.addrs.is_empty()).find(real))
+            .or_else(|| links.iter().find(real));
         match other {
             Some(l) => assert_eq!(
                 (mac, from.as_deref()),

@@ -150,13 +150,22 @@ fn every_sdp_send_writes_passes_sdpoker() {
         if k == 5 {
             args.extend(["--stripes", "2"]);
         }
+        let want = match k {
+            0 => SenderType::N,
+            3 => SenderType::NL,
+            _ => SenderType::W,
+        };
+        let tp = want.name().to_lowercase();
+        if k != 4 {
+            args.extend(["--tp", &tp]);
+        }
         for (path, stream) in send_sdps(&s, &args, sdps) {
             let text = std::fs::read_to_string(&path).unwrap();
             if let Err(e) = sdpoker(&path) {
                 panic!("sdpoker refuses the SDP of send {args:?}:\n{e}\n{text}");
             }
             assert!(text.contains("; \r\na=ts-refclk:"), "{text}");
-            assert_eq!(stream.sender_type, Some(SenderType::W), "{text}");
+            assert_eq!(stream.sender_type, Some(want), "{text}");
             match stream.clock {
                 Some(RefClock::Ptp(p)) if k == 1 => assert_eq!(p.to_string(), ptp),
                 Some(RefClock::LocalMac(_)) if k != 1 => {}
@@ -164,6 +173,57 @@ fn every_sdp_send_writes_passes_sdpoker() {
             }
         }
     }
+}
+
+#[test]
+fn a_train_longer_than_the_type_allows_is_refused_with_the_limits() {
+    let out = nagare()
+        .args([
+            "send",
+            "pattern:bars",
+            "--to",
+            "127.0.0.1:9",
+            "--size",
+            "1920x1080",
+        ])
+        .args([
+            "--pix-fmt",
+            "uyvp",
+            "--fps",
+            "60000/1001",
+            "--packet-size",
+            "1220",
+        ])
+        .args(["--tp", "n", "--train", "7"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--train 7 with --tp n: a train of 7 packets is out of range 1..=6"),
+        "{err}"
+    );
+    assert!(
+        err.contains("(CMAX 6, VRX_FULL 9 for 4320 packets a frame)"),
+        "{err}"
+    );
+    let out = nagare()
+        .args([
+            "send",
+            "pattern:bars",
+            "--to",
+            "127.0.0.1:9",
+            "--size",
+            "64x48",
+        ])
+        .args(["--pix-fmt", "rgb24", "--fps", "25", "--tp", "x"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("give n (narrow gapped), nl (narrow linear) or w (wide)"),
+        "{err}"
+    );
 }
 
 #[test]
