@@ -130,6 +130,7 @@ fn send_config(
         buffer_frames: 8,
         sender_type: SenderType::W,
         train: None,
+        pacing: crate::clock::Pacing::Precise,
         gso: true,
         read_delay: Duration::ZERO,
         checksums: true,
