@@ -14,9 +14,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use crossbeam_channel::TryRecvError;
 use nagare_api::video::SendReport;
-use nagare_proto::sdp::SdpStream;
+use nagare_proto::sdp::{PtpClock, RefClock, SdpStream};
 use nagare_proto::video::sender::{self as schedule, Event, FlowId, FlowSpec, Input, Transmit};
 use nagare_proto::video::st2110_20::{DEFAULT_PACKET_SIZE, Packetizer};
+use nagare_proto::video::st2110_21::{Model, Scan, SenderSchedule, SenderType};
 use nagare_proto::{BitRate, ByteSize, ExtSeq, FrameRate, Nanos, PixelFormat, Ssrc, VideoFormat};
 
 use crate::cli::{self, Size};
@@ -61,13 +62,23 @@ pub struct SendArgs {
     /// Write an ST 2110-20 SDP for receivers here.
     #[arg(long)]
     pub sdp: Option<PathBuf>,
+    /// The PTP grandmaster and domain this host's clock follows, for the
+    /// SDP's ts-refclk (GMID:DOMAIN, like 39-A7-94-FF-FE-07-CB-D0:0);
+    /// without it the SDP names the sending interface's MAC (localmac).
+    #[arg(long, value_name = "GMID:DOMAIN")]
+    pub ptp: Option<PtpClock>,
     /// Frames read ahead into the ring between reader and sender.
     #[arg(long, default_value_t = 8)]
     pub buffer_frames: usize,
-    /// Longest train of packets sent back to back, in microseconds of
-    /// schedule (bigger trains cost less CPU, smaller ones burst less).
-    #[arg(long, default_value_t = 100)]
-    pub burst_us: u64,
+    /// ST 2110-21 sender type to keep to (and declare in the SDP): n
+    /// (narrow, gapped over the active lines), nl (narrow linear) or w
+    /// (wide: trains of up to CMAX_W packets).
+    #[arg(long = "tp", default_value = "w", value_parser = cli::parse_sender_type)]
+    pub sender_type: SenderType,
+    /// Packets per train, sent back to back (default: half the longest
+    /// train the sender type allows, leaving room for wake-up jitter).
+    #[arg(long)]
+    pub train: Option<u64>,
     /// precise: sleep then spin to each train's slot (a few µs late at
     /// most, more CPU); efficient: sleep only (tens of µs late, within
     /// ST 2110-21's wide sender, a fraction of the CPU).
@@ -121,10 +132,14 @@ pub struct SendConfig {
     pub socket: SendOptions,
     /// SDP output path.
     pub sdp: Option<PathBuf>,
+    /// The PTP clock the SDP names (else the interface's MAC).
+    pub ptp: Option<PtpClock>,
     /// Ring capacity.
     pub buffer_frames: usize,
-    /// Train length limit in schedule time.
-    pub burst: Duration,
+    /// The ST 2110-21 sender type kept to.
+    pub sender_type: SenderType,
+    /// Packets per train (`None`: the type's default).
+    pub train: Option<u64>,
     /// How the sender waits between trains.
     pub pacing: Pacing,
     /// Use GSO where available.
@@ -156,8 +171,15 @@ impl SendArgs {
         }
         let stripe = stripe_format(format, self.stripes)?;
         stripe_dest(dest, self.stripes - 1)?;
-        Packetizer::new(stripe, self.packet_size, Ssrc(0))
+        let packetizer = Packetizer::new(stripe, self.packet_size, Ssrc(0))
             .map_err(|e| anyhow!("--packet-size {}: {e}", self.packet_size))?;
+        shaping(
+            format,
+            rate,
+            packetizer.packets_per_frame(),
+            self.sender_type,
+            self.train,
+        )?;
         let interface = self.interface.clone();
         if self.buffer_frames == 0 || self.buffer_frames > 1024 {
             bail!(
@@ -179,8 +201,10 @@ impl SendArgs {
                 buffer_bytes: 8 << 20,
             },
             sdp: self.sdp.clone(),
+            ptp: self.ptp,
             buffer_frames: self.buffer_frames,
-            burst: Duration::from_micros(self.burst_us),
+            sender_type: self.sender_type,
+            train: self.train,
             pacing: self.pacing,
             gso: !self.no_gso,
             read_delay: Duration::from_millis(self.read_delay_ms),
@@ -191,6 +215,33 @@ impl SendArgs {
             stripes: self.stripes,
             direct: self.direct,
         })
+    }
+}
+
+/// The ST 2110-21 schedule of one flow of `packets` packets per frame of
+/// a `format` raster: the sender type's, with `train` packets per train
+/// (checked against what the type allows) or its jitter-margin default.
+pub fn shaping(
+    format: VideoFormat,
+    rate: FrameRate,
+    packets: usize,
+    sender: SenderType,
+    train: Option<u64>,
+) -> Result<SenderSchedule> {
+    let packets = u32::try_from(packets).unwrap_or(u32::MAX);
+    let model = Model::new(rate, format.height, Scan::Progressive, packets)
+        .map_err(|e| anyhow!("the ST 2110-21 model of this stream: {e}"))?;
+    let schedule = SenderSchedule::with_jitter_margin(&model, sender);
+    match train {
+        None => Ok(schedule),
+        Some(n) => schedule.with_train(n).map_err(|e| {
+            anyhow!(
+                "--train {n} with --tp {}: {e} (CMAX {}, VRX_FULL {} for {packets} packets a frame)",
+                sender.name().to_lowercase(),
+                schedule.cmax(),
+                schedule.vrx_full()
+            )
+        }),
     }
 }
 
@@ -212,6 +263,10 @@ fn write_sdp(
         .local_addr()
         .map(|a| a.ip())
         .filter(|ip| !ip.is_unspecified());
+    let clock = match cfg.ptp {
+        Some(ptp) => RefClock::Ptp(ptp),
+        None => RefClock::LocalMac(clock_mac(source)?),
+    };
     let sdp = SdpStream {
         address: dest.ip(),
         port: dest.port(),
@@ -221,9 +276,29 @@ fn write_sdp(
         format,
         rate: Some(cfg.rate),
         name: format!("nagare {}", cfg.input),
+        clock: Some(clock),
+        sender_type: Some(cfg.sender_type),
     };
     let text = sdp.to_sdp((crate::clock::epoch_ns() / 1_000_000_000) as u64);
     std::fs::write(path, text).with_context(|| format!("writing SDP to '{}'", path.display()))
+}
+
+/// The MAC naming this host's clock for a stream sent from `local`.
+fn clock_mac(local: Option<std::net::IpAddr>) -> Result<[u8; 6]> {
+    let links = crate::net::iface::links().context("listing network interfaces")?;
+    let (mac, from) = crate::net::iface::clock_mac(local, &links);
+    if let Some(name) = from {
+        eprintln!(
+            "nagare send: note: the SDP names this host's clock by {name}'s MAC (loopback has none); \
+             give --ptp GMID:DOMAIN if the clock follows PTP"
+        );
+    } else if mac == [0; 6] {
+        eprintln!(
+            "nagare send: note: no interface has a MAC address: the SDP's localmac is all zeros; \
+             give --ptp GMID:DOMAIN if the clock follows PTP"
+        );
+    }
+    Ok(mac)
 }
 
 /// Runs a sender until its frames are sent, the input ends, or `stop`.
@@ -422,10 +497,18 @@ impl<'a> Driver<'a> {
                 flow.dest
             );
             let packetizer = Packetizer::new(format, cfg.packet_size, Ssrc(ssrc))?;
+            let shape = shaping(
+                cfg.format,
+                cfg.rate,
+                packetizer.packets_per_frame(),
+                cfg.sender_type,
+                cfg.train,
+            )?;
             let spec = FlowSpec::video(cfg.rate, packetizer.uniform())
+                .shaped(shape)
                 .start(start.at, start.first_frame)
                 .first_seq(ExtSeq(u64::from(first_seq)))
-                .trains(Nanos::from(cfg.burst), cap)
+                .trains(Nanos::ZERO, cap)
                 .stripe(k, flows.len())
                 .frame_limit(cfg.frames);
             ids.push(sched.add_flow(spec));
