@@ -139,6 +139,7 @@ fn send_config(
         quiet: args.json,
         cpu: None,
         realtime: false,
+        striping: send::Striping::default(),
         stripes: 1,
         direct: false,
     }

@@ -708,6 +708,14 @@ impl Receiver {
     }
 }
 
+/// One thread can wait on the sockets of several streams at once
+/// (`poll`), then read whichever is ready.
+impl std::os::fd::AsFd for Receiver {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.sock.as_fd()
+    }
+}
+
 /// What the control messages of one received datagram said.
 #[derive(Default)]
 struct CmsgMeta {

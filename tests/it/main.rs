@@ -12,4 +12,5 @@ mod recv_faults;
 mod send_recv;
 mod signals;
 mod st2110;
+mod stripes;
 mod tree;
