@@ -43,6 +43,9 @@ enum Command {
     Probe(cmd::probe::ProbeArgs),
     /// User-space UDP relay that impairs traffic like netem: loss, bursts, reordering, duplicates, delay, rate.
     Impair(cmd::impair::ImpairArgs),
+    /// Stream server: RTSP (raw video, MPEG-TS, test pattern) and push
+    /// streams from one paced schedule, an HTTP JSON API and /metrics.
+    Serve(cmd::serve::ServeArgs),
 }
 
 /// Set by SIGINT, SIGTERM or SIGHUP: drivers stop cleanly, flush and
@@ -62,6 +65,7 @@ fn main() -> ExitCode {
         Command::Tree(a) => cmd::tree::run(a),
         Command::Probe(a) => cmd::probe::run(a),
         Command::Impair(a) => cmd::impair::run(a),
+        Command::Serve(a) => cmd::serve::main(a),
     };
     match result {
         Ok(code) => code,

@@ -218,6 +218,11 @@ impl Sender {
         self.sock.local_addr().ok()?.as_socket()
     }
 
+    /// Sends one datagram to the connected peer.
+    pub fn send(&self, datagram: &[u8]) -> io::Result<usize> {
+        self.sock.send(datagram)
+    }
+
     /// Sends one train on the connected socket; see [`send_train`].
     pub fn send_train(
         &self,
