@@ -602,3 +602,45 @@ fn ipv6_loopback_runs_clean() {
         assert!(v.server.starts_with("[::1]"), "{v:?}");
     }
 }
+
+#[test]
+fn idle_rtt_through_a_fixed_delay_is_the_delay() {
+    // 5 ms each way with no jitter. Waits on the socket timeout (rounded
+    // up to the kernel tick) made the idle RTT read 12 ms while the
+    // loaded one, woken by arrivals, read 5.6 ms.
+    let s = server();
+    let r = relay(&s, &["--delay", "5ms"]);
+    let out = client(&r.addr(), &LIGHT);
+    let v = json(&out);
+    drop(r);
+    let (idle, loaded) = (&v.rtt_idle, &v.rtt_loaded);
+    assert!(idle.samples >= 5, "{idle:?}");
+    // The relay delays requests only (replies pass untouched): 5 ms,
+    // plus machine noise, never the 4 ms of a tick.
+    assert!(idle.min_ms >= 4.9, "{idle:?}");
+    assert!(idle.median_ms < 8.0, "idle RTT {idle:?}, loaded {loaded:?}");
+    assert!(
+        (idle.median_ms - loaded.median_ms).abs() < 3.0,
+        "idle RTT {idle:?}, loaded {loaded:?}"
+    );
+}
+
+#[test]
+fn late_reason_names_the_playout_given() {
+    // 1 ms of jitter against a 1 us playout buffer: packets are late, and
+    // the reason must name the buffer asked for, not the profile's 50 ms.
+    let s = server();
+    let r = relay(&s, &["--delay", "2ms", "--jitter", "1ms", "--seed", "3"]);
+    let out = client(&r.addr(), &[&LIGHT[..], &["--playout", "0.001"]].concat());
+    let v = json(&out);
+    drop(r);
+    assert!(!v.verdict.pass, "{v:?}");
+    assert_eq!(v.playout_ms, 0.001);
+    let late = v
+        .verdict
+        .reasons
+        .iter()
+        .find(|r| r.contains("late"))
+        .unwrap_or_else(|| panic!("no late reason: {:?}", v.verdict.reasons));
+    assert!(late.contains("(playout buffer 0.001 ms)"), "{late}");
+}

@@ -162,7 +162,7 @@ fn report(
 ) -> Report {
     let set_bps = schedule.rate_bps(params.packet_size);
     Report {
-        verdict: prof.judge(&r.receiver, set_bps),
+        verdict: prof.judge(&r.receiver, set_bps, params.playout()),
         server: server.to_string(),
         direction: if params.reverse {
             Direction::ServerToClient
