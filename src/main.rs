@@ -18,7 +18,7 @@ mod progress;
 mod source;
 
 #[derive(Parser)]
-#[command(name = "nagare", version, about, propagate_version = true)]
+#[command(name = "nagare", version = VERSION, about, propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -44,6 +44,10 @@ enum Command {
     /// User-space UDP relay that impairs traffic like netem: loss, bursts, reordering, duplicates, delay, rate.
     Impair(cmd::impair::ImpairArgs),
 }
+
+/// This build's version: the crate's, and the git commit it was built
+/// from when built in a checkout (see build.rs).
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), env!("NAGARE_VERSION_SUFFIX"));
 
 /// Set by Ctrl-C / SIGTERM: drivers stop cleanly, flush and report.
 pub fn stop_flag() -> &'static AtomicBool {

@@ -184,6 +184,7 @@ impl Link {
                 self.stream = Some((thread, stop));
                 return Ok(Some(e));
             }
+            Event::Interval(_) => return Ok(Some(e)),
             Event::StopStream => {
                 if let Some((_, stop)) = &self.stream {
                     stop.store(true, Ordering::Relaxed);

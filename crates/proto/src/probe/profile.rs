@@ -98,6 +98,10 @@ pub fn profile(name: &str) -> Option<Profile> {
 pub struct Verdict {
     /// Every threshold held.
     pub pass: bool,
+    /// The test was stopped early (Ctrl-C): the verdict covers only what
+    /// ran, and is not a full answer.
+    #[serde(default)]
+    pub partial: bool,
     /// Profile judged against.
     pub profile: String,
     /// One line per threshold that failed.
@@ -161,6 +165,7 @@ impl Profile {
         }
         Verdict {
             pass: reasons.is_empty(),
+            partial: false,
             profile: self.name.to_string(),
             reasons,
         }
