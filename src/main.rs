@@ -18,7 +18,7 @@ mod signal;
 mod source;
 
 #[derive(Parser)]
-#[command(name = "nagare", version, about, propagate_version = true)]
+#[command(name = "nagare", version = VERSION, about, propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -47,6 +47,10 @@ enum Command {
     /// streams from one paced schedule, an HTTP JSON API and /metrics.
     Serve(cmd::serve::ServeArgs),
 }
+
+/// This build's version: the crate's, and the git commit it was built
+/// from when built in a checkout (see build.rs).
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), env!("NAGARE_VERSION_SUFFIX"));
 
 /// Set by SIGINT, SIGTERM or SIGHUP: drivers stop cleanly, flush and
 /// report (see [`signal`]).

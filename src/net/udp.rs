@@ -608,6 +608,13 @@ impl Receiver {
             .set_read_timeout(Some(wait.max(Duration::from_micros(1))))
     }
 
+    /// Waits up to `wait` for a datagram, to the microsecond (the socket
+    /// timeout of [`Receiver::set_wait`] is rounded up to the kernel's
+    /// tick); see [`super::wait`].
+    pub fn readable_within(&self, wait: Duration) -> io::Result<bool> {
+        super::wait::readable_within(&self.sock, wait)
+    }
+
     /// Sends one datagram from this socket, to `to` or the connected peer
     /// (a reply leaves from the address the request came to).
     pub fn send_to(&self, buf: &[u8], to: Option<SocketAddr>) -> io::Result<usize> {
