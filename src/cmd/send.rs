@@ -537,7 +537,9 @@ fn flow_spec(
     let (spec, first_seq) = match cfg.striping.ssrc {
         Some(_) => {
             let base = schedule::locked_seq_base(ssrc);
-            let first = base.0.wrapping_add(start.first_frame.wrapping_mul(packets as u64));
+            let first = base
+                .0
+                .wrapping_add(start.first_frame.wrapping_mul(packets as u64));
             (spec.epoch_locked(base), first & 0xffff)
         }
         None => {
