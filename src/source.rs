@@ -99,10 +99,22 @@ impl Source {
         if len == 0 {
             bail!("input '{input}' is empty");
         }
-        if len % frame != 0 {
+        if len < frame {
             bail!(
-                "input '{input}' is {len} bytes: {} whole frames of {frame} bytes ({}x{} {}) and \
-                 {} bytes left over; check --size and --pix-fmt",
+                "input '{input}' is {len} bytes, less than one {}x{} {} frame of {frame} bytes; \
+                 check --size and --pix-fmt",
+                format.width,
+                format.height,
+                format.pixel_format,
+            );
+        }
+        if len % frame != 0 {
+            // What a recording killed mid-frame leaves: send the whole
+            // frames, and say so (a wrong --size looks the same).
+            eprintln!(
+                "nagare send: note: input '{input}' is {len} bytes: {} whole frames of {frame} \
+                 bytes ({}x{} {}) and a partial frame of {} bytes at the end (a recording cut \
+                 short?), which is not sent; if that is wrong, check --size and --pix-fmt",
                 len / frame,
                 format.width,
                 format.height,

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use anyhow::{Result, anyhow, bail};
 use nagare_proto::video::receiver::Incomplete;
+use nagare_proto::video::st2110_21::SenderType;
 use nagare_proto::video::stripe::Rule;
 use nagare_proto::{BitRate, FrameRate, PixelFormat, VideoFormat};
 
@@ -77,6 +78,20 @@ pub fn parse_format(size: &str, pix_fmt: &str) -> Result<VideoFormat> {
 pub fn parse_rate(fps: &str) -> Result<FrameRate> {
     fps.parse()
         .map_err(|_| anyhow!("frame rate '{fps}' does not parse: give 30, 60000/1001 or 29.97 (above 0, at most 1000)"))
+}
+
+/// Parses `--tp`: the ST 2110-21 sender type `n`, `nl` or `w` (either
+/// case).
+pub fn parse_sender_type(text: &str) -> Result<SenderType> {
+    SenderType::ALL
+        .into_iter()
+        .find(|t| t.name().eq_ignore_ascii_case(text.trim()))
+        .ok_or_else(|| {
+            anyhow!(
+                "sender type '{text}' is not one of ST 2110-21's: give n (narrow gapped), nl \
+                 (narrow linear) or w (wide)"
+            )
+        })
 }
 
 /// The `--incomplete` parser: clap lists and checks the names, proto's

@@ -8,4 +8,5 @@ pub mod probe;
 pub mod recv;
 pub mod recv_stripes;
 pub mod send;
+pub mod serve;
 pub mod tree;

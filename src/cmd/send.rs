@@ -14,14 +14,15 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use crossbeam_channel::TryRecvError;
 use nagare_api::video::SendReport;
-use nagare_proto::sdp::SdpStream;
+use nagare_proto::sdp::{PtpClock, RefClock, SdpStream};
 use nagare_proto::video::sender::{self as schedule, Event, FlowId, FlowSpec, Input, Transmit};
 use nagare_proto::video::st2110_20::{DEFAULT_PACKET_SIZE, Packetizer};
+use nagare_proto::video::st2110_21::{Model, Scan, SenderSchedule, SenderType};
 use nagare_proto::video::stripe::{Rule, Stripes};
 use nagare_proto::{BitRate, ByteSize, ExtSeq, FrameRate, Nanos, PixelFormat, Ssrc, VideoFormat};
 
 use crate::cli::{self, Size};
-use crate::clock::{EpochStart, Origin, wait_until};
+use crate::clock::{EpochStart, Origin, Pacing};
 use crate::net::file::AlignedBuf;
 use crate::net::udp::{self, Interface, SendOptions, Sender, iovec};
 use crate::progress::{Ticker, bitrate};
@@ -62,13 +63,28 @@ pub struct SendArgs {
     /// Write an ST 2110-20 SDP for receivers here.
     #[arg(long)]
     pub sdp: Option<PathBuf>,
+    /// The PTP grandmaster and domain this host's clock follows, for the
+    /// SDP's ts-refclk (GMID:DOMAIN, like 39-A7-94-FF-FE-07-CB-D0:0);
+    /// without it the SDP names the sending interface's MAC (localmac).
+    #[arg(long, value_name = "GMID:DOMAIN")]
+    pub ptp: Option<PtpClock>,
     /// Frames read ahead into the ring between reader and sender.
     #[arg(long, default_value_t = 8)]
     pub buffer_frames: usize,
-    /// Longest train of packets sent back to back, in microseconds of
-    /// schedule (bigger trains cost less CPU, smaller ones burst less).
-    #[arg(long, default_value_t = 100)]
-    pub burst_us: u64,
+    /// ST 2110-21 sender type to keep to (and declare in the SDP): n
+    /// (narrow, gapped over the active lines), nl (narrow linear) or w
+    /// (wide: trains of up to CMAX_W packets).
+    #[arg(long = "tp", default_value = "w", value_parser = cli::parse_sender_type)]
+    pub sender_type: SenderType,
+    /// Packets per train, sent back to back (default: half the longest
+    /// train the sender type allows, leaving room for wake-up jitter).
+    #[arg(long)]
+    pub train: Option<u64>,
+    /// precise: sleep then spin to each train's slot (a few µs late at
+    /// most, more CPU); efficient: sleep only (tens of µs late, within
+    /// ST 2110-21's wide sender, a fraction of the CPU).
+    #[arg(long, value_enum, default_value_t = Pacing::Precise)]
+    pub pacing: Pacing,
     /// Send packet by packet (sendmmsg) even where UDP GSO is available.
     #[arg(long)]
     pub no_gso: bool,
@@ -154,10 +170,16 @@ pub struct SendConfig {
     pub socket: SendOptions,
     /// SDP output path.
     pub sdp: Option<PathBuf>,
+    /// The PTP clock the SDP names (else the interface's MAC).
+    pub ptp: Option<PtpClock>,
     /// Ring capacity.
     pub buffer_frames: usize,
-    /// Train length limit in schedule time.
-    pub burst: Duration,
+    /// The ST 2110-21 sender type kept to.
+    pub sender_type: SenderType,
+    /// Packets per train (`None`: the type's default).
+    pub train: Option<u64>,
+    /// How the sender waits between trains.
+    pub pacing: Pacing,
     /// Use GSO where available.
     pub gso: bool,
     /// Artificial per-frame read delay.
@@ -205,8 +227,15 @@ impl SendArgs {
         if self.stripe.is_none() {
             stripe_dest(dest, self.stripes - 1)?;
         }
-        Packetizer::new(stripe, self.packet_size, Ssrc(0))
+        let packetizer = Packetizer::new(stripe, self.packet_size, Ssrc(0))
             .map_err(|e| anyhow!("--packet-size {}: {e}", self.packet_size))?;
+        shaping(
+            format,
+            rate,
+            packetizer.packets_per_frame(),
+            self.sender_type,
+            self.train,
+        )?;
         let interface = self.interface.clone();
         if self.buffer_frames == 0 || self.buffer_frames > 1024 {
             bail!(
@@ -228,8 +257,11 @@ impl SendArgs {
                 buffer_bytes: 8 << 20,
             },
             sdp: self.sdp.clone(),
+            ptp: self.ptp,
             buffer_frames: self.buffer_frames,
-            burst: Duration::from_micros(self.burst_us),
+            sender_type: self.sender_type,
+            train: self.train,
+            pacing: self.pacing,
             gso: !self.no_gso,
             read_delay: Duration::from_millis(self.read_delay_ms),
             checksums: false,
@@ -240,6 +272,33 @@ impl SendArgs {
             striping,
             direct: self.direct,
         })
+    }
+}
+
+/// The ST 2110-21 schedule of one flow of `packets` packets per frame of
+/// a `format` raster: the sender type's, with `train` packets per train
+/// (checked against what the type allows) or its jitter-margin default.
+pub fn shaping(
+    format: VideoFormat,
+    rate: FrameRate,
+    packets: usize,
+    sender: SenderType,
+    train: Option<u64>,
+) -> Result<SenderSchedule> {
+    let packets = u32::try_from(packets).unwrap_or(u32::MAX);
+    let model = Model::new(rate, format.height, Scan::Progressive, packets)
+        .map_err(|e| anyhow!("the ST 2110-21 model of this stream: {e}"))?;
+    let schedule = SenderSchedule::with_jitter_margin(&model, sender);
+    match train {
+        None => Ok(schedule),
+        Some(n) => schedule.with_train(n).map_err(|e| {
+            anyhow!(
+                "--train {n} with --tp {}: {e} (CMAX {}, VRX_FULL {} for {packets} packets a frame)",
+                sender.name().to_lowercase(),
+                schedule.cmax(),
+                schedule.vrx_full()
+            )
+        }),
     }
 }
 
@@ -261,6 +320,10 @@ fn write_sdp(
         .local_addr()
         .map(|a| a.ip())
         .filter(|ip| !ip.is_unspecified());
+    let clock = match cfg.ptp {
+        Some(ptp) => RefClock::Ptp(ptp),
+        None => RefClock::LocalMac(clock_mac(source)?),
+    };
     let sdp = SdpStream {
         address: dest.ip(),
         port: dest.port(),
@@ -270,9 +333,29 @@ fn write_sdp(
         format,
         rate: Some(cfg.rate),
         name: format!("nagare {}", cfg.input),
+        clock: Some(clock),
+        sender_type: Some(cfg.sender_type),
     };
     let text = sdp.to_sdp((crate::clock::epoch_ns() / 1_000_000_000) as u64);
     std::fs::write(path, text).with_context(|| format!("writing SDP to '{}'", path.display()))
+}
+
+/// The MAC naming this host's clock for a stream sent from `local`.
+fn clock_mac(local: Option<std::net::IpAddr>) -> Result<[u8; 6]> {
+    let links = crate::net::iface::links().context("listing network interfaces")?;
+    let (mac, from) = crate::net::iface::clock_mac(local, &links);
+    if let Some(name) = from {
+        eprintln!(
+            "nagare send: note: the SDP names this host's clock by {name}'s MAC (loopback has none); \
+             give --ptp GMID:DOMAIN if the clock follows PTP"
+        );
+    } else if mac == [0; 6] {
+        eprintln!(
+            "nagare send: note: no interface has a MAC address: the SDP's localmac is all zeros; \
+             give --ptp GMID:DOMAIN if the clock follows PTP"
+        );
+    }
+    Ok(mac)
 }
 
 /// Runs a sender until its frames are sent, the input ends, or `stop`.
@@ -315,9 +398,11 @@ pub fn run(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport> {
         std::thread::sleep(Duration::from_millis(1));
     }
     let mut driver = Driver::new(cfg, sockets, planned)?;
+    let cpu = crate::clock::thread_cpu_seconds();
     let result = driver.run(&ring, stop);
     driver.ticker.finish();
     let mut report = driver.report();
+    report.send_cpu_seconds = crate::clock::thread_cpu_seconds() - cpu;
     if let Err(e) = result {
         report.error = Some(format!("{e:#}"));
     }
@@ -429,26 +514,46 @@ fn stripe_sdp_path(path: &std::path::Path, k: usize, stripes: usize) -> PathBuf 
 fn flow_spec(
     cfg: &SendConfig,
     format: VideoFormat,
-    k: usize,
+    flow: &Flow,
     start: EpochStart,
     cap: usize,
 ) -> Result<FlowSpec> {
+    let k = flow.stripe;
     let ssrc = match cfg.striping.ssrc {
         Some(n) => Ssrc(n.wrapping_add(k as u32)),
         None => Ssrc(random_u32()?),
     };
     let packetizer = Packetizer::new(format, cfg.packet_size, ssrc)?;
+    let packets = packetizer.packets_per_frame();
+    let shape = shaping(cfg.format, cfg.rate, packets, cfg.sender_type, cfg.train)?;
     let spec = FlowSpec::video(cfg.rate, packetizer.uniform())
+        .shaped(shape)
         .start(start.at, start.first_frame)
-        .trains(Nanos::from(cfg.burst), cap)
+        .trains(Nanos::ZERO, cap)
         // Stagger as in the whole sender, so a node sending one stripe
         // keeps that stripe's timing.
         .stripe(k, cfg.stripes)
         .frame_limit(cfg.frames);
-    Ok(match cfg.striping.ssrc {
-        Some(_) => spec.epoch_locked(schedule::locked_seq_base(ssrc)),
-        None => spec.first_seq(ExtSeq(u64::from(random_u32()?))),
-    })
+    let (spec, first_seq) = match cfg.striping.ssrc {
+        Some(_) => {
+            let base = schedule::locked_seq_base(ssrc);
+            let first = base
+                .0
+                .wrapping_add(start.first_frame.wrapping_mul(packets as u64));
+            (spec.epoch_locked(base), first & 0xffff)
+        }
+        None => {
+            let first = u64::from(random_u32()? & 0xffff);
+            (spec.first_seq(ExtSeq(first)), first)
+        }
+    };
+    // Receivers and `impair --drop-seq` can then name this stream and its
+    // packets.
+    eprintln!(
+        "nagare send: stream to {}: SSRC 0x{:08x}, first sequence number {first_seq}",
+        flow.dest, ssrc.0
+    );
+    Ok(spec)
 }
 
 /// One RTP stream's socket and its stripe of the frame.
@@ -543,7 +648,7 @@ impl<'a> Driver<'a> {
         let mut sched = schedule::Sender::new();
         let mut ids = Vec::with_capacity(flows.len());
         for flow in &flows {
-            ids.push(sched.add_flow(flow_spec(cfg, format, flow.stripe, start, cap)?));
+            ids.push(sched.add_flow(flow_spec(cfg, format, flow, start, cap)?));
         }
         let max_train = sched.max_train(ids[0]).unwrap_or(1);
         let packetizer = sched
@@ -586,7 +691,10 @@ impl<'a> Driver<'a> {
     /// Sends until every flow finished, the input ended, or `stop`.
     fn run(&mut self, ring: &FrameRing, stop: &AtomicBool) -> Result<()> {
         let mut ended = false;
-        while !stop.load(Ordering::Relaxed) {
+        loop {
+            // A signal ends the stream like the end of the input: the
+            // frame being sent goes out whole, no new one is started.
+            ended = ended || stop.load(Ordering::Relaxed);
             self.events(ring);
             if self.finished == self.flows.len() {
                 return Ok(());
@@ -606,11 +714,10 @@ impl<'a> Driver<'a> {
             let due = self.schedule.poll_timeout();
             let need = self.pending.iter().map(|p| p.2).min();
             match due.into_iter().chain(need).min() {
-                Some(at) => wait_until(self.origin.instant(at)),
+                Some(at) => self.cfg.pacing.wait(self.origin.instant(at)),
                 None => return Ok(()),
             }
         }
-        Ok(())
     }
 
     /// Takes the schedule's events: frame requests wait in `pending`, a
@@ -810,6 +917,7 @@ impl<'a> Driver<'a> {
             lateness_us: self.schedule.lateness().summary(1e3),
             underruns,
             refused: self.flows.iter().map(|f| f.refused).sum(),
+            send_cpu_seconds: 0.0,
             gso: self.io.gso,
             first_frame: self.first_frame,
             ssrc: p.map_or(Ssrc(0), Packetizer::ssrc),
@@ -835,11 +943,22 @@ fn take(ring: &FrameRing) -> Result<Take> {
     }
 }
 
+/// CPU seconds of the sending thread per gigabit sent (0 when nothing
+/// was sent).
+pub fn cpu_per_gbit(r: &SendReport) -> f64 {
+    let gbit = r.bytes_sent as f64 * 8.0 / 1e9;
+    if gbit > 0.0 {
+        r.send_cpu_seconds / gbit
+    } else {
+        0.0
+    }
+}
+
 /// Prints the human summary of a send.
 pub fn print_summary(r: &SendReport) {
     eprintln!(
         "send: {} frames, {} packets ({} per frame), {} in {:.2} s; late packets {}, underruns {}, \
-         lateness p50 {:.1} µs p99 {:.1} µs max {:.1} µs; {}",
+         lateness p50 {:.1} µs p99 {:.1} µs max {:.1} µs; {}; sending thread {:.3} CPU-s per Gbit",
         r.frames_sent,
         r.packets_sent,
         r.packets_per_frame,
@@ -850,7 +969,8 @@ pub fn print_summary(r: &SendReport) {
         r.lateness_us.p50,
         r.lateness_us.p99,
         r.lateness_us.max,
-        if r.gso { "UDP GSO" } else { "sendmmsg" }
+        if r.gso { "UDP GSO" } else { "sendmmsg" },
+        cpu_per_gbit(r),
     );
     if let Some(e) = &r.error {
         eprintln!("send: stopped early: {e}");

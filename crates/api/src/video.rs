@@ -31,6 +31,10 @@ pub struct SendReport {
     pub underruns: u64,
     /// Datagrams the kernel refused (no receiver on a unicast port).
     pub refused: u64,
+    /// CPU seconds of the sending thread (pacing, headers, send calls),
+    /// without the reader's.
+    #[serde(default)]
+    pub send_cpu_seconds: f64,
     /// Whether UDP GSO trains were used.
     pub gso: bool,
     /// Epoch frame number of the first frame (its RTP timestamp is this
@@ -111,6 +115,9 @@ pub enum EndedBy {
     /// `--timeout` passed without a packet.
     #[serde(rename = "timeout")]
     Timeout,
+    /// Writing the recording failed (see `output_error`).
+    #[serde(rename = "output error")]
+    OutputError,
 }
 
 impl fmt::Display for EndedBy {
@@ -119,6 +126,7 @@ impl fmt::Display for EndedBy {
             EndedBy::Interrupted => "interrupted",
             EndedBy::FrameCount => "frame count reached",
             EndedBy::Timeout => "timeout",
+            EndedBy::OutputError => "output error",
         })
     }
 }
@@ -166,6 +174,10 @@ pub struct RecvReport {
     pub sender: Option<SocketAddr>,
     /// Whether the kernel coalesced datagrams (UDP GRO).
     pub gro: bool,
+    /// Why writing the recording stopped: the OS error, the path and the
+    /// frames written (the file is left holding whole frames).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_error: Option<String>,
     /// xxh3 of each complete frame by index (demo only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checksums: Vec<(u64, u64)>,

@@ -1,7 +1,7 @@
 //! Many flows, one schedule: the send side of raw video as a state machine.
 //!
-//! Each flow is a [`Pacer`] (ST 2110-21 linear spreading, bounded catch-up,
-//! underrun skips) placed on the sender's timeline, optionally staggered so
+//! Each flow is a [`Pacer`] (linear spreading or an ST 2110-21 sender
+//! type's trains, bounded catch-up, underrun skips) placed on the sender's timeline, optionally staggered so
 //! that the stripes of one frame interleave their trains instead of
 //! colliding, with its own SSRC, sequence numbers and frame limit. The
 //! sender keeps the flows' next release times in a binary heap, so a
@@ -26,6 +26,7 @@ use super::Error;
 use super::format::FrameRate;
 use super::pacer::{DEFAULT_CATCH_UP, DEFAULT_LATE_AFTER, Pacer};
 use super::st2110_20::Packetizer;
+use super::st2110_21::SenderSchedule;
 use crate::stats::Distribution;
 use crate::units::{ExtSeq, MediaTime, Nanos, Ssrc};
 
@@ -71,7 +72,14 @@ pub struct FlowSpec {
     train_cap: usize,
     catch_up: f64,
     late_after: Nanos,
+    shape: Option<SenderSchedule>,
 }
+
+/// Catch-up speed of a shaped flow: faster than the gapped read rate
+/// (1125/1080 = 1.042 × Npackets per frame) so a late flow does catch up,
+/// slower than the Cinst bucket drains (1.1 ×) so catching up never
+/// fills it.
+pub const SHAPED_CATCH_UP: f64 = 1.08;
 
 impl FlowSpec {
     /// A flow of `packets_per_frame` packets per frame at `rate` whose
@@ -92,7 +100,22 @@ impl FlowSpec {
             train_cap: 1,
             catch_up: DEFAULT_CATCH_UP,
             late_after: DEFAULT_LATE_AFTER,
+            shape: None,
         }
+    }
+
+    /// Packets leave as `schedule` releases them (an ST 2110-21 sender
+    /// type's trains from TRoffset on) instead of spread over the whole
+    /// frame; its model's packet count must be the flow's. Trains are the
+    /// schedule's (cut to the [`trains`](Self::trains) cap, whose burst
+    /// window is then unused), and a late flow catches up at
+    /// [`SHAPED_CATCH_UP`].
+    pub fn shaped(mut self, schedule: SenderSchedule) -> FlowSpec {
+        // RTP timestamps and releases on one grid: the model's.
+        self.rate = schedule.model().rate();
+        self.shape = Some(schedule);
+        self.catch_up = SHAPED_CATCH_UP;
+        self
     }
 
     /// A raw video flow: packets per frame and SSRC come from `packetizer`,
@@ -301,10 +324,22 @@ struct Flow {
 
 impl Flow {
     fn new(spec: FlowSpec) -> Flow {
-        let mut pacer = Pacer::new(spec.rate, spec.packets_per_frame, spec.first_frame);
+        let mut burst = spec.burst;
+        let mut pacer = match spec.shape {
+            Some(schedule) => {
+                // One send call carries a whole train, or the train is cut.
+                let cap = u64::try_from(spec.train_cap).unwrap_or(u64::MAX);
+                let schedule = schedule
+                    .with_train(schedule.train().min(cap))
+                    .unwrap_or(schedule);
+                burst = Nanos::ZERO;
+                Pacer::shaped(schedule, spec.first_frame)
+            }
+            None => Pacer::new(spec.rate, spec.packets_per_frame, spec.first_frame),
+        };
         pacer.set_catch_up(spec.catch_up);
         pacer.set_late_after(spec.late_after);
-        let max_train = pacer.max_train(spec.burst, spec.train_cap);
+        let max_train = pacer.max_train(burst, spec.train_cap);
         let stagger = match spec.stagger {
             Stagger::Fixed(d) => d,
             Stagger::Stripe(k, n) => {
@@ -324,7 +359,7 @@ impl Flow {
             packets_per_frame: spec.packets_per_frame as u64,
             frame_limit: spec.frame_limit,
             frames_sent: 0,
-            burst: spec.burst,
+            burst,
             max_train,
             state: State::Waiting,
         }

@@ -4,26 +4,28 @@
 //! nagare-proto's `video::Receiver`; this driver moves socket batches in,
 //! frames out to the writer, and builds the report.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
-use crossbeam_channel::{Receiver as ChanRx, Sender as ChanTx, bounded};
 use nagare_api::video::{EndedBy, FrameList, RecvReport};
 use nagare_proto::sdp::SdpStream;
-use nagare_proto::video::receiver::{self, Config, Datagram, Event, Incomplete, Record};
-use nagare_proto::video::st2110_20::Frame;
+use nagare_proto::video::receiver::{self, Config, Datagram, Event, Incomplete};
 use nagare_proto::{BitRate, ByteSize, FrameRate, Nanos, PixelFormat, VideoFormat};
 
 use crate::cli::{self, Size};
 use crate::clock::Origin;
 use crate::net::udp::{self, Interface, ReceiveOptions, Receiver};
 use crate::progress::{Ticker, bitrate};
+
+mod recording;
+mod writer;
+
+use recording::Plan;
+pub use recording::Segmenting;
+use writer::{ToWriter, Writer};
 
 /// Command-line arguments of `nagare recv`.
 #[derive(clap::Args, Debug, Clone)]
@@ -55,6 +57,19 @@ pub struct RecvArgs {
     /// Record frames to this raw file.
     #[arg(long, short)]
     pub output: Option<PathBuf>,
+    /// Append to the output file instead of replacing it (a partial frame
+    /// at its end, left by a crash, is cut first).
+    #[arg(long, requires = "output")]
+    pub append: bool,
+    /// Split the recording into files of N frames each, named with a
+    /// counter (copy-000000.uyvy, copy-000001.uyvy, ...); each is renamed
+    /// into place from NAME.part once complete.
+    #[arg(long, requires = "output", conflicts_with_all = ["append", "segment_seconds"])]
+    pub segment_frames: Option<u64>,
+    /// Split the recording into files of about this many seconds each
+    /// (a new file at the first frame after), named as with --segment-frames.
+    #[arg(long, requires = "output", conflicts_with = "append", value_parser = cli::parse_seconds)]
+    pub segment_seconds: Option<Duration>,
     /// Stop after N frames (complete, incomplete or lost).
     #[arg(long)]
     pub frames: Option<u64>,
@@ -97,6 +112,10 @@ pub struct RecvConfig {
     pub socket: ReceiveOptions,
     /// Recording path.
     pub output: Option<PathBuf>,
+    /// Append to the recording.
+    pub append: bool,
+    /// Split the recording into segment files.
+    pub segmenting: Segmenting,
     /// Frame limit.
     pub frames: Option<u64>,
     /// Idle timeout.
@@ -170,12 +189,41 @@ impl RecvArgs {
                 buffer_bytes,
             },
             output: self.output.clone(),
+            append: self.append,
+            segmenting: self.segmenting()?,
             frames: self.frames,
             timeout: self.timeout,
             incomplete: self.incomplete,
             buffer_frames: self.buffer_frames,
             checksums: false,
             quiet: self.json,
+        })
+    }
+}
+
+impl RecvArgs {
+    fn segmenting(&self) -> Result<Segmenting> {
+        Ok(match (self.segment_frames, self.segment_seconds) {
+            (Some(0), _) => bail!("--segment-frames 0: a segment holds at least one frame"),
+            (Some(n), _) => Segmenting::Frames(n),
+            (None, Some(d)) if d.is_zero() => {
+                bail!("--segment-seconds 0: give a segment length above zero")
+            }
+            (None, Some(d)) => Segmenting::Every(d),
+            (None, None) => Segmenting::None,
+        })
+    }
+}
+
+impl RecvConfig {
+    /// How the recording is opened, when there is one.
+    fn plan(&self) -> Option<Plan> {
+        Some(Plan {
+            path: self.output.clone()?,
+            frame_bytes: self.format.frame_bytes() as u64,
+            segmenting: self.segmenting,
+            append: self.append,
+            pad_partial: self.incomplete == Incomplete::Keep,
         })
     }
 }
@@ -218,110 +266,16 @@ impl Bound {
     }
 }
 
-enum ToWriter {
-    Frame(Frame),
-    Lost(u64),
-}
-
-struct Writer {
-    tx: ChanTx<ToWriter>,
-    recycled: ChanRx<Vec<u8>>,
-    thread: JoinHandle<Result<u64>>,
-}
-
-impl Writer {
-    fn start(cfg: &RecvConfig) -> Result<Writer> {
-        let file = match &cfg.output {
-            Some(p) => Some(BufWriter::with_capacity(
-                4 << 20,
-                File::create(p)
-                    .with_context(|| format!("cannot create output '{}'", p.display()))?,
-            )),
-            None => None,
-        };
-        let (tx, rx) = bounded::<ToWriter>(cfg.buffer_frames);
-        let (back, recycled) = bounded::<Vec<u8>>(cfg.buffer_frames + 4);
-        let policy = cfg.incomplete;
-        let thread = std::thread::Builder::new()
-            .name("writer".into())
-            .spawn(move || {
-                crate::net::tuning::ordinary();
-                write_loop(file, rx, back, policy)
-            })
-            .context("starting the writer thread")?;
-        Ok(Writer {
-            tx,
-            recycled,
-            thread,
-        })
-    }
-
-    fn send(&self, msg: ToWriter) -> Result<()> {
-        self.tx
-            .send(msg)
-            .map_err(|_| anyhow!("the writer thread stopped"))
-    }
-
-    /// Closes the queue and returns how many frames were written.
-    fn finish(self) -> Result<u64> {
-        drop(self.tx);
-        self.thread
-            .join()
-            .map_err(|_| anyhow!("the writer thread panicked"))?
-    }
-}
-
-/// Writes what the policy says for each frame slot; keeps a copy of the
-/// last complete frame only when the policy repeats it.
-fn write_loop(
-    mut file: Option<BufWriter<File>>,
-    rx: ChanRx<ToWriter>,
-    back: ChanTx<Vec<u8>>,
-    policy: Incomplete,
-) -> Result<u64> {
-    let mut last: Option<Vec<u8>> = None;
-    let mut written = 0u64;
-    let mut put = |data: Option<&[u8]>| -> Result<()> {
-        let Some(data) = data else { return Ok(()) };
-        if let Some(f) = file.as_mut() {
-            f.write_all(data).context("writing the output file")?;
-        }
-        written += 1;
-        Ok(())
-    };
-    for msg in rx {
-        match msg {
-            ToWriter::Frame(f) => {
-                match policy.record(f.complete) {
-                    Record::Frame => put(Some(&f.data))?,
-                    Record::LastComplete => put(last.as_deref())?,
-                    Record::Nothing => {}
-                }
-                if f.complete && policy == Incomplete::RepeatLast {
-                    last.get_or_insert_with(Vec::new).clone_from(&f.data);
-                }
-                let _ = back.try_send(f.data);
-            }
-            ToWriter::Lost(count) => {
-                if policy.record_lost() == Record::LastComplete {
-                    for _ in 0..count {
-                        put(last.as_deref())?;
-                    }
-                }
-            }
-        }
-    }
-    if let Some(f) = file.as_mut() {
-        f.flush().context("flushing the output file")?;
-    }
-    Ok(written)
-}
+/// Longest a stopping receiver keeps taking datagrams already queued.
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 
 /// The receive loop's state around the proto machine.
 struct Driver<'a> {
     cfg: &'a RecvConfig,
     machine: receiver::Receiver,
     writer: Writer,
+    /// The writer stopped at an error: receiving ends too.
+    writer_stopped: bool,
     origin: Origin,
     report: RecvReport,
     ticker: Ticker,
@@ -340,7 +294,8 @@ pub fn run(cfg: &RecvConfig, bound: Bound, stop: &AtomicBool) -> Result<RecvRepo
             incomplete: cfg.incomplete,
             frame_limit: cfg.frames,
         }),
-        writer: Writer::start(cfg)?,
+        writer: Writer::start(cfg.plan(), cfg.buffer_frames, cfg.incomplete)?,
+        writer_stopped: false,
         origin: Origin::now(),
         report: RecvReport::default(),
         ticker: Ticker::new(cfg.quiet),
@@ -362,10 +317,16 @@ pub fn run(cfg: &RecvConfig, bound: Bound, stop: &AtomicBool) -> Result<RecvRepo
         mut report,
         ..
     } = d;
-    report.frames_written = writer.finish()?;
+    let written = writer.finish()?;
+    report.frames_written = written.frames;
+    report.output_error = written.error;
     fill_report(&mut report, &machine.stats(), cfg);
     report.kernel_drops = u64::from(rx.kernel_drops.wrapping_sub(drops_at_start));
-    report.ended_by = ended_by;
+    report.ended_by = if report.output_error.is_some() {
+        EndedBy::OutputError
+    } else {
+        ended_by
+    };
     report.gro = rx.gro;
     Ok(report)
 }
@@ -377,7 +338,11 @@ impl Driver<'_> {
         let mut last_packet = Instant::now();
         loop {
             if stop.load(Ordering::Relaxed) {
+                self.drain(rx)?;
                 return Ok(EndedBy::Interrupted);
+            }
+            if self.writer_stopped {
+                return Ok(EndedBy::OutputError);
             }
             if self.machine.is_done() {
                 return Ok(EndedBy::FrameCount);
@@ -385,27 +350,42 @@ impl Driver<'_> {
             if self.cfg.timeout.is_some_and(|t| last_packet.elapsed() >= t) {
                 return Ok(EndedBy::Timeout);
             }
-            let (machine, origin) = (&mut self.machine, self.origin);
-            let got = rx
-                .recv_batch(|d| {
-                    let now = origin.nanos(d.at);
-                    for bytes in d.segments() {
-                        machine.handle_input(
-                            now,
-                            Datagram {
-                                bytes,
-                                from: d.from,
-                            },
-                        );
-                    }
-                })
-                .context("receiving")?;
-            if got > 0 {
+            if self.batch(rx)? > 0 {
                 last_packet = Instant::now();
             }
             self.events()?;
             self.progress();
         }
+    }
+
+    /// Feeds one socket batch to the machine; how many datagrams it held.
+    fn batch(&mut self, rx: &mut Receiver) -> Result<usize> {
+        let (machine, origin) = (&mut self.machine, self.origin);
+        rx.recv_batch(|d| {
+            let now = origin.nanos(d.at);
+            for bytes in d.segments() {
+                let from = d.from;
+                machine.handle_input(now, Datagram { bytes, from });
+            }
+        })
+        .context("receiving")
+    }
+
+    /// On a stop, takes what the kernel already holds (a sender stopped
+    /// first has its last frame there), bounded in time, so the frames
+    /// that arrived are recorded whole.
+    fn drain(&mut self, rx: &mut Receiver) -> Result<()> {
+        rx.set_wait(Duration::from_millis(1))
+            .context("setting the receive timeout")?;
+        let until = Instant::now() + DRAIN_LIMIT;
+        while Instant::now() < until
+            && !self.machine.is_done()
+            && !self.writer_stopped
+            && self.batch(rx)? > 0
+        {
+            self.events()?;
+        }
+        Ok(())
     }
 
     /// Hands frames to the writer and books them in the report.
@@ -423,17 +403,23 @@ impl Driver<'_> {
                         let sum = xxhash_rust::xxh3::xxh3_64(&f.data);
                         self.report.checksums.push((f.index, sum));
                     }
-                    self.writer.send(ToWriter::Frame(f))?;
+                    self.hand_over(ToWriter::Frame(f));
                 }
                 Event::Lost { first, count } => {
                     self.report.frames_lost.add(first, count);
-                    self.writer.send(ToWriter::Lost(count))?;
+                    self.hand_over(ToWriter::Lost(count));
                 }
                 // Frames the stream ended before are reported, not written.
                 Event::Missing { first, count } => self.report.frames_lost.add(first, count),
             }
         }
         Ok(())
+    }
+
+    fn hand_over(&mut self, slot: ToWriter) {
+        if !self.writer_stopped && !self.writer.send(slot) {
+            self.writer_stopped = true;
+        }
     }
 
     fn progress(&mut self) {
@@ -474,7 +460,8 @@ fn fill_report(r: &mut RecvReport, s: &receiver::Stats, cfg: &RecvConfig) {
     r.seconds = span.as_secs_f64();
     r.rate_bps = BitRate::of(ByteSize(s.bytes), span);
     r.jitter_ms = s.jitter.as_millis_f64();
-    r.all_complete = r.frames_complete > 0
+    r.all_complete = r.output_error.is_none()
+        && r.frames_complete > 0
         && r.frames_incomplete.count == 0
         && r.frames_lost.count == 0
         && cfg.frames.is_none_or(|n| r.frames_complete >= n);
@@ -546,6 +533,10 @@ pub fn main(args: RecvArgs) -> Result<std::process::ExitCode> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_summary(&report);
+    }
+    if let Some(e) = &report.output_error {
+        eprintln!("nagare recv: error: {e}");
+        return Ok(std::process::ExitCode::from(2));
     }
     Ok(if report.all_complete {
         std::process::ExitCode::SUCCESS
