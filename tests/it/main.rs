@@ -11,4 +11,5 @@ mod probe;
 mod recv_faults;
 mod send_recv;
 mod signals;
+mod ssrc;
 mod tree;
