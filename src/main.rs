@@ -18,7 +18,7 @@ mod signal;
 mod source;
 
 #[derive(Parser)]
-#[command(name = "nagare", version, about, propagate_version = true)]
+#[command(name = "nagare", version = VERSION, about, propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -43,7 +43,14 @@ enum Command {
     Probe(cmd::probe::ProbeArgs),
     /// User-space UDP relay that impairs traffic like netem: loss, bursts, reordering, duplicates, delay, rate.
     Impair(cmd::impair::ImpairArgs),
+    /// Stream server: RTSP (raw video, MPEG-TS, test pattern) and push
+    /// streams from one paced schedule, an HTTP JSON API and /metrics.
+    Serve(cmd::serve::ServeArgs),
 }
+
+/// This build's version: the crate's, and the git commit it was built
+/// from when built in a checkout (see build.rs).
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), env!("NAGARE_VERSION_SUFFIX"));
 
 /// Set by SIGINT, SIGTERM or SIGHUP: drivers stop cleanly, flush and
 /// report (see [`signal`]).
@@ -62,6 +69,7 @@ fn main() -> ExitCode {
         Command::Tree(a) => cmd::tree::run(a),
         Command::Probe(a) => cmd::probe::run(a),
         Command::Impair(a) => cmd::impair::run(a),
+        Command::Serve(a) => cmd::serve::main(a),
     };
     match result {
         Ok(code) => code,

@@ -303,6 +303,9 @@ fn forward(
     let start = Instant::now();
     let now = || Nanos::from(start.elapsed());
     let mut buf = vec![0u8; 65_536];
+    // Only a safety net: the wait below comes first, so a receive finds
+    // a datagram waiting.
+    down.set_read_timeout(Some(Duration::from_millis(20)))?;
     loop {
         if stop.load(Ordering::Relaxed) || end.is_some_and(|e| Instant::now() >= e) {
             break;
@@ -316,7 +319,11 @@ fn forward(
                 at.saturating_sub(now()).into()
             })
             .clamp(Duration::from_micros(20), Duration::from_millis(20));
-        down.set_read_timeout(Some(wait))?;
+        // ppoll, not the socket timeout: that one is rounded up to the
+        // kernel's tick, and held packets would leave late (see net::wait).
+        if !crate::net::wait::readable_within(down, wait).context("waiting on the relay")? {
+            continue;
+        }
         match down.recv_from(&mut buf) {
             Ok((n, src)) => {
                 *client.lock().unwrap_or_else(|p| p.into_inner()) = Some(src);

@@ -218,6 +218,11 @@ impl Sender {
         self.sock.local_addr().ok()?.as_socket()
     }
 
+    /// Sends one datagram to the connected peer.
+    pub fn send(&self, datagram: &[u8]) -> io::Result<usize> {
+        self.sock.send(datagram)
+    }
+
     /// Sends one train on the connected socket; see [`send_train`].
     pub fn send_train(
         &self,
@@ -603,6 +608,13 @@ impl Receiver {
             .set_read_timeout(Some(wait.max(Duration::from_micros(1))))
     }
 
+    /// Waits up to `wait` for a datagram, to the microsecond (the socket
+    /// timeout of [`Receiver::set_wait`] is rounded up to the kernel's
+    /// tick); see [`super::wait`].
+    pub fn readable_within(&self, wait: Duration) -> io::Result<bool> {
+        super::wait::readable_within(&self.sock, wait)
+    }
+
     /// Sends one datagram from this socket, to `to` or the connected peer
     /// (a reply leaves from the address the request came to).
     pub fn send_to(&self, buf: &[u8], to: Option<SocketAddr>) -> io::Result<usize> {
@@ -705,6 +717,14 @@ impl Receiver {
             });
         }
         Ok(n)
+    }
+}
+
+/// One thread can wait on the sockets of several streams at once
+/// (`poll`), then read whichever is ready.
+impl std::os::fd::AsFd for Receiver {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.sock.as_fd()
     }
 }
 

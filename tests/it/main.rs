@@ -12,4 +12,6 @@ mod recv_faults;
 mod send_recv;
 mod signals;
 mod ssrc;
+mod st2110;
+mod stripes;
 mod tree;

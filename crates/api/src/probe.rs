@@ -7,8 +7,8 @@
 use serde::{Deserialize, Serialize};
 
 pub use nagare_proto::probe::{
-    BurstGap, FrameStats, IntervalStats, ReceiverReport, RttSummary, RunLength, SenderReport,
-    Verdict,
+    BurstGap, FrameStats, IntervalStats, LiveInterval, ReceiverReport, RttSummary, RunLength,
+    SenderReport, Verdict,
 };
 pub use nagare_proto::stats::Quantiles;
 
@@ -29,6 +29,19 @@ pub enum Direction {
 pub struct Report {
     /// PASS/FAIL first.
     pub verdict: Verdict,
+    /// nagare's version, with the git commit it was built from.
+    pub version: String,
+    /// The client's command line, program name first.
+    pub command_line: Vec<String>,
+    /// When the test started (connecting to the server), RFC 3339 UTC.
+    pub start: String,
+    /// When it ended (results in), RFC 3339 UTC.
+    pub end: String,
+    /// Stopped early by Ctrl-C or SIGTERM: `duration_s` is what ran, and
+    /// the verdict is partial.
+    pub interrupted: bool,
+    /// Test length asked for, seconds.
+    pub planned_duration_s: f64,
     /// Server address.
     pub server: String,
     /// Which way the stream went.
@@ -39,7 +52,8 @@ pub struct Report {
     pub sender_achieved_bps: f64,
     /// UDP payload bytes per packet.
     pub packet_size: u32,
-    /// Test length asked for, seconds.
+    /// How long the stream ran, seconds: `planned_duration_s`, or less
+    /// when interrupted.
     pub duration_s: f64,
     /// Video frame rate, with `--fps`.
     pub fps: Option<f64>,

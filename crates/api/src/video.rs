@@ -31,6 +31,10 @@ pub struct SendReport {
     pub underruns: u64,
     /// Datagrams the kernel refused (no receiver on a unicast port).
     pub refused: u64,
+    /// CPU seconds of the sending thread (pacing, headers, send calls),
+    /// without the reader's.
+    #[serde(default)]
+    pub send_cpu_seconds: f64,
     /// Whether UDP GSO trains were used.
     pub gso: bool,
     /// Epoch frame number of the first frame (its RTP timestamp is this

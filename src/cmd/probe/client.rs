@@ -2,15 +2,18 @@
 
 use std::net::{SocketAddr, TcpStream};
 use std::process::ExitCode;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result, anyhow, bail};
 use nagare_api::probe::{Direction, Report};
 use nagare_proto::probe::profile::{GENERIC, PROFILES, Profile, profile};
-use nagare_proto::probe::{ClientConfig, Results, Schedule, Session, TestParams, parse_fps};
+use nagare_proto::probe::{
+    Arrival, ClientConfig, Event, Results, Schedule, Session, TestParams, parse_fps,
+};
 
 use super::link::{Link, Outcome};
-use super::output::{print_human, write_csv};
+use super::output::{LiveLines, print_human, write_csv};
 use super::stream::{any_for, bind};
 use super::{ClientArgs, DEFAULT_PORT};
 use crate::cli::parse_bit_rate;
@@ -31,7 +34,54 @@ pub fn run(a: ClientArgs) -> Result<ExitCode> {
              plan at most 10 million packets)"
         )
     })?;
+    // Before the test, not after it: a typo in a path must not cost a run.
+    check_outputs(&a)?;
     let server = server_addr(&a.server)?;
+    let started = SystemTime::now();
+    let results = run_test(&a, server, params, stop)?;
+    let clock = Clock {
+        start: started,
+        end: SystemTime::now(),
+        interrupted: stop.load(Ordering::Relaxed) && results.sender.sent < schedule.total_packets,
+    };
+    let mut results = results;
+    let records = std::mem::take(&mut results.records);
+    let report = report(&prof, &params, &schedule, server, results, &clock);
+    // The report first: a failing output file must not hide it.
+    if a.json {
+        use std::io::Write;
+        let text = serde_json::to_string_pretty(&report)?;
+        // A closed pipe (| head) is not an error worth a panic.
+        let _ = writeln!(std::io::stdout().lock(), "{text}");
+    } else {
+        print_human(&report);
+    }
+    write_outputs(&a, &report, records)?;
+    Ok(if report.interrupted {
+        // As a shell reports a job stopped by SIGINT: not a full answer.
+        ExitCode::from(130)
+    } else if report.verdict.pass {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// When the test ran, and whether it was cut short.
+struct Clock {
+    start: SystemTime,
+    end: SystemTime,
+    interrupted: bool,
+}
+
+/// Connects, runs the session with live interval lines, and gives back
+/// its results.
+fn run_test(
+    a: &ClientArgs,
+    server: SocketAddr,
+    params: TestParams,
+    stop: &AtomicBool,
+) -> Result<Box<Results>> {
     let conn = TcpStream::connect_timeout(&server, CONNECT_TIMEOUT).with_context(|| {
         format!(
             "cannot reach the probe server at {server}: is `nagare probe server` running \
@@ -47,11 +97,16 @@ pub fn run(a: ClientArgs) -> Result<ExitCode> {
         token: a.token.clone(),
     };
     let mut session = Session::client(link.now(), server, config)?;
-    let outcome = link.run(&mut session, Some(stop), |_, _| {})?;
+    let mut live = LiveLines::new(!a.json);
+    let outcome = link.run(&mut session, Some(stop), |e, _| {
+        if let Event::Interval(iv) = e {
+            live.line(iv);
+        }
+    })?;
     // Closes the control connection: a reverse-mode server waits for it.
     drop(link);
-    let mut results = match outcome {
-        Outcome::Results(r) => r,
+    match outcome {
+        Outcome::Results(r) => Ok(r),
         Outcome::Refused {
             reason,
             version,
@@ -60,28 +115,35 @@ pub fn run(a: ClientArgs) -> Result<ExitCode> {
         Outcome::Aborted(message) => bail!("the server at {server} aborted the test: {message}"),
         Outcome::Failed(e) => bail!("the probe server at {server}: {e}"),
         Outcome::Finished => bail!("the session with {server} ended without results"),
-    };
+    }
+}
+
+/// Creates every output file the flags name, so a bad path fails now.
+fn check_outputs(a: &ClientArgs) -> Result<()> {
+    for (flag, path) in [("--log", &a.log), ("--plot", &a.plot)] {
+        if let Some(p) = path {
+            std::fs::File::create(p).with_context(|| {
+                format!(
+                    "cannot create the {flag} file {}: check that its directory exists and \
+                     is writable, or choose another path",
+                    p.display()
+                )
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes the --log, --plot files (after the report printed).
+fn write_outputs(a: &ClientArgs, report: &Report, mut records: Vec<Arrival>) -> Result<()> {
     if let Some(path) = &a.log {
-        results.records.sort_by_key(|r| r.received_at);
-        write_csv(path, &results.records)?;
+        records.sort_by_key(|r| r.received_at);
+        write_csv(path, &records)?;
     }
-    let report = report(&prof, &params, &schedule, server, *results);
     if let Some(path) = &a.plot {
-        super::plot::draw(path, &report)?;
+        super::plot::draw(path, report)?;
     }
-    if a.json {
-        use std::io::Write;
-        let text = serde_json::to_string_pretty(&report)?;
-        // A closed pipe (| head) is not an error worth a panic.
-        let _ = writeln!(std::io::stdout().lock(), "{text}");
-    } else {
-        print_human(&report);
-    }
-    Ok(if report.verdict.pass {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(())
 }
 
 fn chosen_profile(a: &ClientArgs) -> Result<Profile> {
@@ -158,11 +220,35 @@ fn report(
     params: &TestParams,
     schedule: &Schedule,
     server: SocketAddr,
-    r: Results,
+    r: Box<Results>,
+    clock: &Clock,
 ) -> Report {
     let set_bps = schedule.rate_bps(params.packet_size);
+    let planned = params.duration().as_secs_f64();
+    // What ran: up to the slot of the first packet not sent.
+    let ran = if clock.interrupted {
+        schedule.slot(r.sender.sent).as_secs_f64().min(planned)
+    } else {
+        planned
+    };
+    let mut verdict = prof.judge(&r.receiver, set_bps, params.playout());
+    if clock.interrupted {
+        verdict.partial = true;
+        verdict.reasons.insert(
+            0,
+            format!(
+                "interrupted after {ran:.2} of {planned:.2} s: this verdict covers only what ran"
+            ),
+        );
+    }
     Report {
-        verdict: prof.judge(&r.receiver, set_bps),
+        verdict,
+        version: crate::VERSION.to_string(),
+        command_line: std::env::args().collect(),
+        start: humantime::format_rfc3339_millis(clock.start).to_string(),
+        end: humantime::format_rfc3339_millis(clock.end).to_string(),
+        interrupted: clock.interrupted,
+        planned_duration_s: planned,
         server: server.to_string(),
         direction: if params.reverse {
             Direction::ServerToClient
@@ -172,7 +258,7 @@ fn report(
         set_bandwidth_bps: set_bps,
         sender_achieved_bps: r.sender.achieved_bps,
         packet_size: params.packet_size,
-        duration_s: params.duration().as_secs_f64(),
+        duration_s: ran,
         fps: params.fps.map(|(n, d)| f64::from(n) / f64::from(d)),
         packets_per_frame: schedule.packets_per_frame,
         playout_ms: params.playout().as_millis_f64(),

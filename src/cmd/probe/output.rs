@@ -5,7 +5,7 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use nagare_api::probe::{Direction, Quantiles, ReceiverReport, Report};
+use nagare_api::probe::{Direction, LiveInterval, Quantiles, ReceiverReport, Report};
 use nagare_proto::probe::Arrival;
 
 fn mbps(bps: f64) -> f64 {
@@ -16,6 +16,56 @@ fn pct(p: &Quantiles) -> String {
     format!(
         "{:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
         p.p50, p.p95, p.p99, p.p999, p.max
+    )
+}
+
+/// The live interval lines of a running test, on stdout, as iperf3
+/// prints them: the receiver's count of each interval.
+pub struct LiveLines {
+    on: bool,
+    header: bool,
+}
+
+impl LiveLines {
+    /// Lines that print when `on` (not with --json, whose stdout is the
+    /// report alone).
+    pub fn new(on: bool) -> LiveLines {
+        LiveLines { on, header: false }
+    }
+
+    /// Prints one interval (the header first).
+    pub fn line(&mut self, iv: &LiveInterval) {
+        if !self.on {
+            return;
+        }
+        let mut out = std::io::stdout().lock();
+        if !self.header {
+            self.header = true;
+            let _ = writeln!(out, "{}", live_header());
+        }
+        let _ = writeln!(out, "{}", live_line(iv));
+        let _ = out.flush();
+    }
+}
+
+/// The column names of [`live_line`].
+pub fn live_header() -> String {
+    format!(
+        "{:<6} {:>15} {:>12} {:>9} {:>7} {:>11}",
+        "stream", "interval (s)", "Mbit/s", "received", "lost", "jitter ms"
+    )
+}
+
+/// One live interval, fixed columns.
+pub fn live_line(iv: &LiveInterval) -> String {
+    format!(
+        "[{:>4}] {:>15} {:>12.3} {:>9} {:>7} {:>11.4}",
+        iv.stream,
+        format!("{:.2}-{:.2}", iv.start_s, iv.end_s),
+        mbps(iv.rate_bps),
+        iv.received,
+        iv.lost,
+        iv.jitter_ms
     )
 }
 
@@ -40,13 +90,12 @@ fn human(o: &mut String, r: &Report) -> fmt::Result {
 fn summary(o: &mut String, r: &Report) -> fmt::Result {
     let v = &r.verdict;
     let x = &r.receiver;
-    if v.pass {
-        writeln!(o, "PASS  (profile {})", v.profile)?;
-    } else {
-        writeln!(o, "FAIL  (profile {})", v.profile)?;
-        for why in &v.reasons {
-            writeln!(o, "  - {why}")?;
-        }
+    let word = if v.pass { "PASS" } else { "FAIL" };
+    let partial = if v.partial { "PARTIAL " } else { "" };
+    writeln!(o)?;
+    writeln!(o, "{partial}{word}  (profile {})", v.profile)?;
+    for why in &v.reasons {
+        writeln!(o, "  - {why}")?;
     }
     writeln!(o)?;
     writeln!(
@@ -78,7 +127,12 @@ fn summary(o: &mut String, r: &Report) -> fmt::Result {
 fn stream(o: &mut String, r: &Report) -> fmt::Result {
     writeln!(
         o,
-        "stream      {} -> {}, {} B packets, {:.1} s{}",
+        "test        {} to {}, nagare {}",
+        r.start, r.end, r.version
+    )?;
+    writeln!(
+        o,
+        "stream      {} -> {}, {} B packets, {:.2} s{}{}",
         match r.direction {
             Direction::ClientToServer => "client to server",
             Direction::ServerToClient => "server to client",
@@ -88,7 +142,12 @@ fn stream(o: &mut String, r: &Report) -> fmt::Result {
         r.duration_s,
         r.fps
             .map(|f| format!(", {f:.3} fps x {} packets", r.packets_per_frame))
-            .unwrap_or_default()
+            .unwrap_or_default(),
+        if r.interrupted {
+            format!(" (interrupted; {:.2} s planned)", r.planned_duration_s)
+        } else {
+            String::new()
+        }
     )?;
     writeln!(
         o,
@@ -179,14 +238,14 @@ fn intervals(o: &mut String, x: &ReceiverReport) -> fmt::Result {
     writeln!(o)?;
     writeln!(
         o,
-        "{:>8} {:>12} {:>9} {:>7} {:>11} {:>11}",
-        "t (s)", "Mbit/s", "received", "lost", "jitter ms", "PDV max ms"
+        "{:>15} {:>12} {:>9} {:>7} {:>11} {:>11}",
+        "sent in (s)", "Mbit/s", "received", "lost", "jitter ms", "PDV max ms"
     )?;
     for iv in &x.intervals {
         writeln!(
             o,
-            "{:>8.2} {:>12.3} {:>9} {:>7} {:>11.4} {:>11.3}",
-            iv.start_s,
+            "{:>15} {:>12.3} {:>9} {:>7} {:>11.4} {:>11.3}",
+            format!("{:.2}-{:.2}", iv.start_s, iv.end_s),
             mbps(iv.rate_bps),
             iv.received,
             iv.lost,

@@ -43,9 +43,11 @@ pub struct RecvArgs {
     /// learned from the SDP or the stream).
     #[arg(long, value_parser = cli::parse_rate)]
     pub fps: Option<FrameRate>,
-    /// Take address, port and format from an SDP file (nagare's or FFmpeg's).
+    /// Take address, port and format from an SDP file (nagare's or FFmpeg's);
+    /// several (one per stripe) with --split, one with a=group:DUP for
+    /// two legs.
     #[arg(long)]
-    pub sdp: Option<PathBuf>,
+    pub sdp: Vec<PathBuf>,
     /// Multicast interface, by address (127.0.0.1) or name (lo).
     #[arg(long, value_parser = cli::parse_interface)]
     pub interface: Option<Interface>,
@@ -98,6 +100,9 @@ pub struct RecvArgs {
     /// Print statistics as JSON on stdout at the end.
     #[arg(long)]
     pub json: bool,
+    /// Stripes and ST 2022-7 legs (see recv_stripes).
+    #[command(flatten)]
+    pub striping: super::recv_stripes::StripeArgs,
 }
 
 /// A validated receiver configuration.
@@ -147,15 +152,15 @@ impl RecvArgs {
                     .map_err(|_| anyhow!("--source '{s}' is not an IP address"))
             })
             .transpose()?;
-        let (listen, format, mut rate) = match (&self.listen, &self.sdp) {
-            (Some(l), None) => {
+        let (listen, format, mut rate) = match (&self.listen, self.sdp.as_slice()) {
+            (Some(l), []) => {
                 let listen = udp::parse_addr(l, "listen address")?;
                 let (Some(size), Some(pf)) = (self.size, self.pix_fmt) else {
                     bail!("--listen needs --size and --pix-fmt (or use --sdp FILE)");
                 };
                 (listen, cli::video_format(size, pf)?, None)
             }
-            (None, Some(path)) => {
+            (None, [path]) => {
                 let text = read_small(path)?;
                 let sdp = SdpStream::parse(&text)
                     .map_err(|e| anyhow!("SDP file '{}': {e}", path.display()))?;
@@ -590,6 +595,9 @@ pub fn print_summary(r: &RecvReport) {
 
 /// `nagare recv`.
 pub fn main(args: RecvArgs) -> Result<std::process::ExitCode> {
+    if super::recv_stripes::wanted(&args)? {
+        return super::recv_stripes::main(args);
+    }
     let cfg = args.config()?;
     let bound = Bound::open(&cfg)?;
     for n in bound.notices() {

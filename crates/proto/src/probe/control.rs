@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::probe::error::{Error, MessageKind};
 use crate::probe::params::TestParams;
-use crate::probe::report::{Arrival, ReceiverReport, SenderReport};
+use crate::probe::report::{Arrival, LiveInterval, ReceiverReport, SenderReport};
 use crate::probe::wire::be64;
 use crate::units::Nanos;
 
@@ -87,6 +87,12 @@ pub enum ControlMessage {
         receiver: Box<ReceiverReport>,
         /// Records that follow in binary frames.
         records: u64,
+    },
+    /// Receiver → sender, while the stream runs: one reporting interval,
+    /// so both ends print it live.
+    Interval {
+        /// What the receiver counted in it.
+        interval: LiveInterval,
     },
     /// Either way: the peer gives up, with a reason.
     Abort {
@@ -190,6 +196,7 @@ impl ControlMessage {
             ControlMessage::Refused { .. } => MessageKind::Refused,
             ControlMessage::Done { .. } => MessageKind::Done,
             ControlMessage::Report { .. } => MessageKind::Report,
+            ControlMessage::Interval { .. } => MessageKind::Interval,
             ControlMessage::Abort { .. } => MessageKind::Abort,
         }
     }

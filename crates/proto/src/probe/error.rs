@@ -188,6 +188,8 @@ pub enum MessageKind {
     Done,
     /// [`crate::probe::ControlMessage::Report`].
     Report,
+    /// [`crate::probe::ControlMessage::Interval`].
+    Interval,
     /// [`crate::probe::ControlMessage::Abort`].
     Abort,
     /// A frame of binary records.
@@ -202,6 +204,7 @@ impl fmt::Display for MessageKind {
             MessageKind::Refused => "refused",
             MessageKind::Done => "done",
             MessageKind::Report => "report",
+            MessageKind::Interval => "interval",
             MessageKind::Abort => "abort",
             MessageKind::Records => "records",
         })

@@ -10,6 +10,7 @@
 //! - [`params`]: what a test asks for, its limits and its send schedule;
 //! - [`wire`]: the datagrams (test stream, echo);
 //! - [`report`]: what a test measured, as it travels and prints;
+//! - [`live`]: the receiver's running count, one line per interval;
 //! - [`analysis`]: records to metrics (receiver), send times to the
 //!   sender's report, RTT samples to their summary;
 //! - [`control`]: the control messages, their frames and the decoder;
@@ -19,6 +20,7 @@
 pub mod analysis;
 pub mod control;
 mod error;
+pub mod live;
 pub mod params;
 pub mod profile;
 pub mod report;
@@ -31,6 +33,7 @@ pub use control::{
     RECORD_LEN, RECORDS_PER_FRAME, Refusal, records_frame, records_from_bytes, records_to_frames,
 };
 pub use error::{Error, MessageKind, Param, Stage};
+pub use live::LiveMeter;
 pub use params::{
     DEFAULT_BURST_US, MAX_BURST_US, MAX_DURATION_MS, MAX_INTERVAL_MS, MAX_INTERVALS,
     MAX_PACKET_SIZE, MAX_PACKETS, MAX_PLAYOUT_US, MAX_RATE_BPS, MIN_DURATION_MS, MIN_PACKET_SIZE,
@@ -38,8 +41,8 @@ pub use params::{
 };
 pub use profile::{GENERIC, PROFILES, Profile, Verdict};
 pub use report::{
-    Arrival, BurstGap, FrameStats, IntervalStats, ReceiverReport, RttSummary, RunLength,
-    SenderReport,
+    Arrival, BurstGap, FrameStats, IntervalStats, LiveInterval, ReceiverReport, RttSummary,
+    RunLength, SenderReport,
 };
 pub use session::{
     ClientConfig, Event, Input, Results, ServerConfig, Session, StreamPlan, Transmit,

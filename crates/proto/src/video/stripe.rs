@@ -130,6 +130,38 @@ impl Stripes {
         })
     }
 
+    /// The division whose every stripe has format `stripe`: what a
+    /// receiver given one SDP per stripe rebuilds (the SDPs describe the
+    /// stripes, never the whole frame).
+    pub fn from_stripe(stripe: VideoFormat, rule: Rule, count: usize) -> Result<Stripes, Error> {
+        if count == 0 || count > MAX_STRIPES {
+            return Err(Error::StripeCount(count as u32));
+        }
+        let n = count as u32;
+        let (w, h) = match rule {
+            Rule::Lines => (Some(stripe.width), stripe.height.checked_mul(n)),
+            Rule::Square | Rule::TwoSampleInterleave => (
+                stripe.width.checked_mul(2),
+                stripe.height.checked_mul(2 * n.div_ceil(4)),
+            ),
+        };
+        let bad = Error::StripeGeometry {
+            rule,
+            count: n,
+            width: stripe.width,
+            height: stripe.height,
+        };
+        let (Some(w), Some(h)) = (w, h) else {
+            return Err(bad);
+        };
+        let frame = VideoFormat::new(w, h, stripe.pixel_format).map_err(|_| bad)?;
+        let s = Stripes::new(frame, rule, count)?;
+        if s.stripe != stripe {
+            return Err(bad);
+        }
+        Ok(s)
+    }
+
     /// The rule.
     pub const fn rule(&self) -> Rule {
         self.rule
@@ -286,6 +318,15 @@ mod tests {
         let s = Stripes::new(f, Rule::TwoSampleInterleave, 8).unwrap();
         assert_eq!(s.stripe_format(), fmt(3840, 1080, PixelFormat::Uyvp));
         assert_eq!(s.stripe_format().frame_bytes() * 8, f.frame_bytes());
+        assert_eq!(
+            Stripes::from_stripe(s.stripe_format(), Rule::TwoSampleInterleave, 8),
+            Ok(s)
+        );
+        let band = fmt(7680, 540, PixelFormat::Uyvp);
+        let l = Stripes::from_stripe(band, Rule::Lines, 8).unwrap();
+        assert_eq!(l.frame_format(), f);
+        // 6 is no multiple of 4: no 2SI division has 6 stripes.
+        assert!(Stripes::from_stripe(band, Rule::Square, 6).is_err());
     }
 
     #[test]
@@ -339,6 +380,7 @@ mod tests {
         #[test]
         fn split_then_merge_is_the_original((f, rule, count) in geometry()) {
             let s = Stripes::new(f, rule, count).unwrap();
+            prop_assert_eq!(Stripes::from_stripe(s.stripe_format(), rule, count), Ok(s));
             let frame = numbered(f);
             let mut back = vec![0u8; f.frame_bytes()];
             let mut stripe = vec![0u8; s.stripe_format().frame_bytes()];

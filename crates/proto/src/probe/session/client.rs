@@ -9,6 +9,7 @@ use super::{
 };
 use crate::probe::control::{ControlMessage, Frame};
 use crate::probe::error::{Error, MessageKind, Stage};
+use crate::probe::live::LiveMeter;
 use crate::probe::report::{Arrival, ReceiverReport, RttSummary, SenderReport};
 use crate::probe::wire::PROTOCOL_VERSION;
 use crate::units::Nanos;
@@ -27,6 +28,7 @@ impl Session {
             params,
             schedule,
         });
+        s.meter.live = LiveMeter::new(params.interval());
         s.send(&ControlMessage::Hello {
             version: PROTOCOL_VERSION,
             token: config.token,
@@ -47,6 +49,10 @@ impl Session {
         let got = msg.kind();
         match (self.phase, msg) {
             (_, ControlMessage::Abort { message }) => self.end(Event::Aborted { message }),
+            // The server counted an interval of the stream it receives.
+            (_, ControlMessage::Interval { interval }) if !self.reverse() => {
+                self.events.push_back(Event::Interval(interval));
+            }
             (Phase::Welcome { .. }, ControlMessage::Welcome { version, session }) => {
                 self.client_welcome(now, version, session);
             }
@@ -250,6 +256,7 @@ impl Session {
     /// Reverse mode: the client received the stream and analyzes it.
     fn client_reverse_results(&mut self) {
         let sender = self.sender.take().unwrap_or_default();
+        self.finish_live(sender.sent);
         let receiver = self.analyze(sender.sent);
         let records = std::mem::take(&mut self.meter.arrivals);
         self.client_finish(sender, receiver, records);

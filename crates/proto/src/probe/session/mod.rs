@@ -39,8 +39,9 @@ use std::net::SocketAddr;
 use crate::probe::analysis::analyze;
 use crate::probe::control::{ControlMessage, Frame, FrameDecoder, Refusal};
 use crate::probe::error::{Error, Stage};
+use crate::probe::live::LiveMeter;
 use crate::probe::params::{Schedule, TestParams};
-use crate::probe::report::{Arrival, ReceiverReport, RttSummary, SenderReport};
+use crate::probe::report::{Arrival, LiveInterval, ReceiverReport, RttSummary, SenderReport};
 use crate::probe::wire::{Datagram, ECHO_LEN, Echo, EchoKind};
 use crate::stats::Distribution;
 use crate::units::Nanos;
@@ -174,6 +175,9 @@ pub enum Event {
     StartStream(StreamPlan),
     /// Stop the stream early; report it with [`Input::StreamFinished`].
     StopStream,
+    /// A reporting interval of the stream ended: counted here (receiver)
+    /// or by the peer (sender), for a live line.
+    Interval(LiveInterval),
     /// Client: the test is over; close the control connection. Final.
     Results(Box<Results>),
     /// Server: the test is over; close the control connection. Final.
@@ -272,6 +276,8 @@ struct Meter {
     rtt_idle: Distribution,
     rtt_loaded: Distribution,
     next_echo: Nanos,
+    /// Running per-interval counts of the stream received.
+    live: LiveMeter,
 }
 
 /// A probe test, client or server side; see the module docs.
@@ -299,6 +305,8 @@ pub struct Session {
     /// The stream this side sends.
     stream: StreamState,
     control_closed: bool,
+    /// Server: the reports it sent the client, for its log.
+    told: (Option<SenderReport>, Option<ReceiverReport>),
 }
 
 impl Session {
@@ -321,6 +329,7 @@ impl Session {
             interrupted: false,
             stream: StreamState::Idle,
             control_closed: false,
+            told: (None, None),
         }
     }
 
@@ -333,6 +342,12 @@ impl Session {
     /// The test's schedule, once known.
     pub fn schedule(&self) -> Option<&Schedule> {
         self.test.as_ref().map(|t| &t.schedule)
+    }
+
+    /// Server: what it told the client about the stream it sent
+    /// (reverse) and the one it received (forward), once it did.
+    pub fn told(&self) -> (Option<&SenderReport>, Option<&ReceiverReport>) {
+        (self.told.0.as_ref(), self.told.1.as_ref())
     }
 
     /// Whether the session is over (a final event was queued).
@@ -396,6 +411,10 @@ impl Session {
     /// latest; `None` once the session is over.
     pub fn poll_timeout(&self) -> Option<Nanos> {
         let echo = self.echoing().then_some(self.meter.next_echo);
+        let live = self
+            .counting_live()
+            .then(|| self.meter.live.due())
+            .flatten();
         let phase = match self.phase {
             Phase::Welcome { deadline }
             | Phase::Hello { deadline, .. }
@@ -418,10 +437,7 @@ impl Session {
             Phase::Settle { until } => Some(until),
             Phase::Sending | Phase::Ended => None,
         };
-        match (phase, echo) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [phase, echo, live].into_iter().flatten().min()
     }
 
     /// Ends the session with a final event.
@@ -529,6 +545,40 @@ impl Session {
         if self.echoing() && now >= self.meter.next_echo {
             self.queue_echo_request(now);
         }
+        if self.counting_live() {
+            while let Some(iv) = self.meter.live.tick(now) {
+                self.live_interval(iv);
+            }
+        }
+    }
+
+    /// Whether this side is receiving the stream, counting live intervals:
+    /// until the sender says done; the rest goes in the last, partial
+    /// interval, which ends at the last arrival (an interval that ran on
+    /// into the drain would read as a rate drop).
+    fn counting_live(&self) -> bool {
+        matches!(self.phase, Phase::Stream { done: None, .. }) && self.receives_stream()
+    }
+
+    /// A live interval this side counted: an event here, a message to the
+    /// peer (which prints it too).
+    fn live_interval(&mut self, iv: LiveInterval) {
+        self.events.push_back(Event::Interval(iv));
+        // A reverse-mode server that said done is on its way out: a write
+        // to a closed connection would fail the client's test.
+        let peer_leaving =
+            self.server.is_none() && !matches!(self.phase, Phase::Stream { done: None, .. });
+        if !self.control_closed && !peer_leaving {
+            self.send(&ControlMessage::Interval { interval: iv });
+        }
+    }
+
+    /// The last, partial live interval, once the stream of `sent`
+    /// packets is over.
+    fn finish_live(&mut self, sent: u64) {
+        if let Some(iv) = self.meter.live.finish(sent) {
+            self.live_interval(iv);
+        }
     }
 
     /// Whether this side sends echo requests now.
@@ -574,12 +624,14 @@ impl Session {
         match Datagram::parse(payload) {
             Ok(Datagram::Data(h)) if ours && h.session == t.id && self.receives_stream() => {
                 let m = &mut self.meter;
+                let a = Arrival {
+                    seq: h.seq,
+                    sent_at: h.sent_at,
+                    received_at: now,
+                };
                 if m.arrivals.len() < m.cap {
-                    m.arrivals.push(Arrival {
-                        seq: h.seq,
-                        sent_at: h.sent_at,
-                        received_at: now,
-                    });
+                    m.live.arrival(&a, payload.len() as u64);
+                    m.arrivals.push(a);
                 } else {
                     m.strangers += 1;
                 }

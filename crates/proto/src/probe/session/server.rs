@@ -12,6 +12,7 @@ use super::{
 };
 use crate::probe::control::{ControlMessage, Frame, RECORDS_PER_FRAME, Refusal, records_frame};
 use crate::probe::error::{Error, MessageKind, Stage};
+use crate::probe::live::LiveMeter;
 use crate::probe::params::{Schedule, TestParams};
 use crate::probe::report::SenderReport;
 use crate::probe::wire::PROTOCOL_VERSION;
@@ -80,9 +81,15 @@ impl Session {
                 }
                 other => self.server_unexpected(other),
             },
-            // Reverse: anything from the client during the stream (an
-            // abort) means stop.
-            Phase::Stream { .. } if self.sends_stream() => self.stop_stream(),
+            // Reverse: the client's live intervals are for the log;
+            // anything else from it during the stream (an abort) means stop.
+            Phase::Stream { .. } | Phase::Closing { .. } if self.sends_stream() => match frame {
+                Frame::Message(ControlMessage::Interval { interval }) => {
+                    self.events.push_back(Event::Interval(interval));
+                }
+                _ if matches!(self.phase, Phase::Stream { .. }) => self.stop_stream(),
+                _ => {}
+            },
             Phase::Stream { done: None, .. } => match frame {
                 Frame::Message(ControlMessage::Done { sender }) => {
                     self.sender = Some(sender);
@@ -149,6 +156,7 @@ impl Session {
             params,
             schedule,
         });
+        self.meter.live = LiveMeter::new(params.interval());
         self.events.push_back(Event::Accepted { session: id });
         self.send(&ControlMessage::Welcome {
             version: PROTOCOL_VERSION,
@@ -181,6 +189,7 @@ impl Session {
             // Nobody left to tell.
             return self.end(Event::Finished);
         }
+        self.told.0 = Some(report.clone());
         self.send(&ControlMessage::Done { sender: report });
         // Answer echo requests already on their way, then end: the server
         // is free for the next test before this client reports.
@@ -231,12 +240,14 @@ impl Session {
     /// the client asked for them.
     fn server_results(&mut self) {
         let sender = self.sender.take().unwrap_or_default();
+        self.finish_live(sender.sent);
         let report = self.analyze(sender.sent);
         let records = if self.test.is_some_and(|t| t.params.records) {
             std::mem::take(&mut self.meter.arrivals)
         } else {
             Vec::new()
         };
+        self.told.1 = Some(report.clone());
         self.send(&ControlMessage::Report {
             receiver: Box::new(report),
             records: records.len() as u64,

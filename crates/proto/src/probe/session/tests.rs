@@ -264,15 +264,21 @@ fn only_the_peers_datagrams_of_this_session_count() {
     s.handle_input(Nanos(3), Input::Control(&done.to_frame()));
     s.handle_input(Nanos(3) + DRAIN, Input::Timer);
     let (msgs, events) = drain(&mut s, Nanos(3) + DRAIN);
-    let [ControlMessage::Report { receiver, records }] = &msgs[..] else {
+    // The last, partial live interval, then the report.
+    let [
+        ControlMessage::Interval { interval },
+        ControlMessage::Report { receiver, records },
+    ] = &msgs[..]
+    else {
         panic!("{msgs:?}");
     };
+    assert_eq!((interval.received, interval.lost), (2, 1));
     assert_eq!(
         (receiver.received, receiver.lost, receiver.strangers),
         (2, 1, 3)
     );
     assert_eq!(*records, 0);
-    assert_eq!(events, vec![Event::Finished]);
+    assert_eq!(events, vec![Event::Interval(*interval), Event::Finished]);
 }
 
 #[test]
