@@ -21,10 +21,11 @@ use nagare_proto::probe::{
     PROTOCOL_VERSION, Refusal, SenderReport, TestParams, analyze, records_to_frames,
 };
 use nagare_proto::screen::Encoder;
-use nagare_proto::sdp::SdpStream;
+use nagare_proto::sdp::{RefClock, SdpStream};
 use nagare_proto::tree::auth::{NONCE_LEN, PROOF_LEN};
 use nagare_proto::tree::wire::{Control, PeerId};
 use nagare_proto::video::st2110_20::Packetizer;
+use nagare_proto::video::st2110_21::SenderType;
 use nagare_proto::{ExtSeq, FrameRate, MediaTime, PixelFormat, Ssrc, VideoFormat};
 
 fn frame_of(format: &VideoFormat, seed: u8) -> Vec<u8> {
@@ -177,6 +178,10 @@ fn main() {
         format: VideoFormat::new(1920, 1080, PixelFormat::Uyvp).expect("format"),
         rate: Some(FrameRate::new(60000, 1001).expect("rate")),
         name: "nagare".into(),
+        clock: Some(RefClock::Ptp(
+            "39-A7-94-FF-FE-07-CB-D0:37".parse().expect("clock"),
+        )),
+        sender_type: Some(SenderType::N),
     };
     out.write("sdp", "multicast_ssm", stream.to_sdp(1).as_bytes());
     let unicast = SdpStream {
@@ -185,6 +190,8 @@ fn main() {
         source: None,
         format: VideoFormat::new(640, 480, PixelFormat::Rgb24).expect("format"),
         rate: Some(FrameRate::new(30, 1).expect("rate")),
+        clock: Some(RefClock::LocalMac([2, 0xfc, 0, 0, 0, 1])),
+        sender_type: Some(SenderType::W),
         ..stream.clone()
     };
     out.write("sdp", "unicast", unicast.to_sdp(2).as_bytes());
@@ -259,6 +266,7 @@ fn control_seeds(out: &Out) {
         burst_threshold: 5,
         burst_us: DEFAULT_BURST_US,
         interval_ms: 100,
+        streams: 1,
     };
     let mut stream = ControlMessage::Hello {
         version: PROTOCOL_VERSION,
@@ -292,16 +300,16 @@ fn control_seeds(out: &Out) {
         .collect();
     let report = analyze(&arrivals, 8, &params, &schedule);
     let mut stream = ControlMessage::Done {
-        sender: SenderReport {
+        sender: vec![SenderReport {
             sent: 8,
             bytes: 9600,
             ..SenderReport::default()
-        },
+        }],
     }
     .to_frame();
     stream.extend(
         ControlMessage::Report {
-            receiver: Box::new(report),
+            receiver: vec![report],
             records: arrivals.len() as u64,
         }
         .to_frame(),
@@ -368,10 +376,10 @@ fn session_seeds(out: &Out) {
     };
     let done = |sent| {
         frame(ControlMessage::Done {
-            sender: SenderReport {
+            sender: vec![SenderReport {
                 sent,
                 ..SenderReport::default()
-            },
+            }],
         })
     };
     let mut s = SessionScript::new(1 | 8)
@@ -406,7 +414,7 @@ fn session_seeds(out: &Out) {
         })
         .collect();
     let mut report = frame(ControlMessage::Report {
-        receiver: Box::default(),
+        receiver: vec![nagare_proto::probe::ReceiverReport::default()],
         records: 3,
     });
     report.extend(records_to_frames(&records).concat());

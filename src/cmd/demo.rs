@@ -10,6 +10,7 @@ use anyhow::{Context, Result, anyhow};
 use nagare_api::video::{DemoReport, RecvReport, SendReport};
 use nagare_proto::video::receiver::Incomplete;
 use nagare_proto::video::st2110_20::DEFAULT_PACKET_SIZE;
+use nagare_proto::video::st2110_21::SenderType;
 use nagare_proto::{FrameRate, PixelFormat, VideoFormat};
 
 use crate::cli::{self, Size};
@@ -55,7 +56,11 @@ pub fn main(args: DemoArgs) -> Result<ExitCode> {
             source: None,
             buffer_bytes: (format.frame_bytes() * 4).clamp(16 << 20, 512 << 20),
         },
+        source_filter: None,
+        follow_ssrc: false,
         output: None,
+        append: false,
+        segmenting: recv::Segmenting::None,
         frames: Some(args.frames),
         timeout: Some(Duration::from_secs(5)),
         incomplete: Incomplete::Drop,
@@ -125,14 +130,18 @@ fn send_config(
             buffer_bytes: 8 << 20,
         },
         sdp: None,
+        ptp: None,
         buffer_frames: 8,
-        burst: Duration::from_micros(100),
+        sender_type: SenderType::W,
+        train: None,
+        pacing: crate::clock::Pacing::Precise,
         gso: true,
         read_delay: Duration::ZERO,
         checksums: true,
         quiet: args.json,
         cpu: None,
         realtime: false,
+        striping: send::Striping::default(),
         stripes: 1,
         direct: false,
     }

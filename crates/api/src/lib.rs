@@ -15,5 +15,6 @@ pub mod doctor;
 pub mod impair;
 pub mod probe;
 pub mod serve;
+pub mod stripes;
 pub mod tree;
 pub mod video;

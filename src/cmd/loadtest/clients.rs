@@ -201,6 +201,10 @@ pub fn push(api: SocketAddr, source: &str, sink: SocketAddr, token: Option<&str>
         priority: 0,
         looping: true,
         interface: None,
+        stripe: None,
+        ssrc: None,
+        label: None,
+        epoch_frame: None,
     })?;
     let (status, text) = http(api, "POST", "/v1/streams", &body, token)?;
     if status != 201 {

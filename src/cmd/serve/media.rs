@@ -91,6 +91,16 @@ impl Media {
         }
     }
 
+    /// Frame format and rate of raw video and patterns.
+    pub fn raw_format(&self) -> Option<(VideoFormat, FrameRate)> {
+        match &self.kind {
+            Kind::Raw { format, rate, .. } | Kind::Pattern { format, rate } => {
+                Some((*format, *rate))
+            }
+            Kind::Ts { .. } => None,
+        }
+    }
+
     /// Whether it is an MPEG-TS path.
     pub fn is_ts(&self) -> bool {
         matches!(self.kind, Kind::Ts { .. })
@@ -127,6 +137,10 @@ impl Media {
                 format: *format,
                 rate: Some(*rate),
                 name: self.name.clone(),
+                // The serve pacer's shape is not yet one of the 2110-21
+                // types, and RTSP clients ignore the clock line.
+                clock: None,
+                sender_type: None,
             }
             .to_session(session_id),
             Kind::Ts { .. } => {

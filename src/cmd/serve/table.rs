@@ -107,6 +107,8 @@ pub struct Entry {
     pub counters: Arc<Counters>,
     /// Its admitted rate (shared with its flow).
     pub reservation: super::pacer::Held,
+    /// Cluster leg details.
+    pub tags: super::server::Tags,
 }
 
 impl Entry {
@@ -122,6 +124,9 @@ impl Entry {
             rate_bps: self.rate.bps(),
             looping: self.looping,
             counters: self.counters.snapshot(),
+            stripe: self.tags.stripe,
+            ssrc: self.tags.ssrc,
+            label: self.tags.label.clone(),
         }
     }
 }

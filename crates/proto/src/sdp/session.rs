@@ -279,7 +279,11 @@ fn write_media(s: &mut String, m: &Media) {
         let _ = writeln!(s, "a=rtpmap:{pt} {}\r", clean(e));
     }
     if let Some(f) = &m.fmtp {
-        let _ = writeln!(s, "a=fmtp:{pt} {}\r", clean(f));
+        // ST 2110-20 ends every parameter with "; ", the last one too;
+        // strict parsers (sdpoker --whitespace) insist.
+        let f = fmtp_value(f);
+        let sep = if f.is_empty() { "" } else { "; " };
+        let _ = writeln!(s, "a=fmtp:{pt} {f}{sep}\r");
     }
     if let Some(r) = m.framerate {
         let _ = writeln!(s, "a=framerate:{}\r", r.sdp_value());
@@ -303,7 +307,7 @@ fn media_attribute(m: &mut Media, value: &str) {
     if let Some(rest) = value.strip_prefix("rtpmap:") {
         m.encoding = for_pt(rest).or(m.encoding.take());
     } else if let Some(rest) = value.strip_prefix("fmtp:") {
-        m.fmtp = for_pt(rest).or(m.fmtp.take());
+        m.fmtp = for_pt(rest).map(|f| fmtp_value(&f)).or(m.fmtp.take());
     } else if let Some(rest) = value.strip_prefix("source-filter:") {
         m.source_filter = parse_source_filter(rest).or(m.source_filter.take());
     } else if let Some(rest) = value.strip_prefix("framerate:") {
@@ -317,6 +321,15 @@ fn media_attribute(m: &mut Media, value: &str) {
     } else if let Some(rest) = value.strip_prefix("control:") {
         m.control = Some(token(rest.trim()));
     }
+}
+
+/// An fmtp parameter list without its closing separators: read with or
+/// without ST 2110-20's trailing "; ", kept without, written with.
+fn fmtp_value(value: &str) -> String {
+    clean(value)
+        .trim_end_matches(|c: char| c == ';' || c.is_whitespace())
+        .trim_start()
+        .to_string()
 }
 
 fn parse_origin(value: &str) -> Option<Origin> {
