@@ -89,6 +89,10 @@ pub struct ServeArgs {
     /// fill is dropped.
     #[arg(long, default_value_t = 2048)]
     pub write_queue: usize,
+    /// RTSP connections served at once (each costs two threads); more are
+    /// closed as they are accepted.
+    #[arg(long, default_value_t = 2048)]
+    pub max_connections: usize,
     /// Rate of MPEG-TS files without PCR (e.g. 6M).
     #[arg(long, default_value = "6M", value_parser = cli::parse_bit_rate)]
     pub ts_rate: u64,
@@ -185,6 +189,7 @@ fn build(args: &ServeArgs, media: media::Catalog, token: Token) -> Result<Server
             write_queue: args.write_queue,
             multicast_interface: args.multicast_interface.clone(),
             send_buffer: 1 << 20,
+            max_connections: args.max_connections,
         },
         started: Instant::now(),
         stop: crate::stop_flag(),
