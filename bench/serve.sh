@@ -30,7 +30,8 @@ RTSP=$(port); HTTP=$(port); GST=$(port)
 "$NAGARE" serve --media "$tmp" --rtsp 127.0.0.1:$RTSP --http 127.0.0.1:$HTTP \
     --max-load 1.0 ${SERVE_FLAGS:-} 2>"$tmp/serve.log" &
 pids+=($!); SERVE_PID=$!
-/usr/bin/python3 bench/gst_rtsp_server.py  # Debian python3-gi, gir1.2-gst-rtsp-server-1.0 "$tmp/clip.ts" "$GST" >"$tmp/gst.log" 2>&1 &
+# Debian's python3-gi and gir1.2-gst-rtsp-server-1.0, not a pyenv python.
+/usr/bin/python3 bench/gst_rtsp_server.py "$tmp/clip.ts" "$GST" >"$tmp/gst.log" 2>&1 &
 pids+=($!); GST_PID=$!
 for _ in $(seq 100); do
   grep -q "http listening" "$tmp/serve.log" && grep -q listening "$tmp/gst.log" && break
