@@ -9,6 +9,7 @@
 #
 #   bench/serve.sh                 # RAMP=50:500:50 DURATION=3
 #   RAMP=10:100:10 DURATION=2 bench/serve.sh
+#   SERVE_FLAGS=--realtime LOADTEST_FLAGS=--realtime bench/serve.sh   # as root, on a busy host
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RAMP=${RAMP:-50:500:50}
@@ -38,7 +39,7 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 
-lt() { "$NAGARE" loadtest "$@" --duration "$DURATION" --json 2>>"$tmp/loadtest.log"; }
+lt() { "$NAGARE" loadtest "$@" --duration "$DURATION" ${LOADTEST_FLAGS:-} --json 2>>"$tmp/loadtest.log"; }
 lt "http://127.0.0.1:$HTTP" --source clip.ts --ramp "$RAMP" >"$tmp/push.json"
 lt "rtsp://127.0.0.1:$RTSP/clip.ts" --metrics "http://127.0.0.1:$HTTP" --ramp "$RAMP" >"$tmp/rtsp.json"
 lt "rtsp://127.0.0.1:$GST/clip" --pid "$GST_PID" --ramp "$GST_RAMP" >"$tmp/gst.json"

@@ -71,16 +71,16 @@ pub struct ServeArgs {
     /// Pacing threads (default: one per core).
     #[arg(long)]
     pub pacers: Option<usize>,
-    /// Run the pacing threads with real-time (SCHED_FIFO) priority, so a
-    /// busy machine cannot hold a datagram back by a scheduler tick; needs
-    /// root or CAP_SYS_NICE.
+    /// Run the pacing threads and the reader with real-time (SCHED_FIFO)
+    /// priority, so a busy machine cannot hold a datagram back by a
+    /// scheduler tick; needs root or CAP_SYS_NICE.
     #[arg(long)]
     pub realtime: bool,
     /// RTSP sessions without a request or keep-alive this long are reaped.
     #[arg(long, default_value = "60", value_parser = cli::parse_seconds)]
     pub session_timeout: Duration,
     /// Play time each MPEG-TS ring reads ahead, in milliseconds.
-    #[arg(long, default_value_t = 250)]
+    #[arg(long, default_value_t = 500)]
     pub read_ahead_ms: u64,
     /// Frames each raw video ring reads ahead.
     #[arg(long, default_value_t = 4)]
@@ -173,8 +173,12 @@ fn build(args: &ServeArgs, media: media::Catalog, token: Token) -> Result<Server
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let pacers = pacer::Pacers::start(args.pacers.unwrap_or(cores).clamp(1, 64), args.realtime)?;
-    let reader = reader::Reader::start(Duration::from_millis(args.read_ahead_ms), args.ring_frames)
-        .context("starting the read-ahead thread")?;
+    let reader = reader::Reader::start(
+        Duration::from_millis(args.read_ahead_ms),
+        args.ring_frames,
+        args.realtime,
+    )
+    .context("starting the read-ahead thread")?;
     Ok(Server {
         media,
         table: table::Table::default(),
