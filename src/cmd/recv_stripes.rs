@@ -332,10 +332,7 @@ impl Unit {
                 // delivers the next one.
                 Event::Lost { .. } | Event::Missing { .. } => {}
                 Event::Rival {
-                    ssrc,
-                    from,
-                    stream,
-                    ..
+                    ssrc, from, stream, ..
                 } => eprintln!(
                     "nagare recv: warning: stripe {}: another stream (SSRC 0x{:08x} from {from:?}) \
                      besides SSRC 0x{:08x}; its packets are counted as foreign",

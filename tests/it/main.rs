@@ -4,6 +4,7 @@
 mod bad_input;
 mod common;
 mod crash;
+mod defaults;
 mod disk;
 mod doctor;
 mod peers;
