@@ -7,6 +7,7 @@ mod crash;
 mod defaults;
 mod disk;
 mod doctor;
+mod impair_scripts;
 mod peers;
 mod probe;
 mod recv_faults;
