@@ -4,8 +4,10 @@
 mod bad_input;
 mod common;
 mod crash;
+mod defaults;
 mod disk;
 mod doctor;
+mod impair_scripts;
 mod peers;
 mod probe;
 mod recv_faults;
