@@ -354,6 +354,15 @@ impl Receiver {
         self.events.pop_front()
     }
 
+    /// Holds an incomplete frame until `frames` newer frames have begun
+    /// (at least one), instead of until the next frame completes: the
+    /// path-differential tolerance of an ST 2022-7 receiver, whose second
+    /// leg may bring a missing packet that many frame periods late.
+    pub fn set_tolerance(&mut self, frames: usize) {
+        self.depack.set_in_flight(frames.max(1) + 1);
+        self.depack.set_patient(true);
+    }
+
     /// Hands a frame buffer back for reuse.
     pub fn recycle(&mut self, buf: Vec<u8>) {
         self.depack.recycle(buf);
@@ -564,6 +573,32 @@ mod tests {
         let mut r = receiver(Incomplete::Drop, Some(1));
         let ev = feed(&mut r, &all);
         assert_eq!(kinds(&ev), ["ssrc5", "f0"]);
+    }
+
+    #[test]
+    fn a_tolerant_receiver_waits_for_a_copy_frames_behind() {
+        // Packet 1 of frame 1 comes after all of frame 2, as a second
+        // ST 2022-7 leg running behind would bring it.
+        let mut pk = stream(4, 5);
+        let ppf = pk.len() / 4;
+        let late = pk.remove(ppf + 1);
+        pk.insert(3 * ppf - 1, late);
+        let mut strict = receiver(Incomplete::Keep, None);
+        let mut ev = feed(&mut strict, &pk);
+        strict.finish();
+        ev.extend(std::iter::from_fn(|| strict.poll_event()));
+        assert_eq!(kinds(&ev), ["ssrc5", "f0", "f1!", "f2", "f3"]);
+        let mut tolerant = receiver(Incomplete::Keep, None);
+        tolerant.set_tolerance(2);
+        let mut ev = feed(&mut tolerant, &pk);
+        tolerant.finish();
+        ev.extend(std::iter::from_fn(|| tolerant.poll_event()));
+        assert_eq!(kinds(&ev), ["ssrc5", "f0", "f1", "f2", "f3"]);
+        for e in &ev {
+            if let Event::Frame(f) = e {
+                assert!(f.data == frame(f.index as u8));
+            }
+        }
     }
 
     #[test]
