@@ -337,6 +337,13 @@ impl Unit {
                 // The assembler sees a stripe that skipped a frame when it
                 // delivers the next one.
                 Event::Lost { .. } | Event::Missing { .. } => {}
+                Event::Rival {
+                    ssrc, from, stream, ..
+                } => eprintln!(
+                    "nagare recv: warning: stripe {}: another stream (SSRC 0x{:08x} from {from:?}) \
+                     besides SSRC 0x{:08x}; its packets are counted as foreign",
+                    self.stripe, ssrc.0, stream.0
+                ),
             }
         }
         Ok(())

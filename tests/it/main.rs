@@ -11,6 +11,7 @@ mod probe;
 mod recv_faults;
 mod send_recv;
 mod signals;
+mod ssrc;
 mod st2110;
 mod stripes;
 mod tree;

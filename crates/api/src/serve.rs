@@ -3,6 +3,7 @@
 //! by `nagare loadtest` and by any client (docs/openapi.yaml describes
 //! them on the wire).
 
+use nagare_proto::video::stripe::Rule;
 use serde::{Deserialize, Serialize};
 
 /// How a push stream's datagrams are wrapped.
@@ -71,6 +72,38 @@ pub struct StreamRequest {
     /// Multicast interface address (a multicast destination needs one).
     #[serde(default)]
     pub interface: Option<String>,
+    /// Send only this stripe of every frame (a `nagare cluster` leg).
+    /// Raw video only. The leg is epoch-aligned: epoch frame `f` carries
+    /// source frame `f mod frames` (the pattern draws `f`), so every node
+    /// sending this stripe sends the same bytes for the same frame.
+    #[serde(default)]
+    pub stripe: Option<StripeSpec>,
+    /// Fixed SSRC with sequence numbers locked to the epoch (as `send
+    /// --ssrc`): two nodes sending the same stripe with the same SSRC send
+    /// identical packets (ST 2022-7 legs). Implies epoch alignment.
+    #[serde(default)]
+    pub ssrc: Option<u32>,
+    /// Free text shown in the stream table (the cluster names its legs).
+    #[serde(default)]
+    pub label: Option<String>,
+    /// First epoch frame to send (frames since the Unix epoch at the
+    /// source's rate), so nodes started one after another begin on the
+    /// same frame; default: the next frame boundary after a short lead.
+    /// A frame already past is skipped to the next one due.
+    #[serde(default)]
+    pub epoch_frame: Option<u64>,
+}
+
+/// Which stripe of the frame a stream sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StripeSpec {
+    /// How the frame is split: `lines`, `square` or `2si`.
+    pub split: Rule,
+    /// Stripes per frame.
+    pub count: usize,
+    /// This stripe, 0-based.
+    pub index: usize,
 }
 
 /// Whether a stream is a push stream or an RTSP session.
@@ -148,6 +181,15 @@ pub struct StreamInfo {
     pub looping: bool,
     /// Counters so far.
     pub counters: StreamCounters,
+    /// The stripe it sends, if only one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stripe: Option<StripeSpec>,
+    /// Its fixed SSRC (epoch-locked numbering), if asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssrc: Option<u32>,
+    /// The request's label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
 }
 
 /// `GET /v1/streams`.
@@ -227,6 +269,11 @@ pub struct Health {
     pub rtsp_sessions: u64,
     /// Busiest pacing thread over the last second, 0 to 1.
     pub pacer_load: f64,
+    /// The server's clock when it answered, ns since the Unix epoch: a
+    /// client estimates the offset as this minus the midpoint of its
+    /// request and the answer.
+    #[serde(default)]
+    pub time_ns: u64,
 }
 
 /// A media entry declared in the config file (beside what `--media`

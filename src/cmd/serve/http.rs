@@ -130,6 +130,7 @@ fn health(server: &Server) -> Reply {
             streams: server.table.len(),
             rtsp_sessions: server.stats.rtsp_sessions.load(Ordering::Relaxed).max(0) as u64,
             pacer_load: server.pacers.load(),
+            time_ns: u64::try_from(crate::clock::epoch_ns()).unwrap_or(u64::MAX),
         },
     )
 }

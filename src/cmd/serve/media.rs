@@ -91,6 +91,16 @@ impl Media {
         }
     }
 
+    /// Frame format and rate of raw video and patterns.
+    pub fn raw_format(&self) -> Option<(VideoFormat, FrameRate)> {
+        match &self.kind {
+            Kind::Raw { format, rate, .. } | Kind::Pattern { format, rate } => {
+                Some((*format, *rate))
+            }
+            Kind::Ts { .. } => None,
+        }
+    }
+
     /// Whether it is an MPEG-TS path.
     pub fn is_ts(&self) -> bool {
         matches!(self.kind, Kind::Ts { .. })

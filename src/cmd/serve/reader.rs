@@ -38,6 +38,9 @@ pub struct Chunk {
     pub len: usize,
     /// The last chunk of a pass of the source.
     pub end_of_pass: bool,
+    /// Its number: chunks read so far plus the first number the ring was
+    /// opened with (for an epoch-aligned raw stream, its epoch frame).
+    pub number: u64,
 }
 
 /// What a ring delivers.
@@ -134,8 +137,10 @@ impl Reader {
         })
     }
 
-    /// Starts reading `media` for stream `id`; returns the ring the
-    /// pacer takes chunks from.
+    /// Starts reading `media` for stream `id` at chunk number `first`
+    /// (raw video: frame `first mod frames` of a file, frame `first` of the
+    /// pattern, so an epoch-aligned stream starts at its epoch frame);
+    /// returns the ring the pacer takes chunks from.
     pub fn open(
         &self,
         id: StreamId,
@@ -143,6 +148,7 @@ impl Reader {
         looping: bool,
         priority: u8,
         counters: Arc<Counters>,
+        first: u64,
     ) -> Ring {
         let (chunk_bytes, period, pattern) = match &media.kind {
             Kind::Raw { format, rate, .. } => {
@@ -172,6 +178,10 @@ impl Reader {
         counters
             .ring_capacity
             .store(capacity as u64, Ordering::Relaxed);
+        let pos = match &media.kind {
+            Kind::Raw { frames, .. } => (first % (*frames).max(1)) * chunk_bytes as u64,
+            _ => 0,
+        };
         let flow = Flow {
             media,
             looping,
@@ -183,8 +193,8 @@ impl Reader {
             chunk_bytes,
             pattern,
             file: None,
-            pos: 0,
-            number: 0,
+            pos,
+            number: first,
             done: false,
             counters: counters.clone(),
         };
@@ -293,6 +303,7 @@ fn read_one(f: &mut Flow) {
                 data: buf,
                 len,
                 end_of_pass,
+                number: f.number - 1,
             })
         }
         Ok(None) => {
@@ -357,8 +368,13 @@ fn read_file(
         }
     }
     if f.file.is_none() {
-        let h = File::open(&path).map_err(|e| format!("opening '{}': {e}", path.display()))?;
+        let mut h = File::open(&path).map_err(|e| format!("opening '{}': {e}", path.display()))?;
         advise_sequential(&h);
+        // An epoch-aligned stream starts mid-file.
+        if f.pos > 0 {
+            h.seek(SeekFrom::Start(f.pos))
+                .map_err(|e| format!("seeking '{}' to byte {}: {e}", path.display(), f.pos))?;
+        }
         f.file = Some(h);
     }
     let want = (total - f.pos).min(buf.len() as u64) as usize;

@@ -322,6 +322,8 @@ impl Driver<'_> {
             pacing: nagare_api::serve::Pacing::default(),
             encapsulation: Encapsulation::Rtp,
             reservation,
+            leg: None,
+            tags: Default::default(),
         });
         self.session.stream = Some(id);
     }

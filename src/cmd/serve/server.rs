@@ -9,15 +9,23 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow, bail};
-use nagare_api::serve::{Encapsulation, StreamInfo, StreamKind, StreamRequest, StreamState};
+use nagare_api::serve::{
+    Encapsulation, StreamInfo, StreamKind, StreamRequest, StreamState, StripeSpec,
+};
+use nagare_proto::video::stripe::Stripes;
 
 use super::access::{Admission, AllowList, Token};
 use super::media::{Catalog, Media};
 use super::output::Output;
-use super::pacer::{Pacers, Reservation, Start};
+use super::pacer::{Leg, Pacers, Reservation, START_LEAD, Start};
 use super::reader::Reader;
 use super::table::{Counters, Entry, StreamId, Table};
 use crate::net::udp::{Interface, parse_interface};
+
+/// Room beyond the pacer's start lead for the request to reach it.
+const LEG_MARGIN_NS: u128 = 20_000_000;
+/// How far ahead a leg's epoch_frame may be.
+const MAX_START_AHEAD_NS: u128 = 60_000_000_000;
 
 /// Server-wide counters.
 #[derive(Debug, Default)]
@@ -91,6 +99,21 @@ pub struct Launch {
     pub encapsulation: Encapsulation,
     /// Admitted rate.
     pub reservation: Option<Reservation>,
+    /// Cluster leg settings.
+    pub leg: Option<Leg>,
+    /// The request's stripe, SSRC and label, for the table.
+    pub tags: Tags,
+}
+
+/// What the table shows of a cluster leg.
+#[derive(Debug, Clone, Default)]
+pub struct Tags {
+    /// The stripe sent.
+    pub stripe: Option<StripeSpec>,
+    /// Fixed SSRC.
+    pub ssrc: Option<u32>,
+    /// Free label.
+    pub label: Option<String>,
 }
 
 impl Server {
@@ -115,11 +138,18 @@ impl Server {
             rate: l.media.rate(),
             looping: l.looping,
             counters: counters.clone(),
+            tags: l.tags,
         };
         let id = self.table.insert(entry);
-        let ring = self
-            .reader
-            .open(id, l.media.clone(), l.looping, l.priority, counters.clone());
+        let first = l.leg.map_or(0, |g| g.first_frame);
+        let ring = self.reader.open(
+            id,
+            l.media.clone(),
+            l.looping,
+            l.priority,
+            counters.clone(),
+            first,
+        );
         self.pacers.start_flow(Start {
             id,
             media: l.media,
@@ -128,6 +158,7 @@ impl Server {
             pacing: l.pacing,
             encapsulation: l.encapsulation,
             counters,
+            leg: l.leg,
             reservation: l.reservation,
         });
         id
@@ -178,6 +209,7 @@ impl Server {
                 .map_err(|e| Refusal::Bad(format!("{e:#}")))?;
             outputs.push(o);
         }
+        let leg = self.leg(req, &media).map_err(Refusal::Bad)?;
         let reservation = self.admit(&media).map_err(Refusal::Admission)?;
         Ok(self.launch(Launch {
             media,
@@ -188,6 +220,60 @@ impl Server {
             pacing: req.pacing,
             encapsulation: req.encapsulation,
             reservation: Some(reservation),
+            leg,
+            tags: Tags {
+                stripe: req.stripe,
+                ssrc: req.ssrc,
+                label: req.label.clone(),
+            },
+        }))
+    }
+
+    /// The cluster leg a request asks for (stripe, SSRC or start frame),
+    /// checked against its media, or why not.
+    fn leg(&self, req: &StreamRequest, media: &Media) -> Result<Option<Leg>, String> {
+        if req.stripe.is_none() && req.ssrc.is_none() && req.epoch_frame.is_none() {
+            return Ok(None);
+        }
+        let Some((format, rate)) = media.raw_format() else {
+            return Err(format!(
+                "'{}' is MPEG-TS: stripe, ssrc and epoch_frame are for raw video and patterns",
+                req.source
+            ));
+        };
+        let stripe = match req.stripe {
+            None => None,
+            Some(s) => {
+                let stripes = Stripes::new(format, s.split, s.count).map_err(|e| {
+                    format!(
+                        "stripe split {} count {} does not fit {}x{}: {e}",
+                        s.split, s.count, format.width, format.height
+                    )
+                })?;
+                if s.index >= s.count {
+                    return Err(format!(
+                        "stripe index {} is not one of {} stripes: give 0..={}",
+                        s.index,
+                        s.count,
+                        s.count - 1
+                    ));
+                }
+                Some((stripes, s.index))
+            }
+        };
+        let now = crate::clock::epoch_ns();
+        let soonest = rate.frame_at_or_after_ns(now + START_LEAD.as_nanos() + LEG_MARGIN_NS);
+        let first_frame = req.epoch_frame.unwrap_or(soonest).max(soonest);
+        if rate.frame_start_ns(first_frame) > now + MAX_START_AHEAD_NS {
+            return Err(format!(
+                "epoch_frame {first_frame} starts more than a minute from now: give a frame \
+                 within the next minute"
+            ));
+        }
+        Ok(Some(Leg {
+            stripe,
+            ssrc: req.ssrc,
+            first_frame,
         }))
     }
 

@@ -105,6 +105,8 @@ pub struct Entry {
     pub looping: bool,
     /// Live counters.
     pub counters: Arc<Counters>,
+    /// Cluster leg details.
+    pub tags: super::server::Tags,
 }
 
 impl Entry {
@@ -120,6 +122,9 @@ impl Entry {
             rate_bps: self.rate.bps(),
             looping: self.looping,
             counters: self.counters.snapshot(),
+            stripe: self.tags.stripe,
+            ssrc: self.tags.ssrc,
+            label: self.tags.label.clone(),
         }
     }
 }

@@ -26,7 +26,7 @@ use crate::clock::Origin;
 
 /// How far ahead of now a new flow's first packet is scheduled, so its
 /// ring holds data by then.
-const START_LEAD: Duration = Duration::from_millis(100);
+pub const START_LEAD: Duration = Duration::from_millis(100);
 
 /// A reservation of admitted rate, given back when the flow ends.
 pub struct Reservation {
@@ -55,6 +55,19 @@ impl Drop for Reservation {
     }
 }
 
+/// What makes a raw flow a `nagare cluster` leg: it is epoch-aligned
+/// (starts at a given epoch frame, whose content it sends for that frame),
+/// may send one stripe only, and may number its packets from the epoch.
+#[derive(Debug, Clone, Copy)]
+pub struct Leg {
+    /// The split and the stripe sent, if only one.
+    pub stripe: Option<(nagare_proto::video::stripe::Stripes, usize)>,
+    /// Fixed SSRC: sequence numbers locked to the epoch.
+    pub ssrc: Option<u32>,
+    /// The first epoch frame.
+    pub first_frame: u64,
+}
+
 /// Everything a flow needs to start.
 pub struct Start {
     /// Its table id.
@@ -71,6 +84,8 @@ pub struct Start {
     pub encapsulation: Encapsulation,
     /// Its counters.
     pub counters: Arc<Counters>,
+    /// Cluster leg settings (raw video only).
+    pub leg: Option<Leg>,
     /// Its admitted rate, given back when the flow (and so this) drops.
     #[expect(dead_code, reason = "held only for its Drop")]
     pub reservation: Option<Reservation>,

@@ -7,7 +7,9 @@ use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use nagare_api::serve::StreamState;
-use nagare_proto::video::sender::{Event, FlowId, FlowSpec, Input, Sender, Transmit};
+use nagare_proto::video::sender::{
+    Event, FlowId, FlowSpec, Input, Sender, Transmit, locked_seq_base,
+};
 use nagare_proto::video::st2110_20::Packetizer;
 use nagare_proto::{ExtSeq, FrameRate, Nanos, Ssrc};
 
@@ -15,8 +17,8 @@ use super::super::media::Kind;
 use super::super::output::{Sent, TrainIo};
 use super::super::reader::{Chunk, Delivery};
 use super::super::table::{Counters, StreamId};
-use super::Start;
-use crate::clock::Origin;
+use super::{Leg, Start};
+use crate::clock::{EpochStart, Origin};
 use crate::net::udp;
 
 /// One raw flow's driver state.
@@ -33,6 +35,65 @@ struct RawFlow {
     headers: Vec<u8>,
     stride: usize,
     paused: bool,
+    /// A chunk taken ahead of its frame (epoch-aligned flows).
+    ahead: Option<Chunk>,
+    /// Stripe buffers to split frames into (one-stripe legs).
+    spare: Vec<Vec<u8>>,
+}
+
+impl RawFlow {
+    /// The chunk for epoch frame `frame`: an epoch-aligned flow drops
+    /// chunks of frames already given up and keeps one that comes early.
+    fn take(&mut self, frame: u64) -> Option<Delivery> {
+        let aligned = self.start.leg.is_some();
+        loop {
+            let d = match self.ahead.take() {
+                Some(c) => Delivery::Chunk(c),
+                None => self.start.ring.take()?,
+            };
+            match d {
+                Delivery::Chunk(c) if aligned && c.number < frame => {
+                    self.start.ring.give_back(c.data)
+                }
+                Delivery::Chunk(c) if aligned && c.number > frame => {
+                    self.ahead = Some(c);
+                    return None;
+                }
+                Delivery::Chunk(c) => return Some(Delivery::Chunk(self.cut(c))),
+                other => return Some(other),
+            }
+        }
+    }
+
+    /// A one-stripe leg's stripe of the frame in `c` (the frame buffer goes
+    /// back to the reader at once); other flows keep the frame.
+    fn cut(&mut self, c: Chunk) -> Chunk {
+        let Some((stripes, k)) = self.start.leg.and_then(|l| l.stripe) else {
+            return c;
+        };
+        let bytes = stripes.stripe_format().frame_bytes();
+        let mut out = self.spare.pop().unwrap_or_default();
+        out.resize(bytes, 0);
+        if stripes.split(&c.data[..c.len], k, &mut out).is_err() {
+            out.fill(0);
+        }
+        self.start.ring.give_back(c.data);
+        Chunk {
+            data: out,
+            len: bytes,
+            end_of_pass: c.end_of_pass,
+            number: c.number,
+        }
+    }
+
+    /// Hands a sent chunk's buffer back where it came from.
+    fn release(&mut self, c: Chunk) {
+        if self.start.leg.is_some_and(|l| l.stripe.is_some()) {
+            self.spare.push(c.data);
+        } else {
+            self.start.ring.give_back(c.data);
+        }
+    }
 }
 
 /// Every raw flow of one pacing thread.
@@ -55,11 +116,19 @@ impl RawFlows {
     /// Adds a flow whose first frame leaves `lead` from now, on the epoch
     /// grid.
     pub(super) fn start(&mut self, start: Start, origin: &Origin, lead: Duration) {
-        let (format, rate) = match &start.media.kind {
+        let (mut format, rate) = match &start.media.kind {
             Kind::Raw { format, rate, .. } | Kind::Pattern { format, rate } => (*format, *rate),
             Kind::Ts { .. } => return,
         };
-        let ssrc = Ssrc(getrandom::u32().unwrap_or(0x6e61_6761));
+        if let Some((stripes, _)) = start.leg.and_then(|l| l.stripe) {
+            format = stripes.stripe_format();
+        }
+        let ssrc = Ssrc(
+            start
+                .leg
+                .and_then(|l| l.ssrc)
+                .unwrap_or_else(|| getrandom::u32().unwrap_or(0x6e61_6761)),
+        );
         let Ok(packetizer) = Packetizer::new(format, start.pacing.packet_size, ssrc) else {
             start.counters.set_state(StreamState::Failed);
             return;
@@ -79,19 +148,25 @@ impl RawFlows {
             headers: Vec::new(),
             stride,
             paused: false,
+            ahead: None,
+            spare: Vec::new(),
         };
-        self.schedule(flow, origin, lead);
+        let at = match flow.start.leg {
+            Some(l) => origin.frame_start(rate, l.first_frame),
+            None => origin.epoch_start(rate, lead),
+        };
+        self.schedule(flow, at);
     }
 
-    /// Puts `flow` on the schedule from the next epoch frame after `lead`.
-    fn schedule(&mut self, mut flow: RawFlow, origin: &Origin, lead: Duration) {
-        let at = origin.epoch_start(flow.rate, lead);
+    /// Puts `flow` on the schedule from epoch frame `at`.
+    fn schedule(&mut self, mut flow: RawFlow, at: EpochStart) {
         let gso = flow.start.outputs.iter().all(|o| o.gso());
         let cap = udp::train_cap(gso, flow.start.pacing.packet_size);
-        let spec = FlowSpec::video(flow.rate, flow.packetizer.clone())
+        let mut spec = FlowSpec::video(flow.rate, flow.packetizer.clone())
             .start(at.at, at.first_frame)
             .first_seq(ExtSeq(flow.next_seq))
             .trains(Nanos::from_micros(flow.start.pacing.burst_us), cap);
+        spec = leg_spec(spec, flow.start.leg);
         let id = self.sender.add_flow(spec);
         let max = self.sender.max_train(id).unwrap_or(1);
         flow.headers = vec![0; flow.stride * max];
@@ -131,7 +206,7 @@ impl RawFlows {
                         && let Some(pos) = f.held.iter().position(|h| h.0 == frame)
                         && let Some((_, c)) = f.held.remove(pos)
                     {
-                        f.start.ring.give_back(c.data);
+                        f.release(c);
                     }
                 }
                 Event::Finished { .. } => {}
@@ -147,7 +222,7 @@ impl RawFlows {
             let Some((frame, at)) = f.pending else {
                 continue;
             };
-            let input = match f.start.ring.take() {
+            let input = match f.take(frame) {
                 Some(Delivery::Chunk(c)) => {
                     f.held.push_back((frame, c));
                     Input::Frame { flow: id }
@@ -232,8 +307,9 @@ impl RawFlows {
         self.sender.remove_flow(id);
         let mut f = self.flows.remove(&id)?;
         self.ids.remove(&f.start.id);
-        for (_, c) in f.held.drain(..) {
-            f.start.ring.give_back(c.data);
+        let held: Vec<Chunk> = f.held.drain(..).map(|h| h.1).collect();
+        for c in held {
+            f.release(c);
         }
         f.pending = None;
         Some(f)
@@ -257,7 +333,8 @@ impl RawFlows {
 
     pub(super) fn resume(&mut self, id: StreamId, origin: &Origin, lead: Duration) {
         if let Some(f) = self.paused.remove(&id) {
-            self.schedule(f, origin, lead);
+            let at = origin.epoch_start(f.rate, lead);
+            self.schedule(f, at);
         }
     }
 
@@ -275,5 +352,20 @@ impl RawFlows {
         for id in ids {
             self.stop(id, StreamState::Finished);
         }
+    }
+}
+
+/// A cluster leg's schedule: the stripe's stagger (as the whole sender
+/// would time it, so a node sending one stripe keeps that stripe's
+/// timing) and, with a fixed SSRC, sequence numbers locked to the epoch.
+fn leg_spec(spec: FlowSpec, leg: Option<Leg>) -> FlowSpec {
+    let Some(leg) = leg else { return spec };
+    let spec = match leg.stripe {
+        Some((stripes, k)) => spec.stripe(k, stripes.count()),
+        None => spec,
+    };
+    match leg.ssrc {
+        Some(ssrc) => spec.epoch_locked(locked_seq_base(Ssrc(ssrc))),
+        None => spec,
     }
 }
