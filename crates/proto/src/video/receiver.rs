@@ -248,6 +248,14 @@ impl Take {
             base,
         }
     }
+
+    /// See [`Receiver::set_tolerance`].
+    fn tolerate(&mut self, frames: usize) {
+        if frames > 0 {
+            self.depack.set_in_flight(frames + 1);
+            self.depack.set_patient(true);
+        }
+    }
 }
 
 /// Counters of the takes before the current one.
@@ -265,6 +273,8 @@ struct Carried {
 pub struct Receiver {
     config: Config,
     take: Take,
+    /// Frames an incomplete frame waits for (0: the default rule).
+    tolerance: usize,
     selector: Selector,
     carried: Carried,
     /// Recording index after the last frame handed out or lost.
@@ -281,6 +291,7 @@ impl Receiver {
         Receiver {
             config,
             take: Take::new(&config, 0),
+            tolerance: 0,
             selector: Selector::new(selection(&config, None, false)),
             carried: Carried::default(),
             next_index: 0,
@@ -341,6 +352,7 @@ impl Receiver {
             self.drain();
             self.carry();
             self.take = Take::new(&self.config, self.next_index);
+            self.take.tolerate(self.tolerance);
         }
         self.events.push_back(Event::Stream {
             ssrc: lock.ssrc,
@@ -458,8 +470,8 @@ impl Receiver {
     /// path-differential tolerance of an ST 2022-7 receiver, whose second
     /// leg may bring a missing packet that many frame periods late.
     pub fn set_tolerance(&mut self, frames: usize) {
-        self.depack.set_in_flight(frames.max(1) + 1);
-        self.depack.set_patient(true);
+        self.tolerance = frames.max(1);
+        self.take.tolerate(self.tolerance);
     }
 
     /// Hands a frame buffer back for reuse.
