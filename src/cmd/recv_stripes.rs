@@ -262,19 +262,25 @@ impl Unit {
         // of at least 500 bytes (ST 2022-7 asks for at least two).
         let window = (4 * format.frame_bytes() / 500) as u64;
         let legs = sockets.len();
+        let mut machine = receiver::Receiver::new(Config {
+            format,
+            rate: plan.rate,
+            // Zero-filled holes: a stripe with bytes missing still goes
+            // into its frame, marked incomplete.
+            incomplete: Incomplete::Keep,
+            frame_limit: None,
+        });
+        if legs > 1 {
+            // A packet the other leg makes good may come up to three frame
+            // periods late (ST 2022-7 asks for two) and still count.
+            machine.set_tolerance(3);
+        }
         Ok(Unit {
             stripe: k,
             drops_at_start: sockets.iter().map(|s| s.kernel_drops).collect(),
             sockets,
             merger: (legs > 1).then(|| Merger::new(legs, window)),
-            machine: receiver::Receiver::new(Config {
-                format,
-                rate: plan.rate,
-                // Zero-filled holes: a stripe with bytes missing still
-                // goes into its frame, marked incomplete.
-                incomplete: Incomplete::Keep,
-                frame_limit: None,
-            }),
+            machine,
             recycled,
             report: StripeReport {
                 stripe: k,
