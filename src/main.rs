@@ -46,6 +46,9 @@ enum Command {
     /// Stream server: RTSP (raw video, MPEG-TS, test pattern) and push
     /// streams from one paced schedule, an HTTP JSON API and /metrics.
     Serve(cmd::serve::ServeArgs),
+    /// One stream striped over several serve nodes: start, stop, status,
+    /// and hitless move of a stripe between nodes (cluster.toml).
+    Cluster(cmd::cluster::ClusterArgs),
 }
 
 /// This build's version: the crate's, and the git commit it was built
@@ -70,6 +73,7 @@ fn main() -> ExitCode {
         Command::Probe(a) => cmd::probe::run(a),
         Command::Impair(a) => cmd::impair::run(a),
         Command::Serve(a) => cmd::serve::main(a),
+        Command::Cluster(a) => cmd::cluster::main(a),
     };
     match result {
         Ok(code) => code,
