@@ -49,6 +49,9 @@ enum Command {
     /// How many streams a server carries before frames drop: ramps RTSP
     /// clients or push streams, measures loss, jitter and server CPU.
     Loadtest(cmd::loadtest::LoadtestArgs),
+    /// One stream striped over several serve nodes: start, stop, status,
+    /// and hitless move of a stripe between nodes (cluster.toml).
+    Cluster(cmd::cluster::ClusterArgs),
 }
 
 /// This build's version: the crate's, and the git commit it was built
@@ -74,6 +77,7 @@ fn main() -> ExitCode {
         Command::Impair(a) => cmd::impair::run(a),
         Command::Serve(a) => cmd::serve::main(a),
         Command::Loadtest(a) => cmd::loadtest::main(a),
+        Command::Cluster(a) => cmd::cluster::main(a),
     };
     match result {
         Ok(code) => code,
