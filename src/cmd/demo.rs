@@ -63,6 +63,7 @@ pub fn main(args: DemoArgs) -> Result<ExitCode> {
         buffer_frames: 8,
         checksums: true,
         quiet: true,
+        analyze: None,
     };
     let bound = recv::Bound::open(&recv_cfg)?;
     let dest = bound

@@ -18,10 +18,12 @@ use nagare_api::video::{EndedBy, FrameList, RecvReport};
 use nagare_proto::sdp::SdpStream;
 use nagare_proto::video::receiver::{self, Config, Datagram, Event, Incomplete, Record};
 use nagare_proto::video::st2110_20::Frame;
+use nagare_proto::video::st2110_21::{Monitor, Scan, SenderType, StreamShape};
 use nagare_proto::{BitRate, ByteSize, FrameRate, Nanos, PixelFormat, VideoFormat};
 
 use crate::cli::{self, Size};
 use crate::clock::Origin;
+use crate::cmd::analyze::collect::{Collector, FramePoint};
 use crate::net::udp::{self, Interface, ReceiveOptions, Receiver};
 use crate::progress::{Ticker, bitrate};
 
@@ -74,9 +76,24 @@ pub struct RecvArgs {
     /// needs root or CAP_SYS_NICE.
     #[arg(long)]
     pub realtime: bool,
+    /// Analyse the stream's ST 2110-21 timing too (Cinst, VRX, FPT, RTP
+    /// offset, verdict; see `nagare analyze`), from kernel receive stamps.
+    #[arg(long)]
+    pub analyze: bool,
     /// Print statistics as JSON on stdout at the end.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The ST 2110-21 analysis of a receive run.
+#[derive(Debug, Clone, Copy)]
+pub struct AnalyzeSpec {
+    /// What is known of the stream.
+    pub shape: StreamShape,
+    /// The sender type to hold it to.
+    pub declared: Option<SenderType>,
+    /// Print a line per second on stderr.
+    pub print_seconds: bool,
 }
 
 /// A validated receiver configuration.
@@ -104,6 +121,8 @@ pub struct RecvConfig {
     pub checksums: bool,
     /// Suppress the progress line.
     pub quiet: bool,
+    /// Analyse the stream's ST 2110-21 timing.
+    pub analyze: Option<AnalyzeSpec>,
 }
 
 impl RecvArgs {
@@ -118,6 +137,7 @@ impl RecvArgs {
                     .map_err(|_| anyhow!("--source '{s}' is not an IP address"))
             })
             .transpose()?;
+        let mut declared = None;
         let (listen, format, mut rate) = match (&self.listen, &self.sdp) {
             (Some(l), None) => {
                 let listen = udp::parse_addr(l, "listen address")?;
@@ -133,6 +153,7 @@ impl RecvArgs {
                 if source.is_none() && sdp.address.is_multicast() {
                     source = sdp.source;
                 }
+                declared = sdp.sender_type;
                 (SocketAddr::new(sdp.address, sdp.port), sdp.format, sdp.rate)
             }
             _ => bail!("give either --listen HOST:PORT with --size and --pix-fmt, or --sdp FILE"),
@@ -155,6 +176,21 @@ impl RecvArgs {
         // Room for a few frames in the kernel: senders that do not pace
         // (GStreamer, FFmpeg) send each frame as one burst.
         let buffer_bytes = (format.frame_bytes() * 4).clamp(16 << 20, 512 << 20);
+        let analyze = match (self.analyze, rate) {
+            (false, _) => None,
+            (true, None) => bail!("--analyze needs the frame rate: give --fps (like 60000/1001)"),
+            (true, Some(rate)) => Some(AnalyzeSpec {
+                shape: StreamShape {
+                    rate,
+                    lines: format.height,
+                    scan: Scan::Progressive,
+                    packets: None,
+                    tr_offset: None,
+                },
+                declared,
+                print_seconds: false,
+            }),
+        };
         Ok(RecvConfig {
             listen,
             format,
@@ -171,6 +207,7 @@ impl RecvArgs {
             buffer_frames: self.buffer_frames,
             checksums: false,
             quiet: self.json,
+            analyze,
         })
     }
 }
@@ -321,12 +358,55 @@ struct Driver<'a> {
     report: RecvReport,
     ticker: Ticker,
     window: (u64, Instant),
+    analysis: Option<Analysis>,
+}
+
+/// The ST 2110-21 monitor beside the receiver machine, and what it found.
+struct Analysis {
+    monitor: Monitor,
+    collector: Collector,
+    print_seconds: bool,
+}
+
+impl Analysis {
+    fn events(&mut self) {
+        while let Some(e) = self.monitor.poll_event() {
+            if let Some(line) = self.collector.event(e)
+                && self.print_seconds
+            {
+                eprintln!("{}", crate::cmd::analyze::output::second(&line));
+            }
+        }
+    }
 }
 
 /// Receives until the frame limit, the idle timeout, or `stop`.
 pub fn run(cfg: &RecvConfig, bound: Bound, stop: &AtomicBool) -> Result<RecvReport> {
+    run_analyzed(cfg, bound, stop).map(|(r, _)| r)
+}
+
+/// [`run`], also returning the analysis's per-frame series (for a plot).
+pub fn run_analyzed(
+    cfg: &RecvConfig,
+    bound: Bound,
+    stop: &AtomicBool,
+) -> Result<(RecvReport, Vec<FramePoint>)> {
     let mut rx = bound.rx;
     let drops_at_start = rx.kernel_drops;
+    let analysis = cfg.analyze.map(|spec| {
+        // Each datagram needs its own arrival: kernel stamps, and no GRO
+        // batches sharing one.
+        if !rx.enable_timestamps() {
+            eprintln!("nagare recv: note: no kernel receive stamps here; arrivals are read times");
+        }
+        rx.disable_gro();
+        let source = format!("udp {}", cfg.listen);
+        Analysis {
+            monitor: Monitor::new(spec.shape),
+            collector: Collector::new(source, spec.declared),
+            print_seconds: spec.print_seconds,
+        }
+    });
     let mut d = Driver {
         cfg,
         machine: receiver::Receiver::new(Config {
@@ -340,6 +420,7 @@ pub fn run(cfg: &RecvConfig, bound: Bound, stop: &AtomicBool) -> Result<RecvRepo
         report: RecvReport::default(),
         ticker: Ticker::new(cfg.quiet),
         window: (0, Instant::now()),
+        analysis,
     };
     let ended_by = match d.receive(&mut rx, stop) {
         Ok(e) => e,
@@ -355,6 +436,7 @@ pub fn run(cfg: &RecvConfig, bound: Bound, stop: &AtomicBool) -> Result<RecvRepo
         machine,
         writer,
         mut report,
+        analysis,
         ..
     } = d;
     report.frames_written = writer.finish()?;
@@ -362,7 +444,17 @@ pub fn run(cfg: &RecvConfig, bound: Bound, stop: &AtomicBool) -> Result<RecvRepo
     report.kernel_drops = u64::from(rx.kernel_drops.wrapping_sub(drops_at_start));
     report.ended_by = ended_by;
     report.gro = rx.gro;
-    Ok(report)
+    let mut points = Vec::new();
+    if let Some(mut a) = analysis {
+        a.monitor.flush();
+        a.events();
+        let (r, p) = a
+            .collector
+            .finish(a.monitor.analyzer(), a.monitor.stats(), 0);
+        report.analysis = Some(r);
+        points = p;
+    }
+    Ok((report, points))
 }
 
 impl Driver<'_> {
@@ -381,10 +473,15 @@ impl Driver<'_> {
                 return Ok(EndedBy::Timeout);
             }
             let (machine, origin) = (&mut self.machine, self.origin);
+            let mut monitor = self.analysis.as_mut().map(|a| &mut a.monitor);
             let got = rx
                 .recv_batch(|d| {
                     let now = origin.nanos(d.at);
+                    let wall = epoch_nanos(d.wall);
                     for bytes in d.segments() {
+                        if let Some(m) = monitor.as_mut() {
+                            m.handle_input(wall, bytes);
+                        }
                         machine.handle_input(
                             now,
                             Datagram {
@@ -397,6 +494,9 @@ impl Driver<'_> {
                 .context("receiving")?;
             if got > 0 {
                 last_packet = Instant::now();
+            }
+            if let Some(a) = self.analysis.as_mut() {
+                a.events();
             }
             self.events()?;
             self.progress();
@@ -449,6 +549,12 @@ impl Driver<'_> {
             s.packets_lost
         ));
     }
+}
+
+/// A system-clock time as nanoseconds since the Unix epoch.
+fn epoch_nanos(t: std::time::SystemTime) -> Nanos {
+    let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    Nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 /// Copies the machine's counters into the report.

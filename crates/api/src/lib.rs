@@ -14,5 +14,6 @@
 pub mod doctor;
 pub mod impair;
 pub mod probe;
+pub mod st2110;
 pub mod tree;
 pub mod video;

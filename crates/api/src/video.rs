@@ -173,6 +173,9 @@ pub struct RecvReport {
     /// xxh3 of each complete frame by index (demo only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checksums: Vec<(u64, u64)>,
+    /// The ST 2110-21 analysis (`recv --analyze`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<crate::st2110::AnalyzeReport>,
 }
 
 /// What `nagare demo` proved.
