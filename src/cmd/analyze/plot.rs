@@ -38,8 +38,11 @@ pub fn draw(path: &Path, report: &AnalyzeReport, points: &[FramePoint]) -> Resul
     let root = BitMapBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let title = match &report.verdict {
-        Some(v) => v.text.clone(),
-        None => "no verdict".to_string(),
+        Some(v) => format!(
+            "{}: {} ({} receiver)",
+            report.source, v.compliance, v.schedule
+        ),
+        None => format!("{}: no verdict", report.source),
     };
     let root = root.titled(&title, ("sans-serif", 16)).map_err(err)?;
     let panels = root.split_evenly((3, 1));
