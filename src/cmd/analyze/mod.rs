@@ -6,6 +6,7 @@
 
 pub mod capture;
 pub mod collect;
+pub mod ideal;
 pub mod output;
 pub mod plot;
 
