@@ -446,3 +446,69 @@ fn a_corrupt_capture_is_refused_with_the_fix() {
     assert!(err.contains("not a pcap or pcapng capture"), "{err}");
     assert!(err.contains("tcpdump -w FILE"), "{err}");
 }
+
+#[test]
+fn recv_analyze_judges_the_stream_it_records() {
+    use nagare_api::video::{RecvReport, SendReport};
+    let s = Scratch::new("recv-analyze");
+    let sdp = s.path("s.sdp");
+    let frames = 30u64;
+    let port = free_udp_port();
+    // The SDP first (one frame to nowhere), so recv learns rate and TP.
+    let out = nagare()
+        .args(["send", "pattern:bars", "--to", &format!("127.0.0.1:{port}")])
+        .args(["--size", "320x240", "--pix-fmt", "uyvy422", "--fps", "50"])
+        .args([
+            "--tp",
+            "nl",
+            "--frames",
+            "1",
+            "--sdp",
+            sdp.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let mut recv = nagare();
+    recv.args([
+        "recv",
+        "--sdp",
+        sdp.to_str().unwrap(),
+        "--analyze",
+        "--json",
+    ])
+    .args(["--frames", &frames.to_string(), "--timeout", "5"]);
+    let mut r = crate::common::Running::spawn(recv);
+    r.listening();
+    let out = nagare()
+        .args(["send", "pattern:bars", "--to", &format!("127.0.0.1:{port}")])
+        .args(["--size", "320x240", "--pix-fmt", "uyvy422", "--fps", "50"])
+        .args(["--tp", "nl", "--frames", &frames.to_string(), "--json"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let sent: SendReport = crate::common::parse_report(&String::from_utf8_lossy(&out.stdout));
+    let (status, out, err) = r.finish();
+    assert!(status.success(), "{err}");
+    let got: RecvReport = crate::common::parse_report(&out);
+    assert_eq!(got.frames_complete, frames);
+    assert!(!got.gro, "analysis needs a stamp per datagram");
+    let a = got.analysis.expect("recv --analyze reports an analysis");
+    let m = a.model.expect("a model");
+    assert_eq!(u64::from(m.packets), sent.packets_per_frame);
+    assert_eq!(a.declared, Some(SenderType::NL));
+    // The first frame waits for a boundary; every other one is judged.
+    assert_eq!(a.frames, frames - 1);
+    assert_eq!((a.lost, a.seq_errors), (0, 0));
+    assert!(a.verdict.is_some() && a.declared_met.is_some());
+    // nagare stamps frames on the epoch grid it sends them in.
+    assert_eq!(a.rtp_offset_ticks.max, Some(0));
+    assert_eq!(
+        (a.rtp_delta_ticks.min, a.rtp_delta_ticks.max),
+        (Some(1800), Some(1800))
+    );
+    // The sender's own judgement is there too.
+    let ideal = sent.st2110_21.expect("send judges its stream");
+    assert_eq!(ideal.declared, Some(SenderType::NL));
+    assert_eq!(ideal.frames, frames - 1);
+}
