@@ -176,20 +176,10 @@ impl RecvArgs {
         // Room for a few frames in the kernel: senders that do not pace
         // (GStreamer, FFmpeg) send each frame as one burst.
         let buffer_bytes = (format.frame_bytes() * 4).clamp(16 << 20, 512 << 20);
-        let analyze = match (self.analyze, rate) {
-            (false, _) => None,
-            (true, None) => bail!("--analyze needs the frame rate: give --fps (like 60000/1001)"),
-            (true, Some(rate)) => Some(AnalyzeSpec {
-                shape: StreamShape {
-                    rate,
-                    lines: format.height,
-                    scan: Scan::Progressive,
-                    packets: None,
-                    tr_offset: None,
-                },
-                declared,
-                print_seconds: false,
-            }),
+        let analyze = if self.analyze {
+            Some(analyze_spec(format, rate, declared)?)
+        } else {
+            None
         };
         Ok(RecvConfig {
             listen,
@@ -210,6 +200,28 @@ impl RecvArgs {
             analyze,
         })
     }
+}
+
+/// The analysis of `recv --analyze`: the raster and rate of the stream,
+/// Npackets learned from it.
+fn analyze_spec(
+    format: VideoFormat,
+    rate: Option<FrameRate>,
+    declared: Option<SenderType>,
+) -> Result<AnalyzeSpec> {
+    let rate = rate
+        .ok_or_else(|| anyhow!("--analyze needs the frame rate: give --fps (like 60000/1001)"))?;
+    Ok(AnalyzeSpec {
+        shape: StreamShape {
+            rate,
+            lines: format.height,
+            scan: Scan::Progressive,
+            packets: None,
+            tr_offset: None,
+        },
+        declared,
+        print_seconds: false,
+    })
 }
 
 fn read_small(path: &PathBuf) -> Result<String> {

@@ -246,6 +246,18 @@ pub fn shaping(
     }
 }
 
+/// The perfect-clock judge of a flow of `packets` packets per frame whose
+/// timeline `start.at` is the epoch start of frame `start.first_frame`.
+fn ideal_receiver(
+    cfg: &SendConfig,
+    packets: usize,
+    start: crate::clock::EpochStart,
+) -> Result<IdealReceiver> {
+    let shape = shaping(cfg.format, cfg.rate, packets, cfg.sender_type, cfg.train)?;
+    let base = cfg.rate.frame_start_ns(start.first_frame) as i128 - i128::from(start.at.0);
+    Ok(IdealReceiver::new(*shape.model(), cfg.sender_type, base))
+}
+
 /// A random value from the operating system (RFC 3550 wants SSRCs and
 /// first sequence numbers unpredictable).
 fn random_u32() -> Result<u32> {
@@ -512,18 +524,7 @@ impl<'a> Driver<'a> {
         let packetizer = sched
             .packetizer(ids[0])
             .context("a video flow has a packetizer")?;
-        let ideal = {
-            let shape = shaping(
-                cfg.format,
-                cfg.rate,
-                packetizer.packets_per_frame(),
-                cfg.sender_type,
-                cfg.train,
-            )?;
-            // Timeline `start.at` is the epoch start of the first frame.
-            let base = cfg.rate.frame_start_ns(start.first_frame) as i128 - i128::from(start.at.0);
-            IdealReceiver::new(*shape.model(), cfg.sender_type, base)
-        };
+        let ideal = ideal_receiver(cfg, packetizer.packets_per_frame(), start)?;
         let header_stride = (0..packetizer.packets_per_frame())
             .map(|i| packetizer.header_len(i))
             .max()
