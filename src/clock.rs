@@ -144,6 +144,17 @@ impl Origin {
         self.zero + Duration::from(t)
     }
 
+    /// Epoch frame `first_frame` of `rate` and when it starts on this
+    /// timeline (now, if it is already past).
+    pub fn frame_start(&self, rate: FrameRate, first_frame: u64) -> EpochStart {
+        let now = self.elapsed();
+        let ahead = rate.frame_start_ns(first_frame).saturating_sub(epoch_ns());
+        EpochStart {
+            first_frame,
+            at: now + Nanos(u64::try_from(ahead).unwrap_or(u64::MAX)),
+        }
+    }
+
     /// The first frame boundary on the epoch grid at least `lead` from now,
     /// so every sender of the same rate starts on the same grid.
     pub fn epoch_start(&self, rate: FrameRate, lead: Duration) -> EpochStart {

@@ -5,8 +5,7 @@
 //! reads clocks. Each subcommand's driver lives in its own module.
 
 use std::process::ExitCode;
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 use clap::{Parser, Subcommand};
 
@@ -15,10 +14,11 @@ mod clock;
 mod cmd;
 mod net;
 mod progress;
+mod signal;
 mod source;
 
 #[derive(Parser)]
-#[command(name = "nagare", version, about, propagate_version = true)]
+#[command(name = "nagare", version = VERSION, about, propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -46,21 +46,24 @@ enum Command {
     Probe(cmd::probe::ProbeArgs),
     /// User-space UDP relay that impairs traffic like netem: loss, bursts, reordering, duplicates, delay, rate.
     Impair(cmd::impair::ImpairArgs),
+    /// Stream server: RTSP (raw video, MPEG-TS, test pattern) and push
+    /// streams from one paced schedule, an HTTP JSON API and /metrics.
+    Serve(cmd::serve::ServeArgs),
 }
 
-/// Set by Ctrl-C / SIGTERM: drivers stop cleanly, flush and report.
+/// This build's version: the crate's, and the git commit it was built
+/// from when built in a checkout (see build.rs).
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), env!("NAGARE_VERSION_SUFFIX"));
+
+/// Set by SIGINT, SIGTERM or SIGHUP: drivers stop cleanly, flush and
+/// report (see [`signal`]).
 pub fn stop_flag() -> &'static AtomicBool {
-    static STOP: OnceLock<&'static AtomicBool> = OnceLock::new();
-    STOP.get_or_init(|| {
-        let flag: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
-        // A second Ctrl-C while stopping is ignored; the loops are bounded.
-        let _ = ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed));
-        flag
-    })
+    signal::stop_flag()
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    signal::install();
     let result: anyhow::Result<ExitCode> = match cli.command {
         Command::Send(a) => cmd::send::main(a),
         Command::Recv(a) => cmd::recv::main(a),
@@ -70,6 +73,7 @@ fn main() -> ExitCode {
         Command::Tree(a) => cmd::tree::run(a),
         Command::Probe(a) => cmd::probe::run(a),
         Command::Impair(a) => cmd::impair::run(a),
+        Command::Serve(a) => cmd::serve::main(a),
     };
     match result {
         Ok(code) => code,

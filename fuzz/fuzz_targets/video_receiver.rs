@@ -41,7 +41,7 @@ fn drain(r: &mut Receiver, seen: &mut Seen, frame_bytes: usize, recycle: bool) {
                 seen.next = first + count;
                 seen.lost += count;
             }
-            Event::Stream { .. } => {}
+            Event::Stream { .. } | Event::Rival { .. } => {}
         }
     }
 }

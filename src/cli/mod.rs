@@ -14,6 +14,7 @@ use std::time::Duration;
 use anyhow::{Result, anyhow, bail};
 use nagare_proto::video::receiver::Incomplete;
 use nagare_proto::video::st2110_21::SenderType;
+use nagare_proto::video::stripe::Rule;
 use nagare_proto::{BitRate, FrameRate, PixelFormat, VideoFormat};
 
 pub use crate::net::iface::parse_interface;
@@ -23,6 +24,12 @@ pub fn parse_pix_fmt(s: &str) -> Result<PixelFormat> {
     s.parse().map_err(|_| {
         anyhow!("unknown pixel format '{s}': known formats are uyvy422 (8-bit 4:2:2), uyvp (10-bit 4:2:2), rgb24")
     })
+}
+
+/// Parses `--split`: how a frame is divided into stripes.
+pub fn parse_split(s: &str) -> Result<Rule> {
+    s.parse()
+        .map_err(|_| anyhow!("unknown split '{s}': use lines, square or 2si"))
 }
 
 /// A picture size in pixels, from `--size WIDTHxHEIGHT`.

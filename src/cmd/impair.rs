@@ -254,15 +254,14 @@ fn spawn_tcp(
     count: Arc<AtomicU64>,
     stop: &'static AtomicBool,
 ) -> Result<()> {
-    listener.set_nonblocking(true)?;
     std::thread::spawn(move || {
-        while !stop.load(Ordering::Relaxed) {
-            match listener.accept() {
-                Ok((c, _)) => {
-                    count.fetch_add(1, Ordering::Relaxed);
-                    std::thread::spawn(move || pipe_tcp(c, to));
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+        while let Some(conn) = crate::signal::accept(&listener) {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            if let Ok((c, _)) = conn {
+                count.fetch_add(1, Ordering::Relaxed);
+                std::thread::spawn(move || pipe_tcp(c, to));
             }
         }
     });
@@ -289,6 +288,9 @@ fn print_summary(r: &Report) {
     );
 }
 
+/// Most datagrams a stopping relay still takes from its socket.
+const STOP_DRAIN: usize = 1 << 16;
+
 fn forward(
     down: &UdpSocket,
     up: &UdpSocket,
@@ -301,6 +303,9 @@ fn forward(
     let start = Instant::now();
     let now = || Nanos::from(start.elapsed());
     let mut buf = vec![0u8; 65_536];
+    // Only a safety net: the wait below comes first, so a receive finds
+    // a datagram waiting.
+    down.set_read_timeout(Some(Duration::from_millis(20)))?;
     loop {
         if stop.load(Ordering::Relaxed) || end.is_some_and(|e| Instant::now() >= e) {
             break;
@@ -314,7 +319,11 @@ fn forward(
                 at.saturating_sub(now()).into()
             })
             .clamp(Duration::from_micros(20), Duration::from_millis(20));
-        down.set_read_timeout(Some(wait))?;
+        // ppoll, not the socket timeout: that one is rounded up to the
+        // kernel's tick, and held packets would leave late (see net::wait).
+        if !crate::net::wait::readable_within(down, wait).context("waiting on the relay")? {
+            continue;
+        }
         match down.recv_from(&mut buf) {
             Ok((n, src)) => {
                 *client.lock().unwrap_or_else(|p| p.into_inner()) = Some(src);
@@ -333,8 +342,16 @@ fn forward(
             Err(e) => return Err(e).context("receiving on the relay"),
         }
     }
-    // Whatever is still held or queued goes out now, so the counters match
-    // what left.
+    // A stop takes what the socket already holds, then whatever is still
+    // held or queued goes out now, so the counters match what left.
+    down.set_nonblocking(true)?;
+    for _ in 0..STOP_DRAIN {
+        let Ok((n, _)) = down.recv_from(&mut buf) else {
+            break;
+        };
+        let pkt = &buf[..n];
+        netem.handle_input(now(), pkt.to_vec(), n, netem::stream_seq(pkt));
+    }
     netem.flush(now());
     for p in netem.drain() {
         let _ = up.send(&p);

@@ -7,5 +7,7 @@ pub mod doctor;
 pub mod impair;
 pub mod probe;
 pub mod recv;
+pub mod recv_stripes;
 pub mod send;
+pub mod serve;
 pub mod tree;

@@ -18,15 +18,16 @@ use nagare_proto::sdp::{PtpClock, RefClock, SdpStream};
 use nagare_proto::video::sender::{self as schedule, Event, FlowId, FlowSpec, Input, Transmit};
 use nagare_proto::video::st2110_20::{DEFAULT_PACKET_SIZE, Packetizer};
 use nagare_proto::video::st2110_21::{Model, Scan, SenderSchedule, SenderType};
+use nagare_proto::video::stripe::{Rule, Stripes};
 use nagare_proto::{BitRate, ByteSize, ExtSeq, FrameRate, Nanos, PixelFormat, Ssrc, VideoFormat};
 
 use crate::cli::{self, Size};
-use crate::clock::{Origin, Pacing};
+use crate::clock::{EpochStart, Origin, Pacing};
 use crate::cmd::analyze::ideal::IdealReceiver;
 use crate::net::file::AlignedBuf;
 use crate::net::udp::{self, Interface, SendOptions, Sender, iovec};
 use crate::progress::{Ticker, bitrate};
-use crate::source::{FrameRing, Slot, Source};
+use crate::source::{Arrange, FrameRing, ReadPlan, Slot, Source};
 /// Command-line arguments of `nagare send`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct SendArgs {
@@ -88,11 +89,27 @@ pub struct SendArgs {
     /// Send packet by packet (sendmmsg) even where UDP GSO is available.
     #[arg(long)]
     pub no_gso: bool,
-    /// Split each frame into N horizontal stripes, each its own RTP stream
-    /// to the next port (PORT, PORT+1, ...), like seed 000's 8 nodes each
-    /// sending one stripe; all stripes share one schedule and timestamp.
+    /// Split each frame into N stripes (see --split), each its own RTP
+    /// stream to the next port (PORT, PORT+1, ...) with its own SDP, like
+    /// seed 000's 8 nodes each sending one stripe; all stripes share one
+    /// schedule and RTP timestamp.
     #[arg(long, default_value_t = 1)]
     pub stripes: usize,
+    /// How a frame is split into --stripes: lines (horizontal bands),
+    /// square (quadrants, then bands) or 2si (the quad-link two-sample
+    /// interleave, then bands: 8 stripes are each 2SI sub-image in 2).
+    #[arg(long, default_value = "lines", value_parser = cli::parse_split)]
+    pub split: Rule,
+    /// Send only stripe K of the --stripes (what one cluster node does);
+    /// --to is then that stripe's own destination and --sdp its own file.
+    #[arg(long, value_name = "K")]
+    pub stripe: Option<usize>,
+    /// Fix the SSRC (stripe k gets N+k) and number packets from the epoch
+    /// frame, and start the input at the epoch frame too: two senders given
+    /// the same N send identical packets, the two legs of an ST 2022-7
+    /// stream (needs a looping or pattern input for the latter).
+    #[arg(long, value_name = "N")]
+    pub ssrc: Option<u32>,
     /// Read the input file with O_DIRECT (bypassing the page cache); the
     /// frame size must be a multiple of 4096 bytes.
     #[arg(long)]
@@ -110,6 +127,27 @@ pub struct SendArgs {
     /// Print statistics as JSON on stdout at the end.
     #[arg(long)]
     pub json: bool,
+}
+
+/// How the stripes of a send are made and named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Striping {
+    /// How a frame is divided.
+    pub split: Rule,
+    /// Send this stripe alone.
+    pub only: Option<usize>,
+    /// Fixed SSRC of stripe 0 (stripe k: +k), with epoch-locked numbers.
+    pub ssrc: Option<u32>,
+}
+
+impl Default for Striping {
+    fn default() -> Striping {
+        Striping {
+            split: Rule::Lines,
+            only: None,
+            ssrc: None,
+        }
+    }
 }
 
 /// A validated sender configuration.
@@ -153,8 +191,10 @@ pub struct SendConfig {
     pub quiet: bool,
     /// CPU to pin the sending thread to.
     pub cpu: Option<usize>,
-    /// Horizontal stripes, one RTP stream each.
+    /// Stripes, one RTP stream each.
     pub stripes: usize,
+    /// Rule, only-this-stripe and SSRC of the stripes.
+    pub striping: Striping,
     /// Read the input file with O_DIRECT.
     pub direct: bool,
     /// SCHED_FIFO for the sending thread.
@@ -170,8 +210,24 @@ impl SendArgs {
         if dest.port() == 0 {
             bail!("destination {dest} has port 0: give the receiver's port");
         }
-        let stripe = stripe_format(format, self.stripes)?;
-        stripe_dest(dest, self.stripes - 1)?;
+        let striping = Striping {
+            split: self.split,
+            only: self.stripe,
+            ssrc: self.ssrc,
+        };
+        let stripe = stripes_of(format, self.stripes, self.split)?.stripe_format();
+        if let Some(k) = self.stripe
+            && k >= self.stripes
+        {
+            bail!(
+                "--stripe {k} is not one of --stripes {}: give 0..={}",
+                self.stripes,
+                self.stripes - 1
+            );
+        }
+        if self.stripe.is_none() {
+            stripe_dest(dest, self.stripes - 1)?;
+        }
         let packetizer = Packetizer::new(stripe, self.packet_size, Ssrc(0))
             .map_err(|e| anyhow!("--packet-size {}: {e}", self.packet_size))?;
         shaping(
@@ -214,6 +270,7 @@ impl SendArgs {
             cpu: self.cpu,
             realtime: self.realtime,
             stripes: self.stripes,
+            striping,
             direct: self.direct,
         })
     }
@@ -323,14 +380,24 @@ pub fn run(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport> {
         bail!("input has {avail} frames but --frames asks for {want}; add --loop to repeat it");
     }
     let sockets = open_sockets(cfg)?;
-    let ring = FrameRing::start(
-        source,
-        cfg.format,
-        cfg.buffer_frames,
-        cfg.frames,
-        cfg.looping || cfg.frames.is_none() && cfg.input.starts_with("pattern:"),
-        cfg.read_delay,
-    );
+    // An epoch-locked sender fixes its first frame before reading, so the
+    // input starts at that frame: every sender of the stream shows input
+    // frame f mod n in epoch frame f. The lead leaves room to fill the ring.
+    let planned = cfg.striping.ssrc.map(|_| {
+        let origin = Origin::now();
+        let lead = Duration::from_millis(250).max(Duration::from_secs_f64(
+            2.0 * cfg.buffer_frames as f64 / cfg.rate.as_f64(),
+        ));
+        (origin, origin.epoch_start(cfg.rate, lead))
+    });
+    let plan = ReadPlan {
+        limit: cfg.frames,
+        looping: cfg.looping || cfg.frames.is_none() && cfg.input.starts_with("pattern:"),
+        read_delay: cfg.read_delay,
+        first: planned.map_or(0, |(_, s)| s.first_frame),
+        arrange: arrangement(cfg)?,
+    };
+    let ring = FrameRing::start_with(source, cfg.format, cfg.buffer_frames, plan);
     // Only the sending thread is tuned; the reader keeps default priority.
     crate::net::tuning::precise_timers();
     if let Some(cpu) = cfg.cpu {
@@ -343,7 +410,7 @@ pub fn run(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport> {
     while ring.fill() < cfg.buffer_frames && !ring.reader_done() && !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(1));
     }
-    let mut driver = Driver::new(cfg, sockets)?;
+    let mut driver = Driver::new(cfg, sockets, planned)?;
     let cpu = crate::clock::thread_cpu_seconds();
     let result = driver.run(&ring, stop);
     driver.ticker.finish();
@@ -355,50 +422,81 @@ pub fn run(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport> {
     Ok(report)
 }
 
-/// One socket per stripe (writing each stripe's SDP next to it).
+/// The stripes this sender sends, in order.
+fn sent_stripes(cfg: &SendConfig) -> Vec<usize> {
+    match cfg.striping.only {
+        Some(k) => vec![k],
+        None => (0..cfg.stripes).collect(),
+    }
+}
+
+/// Stripes that are not one run of the frame are gathered on the reader
+/// thread, back to back in the order sent; bands are sent from the frame
+/// as read.
+fn arrangement(cfg: &SendConfig) -> Result<Option<Arrange>> {
+    let stripes = stripes_of(cfg.format, cfg.stripes, cfg.striping.split)?;
+    if stripes.contiguous(0).is_some() {
+        return Ok(None);
+    }
+    let ks = sent_stripes(cfg);
+    let n = stripes.stripe_format().frame_bytes();
+    Ok(Some(Box::new(move |frame: &[u8], out: &mut [u8]| {
+        for (i, &k) in ks.iter().enumerate() {
+            // Sizes were checked when the division was made.
+            let _ = stripes.split(frame, k, &mut out[i * n..(i + 1) * n]);
+        }
+    })))
+}
+
+/// One socket per stripe sent (writing each stripe's SDP next to it).
 fn open_sockets(cfg: &SendConfig) -> Result<Vec<Flow>> {
-    let format = stripe_format(cfg.format, cfg.stripes)?;
-    let mut flows = Vec::with_capacity(cfg.stripes);
-    for k in 0..cfg.stripes {
-        let dest = stripe_dest(cfg.dest, k)?;
+    let stripes = stripes_of(cfg.format, cfg.stripes, cfg.striping.split)?;
+    let format = stripes.stripe_format();
+    let ks = sent_stripes(cfg);
+    let mut flows = Vec::with_capacity(ks.len());
+    for (i, &k) in ks.iter().enumerate() {
+        let dest = match cfg.striping.only {
+            Some(_) => cfg.dest,
+            None => stripe_dest(cfg.dest, k)?,
+        };
         let sender = Sender::open(dest, &cfg.socket)
             .with_context(|| format!("opening a socket to {dest}"))?;
-        if k == 0 {
+        if i == 0 {
             for n in &sender.notices {
                 eprintln!("nagare send: note: {n}");
             }
         }
         if let Some(path) = &cfg.sdp {
-            let path = stripe_sdp_path(path, k, cfg.stripes);
+            let path = match cfg.striping.only {
+                Some(_) => path.clone(),
+                None => stripe_sdp_path(path, k, cfg.stripes),
+            };
             write_sdp(cfg, format, dest, &sender, &path)?;
         }
+        let data = stripes.contiguous(k).unwrap_or_else(|| {
+            let n = format.frame_bytes();
+            i * n..(i + 1) * n
+        });
         flows.push(Flow {
             dest,
+            stripe: k,
             sender,
-            data: k * format.frame_bytes()..(k + 1) * format.frame_bytes(),
+            data,
             refused: 0,
         });
     }
     Ok(flows)
 }
 
-/// The format of one of `stripes` horizontal stripes of `format`.
-pub fn stripe_format(format: VideoFormat, stripes: usize) -> Result<VideoFormat> {
-    if stripes == 0 || stripes > 64 {
-        bail!("--stripes {stripes} is out of range: 1..=64");
-    }
-    if format.height as usize % stripes != 0 {
-        bail!(
-            "--stripes {stripes} does not divide the frame height {}: pick a divisor of {}",
-            format.height,
+/// `stripes` stripes of `format` by `rule`, or why not in flag terms.
+pub fn stripes_of(format: VideoFormat, stripes: usize, rule: Rule) -> Result<Stripes> {
+    Stripes::new(format, rule, stripes).map_err(|e| {
+        anyhow!(
+            "--split {rule} --stripes {stripes} does not fit {}x{}: {e}",
+            format.width,
             format.height
-        );
-    }
-    Ok(VideoFormat::new(
-        format.width,
-        format.height / stripes as u32,
-        format.pixel_format,
-    )?)
+        )
+    })
 }
 
 /// Stripe `k` goes to the base port plus `k`.
@@ -424,9 +522,58 @@ fn stripe_sdp_path(path: &std::path::Path, k: usize, stripes: usize) -> PathBuf 
     path.with_file_name(format!("{stem}-{k}.{ext}"))
 }
 
+/// The schedule of stripe `k`: random SSRC and first sequence number
+/// (RFC 3550), or with --ssrc fixed ones locked to the epoch.
+fn flow_spec(
+    cfg: &SendConfig,
+    format: VideoFormat,
+    flow: &Flow,
+    start: EpochStart,
+    cap: usize,
+) -> Result<FlowSpec> {
+    let k = flow.stripe;
+    let ssrc = match cfg.striping.ssrc {
+        Some(n) => Ssrc(n.wrapping_add(k as u32)),
+        None => Ssrc(random_u32()?),
+    };
+    let packetizer = Packetizer::new(format, cfg.packet_size, ssrc)?;
+    let packets = packetizer.packets_per_frame();
+    let shape = shaping(cfg.format, cfg.rate, packets, cfg.sender_type, cfg.train)?;
+    let spec = FlowSpec::video(cfg.rate, packetizer.uniform())
+        .shaped(shape)
+        .start(start.at, start.first_frame)
+        .trains(Nanos::ZERO, cap)
+        // Stagger as in the whole sender, so a node sending one stripe
+        // keeps that stripe's timing.
+        .stripe(k, cfg.stripes)
+        .frame_limit(cfg.frames);
+    let (spec, first_seq) = match cfg.striping.ssrc {
+        Some(_) => {
+            let base = schedule::locked_seq_base(ssrc);
+            let first = base
+                .0
+                .wrapping_add(start.first_frame.wrapping_mul(packets as u64));
+            (spec.epoch_locked(base), first & 0xffff)
+        }
+        None => {
+            let first = u64::from(random_u32()? & 0xffff);
+            (spec.first_seq(ExtSeq(first)), first)
+        }
+    };
+    // Receivers and `impair --drop-seq` can then name this stream and its
+    // packets.
+    eprintln!(
+        "nagare send: stream to {}: SSRC 0x{:08x}, first sequence number {first_seq}",
+        flow.dest, ssrc.0
+    );
+    Ok(spec)
+}
+
 /// One RTP stream's socket and its stripe of the frame.
 struct Flow {
     dest: SocketAddr,
+    /// Which stripe of the frame it carries.
+    stripe: usize,
     sender: Sender,
     /// Where this flow's stripe lies in the frame.
     data: std::ops::Range<usize>,
@@ -484,10 +631,18 @@ struct Driver<'a> {
     ring_fill: usize,
     /// The ST 2110-21 judgement of the first flow as it left.
     ideal: Option<IdealReceiver>,
+    /// Epoch-locked: the epoch frame the next frame in the ring belongs to
+    /// (ring frames of slots given up are dropped, keeping input and epoch
+    /// aligned).
+    ring_next: Option<u64>,
 }
 
 impl<'a> Driver<'a> {
-    fn new(cfg: &'a SendConfig, flows: Vec<Flow>) -> Result<Self> {
+    fn new(
+        cfg: &'a SendConfig,
+        flows: Vec<Flow>,
+        planned: Option<(Origin, EpochStart)>,
+    ) -> Result<Self> {
         let gso = cfg.gso && flows.iter().all(|f| f.sender.gso);
         if cfg.gso && !gso {
             eprintln!(
@@ -496,29 +651,19 @@ impl<'a> Driver<'a> {
         }
         // The schedule starts far enough ahead that the first frame is not
         // late, on the epoch grid shared with other senders.
-        let origin = Origin::now();
-        let start = origin.epoch_start(cfg.rate, Duration::from_millis(20));
-        let format = stripe_format(cfg.format, cfg.stripes)?;
+        let (origin, start) = planned.unwrap_or_else(|| {
+            let origin = Origin::now();
+            (
+                origin,
+                origin.epoch_start(cfg.rate, Duration::from_millis(20)),
+            )
+        });
+        let format = stripes_of(cfg.format, cfg.stripes, cfg.striping.split)?.stripe_format();
         let cap = udp::train_cap(gso, cfg.packet_size);
         let mut sched = schedule::Sender::new();
         let mut ids = Vec::with_capacity(flows.len());
-        for k in 0..flows.len() {
-            let packetizer = Packetizer::new(format, cfg.packet_size, Ssrc(random_u32()?))?;
-            let shape = shaping(
-                cfg.format,
-                cfg.rate,
-                packetizer.packets_per_frame(),
-                cfg.sender_type,
-                cfg.train,
-            )?;
-            let spec = FlowSpec::video(cfg.rate, packetizer.uniform())
-                .shaped(shape)
-                .start(start.at, start.first_frame)
-                .first_seq(ExtSeq(u64::from(random_u32()?)))
-                .trains(Nanos::ZERO, cap)
-                .stripe(k, flows.len())
-                .frame_limit(cfg.frames);
-            ids.push(sched.add_flow(spec));
+        for flow in &flows {
+            ids.push(sched.add_flow(flow_spec(cfg, format, flow, start, cap)?));
         }
         let max_train = sched.max_train(ids[0]).unwrap_or(1);
         let packetizer = sched
@@ -556,13 +701,17 @@ impl<'a> Driver<'a> {
             window: (0, Instant::now()),
             ring_fill: 0,
             ideal: Some(ideal),
+            ring_next: planned.map(|(_, s)| s.first_frame),
         })
     }
 
     /// Sends until every flow finished, the input ended, or `stop`.
     fn run(&mut self, ring: &FrameRing, stop: &AtomicBool) -> Result<()> {
         let mut ended = false;
-        while !stop.load(Ordering::Relaxed) {
+        loop {
+            // A signal ends the stream like the end of the input: the
+            // frame being sent goes out whole, no new one is started.
+            ended = ended || stop.load(Ordering::Relaxed);
             self.events(ring);
             if self.finished == self.flows.len() {
                 return Ok(());
@@ -586,7 +735,6 @@ impl<'a> Driver<'a> {
                 None => return Ok(()),
             }
         }
-        Ok(())
     }
 
     /// Takes the schedule's events: frame requests wait in `pending`, a
@@ -609,7 +757,7 @@ impl<'a> Driver<'a> {
             let have = match self.held.iter().find(|h| h.frame == frame) {
                 Some(h) => h.data.is_some(),
                 None => {
-                    let data = match take(ring)? {
+                    let data = match self.take_for(ring, frame)? {
                         Take::Frame(f) => Some(f),
                         Take::Empty if now < at => return Ok(true),
                         Take::Empty => None,
@@ -636,6 +784,24 @@ impl<'a> Driver<'a> {
             self.events(ring);
         }
         Ok(true)
+    }
+
+    /// The ring's frame for epoch frame `frame`; an epoch-locked sender
+    /// drops frames of slots already given up.
+    fn take_for(&mut self, ring: &FrameRing, frame: u64) -> Result<Take> {
+        loop {
+            match (take(ring)?, self.ring_next.as_mut()) {
+                (Take::Frame(f), Some(next)) if *next < frame => {
+                    *next += 1;
+                    let _ = ring.empty.try_send(f);
+                }
+                (Take::Frame(f), Some(next)) => {
+                    *next += 1;
+                    return Ok(Take::Frame(f));
+                }
+                (other, _) => return Ok(other),
+            }
+        }
     }
 
     /// One flow is done with `frame`; the last one hands it back.

@@ -12,3 +12,4 @@ pub mod iface;
 pub mod shm;
 pub mod tuning;
 pub mod udp;
+pub mod wait;

@@ -218,6 +218,11 @@ impl Sender {
         self.sock.local_addr().ok()?.as_socket()
     }
 
+    /// Sends one datagram to the connected peer.
+    pub fn send(&self, datagram: &[u8]) -> io::Result<usize> {
+        self.sock.send(datagram)
+    }
+
     /// Sends one train on the connected socket; see [`send_train`].
     pub fn send_train(
         &self,
@@ -494,7 +499,10 @@ pub struct Datagram<'a> {
 impl Datagram<'_> {
     /// The individual datagrams (splits a GRO batch).
     pub fn segments(&self) -> impl Iterator<Item = &[u8]> {
-        self.bytes.chunks(self.segment.max(1))
+        // A zero-length datagram is one (empty) datagram, not none, so
+        // the machine counts it as malformed.
+        let empty = self.bytes.is_empty().then_some(self.bytes);
+        self.bytes.chunks(self.segment.max(1)).chain(empty)
     }
 }
 
@@ -612,6 +620,13 @@ impl Receiver {
             .set_read_timeout(Some(wait.max(Duration::from_micros(1))))
     }
 
+    /// Waits up to `wait` for a datagram, to the microsecond (the socket
+    /// timeout of [`Receiver::set_wait`] is rounded up to the kernel's
+    /// tick); see [`super::wait`].
+    pub fn readable_within(&self, wait: Duration) -> io::Result<bool> {
+        super::wait::readable_within(&self.sock, wait)
+    }
+
     /// Sends one datagram from this socket, to `to` or the connected peer
     /// (a reply leaves from the address the request came to).
     pub fn send_to(&self, buf: &[u8], to: Option<SocketAddr>) -> io::Result<usize> {
@@ -718,6 +733,14 @@ impl Receiver {
             });
         }
         Ok(n)
+    }
+}
+
+/// One thread can wait on the sockets of several streams at once
+/// (`poll`), then read whichever is ready.
+impl std::os::fd::AsFd for Receiver {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.sock.as_fd()
     }
 }
 

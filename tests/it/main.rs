@@ -3,10 +3,15 @@
 
 mod bad_input;
 mod common;
+mod crash;
+mod disk;
 mod doctor;
 mod peers;
 mod probe;
 mod recv_faults;
 mod send_recv;
+mod signals;
+mod ssrc;
 mod st2110;
+mod stripes;
 mod tree;

@@ -539,10 +539,11 @@ fn reverse_client_stops_cleanly_on_ctrl_c() {
         .read_to_string(&mut text)
         .unwrap();
     let status = wait_bounded(&mut child.0, 30, "the interrupted client");
-    // Exited by itself (PASS or FAIL verdict), not killed by the signal.
-    assert!(matches!(status.code(), Some(0 | 1)), "{status:?}");
+    // Exited by itself, not killed by the signal, and says it was cut short.
+    assert_eq!(status.code(), Some(130), "{status:?}");
     let v: Report =
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("no report ({e}): {text}"));
+    assert!(v.interrupted && v.verdict.partial, "{v:?}");
     assert_eq!(v.direction, Direction::ServerToClient);
     assert!(v.receiver.sent < 30_000, "{v:?}");
     assert!(v.receiver.received <= v.receiver.sent);
@@ -601,4 +602,259 @@ fn ipv6_loopback_runs_clean() {
         assert_eq!(v.receiver.received, v.receiver.sent);
         assert!(v.server.starts_with("[::1]"), "{v:?}");
     }
+}
+
+#[test]
+fn idle_rtt_through_a_fixed_delay_is_the_delay() {
+    // 5 ms each way with no jitter. Waits on the socket timeout (rounded
+    // up to the kernel tick) made the idle RTT read 12 ms while the
+    // loaded one, woken by arrivals, read 5.6 ms.
+    let s = server();
+    let r = relay(&s, &["--delay", "5ms"]);
+    let out = client(&r.addr(), &LIGHT);
+    let v = json(&out);
+    drop(r);
+    let (idle, loaded) = (&v.rtt_idle, &v.rtt_loaded);
+    assert!(idle.samples >= 5, "{idle:?}");
+    // The relay delays requests only (replies pass untouched): 5 ms,
+    // plus machine noise, never the 4 ms of a tick.
+    assert!(idle.min_ms >= 4.9, "{idle:?}");
+    assert!(idle.median_ms < 8.0, "idle RTT {idle:?}, loaded {loaded:?}");
+    assert!(
+        (idle.median_ms - loaded.median_ms).abs() < 3.0,
+        "idle RTT {idle:?}, loaded {loaded:?}"
+    );
+}
+
+#[test]
+fn late_reason_names_the_playout_given() {
+    // 1 ms of jitter against a 1 us playout buffer: packets are late, and
+    // the reason must name the buffer asked for, not the profile's 50 ms.
+    let s = server();
+    let r = relay(&s, &["--delay", "2ms", "--jitter", "1ms", "--seed", "3"]);
+    let out = client(&r.addr(), &[&LIGHT[..], &["--playout", "0.001"]].concat());
+    let v = json(&out);
+    drop(r);
+    assert!(!v.verdict.pass, "{v:?}");
+    assert_eq!(v.playout_ms, 0.001);
+    let late = v
+        .verdict
+        .reasons
+        .iter()
+        .find(|r| r.contains("late"))
+        .unwrap_or_else(|| panic!("no late reason: {:?}", v.verdict.reasons));
+    assert!(late.contains("(playout buffer 0.001 ms)"), "{late}");
+}
+
+/// Sends `signal` to `child` (our own child's pid).
+fn signal(child: &Child, signal: libc::c_int) {
+    // SAFETY: plain kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, signal);
+    }
+}
+
+#[test]
+fn intervals_print_live_on_both_ends_and_the_server_logs_each_test() {
+    let mut s = server();
+    let mut cmd = nagare();
+    cmd.args(["probe", "client", &s.addr()])
+        .args(["-b", "6.4M", "-l", "200", "-t", "2.2", "-i", "0.5"]);
+    cmd.stdout(Stdio::piped());
+    let mut child = KillOnDrop(cmd.spawn().unwrap());
+    let mut out = std::io::BufReader::new(child.0.stdout.take().unwrap());
+    let mut first = String::new();
+    use std::io::BufRead;
+    // The header, then the first interval while the test still runs.
+    out.read_line(&mut first).unwrap();
+    assert!(first.contains("interval (s)"), "{first:?}");
+    first.clear();
+    out.read_line(&mut first).unwrap();
+    assert!(
+        child.0.try_wait().unwrap().is_none(),
+        "the first interval line came only after the test: {first:?}"
+    );
+    assert!(first.contains("0.00-0.50"), "{first:?}");
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    let status = wait_bounded(&mut child.0, 30, "the client");
+    // PASS or FAIL: a loaded machine may stall the sender (and stretch
+    // the stream over more intervals); the counts hold either way.
+    assert!(matches!(status.code(), Some(0 | 1)), "{first}{rest}");
+    // 2.2 s: four whole intervals (or more, stretched) and a partial one
+    // ending at the last packet, before the report; their counts add up
+    // to every packet.
+    let live: Vec<&str> = std::iter::once(first.as_str())
+        .chain(rest.lines())
+        .take_while(|l| l.starts_with('['))
+        .collect();
+    assert!(live.len() >= 5, "{first}{rest}");
+    let received: u64 = live
+        .iter()
+        .map(|l| l.split_whitespace().nth(4).unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(received, 8800, "{first}{rest}");
+    assert!(rest.contains("PASS") || rest.contains("FAIL"), "{rest}");
+    // The server printed the same intervals, and one line for the test.
+    s.wait_for("1.50-2.00");
+    let done = s.wait_for("done, received");
+    assert!(done.contains("received 8800 of 8800 packets"), "{done}");
+}
+
+#[test]
+fn ctrl_c_and_sigterm_report_what_ran_as_partial() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        let mut s = server();
+        let child = nagare()
+            .args(["probe", "client", &s.addr(), "-J"])
+            .args(["-b", "1.6M", "-l", "200", "-t", "30"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut child = KillOnDrop(child);
+        // The server counts the first interval: the stream is flowing.
+        s.wait_for("0.00-1.00");
+        signal(&child.0, sig);
+        let mut text = String::new();
+        child
+            .0
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut text)
+            .unwrap();
+        let status = wait_bounded(&mut child.0, 30, "the interrupted client");
+        assert_eq!(status.code(), Some(130), "signal {sig}: {status:?}");
+        let v: Report =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("no report ({e}): {text}"));
+        assert!(v.interrupted && v.verdict.partial, "{v:?}");
+        assert_eq!(v.planned_duration_s, 30.0);
+        assert!(v.duration_s >= 1.0 && v.duration_s < 29.0, "{v:?}");
+        assert!(
+            v.verdict.reasons[0].starts_with("interrupted after"),
+            "{:?}",
+            v.verdict.reasons
+        );
+        // What ran is reported whole: nothing missing but what was not sent.
+        assert_eq!(v.receiver.sent, v.sender.sent);
+        assert_eq!(v.receiver.lost, 0, "{v:?}");
+        let last = v.receiver.intervals.last().unwrap();
+        assert!((last.end_s - v.duration_s).abs() < 0.01, "{last:?} {v:?}");
+    }
+}
+
+#[test]
+fn a_bad_output_path_fails_before_the_test() {
+    let s = server();
+    for flag in ["--plot", "--log"] {
+        let out = client(
+            &s.addr(),
+            &[&LIGHT[..], &[flag, "/nonexistent-dir/out.file"]].concat(),
+        );
+        assert_eq!(out.status.code(), Some(2));
+        let err = stderr(&out);
+        assert!(
+            err.contains(&format!(
+                "cannot create the {flag} file /nonexistent-dir/out.file"
+            )),
+            "{err}"
+        );
+        assert!(out.stdout.is_empty(), "no test ran");
+    }
+}
+
+#[test]
+fn short_flags_and_json_metadata() {
+    let s = server();
+    let out = nagare()
+        .args(["probe", "client", &s.addr()])
+        .args(["-J", "-b", "6.4M", "-l", "200", "-t", "0.5", "-i", "0.2"])
+        .output()
+        .unwrap();
+    // PASS or FAIL (a loaded machine may stall the sender).
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", stderr(&out));
+    let v = json(&out);
+    assert_eq!((v.packet_size, v.duration_s), (200, 0.5));
+    assert_eq!(v.receiver.sent, 2000);
+    assert!(
+        v.version.starts_with(env!("CARGO_PKG_VERSION")),
+        "{}",
+        v.version
+    );
+    assert!(
+        v.command_line.iter().any(|a| a == "-J"),
+        "{:?}",
+        v.command_line
+    );
+    let start = humantime::parse_rfc3339(&v.start).unwrap();
+    let end = humantime::parse_rfc3339(&v.end).unwrap();
+    assert!(end > start);
+    // 0.5 s in 0.2 s intervals: two whole and a partial one, each with
+    // its end.
+    let ends: Vec<f64> = v.receiver.intervals.iter().map(|i| i.end_s).collect();
+    assert_eq!(ends.len(), 3, "{ends:?}");
+    assert!((ends[0] - 0.2).abs() < 1e-9 && (ends[1] - 0.4).abs() < 1e-9);
+    assert!(ends[2] > 0.49 && ends[2] <= 0.5, "{ends:?}");
+}
+
+#[test]
+fn parallel_streams_report_each_and_their_total() {
+    let s = server();
+    for reverse in [false, true] {
+        let mut args = vec!["-P", "4", "-b", "1.6M", "-l", "200", "-t", "0.5"];
+        if reverse {
+            args.push("-R");
+        }
+        let out = client(&s.addr(), &args);
+        let v = json(&out);
+        assert_eq!(v.parallel, 4);
+        assert_eq!(v.streams.len(), 4);
+        // 1000 packets/s for 0.5 s, per stream.
+        for (i, st) in v.streams.iter().enumerate() {
+            assert_eq!(st.stream, i as u32);
+            assert_eq!((st.sender.sent, st.receiver.sent), (500, 500), "{st:?}");
+            assert_eq!(st.receiver.received, 500, "{st:?}");
+        }
+        assert_eq!((v.sender.sent, v.receiver.sent), (2000, 2000));
+        assert_eq!((v.receiver.received, v.receiver.lost), (2000, 0));
+        assert_eq!(v.receiver.received_bytes, 2000 * 200);
+        assert_eq!(v.set_bandwidth_bps, 4.0 * 1.6e6);
+        let sum: f64 = v
+            .streams
+            .iter()
+            .map(|s| s.receiver.effective_bandwidth_bps)
+            .sum();
+        assert_eq!(v.receiver.effective_bandwidth_bps, sum);
+    }
+    // Per-packet records are one stream's.
+    let out = client(&s.addr(), &["-P", "2", "--log", "/tmp/never.csv"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("-P 1"), "{}", stderr(&out));
+}
+
+#[test]
+fn parallel_streams_print_live_sum_lines() {
+    let mut s = server();
+    let out = nagare()
+        .args(["probe", "client", &s.addr()])
+        .args([
+            "-P", "3", "-b", "1.6M", "-l", "200", "-t", "1.2", "-i", "0.5",
+        ])
+        .output()
+        .unwrap();
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let sums: Vec<&str> = text.lines().filter(|l| l.starts_with("[ SUM]")).collect();
+    // Two whole intervals and the partial last one (more if a loaded
+    // machine stretched the stream).
+    assert!(sums.len() >= 3, "{text}");
+    let received: u64 = sums
+        .iter()
+        .map(|l| l.split_whitespace().nth(4).unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(received, 3 * 1200, "{text}");
+    assert!(text.contains("\nSUM "), "a total row in the report: {text}");
+    let done = s.wait_for("done, received");
+    assert!(done.contains("received 3600 of 3600"), "{done}");
 }

@@ -7,8 +7,8 @@
 use serde::{Deserialize, Serialize};
 
 pub use nagare_proto::probe::{
-    BurstGap, FrameStats, IntervalStats, ReceiverReport, RttSummary, RunLength, SenderReport,
-    Verdict,
+    BurstGap, FrameStats, IntervalStats, LiveInterval, ReceiverReport, RttSummary, RunLength,
+    SenderReport, Verdict,
 };
 pub use nagare_proto::stats::Quantiles;
 
@@ -29,17 +29,32 @@ pub enum Direction {
 pub struct Report {
     /// PASS/FAIL first.
     pub verdict: Verdict,
+    /// nagare's version, with the git commit it was built from.
+    pub version: String,
+    /// The client's command line, program name first.
+    pub command_line: Vec<String>,
+    /// When the test started (connecting to the server), RFC 3339 UTC.
+    pub start: String,
+    /// When it ended (results in), RFC 3339 UTC.
+    pub end: String,
+    /// Stopped early by Ctrl-C or SIGTERM: `duration_s` is what ran, and
+    /// the verdict is partial.
+    pub interrupted: bool,
+    /// Test length asked for, seconds.
+    pub planned_duration_s: f64,
     /// Server address.
     pub server: String,
     /// Which way the stream went.
     pub direction: Direction,
-    /// The rate the schedule sends (Sperf's "set bandwidth").
+    /// The rate the schedule sends, over every stream (Sperf's "set
+    /// bandwidth").
     pub set_bandwidth_bps: f64,
     /// What the sender achieved.
     pub sender_achieved_bps: f64,
     /// UDP payload bytes per packet.
     pub packet_size: u32,
-    /// Test length asked for, seconds.
+    /// How long the stream ran, seconds: `planned_duration_s`, or less
+    /// when interrupted.
     pub duration_s: f64,
     /// Video frame rate, with `--fps`.
     pub fps: Option<f64>,
@@ -51,9 +66,26 @@ pub struct Report {
     pub rtt_idle: RttSummary,
     /// RTT during the test.
     pub rtt_loaded: RttSummary,
-    /// The sender's own measurements.
+    /// The sender's own measurements (with `-P`, of every stream together).
     pub sender: SenderReport,
-    /// The receiver's measurements.
+    /// Parallel streams (`-P`), each at `set_bandwidth_bps / streams`.
+    pub parallel: u32,
+    /// The receiver's measurements (with `-P`, of every stream together:
+    /// see [`nagare_proto::probe::total`]).
     #[serde(flatten)]
+    pub receiver: ReceiverReport,
+    /// With `-P N` (N > 1): each stream's own reports.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub streams: Vec<StreamReport>,
+}
+
+/// One of several parallel streams (`-P`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamReport {
+    /// Its index, from 0.
+    pub stream: u32,
+    /// What its sender measured.
+    pub sender: SenderReport,
+    /// What its receiver measured.
     pub receiver: ReceiverReport,
 }

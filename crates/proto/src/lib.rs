@@ -10,6 +10,7 @@
 #![warn(unreachable_pub)]
 
 pub mod capture;
+pub mod cluster;
 pub mod framing;
 pub mod mpegts;
 pub mod netem;

@@ -122,26 +122,46 @@ impl AnalyzeArgs {
         })
     }
 
-    /// The `recv` arguments of a live analysis.
-    fn recv_args(&self) -> RecvArgs {
-        RecvArgs {
-            listen: self.listen.clone(),
-            size: self.size,
-            pix_fmt: self.pix_fmt,
-            fps: self.fps,
-            sdp: self.sdp.clone(),
-            interface: self.interface.clone(),
-            source: self.source.clone(),
-            output: None,
-            frames: self.frames,
-            timeout: Some(self.timeout.unwrap_or(Duration::from_secs(5))),
-            incomplete: Default::default(),
-            buffer_frames: 8,
-            cpu: None,
-            realtime: false,
-            analyze: false,
-            json: true,
+    /// The `recv` arguments of a live analysis, parsed as `recv` parses
+    /// its command line (so every other flag keeps recv's default).
+    fn recv_args(&self) -> Result<RecvArgs> {
+        #[derive(clap::Parser)]
+        struct Recv {
+            #[command(flatten)]
+            args: RecvArgs,
         }
+        let mut argv: Vec<String> = vec!["recv".into(), "--json".into()];
+        let mut flag = |name: &str, value: String| argv.extend([format!("--{name}"), value]);
+        if let Some(l) = &self.listen {
+            flag("listen", l.clone());
+        }
+        if let Some(s) = &self.sdp {
+            flag("sdp", s.display().to_string());
+        }
+        if let Some(s) = self.size {
+            flag("size", format!("{}x{}", s.width, s.height));
+        }
+        if let Some(p) = self.pix_fmt {
+            flag("pix-fmt", p.to_string());
+        }
+        if let Some(r) = self.fps {
+            flag("fps", r.sdp_value());
+        }
+        if let Some(i) = &self.interface {
+            flag("interface", i.label.clone());
+        }
+        if let Some(s) = &self.source {
+            flag("source", s.clone());
+        }
+        if let Some(n) = self.frames {
+            flag("frames", n.to_string());
+        }
+        let timeout = self.timeout.unwrap_or(Duration::from_secs(5));
+        flag("timeout", format!("{}ms", timeout.as_millis().max(1)));
+        use clap::Parser as _;
+        Recv::try_parse_from(argv)
+            .map(|r| r.args)
+            .map_err(|e| anyhow!("{e}"))
     }
 }
 
@@ -184,7 +204,7 @@ fn live(args: &AnalyzeArgs, s: Stream) -> Result<(AnalyzeReport, Vec<FramePoint>
     if args.sdp.is_none() && (args.size.is_none() || args.pix_fmt.is_none()) {
         bail!("--listen needs --size, --pix-fmt and --fps (or give --sdp FILE)");
     }
-    let mut cfg = args.recv_args().config()?;
+    let mut cfg = args.recv_args()?.config()?;
     cfg.analyze = Some(recv::AnalyzeSpec {
         shape: s.shape,
         declared: s.declared,

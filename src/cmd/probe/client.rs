@@ -2,15 +2,19 @@
 
 use std::net::{SocketAddr, TcpStream};
 use std::process::ExitCode;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result, anyhow, bail};
-use nagare_api::probe::{Direction, Report};
+use nagare_api::probe::{Direction, Report, StreamReport};
 use nagare_proto::probe::profile::{GENERIC, PROFILES, Profile, profile};
-use nagare_proto::probe::{ClientConfig, Results, Schedule, Session, TestParams, parse_fps};
+use nagare_proto::probe::{
+    Arrival, ClientConfig, Event, Results, Schedule, Session, TestParams, parse_fps,
+    receiver_total, sender_total,
+};
 
 use super::link::{Link, Outcome};
-use super::output::{print_human, write_csv};
+use super::output::{LiveLines, print_human, write_csv};
 use super::stream::{any_for, bind};
 use super::{ClientArgs, DEFAULT_PORT};
 use crate::cli::parse_bit_rate;
@@ -31,7 +35,58 @@ pub fn run(a: ClientArgs) -> Result<ExitCode> {
              plan at most 10 million packets)"
         )
     })?;
+    // Before the test, not after it: a typo in a path must not cost a run.
+    check_outputs(&a)?;
     let server = server_addr(&a.server)?;
+    let started = SystemTime::now();
+    let results = run_test(&a, server, params, stop)?;
+    let clock = Clock {
+        start: started,
+        end: SystemTime::now(),
+        interrupted: stop.load(Ordering::Relaxed)
+            && results
+                .sender
+                .iter()
+                .any(|s| s.sent < schedule.total_packets),
+    };
+    let mut results = results;
+    let records = std::mem::take(&mut results.records);
+    let report = report(&prof, &params, &schedule, server, *results, &clock);
+    // The report first: a failing output file must not hide it.
+    if a.json {
+        use std::io::Write;
+        let text = serde_json::to_string_pretty(&report)?;
+        // A closed pipe (| head) is not an error worth a panic.
+        let _ = writeln!(std::io::stdout().lock(), "{text}");
+    } else {
+        print_human(&report);
+    }
+    write_outputs(&a, &report, records)?;
+    Ok(if report.interrupted {
+        // As a shell reports a job stopped by SIGINT: not a full answer.
+        ExitCode::from(130)
+    } else if report.verdict.pass {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// When the test ran, and whether it was cut short.
+struct Clock {
+    start: SystemTime,
+    end: SystemTime,
+    interrupted: bool,
+}
+
+/// Connects, runs the session with live interval lines, and gives back
+/// its results.
+fn run_test(
+    a: &ClientArgs,
+    server: SocketAddr,
+    params: TestParams,
+    stop: &AtomicBool,
+) -> Result<Box<Results>> {
     let conn = TcpStream::connect_timeout(&server, CONNECT_TIMEOUT).with_context(|| {
         format!(
             "cannot reach the probe server at {server}: is `nagare probe server` running \
@@ -47,11 +102,16 @@ pub fn run(a: ClientArgs) -> Result<ExitCode> {
         token: a.token.clone(),
     };
     let mut session = Session::client(link.now(), server, config)?;
-    let outcome = link.run(&mut session, Some(stop), |_, _| {})?;
+    let mut live = LiveLines::new(!a.json);
+    let outcome = link.run(&mut session, Some(stop), |e, _| {
+        if let Event::Interval(iv) = e {
+            live.lines(iv);
+        }
+    })?;
     // Closes the control connection: a reverse-mode server waits for it.
     drop(link);
-    let mut results = match outcome {
-        Outcome::Results(r) => r,
+    match outcome {
+        Outcome::Results(r) => Ok(r),
         Outcome::Refused {
             reason,
             version,
@@ -60,28 +120,35 @@ pub fn run(a: ClientArgs) -> Result<ExitCode> {
         Outcome::Aborted(message) => bail!("the server at {server} aborted the test: {message}"),
         Outcome::Failed(e) => bail!("the probe server at {server}: {e}"),
         Outcome::Finished => bail!("the session with {server} ended without results"),
-    };
+    }
+}
+
+/// Creates every output file the flags name, so a bad path fails now.
+fn check_outputs(a: &ClientArgs) -> Result<()> {
+    for (flag, path) in [("--log", &a.log), ("--plot", &a.plot)] {
+        if let Some(p) = path {
+            std::fs::File::create(p).with_context(|| {
+                format!(
+                    "cannot create the {flag} file {}: check that its directory exists and \
+                     is writable, or choose another path",
+                    p.display()
+                )
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes the --log, --plot files (after the report printed).
+fn write_outputs(a: &ClientArgs, report: &Report, mut records: Vec<Arrival>) -> Result<()> {
     if let Some(path) = &a.log {
-        results.records.sort_by_key(|r| r.received_at);
-        write_csv(path, &results.records)?;
+        records.sort_by_key(|r| r.received_at);
+        write_csv(path, &records)?;
     }
-    let report = report(&prof, &params, &schedule, server, *results);
     if let Some(path) = &a.plot {
-        super::plot::draw(path, &report)?;
+        super::plot::draw(path, report)?;
     }
-    if a.json {
-        use std::io::Write;
-        let text = serde_json::to_string_pretty(&report)?;
-        // A closed pipe (| head) is not an error worth a panic.
-        let _ = writeln!(std::io::stdout().lock(), "{text}");
-    } else {
-        print_human(&report);
-    }
-    Ok(if report.verdict.pass {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(())
 }
 
 fn chosen_profile(a: &ClientArgs) -> Result<Profile> {
@@ -100,6 +167,12 @@ fn chosen_profile(a: &ClientArgs) -> Result<Profile> {
 /// The test the flags ask for, with the profile's values where a flag is
 /// not given.
 fn test_params(a: &ClientArgs, prof: &Profile) -> Result<TestParams> {
+    if a.parallel > 1 && a.log.is_some() {
+        bail!(
+            "--log records one stream's packets: drop --log, or run with -P 1 (got -P {})",
+            a.parallel
+        );
+    }
     let rate_bps = match &a.rate {
         Some(r) => parse_bit_rate(r)?,
         None => prof.rate_bps,
@@ -127,6 +200,7 @@ fn test_params(a: &ClientArgs, prof: &Profile) -> Result<TestParams> {
         burst_threshold: a.burst_threshold,
         interval_ms: millis(a.interval, "interval")?,
         burst_us: a.burst_us,
+        streams: a.parallel,
     })
 }
 
@@ -159,10 +233,37 @@ fn report(
     schedule: &Schedule,
     server: SocketAddr,
     r: Results,
+    clock: &Clock,
 ) -> Report {
-    let set_bps = schedule.rate_bps(params.packet_size);
+    let set_bps = schedule.rate_bps(params.packet_size) * f64::from(params.streams);
+    let planned = params.duration().as_secs_f64();
+    let sender = sender_total(&r.sender);
+    let receiver = receiver_total(&r.receiver);
+    // What ran: up to the slot of the first packet not sent.
+    let most = r.sender.iter().map(|s| s.sent).max().unwrap_or(0);
+    let ran = if clock.interrupted {
+        schedule.slot(most).as_secs_f64().min(planned)
+    } else {
+        planned
+    };
+    let mut verdict = prof.judge(&receiver, set_bps, params.playout());
+    if clock.interrupted {
+        verdict.partial = true;
+        verdict.reasons.insert(
+            0,
+            format!(
+                "interrupted after {ran:.2} of {planned:.2} s: this verdict covers only what ran"
+            ),
+        );
+    }
     Report {
-        verdict: prof.judge(&r.receiver, set_bps),
+        verdict,
+        version: crate::VERSION.to_string(),
+        command_line: std::env::args().collect(),
+        start: humantime::format_rfc3339_millis(clock.start).to_string(),
+        end: humantime::format_rfc3339_millis(clock.end).to_string(),
+        interrupted: clock.interrupted,
+        planned_duration_s: planned,
         server: server.to_string(),
         direction: if params.reverse {
             Direction::ServerToClient
@@ -170,16 +271,31 @@ fn report(
             Direction::ClientToServer
         },
         set_bandwidth_bps: set_bps,
-        sender_achieved_bps: r.sender.achieved_bps,
+        sender_achieved_bps: sender.achieved_bps,
+        parallel: params.streams,
         packet_size: params.packet_size,
-        duration_s: params.duration().as_secs_f64(),
+        duration_s: ran,
         fps: params.fps.map(|(n, d)| f64::from(n) / f64::from(d)),
         packets_per_frame: schedule.packets_per_frame,
         playout_ms: params.playout().as_millis_f64(),
         rtt_idle: r.rtt_idle,
         rtt_loaded: r.rtt_loaded,
-        sender: r.sender,
-        receiver: r.receiver,
+        sender,
+        receiver,
+        streams: if params.streams > 1 {
+            r.sender
+                .into_iter()
+                .zip(r.receiver)
+                .zip(0..)
+                .map(|((sender, receiver), stream)| StreamReport {
+                    stream,
+                    sender,
+                    receiver,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        },
     }
 }
 

@@ -64,7 +64,7 @@ pub struct Link {
     /// What the stream thread sends on.
     stream_sock: Option<UdpSocket>,
     drops_base: u32,
-    stream: Option<(JoinHandle<SenderReport>, Arc<AtomicBool>)>,
+    stream: Option<(JoinHandle<Vec<SenderReport>>, Arc<AtomicBool>)>,
     outcome: Option<Outcome>,
 }
 
@@ -184,6 +184,7 @@ impl Link {
                 self.stream = Some((thread, stop));
                 return Ok(Some(e));
             }
+            Event::Interval(_) => return Ok(Some(e)),
             Event::StopStream => {
                 if let Some((_, stop)) = &self.stream {
                     stop.store(true, Ordering::Relaxed);
@@ -214,6 +215,9 @@ impl Link {
         if rx.set_wait(Duration::from_micros(1)).is_ok() {
             while matches!(rx.recv_batch(|_| {}), Ok(n) if n > 0) {}
         }
+        // A receive only follows a wait that found a datagram; this bound
+        // is a safety net.
+        let _ = rx.set_wait(POLL);
     }
 
     fn stream_finished(&mut self, s: &mut Session) -> Result<()> {
@@ -261,15 +265,23 @@ impl Link {
                 Err(RecvTimeoutError::Disconnected) => Ok(()),
             };
         };
-        rx.set_wait(wait).context("setting the receive timeout")?;
+        // ppoll ends the wait on time; the socket timeout would round it
+        // up to the kernel's tick and send echo requests late.
+        let ready = rx
+            .readable_within(wait)
+            .context("waiting for the test stream")?;
         let origin = self.origin;
-        let got = rx.recv_batch(|d| {
-            let Some(from) = d.from else { return };
-            let at = Nanos::from(d.at.saturating_duration_since(origin));
-            for payload in d.segments() {
-                s.handle_input(at, Input::Datagram { from, payload });
-            }
-        });
+        let got = if !ready {
+            Ok(0)
+        } else {
+            rx.recv_batch(|d| {
+                let Some(from) = d.from else { return };
+                let at = Nanos::from(d.at.saturating_duration_since(origin));
+                for payload in d.segments() {
+                    s.handle_input(at, Input::Datagram { from, payload });
+                }
+            })
+        };
         match got {
             // ICMP errors from earlier sends surface here; not ours to act on.
             Err(e) if e.kind() == ErrorKind::ConnectionRefused => {}

@@ -1,7 +1,8 @@
 //! `nagare probe`: tells whether a path carries a stream, by sending a
-//! paced RTP test stream of that shape (seed 003, Sperf) and measuring
-//! what arrives. The server is a long-running responder; the client
-//! prints the whole report.
+//! paced RTP test stream of that shape (after Sperf) and measuring what
+//! arrives. The server is a long-running responder that logs each test;
+//! both ends print a line per interval as the test runs, and the client
+//! prints the whole report. Flags follow iperf3 where it has them.
 
 mod client;
 mod link;
@@ -64,13 +65,13 @@ pub struct ClientArgs {
     server: String,
     /// Stream rate: bits of UDP payload per second, with k/M/G suffixes
     /// (100k to what the machine can do). Default: the profile's, or 6M.
-    #[arg(long)]
+    #[arg(short = 'b', long, visible_alias = "bitrate")]
     rate: Option<String>,
     /// Test length in seconds.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(short = 't', long, visible_alias = "time", default_value_t = 5.0)]
     duration: f64,
     /// UDP payload bytes per packet (default: the profile's, or 1316).
-    #[arg(long)]
+    #[arg(short = 'l', long, visible_alias = "length")]
     packet_size: Option<u32>,
     /// Group packets into video frames at this rate (30, 59.94, 60000/1001).
     #[arg(long)]
@@ -78,11 +79,15 @@ pub struct ClientArgs {
     /// Judge against a stream profile: generic, mpeg2-ts, hd-2110, 8k-stripe.
     #[arg(long)]
     profile: Option<String>,
+    /// Parallel streams, each at --rate (as iperf3's -P): the report has
+    /// a row per stream and their total.
+    #[arg(short = 'P', long, default_value_t = 1, value_name = "N")]
+    parallel: u32,
     /// The server sends and this client receives.
-    #[arg(long)]
+    #[arg(short = 'R', long)]
     reverse: bool,
-    /// Print the report as JSON.
-    #[arg(long)]
+    /// Print the report as JSON (no live interval lines).
+    #[arg(short = 'J', long)]
     json: bool,
     /// Write one CSV line per received packet (seq, send and receive time).
     #[arg(long, value_name = "FILE.csv")]
@@ -102,8 +107,8 @@ pub struct ClientArgs {
     /// smaller ones burst less; 0 sends packet by packet).
     #[arg(long, default_value_t = nagare_proto::probe::DEFAULT_BURST_US)]
     burst_us: u64,
-    /// Reporting interval of the time series, seconds.
-    #[arg(long, default_value_t = 1.0)]
+    /// Reporting interval of the live lines and the time series, seconds.
+    #[arg(short = 'i', long, default_value_t = 1.0)]
     interval: f64,
     /// Token the server asks for.
     #[arg(long)]

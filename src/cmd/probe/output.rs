@@ -5,7 +5,7 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use nagare_api::probe::{Direction, Quantiles, ReceiverReport, Report};
+use nagare_api::probe::{Direction, LiveInterval, Quantiles, ReceiverReport, Report};
 use nagare_proto::probe::Arrival;
 
 fn mbps(bps: f64) -> f64 {
@@ -16,6 +16,80 @@ fn pct(p: &Quantiles) -> String {
     format!(
         "{:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
         p.p50, p.p95, p.p99, p.p999, p.max
+    )
+}
+
+/// The live interval lines of a running test, on stdout, as iperf3
+/// prints them: the receiver's count of each interval.
+pub struct LiveLines {
+    on: bool,
+    header: bool,
+}
+
+impl LiveLines {
+    /// Lines that print when `on` (not with --json, whose stdout is the
+    /// report alone).
+    pub fn new(on: bool) -> LiveLines {
+        LiveLines { on, header: false }
+    }
+
+    /// Prints one interval of every stream (the header first).
+    pub fn lines(&mut self, ivs: &[LiveInterval]) {
+        if !self.on {
+            return;
+        }
+        let mut out = std::io::stdout().lock();
+        if !self.header {
+            self.header = true;
+            let _ = writeln!(out, "{}", live_header());
+        }
+        for l in live_lines(ivs) {
+            let _ = writeln!(out, "{l}");
+        }
+        let _ = out.flush();
+    }
+}
+
+/// The column names of [`live_line`].
+pub fn live_header() -> String {
+    format!(
+        "{:<6} {:>15} {:>12} {:>9} {:>7} {:>11}",
+        "stream", "interval (s)", "Mbit/s", "received", "lost", "jitter ms"
+    )
+}
+
+/// One interval of every stream, a line each, and with several streams
+/// a SUM line (mean jitter), as iperf3 prints them.
+pub fn live_lines(ivs: &[LiveInterval]) -> Vec<String> {
+    let mut lines: Vec<String> = ivs
+        .iter()
+        .map(|iv| live_line(&iv.stream.to_string(), iv))
+        .collect();
+    if let (true, Some(first)) = (ivs.len() > 1, ivs.first()) {
+        let n = ivs.len() as f64;
+        let sum = LiveInterval {
+            received: ivs.iter().map(|i| i.received).sum(),
+            lost: ivs.iter().map(|i| i.lost).sum(),
+            bytes: ivs.iter().map(|i| i.bytes).sum(),
+            rate_bps: ivs.iter().map(|i| i.rate_bps).sum(),
+            jitter_ms: ivs.iter().map(|i| i.jitter_ms).sum::<f64>() / n,
+            ..*first
+        };
+        lines.push(live_line("SUM", &sum));
+    }
+    lines
+}
+
+/// One live interval, fixed columns.
+fn live_line(stream: &str, iv: &LiveInterval) -> String {
+    format!(
+        "[{:>4}] {:>15} {:>12.3} {:>9} {:>7} {:>11.4}",
+        stream,
+        format!("{:.2}-{:.2}", iv.start_s, iv.end_s),
+        mbps(iv.rate_bps),
+        iv.received,
+        iv.lost,
+        iv.jitter_ms
     )
 }
 
@@ -40,13 +114,12 @@ fn human(o: &mut String, r: &Report) -> fmt::Result {
 fn summary(o: &mut String, r: &Report) -> fmt::Result {
     let v = &r.verdict;
     let x = &r.receiver;
-    if v.pass {
-        writeln!(o, "PASS  (profile {})", v.profile)?;
-    } else {
-        writeln!(o, "FAIL  (profile {})", v.profile)?;
-        for why in &v.reasons {
-            writeln!(o, "  - {why}")?;
-        }
+    let word = if v.pass { "PASS" } else { "FAIL" };
+    let partial = if v.partial { "PARTIAL " } else { "" };
+    writeln!(o)?;
+    writeln!(o, "{partial}{word}  (profile {})", v.profile)?;
+    for why in &v.reasons {
+        writeln!(o, "  - {why}")?;
     }
     if let Some(st) = &v.st2110_21 {
         writeln!(o, "{st}")?;
@@ -54,7 +127,8 @@ fn summary(o: &mut String, r: &Report) -> fmt::Result {
     writeln!(o)?;
     writeln!(
         o,
-        "{:>14} {:>14} {:>10} {:>12} {:>12} {:>12} {:>11}",
+        "{:<6} {:>14} {:>14} {:>10} {:>12} {:>12} {:>12} {:>11}",
+        "stream",
         "set (Mbit/s)",
         "eff. (Mbit/s)",
         "loss (%)",
@@ -63,25 +137,41 @@ fn summary(o: &mut String, r: &Report) -> fmt::Result {
         "burst losses",
         "jitter (ms)"
     )?;
+    let per_stream = r.set_bandwidth_bps / f64::from(r.parallel.max(1));
+    for s in &r.streams {
+        row(o, &s.stream.to_string(), per_stream, &s.receiver)?;
+    }
+    let label = if r.streams.is_empty() { "0" } else { "SUM" };
+    row(o, label, r.set_bandwidth_bps, x)?;
+    writeln!(o)
+}
+
+/// One row of the summary table.
+fn row(o: &mut String, label: &str, set_bps: f64, x: &ReceiverReport) -> fmt::Result {
     writeln!(
         o,
-        "{:>14.3} {:>14.3} {:>10.4} {:>12} {:>12} {:>12} {:>11.4}",
-        mbps(r.set_bandwidth_bps),
+        "{:<6} {:>14.3} {:>14.3} {:>10.4} {:>12} {:>12} {:>12} {:>11.4}",
+        label,
+        mbps(set_bps),
         mbps(x.effective_bandwidth_bps),
         x.loss_rate * 100.0,
         x.receiver_drops,
         x.order_errors,
         x.burst_losses,
         x.jitter_sperf_ms
-    )?;
-    writeln!(o)
+    )
 }
 
 /// The stream's shape and the sender's own measurements.
 fn stream(o: &mut String, r: &Report) -> fmt::Result {
     writeln!(
         o,
-        "stream      {} -> {}, {} B packets, {:.1} s{}",
+        "test        {} to {}, nagare {}",
+        r.start, r.end, r.version
+    )?;
+    writeln!(
+        o,
+        "stream      {} -> {}, {} B packets, {:.2} s{}{}",
         match r.direction {
             Direction::ClientToServer => "client to server",
             Direction::ServerToClient => "server to client",
@@ -91,7 +181,12 @@ fn stream(o: &mut String, r: &Report) -> fmt::Result {
         r.duration_s,
         r.fps
             .map(|f| format!(", {f:.3} fps x {} packets", r.packets_per_frame))
-            .unwrap_or_default()
+            .unwrap_or_default(),
+        if r.interrupted {
+            format!(" (interrupted; {:.2} s planned)", r.planned_duration_s)
+        } else {
+            String::new()
+        }
     )?;
     writeln!(
         o,
@@ -182,14 +277,14 @@ fn intervals(o: &mut String, x: &ReceiverReport) -> fmt::Result {
     writeln!(o)?;
     writeln!(
         o,
-        "{:>8} {:>12} {:>9} {:>7} {:>11} {:>11}",
-        "t (s)", "Mbit/s", "received", "lost", "jitter ms", "PDV max ms"
+        "{:>15} {:>12} {:>9} {:>7} {:>11} {:>11}",
+        "sent in (s)", "Mbit/s", "received", "lost", "jitter ms", "PDV max ms"
     )?;
     for iv in &x.intervals {
         writeln!(
             o,
-            "{:>8.2} {:>12.3} {:>9} {:>7} {:>11.4} {:>11.3}",
-            iv.start_s,
+            "{:>15} {:>12.3} {:>9} {:>7} {:>11.4} {:>11.3}",
+            format!("{:.2}-{:.2}", iv.start_s, iv.end_s),
             mbps(iv.rate_bps),
             iv.received,
             iv.lost,

@@ -6,10 +6,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result, anyhow, bail};
-use nagare_proto::probe::{Event, ServerConfig, Session};
+use nagare_proto::probe::{Event, ServerConfig, Session, receiver_total, sender_total};
 
 use super::ServerArgs;
 use super::link::{Link, Outcome};
+use super::output::live_lines;
 use super::stream::bind;
 use crate::cli::parse_bit_rate;
 
@@ -43,8 +44,9 @@ pub fn run(args: ServerArgs) -> Result<ExitCode> {
     });
     let busy = Arc::new(AtomicBool::new(false));
     let mut done = 0u64;
-    for conn in listener.incoming() {
-        let Ok(conn) = conn else { continue };
+    // SIGTERM / Ctrl-C end the loop: the server says so and exits 0.
+    while let Some(conn) = crate::signal::accept(&listener) {
+        let Ok((conn, _)) = conn else { continue };
         if busy.swap(true, Ordering::AcqRel) {
             std::thread::spawn(move || refuse_busy(conn));
             continue;
@@ -70,6 +72,9 @@ pub fn run(args: ServerArgs) -> Result<ExitCode> {
             break;
         }
     }
+    if crate::signal::stopping() {
+        eprintln!("nagare probe server: stopped by a signal after {done} tests");
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -93,26 +98,67 @@ fn refuse_busy(conn: TcpStream) {
     let _ = link.run(&mut session, None, |_, _| {});
 }
 
-/// Runs one test for the client on `conn`.
+/// Runs one test for the client on `conn`, logging its intervals and,
+/// at its end, one line of what it measured.
 fn serve(conn: TcpStream, udp: &UdpSocket, config: &ServerConfig) -> Result<()> {
     let peer = conn.peer_addr()?;
     let mut link = Link::new(conn, Some(udp))?;
     let mut session = Session::server(link.now(), peer, config.clone(), session_id()?);
-    let outcome = link.run(&mut session, None, |e, s| {
-        if let (Event::Accepted { .. }, Some(p), Some(sched)) = (e, s.params(), s.schedule()) {
-            let direction = if p.reverse { "to" } else { "from" };
-            eprintln!(
-                "nagare probe server: test from {peer}: accepted, {} packets of {} B {direction} \
-                 the client",
-                sched.total_packets, p.packet_size
-            );
+    let outcome = link.run(&mut session, None, |e, s| match e {
+        Event::Accepted { .. } => {
+            if let (Some(p), Some(sched)) = (s.params(), s.schedule()) {
+                let direction = if p.reverse { "to" } else { "from" };
+                eprintln!(
+                    "nagare probe server: test from {peer}: accepted, {} packets of {} B \
+                     {direction} the client",
+                    sched.total_packets, p.packet_size
+                );
+            }
         }
+        Event::Interval(ivs) => {
+            for l in live_lines(ivs) {
+                eprintln!("nagare probe server: {peer} {l}");
+            }
+        }
+        _ => {}
     })?;
     match outcome {
-        Outcome::Finished | Outcome::Results(_) => Ok(()),
+        Outcome::Finished | Outcome::Results(_) => {
+            eprintln!(
+                "nagare probe server: test from {peer}: {}",
+                summary(&session)
+            );
+            Ok(())
+        }
         Outcome::Refused { message, .. } => bail!("refused: {message}"),
         Outcome::Aborted(message) => bail!("client aborted: {message}"),
         Outcome::Failed(e) => Err(e.into()),
+    }
+}
+
+/// The log line of a finished test.
+fn summary(s: &Session) -> String {
+    let (sent, received) = s.told();
+    match (sent.map(sender_total), received.map(receiver_total)) {
+        (_, Some(r)) => format!(
+            "done, received {} of {} packets ({} lost, {:.4}%), {:.3} Mbit/s over {:.2} s, \
+             jitter {:.4} ms",
+            r.received,
+            r.sent,
+            r.lost,
+            r.loss_rate * 100.0,
+            r.effective_bandwidth_bps / 1e6,
+            r.receive_span_s,
+            r.jitter_rfc3550_ms
+        ),
+        (Some(x), None) => format!(
+            "done, sent {} packets ({} B) at {:.3} Mbit/s, {} send errors",
+            x.sent,
+            x.bytes,
+            x.achieved_bps / 1e6,
+            x.send_errors
+        ),
+        (None, None) => "done, nothing measured".to_string(),
     }
 }
 

@@ -25,6 +25,9 @@ use crate::net::udp::parse_addr;
 /// exits anyway (a write blocks at most 10 s).
 const DRAIN_LIMIT: Duration = Duration::from_secs(12);
 
+/// How often a waiting peer looks at the stop flag.
+const SIGNAL_TICK: Nanos = Nanos::from_millis(200);
+
 /// Joins the tree and runs until the stream ends.
 pub fn run(args: JoinArgs) -> anyhow::Result<ExitCode> {
     let key_text = match &args.key {
@@ -124,11 +127,15 @@ impl Session {
                 break;
             }
             let reached = self.frames.is_some_and(|f| self.peer.stats().frames >= f);
-            let input = if reached && !left {
+            // SIGTERM / Ctrl-C leave the tree the way --frames does.
+            let input = if (reached || crate::signal::stopping()) && !left {
                 left = true;
                 Input::Leave
             } else {
-                match self.links.next(self.peer.poll_timeout())? {
+                // Wake now and then to notice a signal.
+                let tick = self.links.now() + SIGNAL_TICK;
+                let deadline = self.peer.poll_timeout().map_or(tick, |t| t.min(tick));
+                match self.links.next(Some(deadline))? {
                     Some(l) => Input::Link(l),
                     None => Input::Timeout,
                 }

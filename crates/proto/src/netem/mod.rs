@@ -315,6 +315,7 @@ mod tests {
             burst_threshold: 5,
             burst_us: crate::probe::DEFAULT_BURST_US,
             interval_ms: 1000,
+            streams: 1,
         };
         let s = p.validate().unwrap();
         // Delivered in departure order (stable for ties).

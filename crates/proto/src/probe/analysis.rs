@@ -155,6 +155,11 @@ impl Grid {
                 self.interval_ns as f64 / 1e9
             };
             iv.rate_bps = (iv.received * size * 8) as f64 / secs;
+            iv.end_s = if b + 1 == self.buckets && last_len > 0.0 {
+                iv.start_s + last_len
+            } else {
+                iv.start_s + self.interval_ns as f64 / 1e9
+            };
         }
     }
 }

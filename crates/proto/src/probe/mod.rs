@@ -10,19 +10,23 @@
 //! - [`params`]: what a test asks for, its limits and its send schedule;
 //! - [`wire`]: the datagrams (test stream, echo);
 //! - [`report`]: what a test measured, as it travels and prints;
+//! - [`live`]: the receiver's running count, one line per interval;
 //! - [`analysis`]: records to metrics (receiver), send times to the
 //!   sender's report, RTT samples to their summary;
 //! - [`control`]: the control messages, their frames and the decoder;
 //! - [`profile`]: stream profiles and the PASS/FAIL verdict;
-//! - [`session`]: one test as a state machine, client or server side.
+//! - [`session`]: one test as a state machine, client or server side;
+//! - [`total`]: parallel streams' reports as one.
 
 pub mod analysis;
 pub mod control;
 mod error;
+pub mod live;
 pub mod params;
 pub mod profile;
 pub mod report;
 pub mod session;
+pub mod total;
 pub mod wire;
 
 pub use analysis::{SenderLog, analyze};
@@ -31,19 +35,21 @@ pub use control::{
     RECORD_LEN, RECORDS_PER_FRAME, Refusal, records_frame, records_from_bytes, records_to_frames,
 };
 pub use error::{Error, MessageKind, Param, Stage};
+pub use live::LiveMeter;
 pub use params::{
     DEFAULT_BURST_US, MAX_BURST_US, MAX_DURATION_MS, MAX_INTERVAL_MS, MAX_INTERVALS,
-    MAX_PACKET_SIZE, MAX_PACKETS, MAX_PLAYOUT_US, MAX_RATE_BPS, MIN_DURATION_MS, MIN_PACKET_SIZE,
-    MIN_RATE_BPS, Schedule, TestParams, parse_fps,
+    MAX_PACKET_SIZE, MAX_PACKETS, MAX_PLAYOUT_US, MAX_RATE_BPS, MAX_STREAMS, MIN_DURATION_MS,
+    MIN_PACKET_SIZE, MIN_RATE_BPS, Schedule, TestParams, parse_fps,
 };
 pub use profile::{GENERIC, PROFILES, Profile, Verdict};
 pub use report::{
-    Arrival, BurstGap, FrameStats, IntervalStats, ReceiverReport, RttSummary, RunLength,
-    SenderReport,
+    Arrival, BurstGap, FrameStats, IntervalStats, LiveInterval, ReceiverReport, RttSummary,
+    RunLength, SenderReport,
 };
 pub use session::{
     ClientConfig, Event, Input, Results, ServerConfig, Session, StreamPlan, Transmit,
 };
+pub use total::{receiver_total, sender_total};
 pub use wire::{
     DATA_HEADER_LEN, DATA_MAGIC, DataHeader, Datagram, ECHO_LEN, ECHO_MAGIC, Echo, EchoKind,
     PAYLOAD_TYPE, PROTOCOL_VERSION,

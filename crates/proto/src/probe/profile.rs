@@ -99,6 +99,10 @@ pub fn profile(name: &str) -> Option<Profile> {
 pub struct Verdict {
     /// Every threshold held.
     pub pass: bool,
+    /// The test was stopped early (Ctrl-C): the verdict covers only what
+    /// ran, and is not a full answer.
+    #[serde(default)]
+    pub partial: bool,
     /// Profile judged against.
     pub profile: String,
     /// One line per threshold that failed.
@@ -111,8 +115,9 @@ pub struct Verdict {
 
 impl Profile {
     /// Judges a receiver report; `set_rate_bps` is the rate the sender was
-    /// asked for.
-    pub fn judge(&self, r: &ReceiverReport, set_rate_bps: f64) -> Verdict {
+    /// asked for, `playout` the playout buffer the test used (the
+    /// profile's own, or the user's `--playout`), named in the reason.
+    pub fn judge(&self, r: &ReceiverReport, set_rate_bps: f64, playout: Nanos) -> Verdict {
         let mut reasons = Vec::new();
         if r.received == 0 {
             reasons.push("nothing arrived".to_string());
@@ -146,7 +151,7 @@ impl Profile {
                 "{late} of {of} {what} ({:.4}%) above {:.4}% (playout buffer {} ms)",
                 late_ratio * 100.0,
                 self.max_late_ratio * 100.0,
-                self.playout_us as f64 / 1000.0
+                playout.as_millis_f64()
             ));
         }
         if r.pdv_ms.p999 > self.max_pdv_p999_ms {
@@ -165,6 +170,7 @@ impl Profile {
         }
         Verdict {
             pass: reasons.is_empty(),
+            partial: false,
             profile: self.name.to_string(),
             reasons,
             st2110_21: self.st2110_21(r),
@@ -211,7 +217,7 @@ mod tests {
     #[test]
     fn pass_and_each_reason_for_fail() {
         let p = profile("mpeg2-ts").unwrap();
-        assert!(p.judge(&clean(), 6e6).pass);
+        assert!(p.judge(&clean(), 6e6, Nanos::from_millis(50)).pass);
         let r = ReceiverReport {
             lost: 2,
             received: 998,
@@ -224,11 +230,26 @@ mod tests {
             effective_bandwidth_bps: 3e6,
             ..clean()
         };
-        let v = p.judge(&r, 6e6);
+        let v = p.judge(&r, 6e6, Nanos::from_millis(50));
         assert!(!v.pass);
         assert_eq!(v.reasons.len(), 4, "{:?}", v.reasons);
         assert!(
             v.reasons[0].contains("loss 0.2000% (2 of 1000)"),
+            "{:?}",
+            v.reasons
+        );
+    }
+
+    #[test]
+    fn late_reason_names_the_playout_buffer_used() {
+        let r = ReceiverReport {
+            late: 10,
+            ..clean()
+        };
+        let v = GENERIC.judge(&r, 6e6, Nanos::from_micros(1));
+        assert!(!v.pass);
+        assert!(
+            v.reasons[0].contains("(playout buffer 0.001 ms)"),
             "{:?}",
             v.reasons
         );
@@ -262,10 +283,10 @@ mod tests {
         r.lost = 100;
         r.received = 900;
         r.loss_rate = 0.1;
-        let v = GENERIC.judge(&r, 6e6);
+        let v = GENERIC.judge(&r, 6e6, Nanos::from_millis(50));
         assert!(!v.reasons[0].contains("receiving host"), "{:?}", v.reasons);
         r.receiver_drops = 60;
-        let v = GENERIC.judge(&r, 6e6);
+        let v = GENERIC.judge(&r, 6e6, Nanos::from_millis(50));
         assert!(!v.pass);
         assert!(
             v.reasons[0].contains("the receiving host, not the path, dropped 60"),

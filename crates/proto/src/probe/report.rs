@@ -70,6 +70,10 @@ pub struct FrameStats {
 pub struct IntervalStats {
     /// Start of the interval, seconds after the first scheduled packet.
     pub start_s: f64,
+    /// End of the interval: the next one's start, or for the last, partial
+    /// one, the slot of the last packet sent.
+    #[serde(default)]
+    pub end_s: f64,
     /// Packets scheduled in the interval.
     pub sent: u64,
     /// Of those, received.
@@ -82,6 +86,30 @@ pub struct IntervalStats {
     pub jitter_ms: f64,
     /// Largest PDV in the interval, ms.
     pub pdv_max_ms: f64,
+}
+
+/// One reporting interval as the test ran, by receive time: what the
+/// receiver had counted then (the live lines; the final report's
+/// [`IntervalStats`] are by send schedule).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct LiveInterval {
+    /// Which stream (0 for the first, or only, one).
+    pub stream: u32,
+    /// Start, seconds after the first packet arrived.
+    pub start_s: f64,
+    /// End, seconds after the first packet arrived.
+    pub end_s: f64,
+    /// Packets received in it.
+    pub received: u64,
+    /// Sequence numbers passed over in it (reordered packets may still
+    /// come; the final report is exact).
+    pub lost: u64,
+    /// Payload bytes received in it.
+    pub bytes: u64,
+    /// `bytes` over the interval's length, bits per second.
+    pub rate_bps: f64,
+    /// RFC 3550 jitter at its end, ms.
+    pub jitter_ms: f64,
 }
 
 /// Everything the receiver measured.

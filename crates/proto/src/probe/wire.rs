@@ -12,7 +12,9 @@ use crate::units::{MediaTime, Nanos};
 ///
 /// 2: the reports' percentile summaries became [`crate::stats::Quantiles`]
 /// (with `count`, `min` and `mean`), and the pacing error became lateness.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// 3: the receiver sends live interval messages while the stream runs,
+/// and intervals carry their end.
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// RTP payload type of the test stream (dynamic range).
 pub const PAYLOAD_TYPE: u8 = 98;

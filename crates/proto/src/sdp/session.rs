@@ -77,6 +77,9 @@ pub struct Media {
     pub ts_refclk: Option<String>,
     /// `a=mediaclk` (ST 2110-10).
     pub mediaclk: Option<String>,
+    /// `a=control` (RFC 2326 C.1.1): the URL an RTSP client SETUPs this
+    /// media with, relative to the session's Content-Base.
+    pub control: Option<String>,
 }
 
 impl Media {
@@ -95,6 +98,7 @@ impl Media {
             framerate: None,
             ts_refclk: None,
             mediaclk: None,
+            control: None,
         }
     }
 }
@@ -189,7 +193,7 @@ impl Session {
     }
 
     /// The SDP text: `v o s t`, then each media's `m c a=source-filter
-    /// a=mid a=rtpmap a=fmtp a=framerate a=ts-refclk a=mediaclk`.
+    /// a=mid a=rtpmap a=fmtp a=framerate a=ts-refclk a=mediaclk a=control`.
     pub fn to_sdp(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "v=0\r");
@@ -290,6 +294,9 @@ fn write_media(s: &mut String, m: &Media) {
     if let Some(c) = &m.mediaclk {
         let _ = writeln!(s, "a=mediaclk:{}\r", clean(c));
     }
+    if let Some(c) = &m.control {
+        let _ = writeln!(s, "a=control:{}\r", token(c));
+    }
 }
 
 fn media_attribute(m: &mut Media, value: &str) {
@@ -311,6 +318,8 @@ fn media_attribute(m: &mut Media, value: &str) {
         m.ts_refclk = Some(clean(rest));
     } else if let Some(rest) = value.strip_prefix("mediaclk:") {
         m.mediaclk = Some(clean(rest));
+    } else if let Some(rest) = value.strip_prefix("control:") {
+        m.control = Some(token(rest.trim()));
     }
 }
 

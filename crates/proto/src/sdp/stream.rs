@@ -112,6 +112,38 @@ impl SdpStream {
         SdpStream::from_media(&session, media)
     }
 
+    /// The legs of the first video stream of an SDP: the media an
+    /// `a=group:DUP` names (SMPTE ST 2022-7: the same stream on two
+    /// paths), in the group's order, or the first video alone when no
+    /// group names two video media.
+    pub fn parse_legs(text: &str) -> Result<Vec<Self>, Error> {
+        let session = Session::parse(text)?;
+        let dup = session
+            .groups
+            .iter()
+            .find(|g| g.semantics.eq_ignore_ascii_case("DUP"));
+        let named: Vec<&Media> = dup
+            .map(|g| {
+                g.mids
+                    .iter()
+                    .filter_map(|id| {
+                        session
+                            .media
+                            .iter()
+                            .find(|m| m.kind == "video" && m.mid.as_ref() == Some(id))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if named.len() >= 2 {
+            return named
+                .into_iter()
+                .map(|m| SdpStream::from_media(&session, m))
+                .collect();
+        }
+        SdpStream::parse(text).map(|s| vec![s])
+    }
+
     /// The raw video stream one media section of `session` describes.
     pub fn from_media(session: &Session, media: &Media) -> Result<Self, Error> {
         let encoding = media.encoding.as_deref();
@@ -208,6 +240,29 @@ mod tests {
         assert!(text.contains("c=IN IP4 239.1.2.3/8"));
         assert!(text.contains("a=mediaclk:direct=0"));
         assert_eq!(SdpStream::parse(&text).unwrap(), s);
+    }
+
+    #[test]
+    fn a_dup_group_gives_both_legs_in_its_order() {
+        let mut session = stream().to_session(1);
+        let mut b = session.media[0].clone();
+        b.port = 6004;
+        b.mid = Some("b".into());
+        session.media[0].mid = Some("a".into());
+        session.media.push(b);
+        session.groups.push(super::super::Group {
+            semantics: "DUP".into(),
+            mids: vec!["b".into(), "a".into()],
+        });
+        let legs = SdpStream::parse_legs(&session.to_sdp()).unwrap();
+        assert_eq!(
+            legs.iter().map(|l| l.port).collect::<Vec<_>>(),
+            [6004, 5004]
+        );
+        // Without the group, the first video is the one stream.
+        session.groups.clear();
+        let one = SdpStream::parse_legs(&session.to_sdp()).unwrap();
+        assert_eq!((one.len(), one[0].port), (1, 5004));
     }
 
     #[test]

@@ -66,6 +66,7 @@ pub struct FlowSpec {
     first_frame: u64,
     stagger: Stagger,
     first_seq: ExtSeq,
+    epoch_locked: bool,
     frame_limit: Option<u64>,
     burst: Nanos,
     train_cap: usize,
@@ -93,6 +94,7 @@ impl FlowSpec {
             first_frame: 0,
             stagger: Stagger::Fixed(Nanos::ZERO),
             first_seq: ExtSeq(0),
+            epoch_locked: false,
             frame_limit: None,
             burst: Nanos::ZERO,
             train_cap: 1,
@@ -139,6 +141,18 @@ impl FlowSpec {
         self
     }
 
+    /// Locks sequence numbers to the epoch frame grid: packet `i` of epoch
+    /// frame `f` is numbered `seq + f·packets_per_frame + i`, whenever the
+    /// flow started and whatever frames it skipped. Two senders of the same
+    /// stream given the same SSRC and `seq` then send identical packets
+    /// (SMPTE ST 2022-7 legs on different hosts, a stripe moved between
+    /// nodes); a skipped frame leaves a gap a receiver counts as loss.
+    pub fn epoch_locked(mut self, seq: ExtSeq) -> FlowSpec {
+        self.first_seq = seq;
+        self.epoch_locked = true;
+        self
+    }
+
     /// Trains carry the packets whose slots fall within `burst` of the
     /// first, at most `cap` (what one send call carries).
     pub fn trains(mut self, burst: Nanos, cap: usize) -> FlowSpec {
@@ -177,6 +191,18 @@ impl FlowSpec {
     pub fn packets_per_frame(&self) -> usize {
         self.packets_per_frame
     }
+}
+
+/// The base of an [`FlowSpec::epoch_locked`] stream's sequence numbers,
+/// fixed by its SSRC: senders that agree on the SSRC agree on every
+/// number without talking, and streams of different SSRCs do not start
+/// from the same numbers (a SplitMix64 finalizer of the SSRC, 32 bits as
+/// RFC 4175's extended sequence number has).
+pub fn locked_seq_base(ssrc: Ssrc) -> ExtSeq {
+    let mut z = u64::from(ssrc.0).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    ExtSeq((z ^ (z >> 31)) & 0xffff_ffff)
 }
 
 /// What a driver tells the sender.
@@ -285,6 +311,10 @@ struct Flow {
     origin: Nanos,
     ssrc: Ssrc,
     seq: ExtSeq,
+    /// Numbers follow the epoch frame (see [`FlowSpec::epoch_locked`]),
+    /// counted from this base.
+    locked_base: Option<ExtSeq>,
+    packets_per_frame: u64,
     frame_limit: Option<u64>,
     frames_sent: u64,
     burst: Nanos,
@@ -325,6 +355,8 @@ impl Flow {
             origin: spec.start + stagger,
             ssrc: spec.ssrc,
             seq: spec.first_seq,
+            locked_base: spec.epoch_locked.then_some(spec.first_seq),
+            packets_per_frame: spec.packets_per_frame as u64,
             frame_limit: spec.frame_limit,
             frames_sent: 0,
             burst,
@@ -492,6 +524,10 @@ impl Sender {
         let frame = flow.pacer.frame();
         let first = flow.pacer.index_in_frame();
         let lateness = flow.pacer.lateness(local);
+        if let Some(base) = flow.locked_base {
+            let index = frame.wrapping_mul(flow.packets_per_frame);
+            flow.seq = base.add(index.wrapping_add(first as u64));
+        }
         let t = Transmit {
             flow: id,
             at: flow.origin + flow.pacer.slot(flow.pacer.next_packet()),
@@ -654,6 +690,35 @@ mod tests {
         let st = s.flow_stats(id).unwrap();
         assert_eq!((st.packets, st.late, st.frames_sent), (10, 0, 2));
         assert_eq!(s.lateness().max(), 0);
+    }
+
+    #[test]
+    fn epoch_locked_numbers_follow_the_frame_whenever_a_flow_starts() {
+        // Two flows of one stream, the second joining 3 frames later and
+        // skipping one: every packet they share carries the same number.
+        let spec = |first: u64| {
+            FlowSpec::new(rate(50, 1), 4, Ssrc(9))
+                .start(Nanos::ZERO, first)
+                .epoch_locked(ExtSeq(0xffff_fff0))
+        };
+        let mut a = Sender::new();
+        a.add_flow(spec(10));
+        let (ta, _) = run(&mut a, 24);
+        let mut b = Sender::new();
+        let id = b.add_flow(spec(13));
+        b.poll_event();
+        b.handle_input(Nanos::ZERO, Input::Underrun { flow: id })
+            .unwrap();
+        let (tb, _) = run(&mut b, 8);
+        assert_eq!(tb[0].1.frame, 14);
+        for (_, t) in &tb {
+            let same = ta
+                .iter()
+                .find(|(_, u)| u.frame == t.frame && u.packets == t.packets);
+            assert_eq!(same.map(|(_, u)| u.first_seq), Some(t.first_seq));
+            let want = 0xffff_fff0 + 4 * t.frame + t.packets.start as u64;
+            assert_eq!(t.first_seq, ExtSeq(want));
+        }
     }
 
     #[test]

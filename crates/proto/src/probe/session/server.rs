@@ -76,13 +76,20 @@ impl Session {
             Phase::Open { .. } => match frame {
                 // Stopped before it began: report that nothing was sent.
                 Frame::Message(ControlMessage::Abort { .. }) => {
-                    self.server_stream_finished(now, SenderReport::default());
+                    let n = self.test.map_or(1, |t| t.params.streams as usize);
+                    self.server_stream_finished(now, vec![SenderReport::default(); n]);
                 }
                 other => self.server_unexpected(other),
             },
-            // Reverse: anything from the client during the stream (an
-            // abort) means stop.
-            Phase::Stream { .. } if self.sends_stream() => self.stop_stream(),
+            // Reverse: the client's live intervals are for the log;
+            // anything else from it during the stream (an abort) means stop.
+            Phase::Stream { .. } | Phase::Closing { .. } if self.sends_stream() => match frame {
+                Frame::Message(ControlMessage::Interval { intervals }) => {
+                    self.events.push_back(Event::Interval(intervals));
+                }
+                _ if matches!(self.phase, Phase::Stream { .. }) => self.stop_stream(),
+                _ => {}
+            },
             Phase::Stream { done: None, .. } => match frame {
                 Frame::Message(ControlMessage::Done { sender }) => {
                     self.sender = Some(sender);
@@ -154,12 +161,18 @@ impl Session {
             version: PROTOCOL_VERSION,
             session: id,
         });
+        let t = Test {
+            id,
+            params,
+            schedule,
+        };
         if params.reverse {
+            self.meter_for(&t, 0);
             self.phase = Phase::Open {
                 deadline: now + OPEN_TIMEOUT,
             };
         } else {
-            self.meter.cap = schedule.record_cap();
+            self.meter_for(&t, schedule.record_cap());
             self.phase = self.stream_phase(now);
         }
     }
@@ -173,7 +186,7 @@ impl Session {
         }
     }
 
-    pub(super) fn server_stream_finished(&mut self, now: Nanos, report: SenderReport) {
+    pub(super) fn server_stream_finished(&mut self, now: Nanos, report: Vec<SenderReport>) {
         if !matches!(self.phase, Phase::Open { .. } | Phase::Stream { .. }) {
             return;
         }
@@ -181,6 +194,7 @@ impl Session {
             // Nobody left to tell.
             return self.end(Event::Finished);
         }
+        self.told.0 = Some(report.clone());
         self.send(&ControlMessage::Done { sender: report });
         // Answer echo requests already on their way, then end: the server
         // is free for the next test before this client reports.
@@ -231,14 +245,17 @@ impl Session {
     /// the client asked for them.
     fn server_results(&mut self) {
         let sender = self.sender.take().unwrap_or_default();
-        let report = self.analyze(sender.sent);
-        let records = if self.test.is_some_and(|t| t.params.records) {
-            std::mem::take(&mut self.meter.arrivals)
-        } else {
-            Vec::new()
+        self.finish_live(&sender);
+        let report = self.analyze(&sender);
+        // Records are kept for the first stream only (the client asks for
+        // them with one stream).
+        let records = match self.meter.arrivals.first_mut() {
+            Some(a) if self.test.is_some_and(|t| t.params.records) => std::mem::take(a),
+            _ => Vec::new(),
         };
+        self.told.1 = Some(report.clone());
         self.send(&ControlMessage::Report {
-            receiver: Box::new(report),
+            receiver: report,
             records: records.len() as u64,
         });
         self.records_out = Some((records, 0));

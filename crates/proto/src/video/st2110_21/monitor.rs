@@ -18,7 +18,6 @@ use crate::rtp::RtpPacket;
 use crate::stats::SeqExtender;
 use crate::units::{ByteSize, ExtSeq, MediaTime, Nanos, Ssrc};
 use crate::video::FrameRate;
-use crate::video::receiver::{Admission, SsrcLock};
 
 /// Packets held back while learning Npackets: two frames of an 8K 4:2:2
 /// 10-bit stream in 1200-byte packets (about 2 × 140 000) and more.
@@ -102,7 +101,9 @@ enum Phase {
 /// The machine (see the module docs).
 pub struct Monitor {
     shape: StreamShape,
-    ssrc: SsrcLock,
+    /// The stream's SSRC: the first packet's (a capture or a port holds
+    /// one stream; strays of another SSRC are counted, not analysed).
+    ssrc: Option<Ssrc>,
     ext: SeqExtender,
     last_rtp: Option<MediaTime>,
     phase: Phase,
@@ -115,7 +116,7 @@ impl Monitor {
     pub fn new(shape: StreamShape) -> Monitor {
         let mut m = Monitor {
             shape,
-            ssrc: SsrcLock::default(),
+            ssrc: None,
             ext: SeqExtender::default(),
             last_rtp: None,
             phase: Phase::Learning {
@@ -140,13 +141,16 @@ impl Monitor {
             return;
         };
         let ssrc = Ssrc(pkt.ssrc());
-        match self.ssrc.admit(ssrc) {
-            Admission::Foreign => {
+        match self.ssrc {
+            Some(s) if s != ssrc => {
                 self.stats.foreign += 1;
                 return;
             }
-            Admission::First => self.events.push_back(Event::Stream { ssrc }),
-            Admission::Stream => {}
+            Some(_) => {}
+            None => {
+                self.ssrc = Some(ssrc);
+                self.events.push_back(Event::Stream { ssrc });
+            }
         }
         // RFC 4175's extended sequence number leads the payload.
         let esn = pkt
