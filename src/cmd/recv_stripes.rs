@@ -13,7 +13,7 @@
 
 use std::fs::File;
 use std::io::Write;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -73,11 +73,23 @@ pub fn wanted(args: &RecvArgs) -> Result<bool> {
     }
 }
 
+/// Where one leg of one stripe arrives.
+#[derive(Debug, Clone, Copy)]
+struct Leg {
+    listen: SocketAddr,
+    /// The only sender accepted on a multicast group (SSM), from the SDP's
+    /// source filter or --source.
+    source: Option<IpAddr>,
+}
+
+/// Every stripe's legs, in stripe order.
+type Legs = Vec<Vec<Leg>>;
+
 /// A validated striped receive.
 struct Plan {
     stripes: Stripes,
-    /// Per stripe, the address of each leg.
-    legs: Vec<Vec<SocketAddr>>,
+    /// Per stripe, each leg.
+    legs: Legs,
     rate: Option<FrameRate>,
     socket: ReceiveOptions,
     output: Option<PathBuf>,
@@ -112,7 +124,7 @@ fn shifted(base: SocketAddr, k: usize, flag: &str) -> Result<SocketAddr> {
 }
 
 /// Stripes and legs from one SDP per stripe.
-fn plan_from_sdps(args: &RecvArgs) -> Result<(Stripes, Vec<Vec<SocketAddr>>, Option<FrameRate>)> {
+fn plan_from_sdps(args: &RecvArgs) -> Result<(Stripes, Legs, Option<FrameRate>)> {
     let rule = args.striping.split;
     let mut legs = Vec::new();
     let (mut format, mut rate) = (None, None);
@@ -136,7 +148,10 @@ fn plan_from_sdps(args: &RecvArgs) -> Result<(Stripes, Vec<Vec<SocketAddr>>, Opt
         legs.push(
             streams
                 .iter()
-                .map(|s| SocketAddr::new(s.address, s.port))
+                .map(|s| Leg {
+                    listen: SocketAddr::new(s.address, s.port),
+                    source: s.source,
+                })
                 .collect(),
         );
     }
@@ -154,7 +169,7 @@ fn plan_from_sdps(args: &RecvArgs) -> Result<(Stripes, Vec<Vec<SocketAddr>>, Opt
 }
 
 /// Stripes and legs from --listen, --size and --stripes.
-fn plan_from_listen(args: &RecvArgs) -> Result<(Stripes, Vec<Vec<SocketAddr>>)> {
+fn plan_from_listen(args: &RecvArgs) -> Result<(Stripes, Legs)> {
     let s = &args.striping;
     let listen = args
         .listen
@@ -177,11 +192,28 @@ fn plan_from_listen(args: &RecvArgs) -> Result<(Stripes, Vec<Vec<SocketAddr>>)> 
         .as_deref()
         .map(|d| udp::parse_addr(d, "--dup address"))
         .transpose()?;
+    let source = args
+        .source
+        .as_deref()
+        .map(|t| {
+            t.parse::<IpAddr>()
+                .map_err(|_| anyhow!("--source '{t}' is not an IP address"))
+        })
+        .transpose()?;
+    if let Some(src) = source
+        && !base.ip().is_multicast()
+    {
+        bail!("--source {src} only applies to a multicast group; {base} is unicast");
+    }
+    let leg = |listen: SocketAddr| Leg {
+        listen,
+        source: source.filter(|_| listen.ip().is_multicast()),
+    };
     let mut legs = Vec::with_capacity(count);
     for k in 0..count {
-        let mut l = vec![shifted(base, k, "--listen")?];
+        let mut l = vec![leg(shifted(base, k, "--listen")?)];
         if let Some(d) = dup {
-            l.push(shifted(d, k, "--dup")?);
+            l.push(leg(shifted(d, k, "--dup")?));
         }
         legs.push(l);
     }
@@ -249,8 +281,16 @@ struct Unit {
 impl Unit {
     fn open(plan: &Plan, k: usize, recycled: ChanRx<Vec<u8>>) -> Result<Unit> {
         let mut sockets = Vec::new();
-        for (leg, addr) in plan.legs[k].iter().enumerate() {
-            let rx = Receiver::open(*addr, &plan.socket)
+        for (leg, l) in plan.legs[k].iter().enumerate() {
+            let opts = ReceiveOptions {
+                source: l.source,
+                ..plan.socket.clone()
+            };
+            let addr = l.listen;
+            if let Some(s) = l.source {
+                udp::check_family(addr.ip(), Some(s))?;
+            }
+            let rx = Receiver::open(addr, &opts)
                 .with_context(|| format!("stripe {k} leg {leg}: listening on {addr}"))?;
             for n in &rx.notices {
                 eprintln!("nagare recv: note: stripe {k}: {n}");
