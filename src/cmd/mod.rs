@@ -1,9 +1,11 @@
 //! One module per subcommand: each parses its arguments into a config and
 //! drives nagare-proto's machines with sockets, threads, files and clocks.
 
+pub mod cluster;
 pub mod demo;
 pub mod doctor;
 pub mod impair;
+pub mod loadtest;
 pub mod probe;
 pub mod recv;
 pub mod recv_stripes;

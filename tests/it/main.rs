@@ -4,12 +4,15 @@
 mod bad_input;
 mod common;
 mod crash;
+mod defaults;
 mod disk;
 mod doctor;
+mod impair_scripts;
 mod peers;
 mod probe;
 mod recv_faults;
 mod send_recv;
+mod serve;
 mod signals;
 mod ssrc;
 mod st2110;

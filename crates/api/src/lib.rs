@@ -11,6 +11,7 @@
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
+pub mod cluster;
 pub mod doctor;
 pub mod impair;
 pub mod probe;

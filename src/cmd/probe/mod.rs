@@ -7,7 +7,7 @@
 mod client;
 mod link;
 mod output;
-mod plot;
+pub mod plot;
 mod server;
 mod stream;
 
