@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use crossbeam_channel::{Receiver as ChanRx, RecvTimeoutError, Sender as ChanTx, bounded};
+use nagare_api::cluster::ClusterConfig;
 use nagare_api::stripes::{FrameFailure, LegReport, StripeReport, StripesReport};
 use nagare_api::video::{EndedBy, FrameList};
 use nagare_proto::sdp::SdpStream;
@@ -59,12 +60,17 @@ pub struct StripeArgs {
     /// Receive threads (default: one per stripe, at most one per core).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Receive the stream a `nagare cluster` config describes: its size,
+    /// format, rate and split, stripe k on destination k's `to` (and its
+    /// `dup` as the second leg).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["listen", "sdp", "stripes", "dup"])]
+    pub cluster: Option<PathBuf>,
 }
 
 /// Whether `args` ask for stripes or a second leg (this module's work).
 pub fn wanted(args: &RecvArgs) -> Result<bool> {
     let s = &args.striping;
-    if s.stripes.is_some() || s.dup.is_some() || args.sdp.len() > 1 {
+    if s.stripes.is_some() || s.dup.is_some() || s.cluster.is_some() || args.sdp.len() > 1 {
         return Ok(true);
     }
     match args.sdp.first() {
@@ -220,16 +226,67 @@ fn plan_from_listen(args: &RecvArgs) -> Result<(Stripes, Legs)> {
     Ok((stripes, legs))
 }
 
+/// Stripes, legs and rate from a `nagare cluster` config.
+fn plan_from_cluster(path: &Path) -> Result<(Stripes, Legs, FrameRate)> {
+    let meta = std::fs::metadata(path)
+        .with_context(|| format!("cannot read --cluster '{}'", path.display()))?;
+    if meta.len() > 1 << 20 {
+        bail!(
+            "--cluster '{}' is {} bytes; a cluster config is at most a few KiB",
+            path.display(),
+            meta.len()
+        );
+    }
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read --cluster '{}'", path.display()))?;
+    let c: ClusterConfig = toml::from_str(&text).with_context(|| {
+        format!(
+            "--cluster '{}' is not a nagare cluster config ([stream], [[destination]], [[node]])",
+            path.display()
+        )
+    })?;
+    let s = &c.stream;
+    let format = cli::parse_format(&s.size, &s.pix_fmt)?;
+    let rate = cli::parse_rate(&s.fps)?;
+    let stripes = super::send::stripes_of(format, s.stripes, s.split)?;
+    if c.destinations.len() != s.stripes {
+        bail!(
+            "--cluster '{}' has {} [[destination]] tables for {} stripes: one per stripe",
+            path.display(),
+            c.destinations.len(),
+            s.stripes
+        );
+    }
+    let mut legs = Vec::with_capacity(s.stripes);
+    for (k, d) in c.destinations.iter().enumerate() {
+        let mut l = Vec::new();
+        for a in std::iter::once(&d.to).chain(&d.dup) {
+            let listen = udp::parse_addr(a, &format!("destination {k}"))?;
+            l.push(Leg {
+                listen,
+                source: None,
+            });
+        }
+        legs.push(l);
+    }
+    Ok((stripes, legs, rate))
+}
+
 impl Plan {
     fn new(args: &RecvArgs) -> Result<Plan> {
         if args.striping.dup.is_some() && !args.sdp.is_empty() {
             bail!("--dup goes with --listen; with --sdp, name both legs in the SDP (a=group:DUP)");
         }
-        let (stripes, legs, sdp_rate) = if args.sdp.is_empty() {
-            let (s, l) = plan_from_listen(args)?;
-            (s, l, None)
-        } else {
-            plan_from_sdps(args)?
+        let (stripes, legs, sdp_rate) = match &args.striping.cluster {
+            Some(path) => {
+                let (s, l, r) = plan_from_cluster(path)?;
+                (s, l, Some(r))
+            }
+            None if args.sdp.is_empty() => {
+                let (s, l) = plan_from_listen(args)?;
+                (s, l, None)
+            }
+            None => plan_from_sdps(args)?,
         };
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let threads = args

@@ -322,3 +322,46 @@ fn an_sdp_with_a_dup_group_opens_both_legs() {
     assert_eq!(rep.per_stripe[0].legs.len(), 2);
     assert_eq!(rep.ended_by, nagare_api::video::EndedBy::Timeout);
 }
+
+#[test]
+fn recv_takes_its_stripes_from_a_cluster_config() {
+    // The controller's cluster.toml names the stream and one destination
+    // per stripe; `recv --cluster` listens on them and rebuilds frames.
+    let s = Scratch::new("stripes-cluster");
+    let frames = 4;
+    let input = noise(128 * 32 * 3 * frames, 21);
+    std::fs::write(s.path("in.rgb"), &input).unwrap();
+    let base = consecutive_free_ports(4);
+    let mut toml = String::from(
+        "[stream]\nsource = \"in.rgb\"\nsize = \"128x32\"\npix_fmt = \"rgb24\"\nfps = \"50\"\n\
+         split = \"square\"\nstripes = 4\n",
+    );
+    for k in 0..4 {
+        toml += &format!("[[destination]]\nto = \"127.0.0.1:{}\"\n", base + k);
+    }
+    toml += "[[node]]\nname = \"a\"\nurl = \"http://127.0.0.1:1\"\nstripes = [0, 1, 2, 3]\n";
+    std::fs::write(s.path("cluster.toml"), toml).unwrap();
+    let mut recv = nagare();
+    recv.args(["recv", "--cluster", &path(&s, "cluster.toml")])
+        .args(["--frames", &frames.to_string(), "--timeout", "5", "--json"])
+        .args(["-o", &path(&s, "out.rgb")]);
+    let mut r = Running::spawn(recv);
+    r.listening();
+    let out = nagare()
+        .args([
+            "send",
+            &path(&s, "in.rgb"),
+            "--to",
+            &format!("127.0.0.1:{base}"),
+        ])
+        .args(["--size", "128x32", "--pix-fmt", "rgb24", "--fps", "50"])
+        .args(["--split", "square", "--stripes", "4"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let (status, stdout, err) = r.finish();
+    assert!(status.success(), "{err}");
+    let rep: StripesReport = parse_report(&stdout);
+    assert_eq!((rep.split.as_str(), rep.frames_complete), ("square", 4));
+    assert!(std::fs::read(s.path("out.rgb")).unwrap() == input);
+}
