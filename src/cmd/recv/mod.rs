@@ -33,7 +33,7 @@ use writer::{ToWriter, Writer};
 #[derive(clap::Args, Debug, Clone)]
 pub struct RecvArgs {
     /// Address to listen on, HOST:PORT (a multicast group joins it).
-    #[arg(long, conflicts_with = "sdp", required_unless_present = "sdp")]
+    #[arg(long, conflicts_with = "sdp", required_unless_present_any = ["sdp", "cluster"])]
     pub listen: Option<String>,
     /// Frame size WIDTHxHEIGHT (with --listen).
     #[arg(long, requires = "listen", value_parser = cli::parse_size)]
