@@ -46,6 +46,9 @@ enum Command {
     /// Stream server: RTSP (raw video, MPEG-TS, test pattern) and push
     /// streams from one paced schedule, an HTTP JSON API and /metrics.
     Serve(cmd::serve::ServeArgs),
+    /// How many streams a server carries before frames drop: ramps RTSP
+    /// clients or push streams, measures loss, jitter and server CPU.
+    Loadtest(cmd::loadtest::LoadtestArgs),
     /// One stream striped over several serve nodes: start, stop, status,
     /// and hitless move of a stripe between nodes (cluster.toml).
     Cluster(cmd::cluster::ClusterArgs),
@@ -73,6 +76,7 @@ fn main() -> ExitCode {
         Command::Probe(a) => cmd::probe::run(a),
         Command::Impair(a) => cmd::impair::run(a),
         Command::Serve(a) => cmd::serve::main(a),
+        Command::Loadtest(a) => cmd::loadtest::main(a),
         Command::Cluster(a) => cmd::cluster::main(a),
     };
     match result {

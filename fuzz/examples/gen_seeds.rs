@@ -266,6 +266,7 @@ fn control_seeds(out: &Out) {
         burst_threshold: 5,
         burst_us: DEFAULT_BURST_US,
         interval_ms: 100,
+        streams: 1,
     };
     let mut stream = ControlMessage::Hello {
         version: PROTOCOL_VERSION,
@@ -299,16 +300,16 @@ fn control_seeds(out: &Out) {
         .collect();
     let report = analyze(&arrivals, 8, &params, &schedule);
     let mut stream = ControlMessage::Done {
-        sender: SenderReport {
+        sender: vec![SenderReport {
             sent: 8,
             bytes: 9600,
             ..SenderReport::default()
-        },
+        }],
     }
     .to_frame();
     stream.extend(
         ControlMessage::Report {
-            receiver: Box::new(report),
+            receiver: vec![report],
             records: arrivals.len() as u64,
         }
         .to_frame(),
@@ -375,10 +376,10 @@ fn session_seeds(out: &Out) {
     };
     let done = |sent| {
         frame(ControlMessage::Done {
-            sender: SenderReport {
+            sender: vec![SenderReport {
                 sent,
                 ..SenderReport::default()
-            },
+            }],
         })
     };
     let mut s = SessionScript::new(1 | 8)
@@ -413,7 +414,7 @@ fn session_seeds(out: &Out) {
         })
         .collect();
     let mut report = frame(ControlMessage::Report {
-        receiver: Box::default(),
+        receiver: vec![nagare_proto::probe::ReceiverReport::default()],
         records: 3,
     });
     report.extend(records_to_frames(&records).concat());

@@ -127,6 +127,7 @@ fn params(r: &mut Reader<'_>) -> (TestParams, u16) {
         // The train window only shapes sending; analysis ignores it.
         burst_us: probe::DEFAULT_BURST_US,
         interval_ms: span(u64::from(interval), 10, probe::MAX_INTERVAL_MS),
+        streams: 1,
     };
     (params, sent)
 }
@@ -259,7 +260,7 @@ fuzz_target!(|data: &[u8]| {
 
     // The server sends the report in one control frame.
     let frame = ControlMessage::Report {
-        receiver: Box::new(rep),
+        receiver: vec![rep],
         records: 0,
     }
     .to_frame();

@@ -161,7 +161,7 @@ fuzz_target!(|data: &[u8]| {
             8 => Input::ControlClosed,
             9 if w.streaming => {
                 w.streaming = false;
-                Input::StreamFinished(SenderReport::default())
+                Input::StreamFinished(vec![SenderReport::default()])
             }
             10 => Input::Interrupt,
             _ => {

@@ -330,6 +330,7 @@ pub fn session_params(reverse: bool) -> TestParams {
         burst_threshold: 5,
         interval_ms: 100,
         burst_us: DEFAULT_BURST_US,
+        streams: 1,
     }
 }
 

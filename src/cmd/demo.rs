@@ -56,6 +56,8 @@ pub fn main(args: DemoArgs) -> Result<ExitCode> {
             source: None,
             buffer_bytes: (format.frame_bytes() * 4).clamp(16 << 20, 512 << 20),
         },
+        source_filter: None,
+        follow_ssrc: false,
         output: None,
         append: false,
         segmenting: recv::Segmenting::None,

@@ -5,6 +5,7 @@ pub mod cluster;
 pub mod demo;
 pub mod doctor;
 pub mod impair;
+pub mod loadtest;
 pub mod probe;
 pub mod recv;
 pub mod recv_stripes;

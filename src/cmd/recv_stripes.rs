@@ -262,19 +262,25 @@ impl Unit {
         // of at least 500 bytes (ST 2022-7 asks for at least two).
         let window = (4 * format.frame_bytes() / 500) as u64;
         let legs = sockets.len();
+        let mut machine = receiver::Receiver::new(Config {
+            format,
+            rate: plan.rate,
+            // Zero-filled holes: a stripe with bytes missing still goes
+            // into its frame, marked incomplete.
+            incomplete: Incomplete::Keep,
+            frame_limit: None,
+        });
+        if legs > 1 {
+            // A packet the other leg makes good may come up to three frame
+            // periods late (ST 2022-7 asks for two) and still count.
+            machine.set_tolerance(3);
+        }
         Ok(Unit {
             stripe: k,
             drops_at_start: sockets.iter().map(|s| s.kernel_drops).collect(),
             sockets,
             merger: (legs > 1).then(|| Merger::new(legs, window)),
-            machine: receiver::Receiver::new(Config {
-                format,
-                rate: plan.rate,
-                // Zero-filled holes: a stripe with bytes missing still
-                // goes into its frame, marked incomplete.
-                incomplete: Incomplete::Keep,
-                frame_limit: None,
-            }),
+            machine,
             recycled,
             report: StripeReport {
                 stripe: k,
@@ -331,6 +337,13 @@ impl Unit {
                 // The assembler sees a stripe that skipped a frame when it
                 // delivers the next one.
                 Event::Lost { .. } | Event::Missing { .. } => {}
+                Event::Rival {
+                    ssrc, from, stream, ..
+                } => eprintln!(
+                    "nagare recv: warning: stripe {}: another stream (SSRC 0x{:08x} from {from:?}) \
+                     besides SSRC 0x{:08x}; its packets are counted as foreign",
+                    self.stripe, ssrc.0, stream.0
+                ),
             }
         }
         Ok(())
@@ -678,6 +691,13 @@ fn open_units(plan: &Plan) -> Result<(Vec<Vec<Unit>>, Recycle)> {
     Ok((threads, recycle))
 }
 
+/// Frames held while stripes catch up: 8, or fewer when 8 whole frames
+/// (and as many spare buffers) would pass 1 GiB (8K 10-bit frames are 83
+/// MB); never fewer than 3, which still absorbs two frame periods of skew.
+fn assembly_depth(plan: &Plan) -> usize {
+    ((512 << 20) / plan.stripes.frame_format().frame_bytes().max(1)).clamp(3, 8)
+}
+
 /// Receives until the frame limit, the idle timeout or `stop`.
 fn run(plan: &Plan, stop: &AtomicBool) -> Result<StripesReport> {
     let (groups, recycle) = open_units(plan)?;
@@ -699,7 +719,7 @@ fn run(plan: &Plan, stop: &AtomicBool) -> Result<StripesReport> {
     drop(tx);
     let mut books = Books {
         plan,
-        assembler: Assembler::new(plan.stripes, 8),
+        assembler: Assembler::new(plan.stripes, assembly_depth(plan)),
         writer: Writer::start(plan.output.as_deref())?,
         recycle,
         report: StripesReport {

@@ -209,6 +209,7 @@ impl SendArgs {
         if dest.port() == 0 {
             bail!("destination {dest} has port 0: give the receiver's port");
         }
+        check_multicast_scope(dest, self.interface.as_ref(), self.ttl)?;
         let striping = Striping {
             split: self.split,
             only: self.stripe,
@@ -300,6 +301,27 @@ pub fn shaping(
             )
         }),
     }
+}
+
+/// Refuses multicast without a named interface: the kernel would send
+/// it out of the default route, and gigabits of video flooding a shared
+/// (management) LAN is the classic way to take one down. `--ttl 0` keeps
+/// the stream on this host, so it needs no interface.
+fn check_multicast_scope(
+    dest: SocketAddr,
+    interface: Option<&Interface>,
+    ttl: Option<u32>,
+) -> Result<()> {
+    if dest.ip().is_multicast() && interface.is_none() && ttl != Some(0) {
+        bail!(
+            "sending to multicast group {} needs --interface NAME|ADDRESS: without it the \
+             stream leaves by the default route, and gigabits of multicast there can flood every \
+             port of a shared LAN; name the interface meant for media (see `ip -br addr`), or \
+             add --ttl 0 to keep the stream on this host",
+            dest.ip()
+        );
+    }
+    Ok(())
 }
 
 /// A random value from the operating system (RFC 3550 wants SSRCs and

@@ -208,7 +208,8 @@ fn a_2022_7_leg_dying_mid_stream_loses_no_frame() {
     let n = 5;
     let input = noise(256 * 128 * 2 * n, 9);
     std::fs::write(s.path("in.yuv"), &input).unwrap();
-    let (pa, pb) = (consecutive_free_ports(1), consecutive_free_ports(1));
+    let base = consecutive_free_ports(3);
+    let (pa, pb, relay) = (base, base + 1, base + 2);
     let mut recv = nagare();
     recv.args(["recv", "--listen", &format!("127.0.0.1:{pa}")])
         .args(["--dup", &format!("127.0.0.1:{pb}")])
@@ -217,7 +218,6 @@ fn a_2022_7_leg_dying_mid_stream_loses_no_frame() {
         .args(["-o", &path(&s, "out.yuv")]);
     let mut r = Running::spawn(recv);
     r.listening();
-    let relay = consecutive_free_ports(1);
     let mut impair = nagare();
     impair
         .args(["impair", "--listen", &format!("127.0.0.1:{relay}")])
@@ -276,4 +276,49 @@ fn a_2022_7_leg_dying_mid_stream_loses_no_frame() {
     for (i, g) in got.iter().enumerate() {
         assert!(*g == want[(start + i) % n], "frame {i} differs");
     }
+}
+
+#[test]
+fn an_sdp_with_a_dup_group_opens_both_legs() {
+    // The two legs of one stream in one SDP (a=group:DUP, RFC 7104), as a
+    // cluster controller would write it for a hot standby.
+    let s = Scratch::new("stripes-dup-sdp");
+    let pa = consecutive_free_ports(2);
+    let pb = pa + 1;
+    let media = |port: u16, mid: &str| {
+        format!(
+            "m=video {port} RTP/AVP 96\r\nc=IN IP4 127.0.0.1\r\na=rtpmap:96 raw/90000\r\n\
+             a=fmtp:96 sampling=YCbCr-4:2:2; width=128; height=64; exactframerate=50; depth=8\r\n\
+             a=mid:{mid}\r\n"
+        )
+    };
+    let sdp = format!(
+        "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=dup\r\nt=0 0\r\na=group:DUP p s\r\n{}{}",
+        media(pa, "p"),
+        media(pb, "s")
+    );
+    std::fs::write(s.path("dup.sdp"), sdp).unwrap();
+    let out = nagare()
+        .args([
+            "recv",
+            "--sdp",
+            &path(&s, "dup.sdp"),
+            "--timeout",
+            "0.3",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("stripe 0 leg 0 on 127.0.0.1:{pa}")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("stripe 0 leg 1 on 127.0.0.1:{pb}")),
+        "{err}"
+    );
+    let rep: StripesReport = parse_report(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(rep.per_stripe[0].legs.len(), 2);
+    assert_eq!(rep.ended_by, nagare_api::video::EndedBy::Timeout);
 }

@@ -46,7 +46,8 @@ pub struct Report {
     pub server: String,
     /// Which way the stream went.
     pub direction: Direction,
-    /// The rate the schedule sends (Sperf's "set bandwidth").
+    /// The rate the schedule sends, over every stream (Sperf's "set
+    /// bandwidth").
     pub set_bandwidth_bps: f64,
     /// What the sender achieved.
     pub sender_achieved_bps: f64,
@@ -65,9 +66,26 @@ pub struct Report {
     pub rtt_idle: RttSummary,
     /// RTT during the test.
     pub rtt_loaded: RttSummary,
-    /// The sender's own measurements.
+    /// The sender's own measurements (with `-P`, of every stream together).
     pub sender: SenderReport,
-    /// The receiver's measurements.
+    /// Parallel streams (`-P`), each at `set_bandwidth_bps / streams`.
+    pub parallel: u32,
+    /// The receiver's measurements (with `-P`, of every stream together:
+    /// see [`nagare_proto::probe::total`]).
     #[serde(flatten)]
+    pub receiver: ReceiverReport,
+    /// With `-P N` (N > 1): each stream's own reports.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub streams: Vec<StreamReport>,
+}
+
+/// One of several parallel streams (`-P`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamReport {
+    /// Its index, from 0.
+    pub stream: u32,
+    /// What its sender measured.
+    pub sender: SenderReport,
+    /// What its receiver measured.
     pub receiver: ReceiverReport,
 }

@@ -331,3 +331,56 @@ pub struct ServeReport {
     /// CPU seconds the process used.
     pub cpu_seconds: f64,
 }
+
+/// One stream count of `nagare loadtest`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoadStep {
+    /// Concurrent streams.
+    pub streams: usize,
+    /// Streams that delivered anything in the window.
+    pub streams_received: usize,
+    /// Seconds measured (after a warm-up).
+    pub seconds: f64,
+    /// Datagrams received in the window, all streams.
+    pub packets: u64,
+    /// Datagrams missing (sequence gaps), all streams.
+    pub lost: u64,
+    /// `lost / (packets + lost)`.
+    pub loss_ratio: f64,
+    /// Frames (RTP timestamps) with at least one datagram missing.
+    pub frames_dropped: u64,
+    /// Frames seen or missed.
+    pub frames: u64,
+    /// `frames_dropped / frames`.
+    pub frame_drop_ratio: f64,
+    /// Streams with any loss.
+    pub streams_with_loss: usize,
+    /// Inter-packet jitter |(R_i − R_i−1) − (S_i − S_i−1)|, p99 of each
+    /// stream, then the worst stream, µs.
+    pub jitter_p99_us_worst: f64,
+    /// The median stream's p99, µs.
+    pub jitter_p99_us_median: f64,
+    /// Receive rate, bits per second (bytes over first-to-last time).
+    pub rate_bps: f64,
+    /// Server CPU over the window, in cores (1.0 = one core busy).
+    pub server_cpu_cores: Option<f64>,
+    /// Server CPU per stream, percent of one core.
+    pub cpu_per_stream_pct: Option<f64>,
+    /// Datagrams the receiving socket's kernel buffer dropped.
+    pub receiver_kernel_drops: u64,
+}
+
+/// What `nagare loadtest --json` prints.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoadReport {
+    /// The URL tested.
+    pub url: String,
+    /// Each stream count, in order.
+    pub steps: Vec<LoadStep>,
+    /// Highest count whose frame drop stayed at or below 1 %.
+    pub ceiling: Option<usize>,
+    /// Highest count with no loss and worst jitter p99 ≤ 250 µs.
+    pub clean_ceiling: Option<usize>,
+    /// What ran out at the first step past the ceiling, if one did.
+    pub saturated: Option<String>,
+}

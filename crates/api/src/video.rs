@@ -118,6 +118,10 @@ pub enum EndedBy {
     /// Writing the recording failed (see `output_error`).
     #[serde(rename = "output error")]
     OutputError,
+    /// Another sender took the stream over and `--follow-ssrc` was not
+    /// given (see `rivals`).
+    #[serde(rename = "taken over")]
+    TakenOver,
 }
 
 impl fmt::Display for EndedBy {
@@ -127,8 +131,34 @@ impl fmt::Display for EndedBy {
             EndedBy::FrameCount => "frame count reached",
             EndedBy::Timeout => "timeout",
             EndedBy::OutputError => "output error",
+            EndedBy::TakenOver => "another sender taking over",
         })
     }
+}
+
+/// One stream a receiver recorded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Take {
+    /// Its RTP SSRC.
+    pub ssrc: u32,
+    /// Its first RTP sequence number.
+    pub first_seq: u16,
+    /// Where it came from.
+    pub sender: Option<SocketAddr>,
+    /// Recording index of its first frame.
+    pub first_frame: u64,
+}
+
+/// Another stream on a receiver's port, counted as foreign.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rival {
+    /// Its RTP SSRC.
+    pub ssrc: u32,
+    /// Where it came from.
+    pub sender: Option<SocketAddr>,
+    /// It took over after the recorded stream went silent (a restarted
+    /// sender), rather than sending alongside it.
+    pub took_over: bool,
 }
 
 /// What a receiver saw.
@@ -174,6 +204,13 @@ pub struct RecvReport {
     pub sender: Option<SocketAddr>,
     /// Whether the kernel coalesced datagrams (UDP GRO).
     pub gro: bool,
+    /// The streams recorded, in order: one, plus one per takeover
+    /// followed with `--follow-ssrc`.
+    #[serde(default)]
+    pub takes: Vec<Take>,
+    /// Other streams on the port that were not recorded.
+    #[serde(default)]
+    pub rivals: Vec<Rival>,
     /// Why writing the recording stopped: the OS error, the path and the
     /// frames written (the file is left holding whole frames).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -253,7 +253,7 @@ impl Sim {
                 None => {
                     let report = h.stream.take().map(|s| s.log.finish());
                     h.session
-                        .handle_input(now, Input::StreamFinished(report.unwrap_or_default()));
+                        .handle_input(now, Input::StreamFinished(vec![report.unwrap_or_default()]));
                     return self.poll(client);
                 }
             }
@@ -335,6 +335,7 @@ fn light() -> TestParams {
         burst_threshold: 5,
         interval_ms: 100,
         burst_us: DEFAULT_BURST_US,
+        streams: 1,
     }
 }
 
@@ -358,7 +359,7 @@ fn link(delay_ms: u64) -> ImpairConfig {
 }
 
 fn assert_scripted_counts(r: &Results) {
-    let x = &r.receiver;
+    let x = &r.receiver[0];
     assert_eq!((x.sent, x.received, x.lost), (2000, 1984, 16));
     assert_eq!(
         (x.loss_episodes, x.burst_losses, x.loss_episode_max),
@@ -369,7 +370,7 @@ fn assert_scripted_counts(r: &Results) {
         (2, 2, 3)
     );
     assert_eq!((x.duplicates, x.strangers, x.late), (3, 0, 0));
-    assert_eq!(r.sender.sent, 2000);
+    assert_eq!(r.sender[0].sent, 2000);
 }
 
 fn stream_counts(c: ImpairCounters) -> (u64, u64, u64, u64) {
@@ -392,9 +393,9 @@ fn forward_scripted_impairments_are_reported_exactly() {
     assert_eq!(r.rtt_loaded.max_ms, 4.0);
     // A constant delay: the only PDV is that of the two reordered
     // packets, held while three others (250 us apart) overtook them.
-    let pdv = r.receiver.pdv_ms;
+    let pdv = r.receiver[0].pdv_ms;
     assert_eq!((pdv.p99, pdv.max, pdv.count), (0.0, 0.75, 1984));
-    assert!(r.receiver.jitter_rfc3550_ms < 1e-3);
+    assert!(r.receiver[0].jitter_rfc3550_ms < 1e-3);
     let up = sim.up.counters();
     assert_eq!(stream_counts(up), (16, 4, 3, 2));
     assert!(matches!(sim.server.events.last(), Some(Event::Finished)));
@@ -411,7 +412,7 @@ fn reverse_scripted_impairments_are_reported_exactly() {
     let r = sim.run();
     assert_scripted_counts(&r);
     // 25 frames of 80 packets; the losses hit frames 1, 2, 3 and 6.
-    let f = r.receiver.frames.unwrap();
+    let f = r.receiver[0].frames.unwrap();
     assert_eq!((f.frames, f.incomplete, f.complete), (25, 4, 21));
     assert_eq!(r.records.len(), 1984 + 3);
     assert_eq!(stream_counts(sim.down.counters()), (16, 4, 3, 2));
@@ -453,7 +454,7 @@ fn seeded_random_impairments_match_netem_counters() {
         } else {
             sim.up.counters()
         };
-        let x = &r.receiver;
+        let x = &r.receiver[0];
         assert_eq!(x.sent, 20_000);
         assert_eq!((x.lost, x.loss_episodes), (k.dropped(), k.loss_episodes));
         assert_eq!((x.duplicates, x.reordered), (k.duplicated, k.reordered));
@@ -476,7 +477,7 @@ fn interrupted_tests_report_what_was_sent() {
         let mut sim = Sim::new(params, link(1), link(1));
         sim.interrupt_at = Some(1234);
         let r = sim.run();
-        let x = &r.receiver;
+        let x = &r.receiver[0];
         // Forward, the client stops at once; reverse, the stop takes the
         // control connection's latency to reach the server.
         assert!(
@@ -485,7 +486,7 @@ fn interrupted_tests_report_what_was_sent() {
             x.sent
         );
         assert_eq!((x.received, x.lost), (x.sent, 0), "reverse {reverse}");
-        assert_eq!(r.sender.sent, x.sent);
+        assert_eq!(r.sender[0].sent, x.sent);
         assert!(sim.interrupt_at.is_none());
     }
 }

@@ -113,7 +113,10 @@ impl Cluster {
             .position(|n| n.name == name)
             .ok_or_else(|| {
                 let names: Vec<&str> = self.config.nodes.iter().map(|n| n.name.as_str()).collect();
-                anyhow!("no node '{name}' in the config: nodes are {}", names.join(", "))
+                anyhow!(
+                    "no node '{name}' in the config: nodes are {}",
+                    names.join(", ")
+                )
             })
     }
 

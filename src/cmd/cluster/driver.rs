@@ -107,9 +107,10 @@ impl<'a> Driver<'a> {
 
     /// Sleeps until the next poll is due (or `end`, or a signal).
     fn wait(&self, end: Instant) {
-        let next = self.ctl.poll_timeout().map_or(end, |t| {
-            self.origin + Duration::from(t)
-        });
+        let next = self
+            .ctl
+            .poll_timeout()
+            .map_or(end, |t| self.origin + Duration::from(t));
         let until = next.min(end);
         crate::signal::wait(until.saturating_duration_since(Instant::now()));
     }
@@ -225,7 +226,9 @@ impl<'a> Driver<'a> {
     fn report(&mut self, e: &Event) {
         let n = |i: usize| self.cluster.name(i).to_string();
         let line = match e {
-            Event::Sending { stripe, node } => format!("node {}: sending stripe {stripe}", n(*node)),
+            Event::Sending { stripe, node } => {
+                format!("node {}: sending stripe {stripe}", n(*node))
+            }
             Event::NodeFailed { node, reason } => {
                 self.log.failed.push(n(*node));
                 format!("node {}: failed: {reason}", n(*node))
@@ -242,7 +245,11 @@ impl<'a> Driver<'a> {
                 n(*to)
             ),
             Event::Moved { stripe, from, to } => {
-                format!("stripe {stripe}: moved from node {} to node {}", n(*from), n(*to))
+                format!(
+                    "stripe {stripe}: moved from node {} to node {}",
+                    n(*from),
+                    n(*to)
+                )
             }
             Event::Orphaned { stripe } => format!("stripe {stripe}: no node sends it"),
             Event::ClockOff { node, offset_ns } => format!(

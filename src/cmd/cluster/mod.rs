@@ -137,7 +137,11 @@ fn move_stripe(cluster: &Cluster, stripe: usize, node: &str, json: bool) -> Resu
         bail!("cannot move stripe {stripe} to node {node}: {e}");
     }
     let done = d.run_until(MOVE_LIMIT, |d| !d.controller().is_moving());
-    let moved = d.log.events.iter().any(|e| e.starts_with("stripe") && e.contains("moved"));
+    let moved = d
+        .log
+        .events
+        .iter()
+        .any(|e| e.starts_with("stripe") && e.contains("moved"));
     if !done || !moved {
         finish(&d, json)?;
         bail!(

@@ -6,10 +6,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result, anyhow, bail};
-use nagare_api::probe::{Direction, Report};
+use nagare_api::probe::{Direction, Report, StreamReport};
 use nagare_proto::probe::profile::{GENERIC, PROFILES, Profile, profile};
 use nagare_proto::probe::{
     Arrival, ClientConfig, Event, Results, Schedule, Session, TestParams, parse_fps,
+    receiver_total, sender_total,
 };
 
 use super::link::{Link, Outcome};
@@ -42,11 +43,15 @@ pub fn run(a: ClientArgs) -> Result<ExitCode> {
     let clock = Clock {
         start: started,
         end: SystemTime::now(),
-        interrupted: stop.load(Ordering::Relaxed) && results.sender.sent < schedule.total_packets,
+        interrupted: stop.load(Ordering::Relaxed)
+            && results
+                .sender
+                .iter()
+                .any(|s| s.sent < schedule.total_packets),
     };
     let mut results = results;
     let records = std::mem::take(&mut results.records);
-    let report = report(&prof, &params, &schedule, server, results, &clock);
+    let report = report(&prof, &params, &schedule, server, *results, &clock);
     // The report first: a failing output file must not hide it.
     if a.json {
         use std::io::Write;
@@ -100,7 +105,7 @@ fn run_test(
     let mut live = LiveLines::new(!a.json);
     let outcome = link.run(&mut session, Some(stop), |e, _| {
         if let Event::Interval(iv) = e {
-            live.line(iv);
+            live.lines(iv);
         }
     })?;
     // Closes the control connection: a reverse-mode server waits for it.
@@ -162,6 +167,12 @@ fn chosen_profile(a: &ClientArgs) -> Result<Profile> {
 /// The test the flags ask for, with the profile's values where a flag is
 /// not given.
 fn test_params(a: &ClientArgs, prof: &Profile) -> Result<TestParams> {
+    if a.parallel > 1 && a.log.is_some() {
+        bail!(
+            "--log records one stream's packets: drop --log, or run with -P 1 (got -P {})",
+            a.parallel
+        );
+    }
     let rate_bps = match &a.rate {
         Some(r) => parse_bit_rate(r)?,
         None => prof.rate_bps,
@@ -189,6 +200,7 @@ fn test_params(a: &ClientArgs, prof: &Profile) -> Result<TestParams> {
         burst_threshold: a.burst_threshold,
         interval_ms: millis(a.interval, "interval")?,
         burst_us: a.burst_us,
+        streams: a.parallel,
     })
 }
 
@@ -220,18 +232,21 @@ fn report(
     params: &TestParams,
     schedule: &Schedule,
     server: SocketAddr,
-    r: Box<Results>,
+    r: Results,
     clock: &Clock,
 ) -> Report {
-    let set_bps = schedule.rate_bps(params.packet_size);
+    let set_bps = schedule.rate_bps(params.packet_size) * f64::from(params.streams);
     let planned = params.duration().as_secs_f64();
+    let sender = sender_total(&r.sender);
+    let receiver = receiver_total(&r.receiver);
     // What ran: up to the slot of the first packet not sent.
+    let most = r.sender.iter().map(|s| s.sent).max().unwrap_or(0);
     let ran = if clock.interrupted {
-        schedule.slot(r.sender.sent).as_secs_f64().min(planned)
+        schedule.slot(most).as_secs_f64().min(planned)
     } else {
         planned
     };
-    let mut verdict = prof.judge(&r.receiver, set_bps, params.playout());
+    let mut verdict = prof.judge(&receiver, set_bps, params.playout());
     if clock.interrupted {
         verdict.partial = true;
         verdict.reasons.insert(
@@ -256,7 +271,8 @@ fn report(
             Direction::ClientToServer
         },
         set_bandwidth_bps: set_bps,
-        sender_achieved_bps: r.sender.achieved_bps,
+        sender_achieved_bps: sender.achieved_bps,
+        parallel: params.streams,
         packet_size: params.packet_size,
         duration_s: ran,
         fps: params.fps.map(|(n, d)| f64::from(n) / f64::from(d)),
@@ -264,8 +280,22 @@ fn report(
         playout_ms: params.playout().as_millis_f64(),
         rtt_idle: r.rtt_idle,
         rtt_loaded: r.rtt_loaded,
-        sender: r.sender,
-        receiver: r.receiver,
+        sender,
+        receiver,
+        streams: if params.streams > 1 {
+            r.sender
+                .into_iter()
+                .zip(r.receiver)
+                .zip(0..)
+                .map(|((sender, receiver), stream)| StreamReport {
+                    stream,
+                    sender,
+                    receiver,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        },
     }
 }
 

@@ -64,7 +64,7 @@ pub struct Link {
     /// What the stream thread sends on.
     stream_sock: Option<UdpSocket>,
     drops_base: u32,
-    stream: Option<(JoinHandle<SenderReport>, Arc<AtomicBool>)>,
+    stream: Option<(JoinHandle<Vec<SenderReport>>, Arc<AtomicBool>)>,
     outcome: Option<Outcome>,
 }
 

@@ -7,7 +7,7 @@
 mod client;
 mod link;
 mod output;
-mod plot;
+pub mod plot;
 mod server;
 mod stream;
 
@@ -79,6 +79,10 @@ pub struct ClientArgs {
     /// Judge against a stream profile: generic, mpeg2-ts, hd-2110, 8k-stripe.
     #[arg(long)]
     profile: Option<String>,
+    /// Parallel streams, each at --rate (as iperf3's -P): the report has
+    /// a row per stream and their total.
+    #[arg(short = 'P', long, default_value_t = 1, value_name = "N")]
+    parallel: u32,
     /// The server sends and this client receives.
     #[arg(short = 'R', long)]
     reverse: bool,

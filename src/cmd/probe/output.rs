@@ -33,8 +33,8 @@ impl LiveLines {
         LiveLines { on, header: false }
     }
 
-    /// Prints one interval (the header first).
-    pub fn line(&mut self, iv: &LiveInterval) {
+    /// Prints one interval of every stream (the header first).
+    pub fn lines(&mut self, ivs: &[LiveInterval]) {
         if !self.on {
             return;
         }
@@ -43,7 +43,9 @@ impl LiveLines {
             self.header = true;
             let _ = writeln!(out, "{}", live_header());
         }
-        let _ = writeln!(out, "{}", live_line(iv));
+        for l in live_lines(ivs) {
+            let _ = writeln!(out, "{l}");
+        }
         let _ = out.flush();
     }
 }
@@ -56,11 +58,33 @@ pub fn live_header() -> String {
     )
 }
 
+/// One interval of every stream, a line each, and with several streams
+/// a SUM line (mean jitter), as iperf3 prints them.
+pub fn live_lines(ivs: &[LiveInterval]) -> Vec<String> {
+    let mut lines: Vec<String> = ivs
+        .iter()
+        .map(|iv| live_line(&iv.stream.to_string(), iv))
+        .collect();
+    if let (true, Some(first)) = (ivs.len() > 1, ivs.first()) {
+        let n = ivs.len() as f64;
+        let sum = LiveInterval {
+            received: ivs.iter().map(|i| i.received).sum(),
+            lost: ivs.iter().map(|i| i.lost).sum(),
+            bytes: ivs.iter().map(|i| i.bytes).sum(),
+            rate_bps: ivs.iter().map(|i| i.rate_bps).sum(),
+            jitter_ms: ivs.iter().map(|i| i.jitter_ms).sum::<f64>() / n,
+            ..*first
+        };
+        lines.push(live_line("SUM", &sum));
+    }
+    lines
+}
+
 /// One live interval, fixed columns.
-pub fn live_line(iv: &LiveInterval) -> String {
+fn live_line(stream: &str, iv: &LiveInterval) -> String {
     format!(
         "[{:>4}] {:>15} {:>12.3} {:>9} {:>7} {:>11.4}",
-        iv.stream,
+        stream,
         format!("{:.2}-{:.2}", iv.start_s, iv.end_s),
         mbps(iv.rate_bps),
         iv.received,
@@ -100,7 +124,8 @@ fn summary(o: &mut String, r: &Report) -> fmt::Result {
     writeln!(o)?;
     writeln!(
         o,
-        "{:>14} {:>14} {:>10} {:>12} {:>12} {:>12} {:>11}",
+        "{:<6} {:>14} {:>14} {:>10} {:>12} {:>12} {:>12} {:>11}",
+        "stream",
         "set (Mbit/s)",
         "eff. (Mbit/s)",
         "loss (%)",
@@ -109,18 +134,29 @@ fn summary(o: &mut String, r: &Report) -> fmt::Result {
         "burst losses",
         "jitter (ms)"
     )?;
+    let per_stream = r.set_bandwidth_bps / f64::from(r.parallel.max(1));
+    for s in &r.streams {
+        row(o, &s.stream.to_string(), per_stream, &s.receiver)?;
+    }
+    let label = if r.streams.is_empty() { "0" } else { "SUM" };
+    row(o, label, r.set_bandwidth_bps, x)?;
+    writeln!(o)
+}
+
+/// One row of the summary table.
+fn row(o: &mut String, label: &str, set_bps: f64, x: &ReceiverReport) -> fmt::Result {
     writeln!(
         o,
-        "{:>14.3} {:>14.3} {:>10.4} {:>12} {:>12} {:>12} {:>11.4}",
-        mbps(r.set_bandwidth_bps),
+        "{:<6} {:>14.3} {:>14.3} {:>10.4} {:>12} {:>12} {:>12} {:>11.4}",
+        label,
+        mbps(set_bps),
         mbps(x.effective_bandwidth_bps),
         x.loss_rate * 100.0,
         x.receiver_drops,
         x.order_errors,
         x.burst_losses,
         x.jitter_sperf_ms
-    )?;
-    writeln!(o)
+    )
 }
 
 /// The stream's shape and the sender's own measurements.

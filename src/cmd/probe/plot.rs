@@ -217,6 +217,31 @@ pub fn draw(path: &Path, r: &Report) -> Result<()> {
         .with_context(|| format!("writing the --plot file {}", path.display()))
 }
 
+/// Up to three panels of y against x, one series each, sharing an x axis
+/// from 0 to the largest x (`nagare loadtest --plot` draws frame drop and
+/// CPU against stream count with it).
+pub fn xy_chart(path: &Path, x_label: &str, panels: &[(&str, &[(f64, f64)])]) -> Result<()> {
+    let x_max = panels
+        .iter()
+        .flat_map(|(_, s)| s.iter().map(|p| p.0))
+        .fold(0.0f64, f64::max)
+        .max(1.0);
+    let mut c = Canvas { px: vec![0; W * H] };
+    for (k, ((title, series), colour)) in panels.iter().zip([RED, BLUE, GREEN]).enumerate() {
+        panel(
+            &mut c,
+            k * PANEL_H,
+            &title.to_uppercase(),
+            x_max,
+            &[(series, colour)],
+        );
+    }
+    let axis = format!("{} 0 - {}", x_label.to_uppercase(), fmt_num(x_max));
+    c.text(LEFT as i64, (3 * PANEL_H + 12) as i64, &axis, BLACK);
+    std::fs::write(path, png(&c.px))
+        .with_context(|| format!("writing the --plot file {}", path.display()))
+}
+
 /// An indexed-colour PNG of the canvas.
 fn png(px: &[u8]) -> Vec<u8> {
     let mut raw = Vec::with_capacity((W + 1) * H);

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result, anyhow, bail};
-use nagare_proto::probe::{Event, ServerConfig, Session};
+use nagare_proto::probe::{Event, ServerConfig, Session, receiver_total, sender_total};
 
 use super::ServerArgs;
 use super::link::{Link, Outcome};
-use super::output::live_line;
+use super::output::live_lines;
 use super::stream::bind;
 use crate::cli::parse_bit_rate;
 
@@ -115,7 +115,11 @@ fn serve(conn: TcpStream, udp: &UdpSocket, config: &ServerConfig) -> Result<()> 
                 );
             }
         }
-        Event::Interval(iv) => eprintln!("nagare probe server: {peer} {}", live_line(iv)),
+        Event::Interval(ivs) => {
+            for l in live_lines(ivs) {
+                eprintln!("nagare probe server: {peer} {l}");
+            }
+        }
         _ => {}
     })?;
     match outcome {
@@ -134,7 +138,8 @@ fn serve(conn: TcpStream, udp: &UdpSocket, config: &ServerConfig) -> Result<()> 
 
 /// The log line of a finished test.
 fn summary(s: &Session) -> String {
-    match s.told() {
+    let (sent, received) = s.told();
+    match (sent.map(sender_total), received.map(receiver_total)) {
         (_, Some(r)) => format!(
             "done, received {} of {} packets ({} lost, {:.4}%), {:.3} Mbit/s over {:.2} s, \
              jitter {:.4} ms",

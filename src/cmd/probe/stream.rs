@@ -43,24 +43,19 @@ pub fn any_for(peer: SocketAddr) -> SocketAddr {
     }
 }
 
-/// Sends the whole test stream of `plan` on its schedule, in trains of up
-/// to one burst window; stops early when `stop` is set. Every packet
-/// carries its own sequence number and its train's send time, and is
-/// logged against its own slot. The schedule is the same
-/// [`video::Sender`] that paces `nagare send`, with one flow whose
-/// packets this loop writes itself.
-pub fn send_stream(sock: &UdpSocket, plan: &StreamPlan, stop: &AtomicBool) -> SenderReport {
+/// Sends the whole test stream of `plan` (each of its parallel streams)
+/// on its schedule, in trains of up to one burst window; stops early when
+/// `stop` is set. Every packet carries its stream's session id, its own
+/// sequence number and its train's send time, and is logged against its
+/// own slot. The schedule is the same [`video::Sender`] that paces
+/// `nagare send`, with one flow per stream whose packets this loop writes
+/// itself. Returns one report per stream.
+pub fn send_stream(sock: &UdpSocket, plan: &StreamPlan, stop: &AtomicBool) -> Vec<SenderReport> {
     let size = plan.packet_size;
     let schedule = &plan.schedule;
     let ppf = schedule.packets_per_frame;
     let mut gso = udp::gso_available(sock);
-    let mut sender = Sender::new();
-    let flow = sender.add_flow(
-        FlowSpec::new(schedule.rate, ppf as usize, Ssrc(0))
-            .trains(plan.burst, udp::train_cap(gso, size))
-            .frame_limit(Some(schedule.total_packets / ppf.max(1))),
-    );
-    let max_train = sender.max_train(flow).unwrap_or(1);
+    let (mut sender, max_train) = pacer(plan, gso);
     // One packet buffer per train slot, laid end to end so a GSO train is
     // one contiguous run.
     let mut bufs = vec![0u8; size * max_train];
@@ -68,7 +63,9 @@ pub fn send_stream(sock: &UdpSocket, plan: &StreamPlan, stop: &AtomicBool) -> Se
     let dest = SockAddr::from(plan.to);
     let mut iov: Vec<libc::iovec> = Vec::with_capacity(max_train);
     let mut hdrs: Vec<libc::mmsghdr> = Vec::with_capacity(max_train);
-    let mut log = SenderLog::new(schedule);
+    let mut logs: Vec<SenderLog> = (0..plan.streams.max(1))
+        .map(|_| SenderLog::new(schedule))
+        .collect();
     let start = Instant::now() + Duration::from_millis(2);
     while !stop.load(Ordering::Relaxed) {
         // The test stream's frames are synthetic: always ready.
@@ -85,13 +82,15 @@ pub fn send_stream(sock: &UdpSocket, plan: &StreamPlan, stop: &AtomicBool) -> Se
         let Some(train) = sender.poll_transmit(sent_at) else {
             continue;
         };
+        let lane = train.flow.index();
         let first = train.frame * ppf + train.packets.start as u64;
         let n = train.len();
+        let log = &mut logs[lane];
         iov.clear();
         for (j, buf) in bufs.chunks_mut(size).take(n).enumerate() {
             let seq = first + j as u64;
             let h = DataHeader {
-                session: plan.session,
+                session: plan.session.wrapping_add(lane as u64),
                 seq,
                 sent_at,
                 marker: schedule.ends_frame(seq),
@@ -100,7 +99,7 @@ pub fn send_stream(sock: &UdpSocket, plan: &StreamPlan, stop: &AtomicBool) -> Se
             // holds the header.
             if h.write(buf).is_err() {
                 log.error();
-                return log.finish();
+                return logs.into_iter().map(SenderLog::finish).collect();
             }
             iov.push(udp::iovec(buf));
         }
@@ -124,5 +123,28 @@ pub fn send_stream(sock: &UdpSocket, plan: &StreamPlan, stop: &AtomicBool) -> Se
             }
         }
     }
-    log.finish()
+    logs.into_iter().map(SenderLog::finish).collect()
+}
+
+/// The pacer of `plan`: one flow per stream on the same schedule, in
+/// trains GSO (`gso`) or sendmmsg can carry; and the longest train.
+fn pacer(plan: &StreamPlan, gso: bool) -> (Sender, usize) {
+    let schedule = &plan.schedule;
+    let ppf = schedule.packets_per_frame;
+    let mut sender = Sender::new();
+    let flows: Vec<_> = (0..plan.streams.max(1))
+        .map(|i| {
+            sender.add_flow(
+                FlowSpec::new(schedule.rate, ppf as usize, Ssrc(i))
+                    .trains(plan.burst, udp::train_cap(gso, plan.packet_size))
+                    .frame_limit(Some(schedule.total_packets / ppf.max(1))),
+            )
+        })
+        .collect();
+    let max_train = flows
+        .iter()
+        .filter_map(|&f| sender.max_train(f))
+        .max()
+        .unwrap_or(1);
+    (sender, max_train)
 }

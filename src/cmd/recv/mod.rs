@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
-use nagare_api::video::{EndedBy, FrameList, RecvReport};
+use nagare_api::video::{EndedBy, FrameList, RecvReport, Rival, Take};
 use nagare_proto::sdp::SdpStream;
 use nagare_proto::video::receiver::{self, Config, Datagram, Event, Incomplete};
 use nagare_proto::{BitRate, ByteSize, FrameRate, Nanos, PixelFormat, VideoFormat};
@@ -51,9 +51,15 @@ pub struct RecvArgs {
     /// Multicast interface, by address (127.0.0.1) or name (lo).
     #[arg(long, value_parser = cli::parse_interface)]
     pub interface: Option<Interface>,
-    /// Source address for source-specific multicast.
+    /// Only a stream from this address is recorded: the source of
+    /// source-specific multicast, or a filter on a unicast port (an SDP's
+    /// source filter does the same).
     #[arg(long)]
     pub source: Option<String>,
+    /// When a new sender (SSRC) takes over after the stream went silent,
+    /// record it as a new take instead of stopping with an error.
+    #[arg(long)]
+    pub follow_ssrc: bool,
     /// Record frames to this raw file.
     #[arg(long, short)]
     pub output: Option<PathBuf>,
@@ -110,6 +116,10 @@ pub struct RecvConfig {
     pub rate: Option<FrameRate>,
     /// Socket options.
     pub socket: ReceiveOptions,
+    /// Only datagrams from here can be the stream.
+    pub source_filter: Option<IpAddr>,
+    /// Follow a takeover as a new take.
+    pub follow_ssrc: bool,
     /// Recording path.
     pub output: Option<PathBuf>,
     /// Append to the recording.
@@ -154,7 +164,7 @@ impl RecvArgs {
                 let text = read_small(path)?;
                 let sdp = SdpStream::parse(&text)
                     .map_err(|e| anyhow!("SDP file '{}': {e}", path.display()))?;
-                if source.is_none() && sdp.address.is_multicast() {
+                if source.is_none() {
                     source = sdp.source;
                 }
                 (SocketAddr::new(sdp.address, sdp.port), sdp.format, sdp.rate)
@@ -164,10 +174,9 @@ impl RecvArgs {
         if self.fps.is_some() {
             rate = self.fps;
         }
-        if let Some(s) = source {
-            if !listen.ip().is_multicast() {
-                bail!("--source {s} only applies to a multicast group; {listen} is unicast");
-            }
+        if let Some(s) = source
+            && listen.ip().is_multicast()
+        {
             udp::check_family(listen.ip(), Some(s))?;
         }
         if self.buffer_frames == 0 || self.buffer_frames > 1024 {
@@ -185,9 +194,13 @@ impl RecvArgs {
             rate,
             socket: ReceiveOptions {
                 interface,
-                source,
+                // Joined as source-specific multicast; on unicast only a
+                // filter.
+                source: source.filter(|_| listen.ip().is_multicast()),
                 buffer_bytes,
             },
+            source_filter: source,
+            follow_ssrc: self.follow_ssrc,
             output: self.output.clone(),
             append: self.append,
             segmenting: self.segmenting()?,
@@ -276,6 +289,8 @@ struct Driver<'a> {
     writer: Writer,
     /// The writer stopped at an error: receiving ends too.
     writer_stopped: bool,
+    /// Another sender took over, not followed: receiving ends.
+    taken_over: bool,
     origin: Origin,
     report: RecvReport,
     ticker: Ticker,
@@ -293,9 +308,11 @@ pub fn run(cfg: &RecvConfig, bound: Bound, stop: &AtomicBool) -> Result<RecvRepo
             rate: cfg.rate,
             incomplete: cfg.incomplete,
             frame_limit: cfg.frames,
-        }),
+        })
+        .with_selection(cfg.source_filter, cfg.follow_ssrc),
         writer: Writer::start(cfg.plan(), cfg.buffer_frames, cfg.incomplete)?,
         writer_stopped: false,
+        taken_over: false,
         origin: Origin::now(),
         report: RecvReport::default(),
         ticker: Ticker::new(cfg.quiet),
@@ -343,6 +360,9 @@ impl Driver<'_> {
             }
             if self.writer_stopped {
                 return Ok(EndedBy::OutputError);
+            }
+            if self.taken_over {
+                return Ok(EndedBy::TakenOver);
             }
             if self.machine.is_done() {
                 return Ok(EndedBy::FrameCount);
@@ -395,7 +415,36 @@ impl Driver<'_> {
         }
         while let Some(e) = self.machine.poll_event() {
             match e {
-                Event::Stream { from, .. } => self.report.sender = from,
+                Event::Stream {
+                    ssrc,
+                    from,
+                    first_seq,
+                    replaces,
+                    first_frame,
+                } => {
+                    self.report.sender = from;
+                    self.report.takes.push(Take {
+                        ssrc: ssrc.0,
+                        first_seq,
+                        sender: from,
+                        first_frame,
+                    });
+                    say_stream(&self.report.takes, replaces.map(|s| s.0));
+                }
+                Event::Rival {
+                    ssrc,
+                    from,
+                    stream,
+                    took_over,
+                } => {
+                    self.report.rivals.push(Rival {
+                        ssrc: ssrc.0,
+                        sender: from,
+                        took_over,
+                    });
+                    say_rival(ssrc.0, from, stream.0, took_over);
+                    self.taken_over |= took_over;
+                }
                 Event::Frame(f) => {
                     if !f.complete {
                         self.report.frames_incomplete.add(f.index, 1);
@@ -442,6 +491,41 @@ impl Driver<'_> {
     }
 }
 
+/// Names the stream just locked on (SSRC, first sequence number, sender),
+/// so it can be matched with what the sender printed.
+fn say_stream(takes: &[Take], replaces: Option<u32>) {
+    let Some(t) = takes.last() else { return };
+    let from = t.sender.map_or(String::new(), |a| format!(" from {a}"));
+    let head = match replaces {
+        Some(old) => format!(
+            "take {}: SSRC 0x{old:08x} went silent and a new stream took over:",
+            takes.len()
+        ),
+        None => "stream".to_owned(),
+    };
+    eprintln!(
+        "nagare recv: {head} SSRC 0x{:08x}{from}, first sequence number {}, frames from {}",
+        t.ssrc, t.first_seq, t.first_frame
+    );
+}
+
+/// Says what happens to a second stream on the port.
+fn say_rival(ssrc: u32, from: Option<SocketAddr>, stream: u32, took_over: bool) {
+    let from = from.map_or(String::new(), |a| format!(" from {a}"));
+    if took_over {
+        eprintln!(
+            "nagare recv: error: SSRC 0x{stream:08x} went silent and another stream (SSRC \
+             0x{ssrc:08x}{from}) took over: a restarted sender? Stopping; pass --follow-ssrc to \
+             record it as a new take"
+        );
+    } else {
+        eprintln!(
+            "nagare recv: warning: a second stream (SSRC 0x{ssrc:08x}{from}) is sending to this \
+             port alongside SSRC 0x{stream:08x}; its packets are counted as foreign"
+        );
+    }
+}
+
 /// Copies the machine's counters into the report.
 fn fill_report(r: &mut RecvReport, s: &receiver::Stats, cfg: &RecvConfig) {
     r.frames_complete = s.frames_complete;
@@ -460,7 +544,9 @@ fn fill_report(r: &mut RecvReport, s: &receiver::Stats, cfg: &RecvConfig) {
     r.seconds = span.as_secs_f64();
     r.rate_bps = BitRate::of(ByteSize(s.bytes), span);
     r.jitter_ms = s.jitter.as_millis_f64();
+    // A stream thrown away is never a success.
     r.all_complete = r.output_error.is_none()
+        && r.rivals.is_empty()
         && r.frames_complete > 0
         && r.frames_incomplete.count == 0
         && r.frames_lost.count == 0

@@ -66,7 +66,11 @@ fn answer(server: &Server, mut req: Request) {
     if reply.status >= 400 {
         server.stats.api_refused.fetch_add(1, Ordering::Relaxed);
     }
-    let mut response = Response::from_data(reply.body).with_status_code(reply.status);
+    // Content-Length rather than chunks, whatever the size: simple
+    // clients (shell scripts, monitoring probes) read it more easily.
+    let mut response = Response::from_data(reply.body)
+        .with_status_code(reply.status)
+        .with_chunked_threshold(usize::MAX);
     if let Ok(h) = Header::from_bytes("Content-Type", reply.content_type) {
         response = response.with_header(h);
     }

@@ -182,6 +182,16 @@ fn totals(server: &Server, reg: &mut Registry) {
         "CPU time used by the server, user plus system",
         cpu,
     );
+    kernel(reg);
+}
+
+/// Host-wide UDP buffer drops.
+fn kernel(reg: &mut Registry) {
+    let counter = |reg: &mut Registry, name: &str, help: &str, v: u64| {
+        let c = Counter::<u64>::default();
+        c.inc_by(v);
+        reg.register(name, help, c);
+    };
     if let Some((sndbuf, rcvbuf)) = kernel_udp_drops() {
         counter(
             reg,

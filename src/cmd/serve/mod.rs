@@ -71,6 +71,11 @@ pub struct ServeArgs {
     /// Pacing threads (default: one per core).
     #[arg(long)]
     pub pacers: Option<usize>,
+    /// Run the pacing threads with real-time (SCHED_FIFO) priority, so a
+    /// busy machine cannot hold a datagram back by a scheduler tick; needs
+    /// root or CAP_SYS_NICE.
+    #[arg(long)]
+    pub realtime: bool,
     /// RTSP sessions without a request or keep-alive this long are reaped.
     #[arg(long, default_value = "60", value_parser = cli::parse_seconds)]
     pub session_timeout: Duration,
@@ -163,7 +168,7 @@ fn build(args: &ServeArgs, media: media::Catalog, token: Token) -> Result<Server
         anyhow::bail!("--max-load {} is out of range: 0 < L <= 1", args.max_load);
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let pacers = pacer::Pacers::start(args.pacers.unwrap_or(cores).clamp(1, 64))?;
+    let pacers = pacer::Pacers::start(args.pacers.unwrap_or(cores).clamp(1, 64), args.realtime)?;
     let reader = reader::Reader::start(Duration::from_millis(args.read_ahead_ms), args.ring_frames)
         .context("starting the read-ahead thread")?;
     Ok(Server {

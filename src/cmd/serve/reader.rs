@@ -368,8 +368,7 @@ fn read_file(
         }
     }
     if f.file.is_none() {
-        let mut h =
-            File::open(&path).map_err(|e| format!("opening '{}': {e}", path.display()))?;
+        let mut h = File::open(&path).map_err(|e| format!("opening '{}': {e}", path.display()))?;
         advise_sequential(&h);
         // An epoch-aligned stream starts mid-file.
         if f.pos > 0 {

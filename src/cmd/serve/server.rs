@@ -17,7 +17,7 @@ use nagare_proto::video::stripe::Stripes;
 use super::access::{Admission, AllowList, Token};
 use super::media::{Catalog, Media};
 use super::output::Output;
-use super::pacer::{Leg, Pacers, Reservation, START_LEAD, Start};
+use super::pacer::{Held, Leg, Pacers, Reservation, START_LEAD, Start, release};
 use super::reader::Reader;
 use super::table::{Counters, Entry, StreamId, Table};
 use crate::net::udp::{Interface, parse_interface};
@@ -130,6 +130,7 @@ impl Server {
     /// Puts a stream in the table and starts reading and pacing it.
     pub fn launch(&self, l: Launch) -> StreamId {
         let counters = Arc::new(Counters::default());
+        let reservation: Held = Arc::new(std::sync::Mutex::new(l.reservation));
         let entry = Entry {
             kind: l.kind,
             source: l.media.name.clone(),
@@ -138,6 +139,7 @@ impl Server {
             rate: l.media.rate(),
             looping: l.looping,
             counters: counters.clone(),
+            reservation: reservation.clone(),
             tags: l.tags,
         };
         let id = self.table.insert(entry);
@@ -159,7 +161,7 @@ impl Server {
             encapsulation: l.encapsulation,
             counters,
             leg: l.leg,
-            reservation: l.reservation,
+            reservation,
         });
         id
     }
@@ -170,6 +172,7 @@ impl Server {
         self.pacers.stop_flow(id);
         self.reader.close(id);
         let e = self.table.remove(id)?;
+        release(&e.reservation);
         if matches!(
             e.counters.state(),
             StreamState::Playing | StreamState::Paused | StreamState::Ready

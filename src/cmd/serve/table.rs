@@ -105,6 +105,8 @@ pub struct Entry {
     pub looping: bool,
     /// Live counters.
     pub counters: Arc<Counters>,
+    /// Its admitted rate (shared with its flow).
+    pub reservation: super::pacer::Held,
     /// Cluster leg details.
     pub tags: super::server::Tags,
 }

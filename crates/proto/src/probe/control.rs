@@ -75,24 +75,24 @@ pub enum ControlMessage {
         /// Human-readable detail.
         message: String,
     },
-    /// Sender → receiver: the stream is over.
+    /// Sender → receiver: the streams are over.
     Done {
-        /// What the sender measured.
-        sender: SenderReport,
+        /// What the sender measured, one report per stream.
+        sender: Vec<SenderReport>,
     },
     /// Server → client (forward mode): the receiver's results; per-packet
     /// record frames follow when they were asked for.
     Report {
-        /// The receiver's analysis.
-        receiver: Box<ReceiverReport>,
+        /// The receiver's analysis, one report per stream.
+        receiver: Vec<ReceiverReport>,
         /// Records that follow in binary frames.
         records: u64,
     },
     /// Receiver → sender, while the stream runs: one reporting interval,
     /// so both ends print it live.
     Interval {
-        /// What the receiver counted in it.
-        interval: LiveInterval,
+        /// What the receiver counted in it, one entry per stream.
+        intervals: Vec<LiveInterval>,
     },
     /// Either way: the peer gives up, with a reason.
     Abort {
@@ -335,6 +335,7 @@ mod tests {
             burst_threshold: 5,
             burst_us: DEFAULT_BURST_US,
             interval_ms: 1000,
+            streams: 1,
         }
     }
 
@@ -405,7 +406,7 @@ mod tests {
         let r = crate::probe::analyze(&arrivals, s.total_packets, &p, &s);
         assert_eq!(r.intervals.len() as u64, crate::probe::MAX_INTERVALS);
         let f = ControlMessage::Report {
-            receiver: Box::new(r),
+            receiver: vec![r],
             records: 0,
         }
         .to_frame();

@@ -44,6 +44,14 @@ pub enum Error {
         /// Version this build speaks.
         want: u32,
     },
+    /// The peer reported another number of streams than the test has.
+    #[error("the peer reported {got} streams for a test of {want}")]
+    Streams {
+        /// Reports in the message.
+        got: usize,
+        /// Streams in the test.
+        want: u32,
+    },
     /// Control frame of an unknown type byte.
     #[error("control frame of unknown type 0x{0:02x}")]
     FrameType(u8),
@@ -153,7 +161,9 @@ pub enum Param {
     Interval,
     /// `burst_us`.
     Burst,
-    /// Packets the schedule plans.
+    /// `streams`.
+    Streams,
+    /// Packets the schedule plans, over every stream.
     Packets,
     /// Reporting intervals the schedule spans.
     Intervals,
@@ -169,6 +179,7 @@ impl fmt::Display for Param {
             Param::BurstThreshold => "burst threshold (packets)",
             Param::Interval => "interval (ms)",
             Param::Burst => "burst (us)",
+            Param::Streams => "parallel streams",
             Param::Packets => "packets in the test",
             Param::Intervals => "intervals in the test",
         })

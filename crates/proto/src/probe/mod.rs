@@ -15,7 +15,8 @@
 //!   sender's report, RTT samples to their summary;
 //! - [`control`]: the control messages, their frames and the decoder;
 //! - [`profile`]: stream profiles and the PASS/FAIL verdict;
-//! - [`session`]: one test as a state machine, client or server side.
+//! - [`session`]: one test as a state machine, client or server side;
+//! - [`total`]: parallel streams' reports as one.
 
 pub mod analysis;
 pub mod control;
@@ -25,6 +26,7 @@ pub mod params;
 pub mod profile;
 pub mod report;
 pub mod session;
+pub mod total;
 pub mod wire;
 
 pub use analysis::{SenderLog, analyze};
@@ -36,8 +38,8 @@ pub use error::{Error, MessageKind, Param, Stage};
 pub use live::LiveMeter;
 pub use params::{
     DEFAULT_BURST_US, MAX_BURST_US, MAX_DURATION_MS, MAX_INTERVAL_MS, MAX_INTERVALS,
-    MAX_PACKET_SIZE, MAX_PACKETS, MAX_PLAYOUT_US, MAX_RATE_BPS, MIN_DURATION_MS, MIN_PACKET_SIZE,
-    MIN_RATE_BPS, Schedule, TestParams, parse_fps,
+    MAX_PACKET_SIZE, MAX_PACKETS, MAX_PLAYOUT_US, MAX_RATE_BPS, MAX_STREAMS, MIN_DURATION_MS,
+    MIN_PACKET_SIZE, MIN_RATE_BPS, Schedule, TestParams, parse_fps,
 };
 pub use profile::{GENERIC, PROFILES, Profile, Verdict};
 pub use report::{
@@ -47,6 +49,7 @@ pub use report::{
 pub use session::{
     ClientConfig, Event, Input, Results, ServerConfig, Session, StreamPlan, Transmit,
 };
+pub use total::{receiver_total, sender_total};
 pub use wire::{
     DATA_HEADER_LEN, DATA_MAGIC, DataHeader, Datagram, ECHO_LEN, ECHO_MAGIC, Echo, EchoKind,
     PAYLOAD_TYPE, PROTOCOL_VERSION,

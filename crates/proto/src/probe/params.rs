@@ -27,6 +27,9 @@ pub const MAX_PACKETS: u64 = 10_000_000;
 pub const MAX_PLAYOUT_US: u64 = 10_000_000;
 /// Largest reporting interval.
 pub const MAX_INTERVAL_MS: u64 = 60_000;
+/// Most parallel streams in one test (iperf3's `-P`, which allows 128;
+/// each stream here keeps its own records).
+pub const MAX_STREAMS: u64 = 32;
 /// Default train window of the sender (as `nagare send --burst-us`).
 pub const DEFAULT_BURST_US: u64 = 100;
 /// Largest train window: beyond a few ms the stream is no longer paced.
@@ -64,6 +67,14 @@ pub struct TestParams {
     /// that predate it get the default.
     #[serde(default = "default_burst_us")]
     pub burst_us: u64,
+    /// Parallel streams, each at `rate_bps` on the same schedule (as
+    /// iperf3's `-P`, whose `-b` is per stream too).
+    #[serde(default = "one")]
+    pub streams: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 fn default_burst_us() -> u64 {
@@ -183,8 +194,16 @@ impl TestParams {
         )?;
         check(Param::Interval, self.interval_ms, 10, MAX_INTERVAL_MS)?;
         check(Param::Burst, self.burst_us, 0, MAX_BURST_US)?;
+        check(Param::Streams, u64::from(self.streams), 1, MAX_STREAMS)?;
         let schedule = self.schedule()?;
-        check(Param::Packets, schedule.total_packets, 1, MAX_PACKETS)?;
+        check(
+            Param::Packets,
+            schedule
+                .total_packets
+                .saturating_mul(u64::from(self.streams)),
+            1,
+            MAX_PACKETS,
+        )?;
         // The report's intervals follow the send schedule, which runs up
         // to a frame period past the duration (a slow --fps).
         let span = schedule.slot(schedule.total_packets - 1).as_nanos();
@@ -269,6 +288,7 @@ mod tests {
             burst_threshold: 5,
             burst_us: DEFAULT_BURST_US,
             interval_ms: 1000,
+            streams: 1,
         }
     }
 

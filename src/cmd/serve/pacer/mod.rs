@@ -29,6 +29,7 @@ use crate::clock::Origin;
 pub const START_LEAD: Duration = Duration::from_millis(100);
 
 /// A reservation of admitted rate, given back when the flow ends.
+#[derive(Debug)]
 pub struct Reservation {
     admission: Arc<super::access::Admission>,
     rate: BitRate,
@@ -53,6 +54,16 @@ impl Drop for Reservation {
     fn drop(&mut self) {
         self.admission.release(self.rate);
     }
+}
+
+/// A stream's reservation, shared by its table entry and its flow: it is
+/// given back as soon as either lets go (the API stopped the stream, or
+/// the flow ended), not when the last of them is dropped.
+pub type Held = Arc<std::sync::Mutex<Option<Reservation>>>;
+
+/// Lets go of a held reservation.
+pub fn release(held: &Held) {
+    held.lock().unwrap_or_else(|p| p.into_inner()).take();
 }
 
 /// What makes a raw flow a `nagare cluster` leg: it is epoch-aligned
@@ -86,9 +97,15 @@ pub struct Start {
     pub counters: Arc<Counters>,
     /// Cluster leg settings (raw video only).
     pub leg: Option<Leg>,
-    /// Its admitted rate, given back when the flow (and so this) drops.
-    #[expect(dead_code, reason = "held only for its Drop")]
-    pub reservation: Option<Reservation>,
+    /// Its admitted rate, given back when the flow ends.
+    pub reservation: Held,
+}
+
+impl Drop for Start {
+    /// The flow is over (finished, failed or stopped): its rate is free.
+    fn drop(&mut self) {
+        release(&self.reservation);
+    }
 }
 
 enum Command {
@@ -114,8 +131,13 @@ pub struct Pacers {
 }
 
 impl Pacers {
-    /// Starts `n` pacing threads.
-    pub fn start(n: usize) -> Result<Pacers> {
+    /// Starts `n` pacing threads (SCHED_FIFO with `realtime`).
+    pub fn start(n: usize, realtime: bool) -> Result<Pacers> {
+        if realtime {
+            // Checked here, on the caller's thread, so a refusal stops the
+            // server with its reason; the pacing threads inherit it.
+            crate::net::tuning::realtime()?;
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let mut handles = Vec::with_capacity(n);
         for k in 0..n.max(1) {
@@ -132,6 +154,9 @@ impl Pacers {
                 flows: AtomicUsize::new(0),
                 thread: Some(thread),
             });
+        }
+        if realtime {
+            crate::net::tuning::ordinary();
         }
         Ok(Pacers {
             handles,

@@ -162,7 +162,7 @@ impl TsFlows {
             && let Some(paused) = f.paused_at.take()
         {
             let due = f.next.map_or(paused, |d| f.origin + d.at);
-            f.origin = f.origin + at.saturating_sub(due.min(at));
+            f.origin += at.saturating_sub(due.min(at));
             f.start.counters.set_state(StreamState::Playing);
             self.heap.push(Reverse((at, id, f.generation)));
         }

@@ -13,6 +13,7 @@ fn params(fps: Option<(u32, u32)>) -> TestParams {
         burst_threshold: 5,
         burst_us: DEFAULT_BURST_US,
         interval_ms: 100,
+        streams: 1,
     }
 }
 

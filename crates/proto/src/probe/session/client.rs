@@ -9,7 +9,6 @@ use super::{
 };
 use crate::probe::control::{ControlMessage, Frame};
 use crate::probe::error::{Error, MessageKind, Stage};
-use crate::probe::live::LiveMeter;
 use crate::probe::report::{Arrival, ReceiverReport, RttSummary, SenderReport};
 use crate::probe::wire::PROTOCOL_VERSION;
 use crate::units::Nanos;
@@ -28,7 +27,6 @@ impl Session {
             params,
             schedule,
         });
-        s.meter.live = LiveMeter::new(params.interval());
         s.send(&ControlMessage::Hello {
             version: PROTOCOL_VERSION,
             token: config.token,
@@ -49,9 +47,9 @@ impl Session {
         let got = msg.kind();
         match (self.phase, msg) {
             (_, ControlMessage::Abort { message }) => self.end(Event::Aborted { message }),
-            // The server counted an interval of the stream it receives.
-            (_, ControlMessage::Interval { interval }) if !self.reverse() => {
-                self.events.push_back(Event::Interval(interval));
+            // The server counted an interval of the streams it receives.
+            (_, ControlMessage::Interval { intervals }) if !self.reverse() => {
+                self.events.push_back(Event::Interval(intervals));
             }
             (Phase::Welcome { .. }, ControlMessage::Welcome { version, session }) => {
                 self.client_welcome(now, version, session);
@@ -98,9 +96,13 @@ impl Session {
         }
         let Some(t) = &mut self.test else { return };
         t.id = session;
-        if t.params.reverse {
-            self.meter.cap = t.schedule.record_cap();
-        }
+        let t = *t;
+        let cap = if t.params.reverse {
+            t.schedule.record_cap()
+        } else {
+            0
+        };
+        self.meter_for(&t, cap);
         self.events.push_back(Event::Accepted { session });
         self.phase = Phase::IdleRtt { last: None };
         self.meter.next_echo = now;
@@ -120,7 +122,7 @@ impl Session {
                 self.client_stop_reverse(now);
             }
         } else if self.interrupted {
-            self.sender = Some(SenderReport::default());
+            self.sender = Some(vec![SenderReport::default(); t.params.streams as usize]);
             self.phase = Phase::Settle { until: now };
         } else {
             self.start_stream(self.peer);
@@ -196,8 +198,14 @@ impl Session {
         }
     }
 
-    fn client_report(&mut self, now: Nanos, receiver: Box<ReceiverReport>, announced: u64) {
+    fn client_report(&mut self, now: Nanos, receiver: Vec<ReceiverReport>, announced: u64) {
         let Some(t) = self.test else { return };
+        if receiver.len() != t.params.streams as usize {
+            return self.fail(Error::Streams {
+                got: receiver.len(),
+                want: t.params.streams,
+            });
+        }
         // Records of every packet planned, duplicates included, at most;
         // none unless asked for.
         let max = if t.params.records {
@@ -246,7 +254,7 @@ impl Session {
             return;
         };
         if self.records_in.len() as u64 == n {
-            let receiver = self.report_in.take().map(|r| *r).unwrap_or_default();
+            let receiver = self.report_in.take().unwrap_or_default();
             let sender = self.sender.take().unwrap_or_default();
             let records = std::mem::take(&mut self.records_in);
             self.client_finish(sender, receiver, records);
@@ -256,16 +264,21 @@ impl Session {
     /// Reverse mode: the client received the stream and analyzes it.
     fn client_reverse_results(&mut self) {
         let sender = self.sender.take().unwrap_or_default();
-        self.finish_live(sender.sent);
-        let receiver = self.analyze(sender.sent);
-        let records = std::mem::take(&mut self.meter.arrivals);
+        self.finish_live(&sender);
+        let receiver = self.analyze(&sender);
+        let records = self
+            .meter
+            .arrivals
+            .first_mut()
+            .map(std::mem::take)
+            .unwrap_or_default();
         self.client_finish(sender, receiver, records);
     }
 
     fn client_finish(
         &mut self,
-        sender: SenderReport,
-        receiver: ReceiverReport,
+        sender: Vec<SenderReport>,
+        receiver: Vec<ReceiverReport>,
         records: Vec<Arrival>,
     ) {
         let m = &self.meter;

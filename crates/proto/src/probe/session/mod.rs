@@ -9,7 +9,7 @@
 //! ```text
 //! session.handle_input(now, Input::Control(bytes))      // read from TCP
 //! session.handle_input(now, Input::Datagram { from, payload })
-//! session.handle_input(now, Input::StreamFinished(report))
+//! session.handle_input(now, Input::StreamFinished(reports)) // one per stream
 //! session.handle_input(now, Input::Timer)               // poll_timeout came
 //! while let Some(e) = session.poll_event() { ... }      // start/stop the stream, results
 //! while let Some(t) = session.poll_transmit(now) { ... } // write to TCP / send a datagram
@@ -94,9 +94,10 @@ pub enum Input<'a> {
         /// The datagram (one GRO segment).
         payload: &'a [u8],
     },
-    /// The paced stream this side was sending (after
-    /// [`Event::StartStream`]) has ended, early or not.
-    StreamFinished(SenderReport),
+    /// The paced streams this side was sending (after
+    /// [`Event::StartStream`]) have ended, early or not: one report per
+    /// stream, in stream order.
+    StreamFinished(Vec<SenderReport>),
     /// The user asked to stop (Ctrl-C): the test ends early and reports
     /// what was done.
     Interrupt,
@@ -124,8 +125,11 @@ pub enum Transmit {
 /// How the driver sends the paced test stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StreamPlan {
-    /// Session id every packet carries.
+    /// Session id of the first stream's packets; stream `i` carries
+    /// `session + i` (wrapping).
     pub session: u64,
+    /// Parallel streams, each on the whole schedule.
+    pub streams: u32,
     /// When each packet leaves.
     pub schedule: Schedule,
     /// UDP payload bytes per packet (validated: holds the header).
@@ -140,15 +144,16 @@ pub struct StreamPlan {
 /// Everything the client reports at the end of a test.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Results {
-    /// The sender's own measurements.
-    pub sender: SenderReport,
-    /// The receiver's analysis.
-    pub receiver: ReceiverReport,
+    /// The sender's own measurements, one per stream.
+    pub sender: Vec<SenderReport>,
+    /// The receiver's analysis, one per stream.
+    pub receiver: Vec<ReceiverReport>,
     /// RTT with the path idle.
     pub rtt_idle: RttSummary,
     /// RTT while the stream ran.
     pub rtt_loaded: RttSummary,
-    /// Per-packet records, arrival order (when asked for, or in reverse mode).
+    /// Per-packet records of the first stream, arrival order (when asked
+    /// for, or in reverse mode).
     pub records: Vec<Arrival>,
 }
 
@@ -175,9 +180,9 @@ pub enum Event {
     StartStream(StreamPlan),
     /// Stop the stream early; report it with [`Input::StreamFinished`].
     StopStream,
-    /// A reporting interval of the stream ended: counted here (receiver)
-    /// or by the peer (sender), for a live line.
-    Interval(LiveInterval),
+    /// A reporting interval ended: each stream's count, here (receiver)
+    /// or by the peer (sender), for live lines.
+    Interval(Vec<LiveInterval>),
     /// Client: the test is over; close the control connection. Final.
     Results(Box<Results>),
     /// Server: the test is over; close the control connection. Final.
@@ -266,7 +271,9 @@ enum StreamState {
 /// The receiving side of the test stream, and round-trip times.
 #[derive(Debug, Default)]
 struct Meter {
-    arrivals: Vec<Arrival>,
+    /// Per stream.
+    arrivals: Vec<Vec<Arrival>>,
+    /// Per stream.
     cap: usize,
     strangers: u64,
     drops: u64,
@@ -296,17 +303,17 @@ pub struct Session {
     events: VecDeque<Event>,
     meter: Meter,
     /// The server's report and records (forward client).
-    report_in: Option<Box<ReceiverReport>>,
+    report_in: Option<Vec<ReceiverReport>>,
     records_in: Vec<Arrival>,
     /// Session id a server gives the test it accepts.
     offered_id: u64,
-    sender: Option<SenderReport>,
+    sender: Option<Vec<SenderReport>>,
     interrupted: bool,
     /// The stream this side sends.
     stream: StreamState,
     control_closed: bool,
     /// Server: the reports it sent the client, for its log.
-    told: (Option<SenderReport>, Option<ReceiverReport>),
+    told: (Option<Vec<SenderReport>>, Option<Vec<ReceiverReport>>),
 }
 
 impl Session {
@@ -346,8 +353,8 @@ impl Session {
 
     /// Server: what it told the client about the stream it sent
     /// (reverse) and the one it received (forward), once it did.
-    pub fn told(&self) -> (Option<&SenderReport>, Option<&ReceiverReport>) {
-        (self.told.0.as_ref(), self.told.1.as_ref())
+    pub fn told(&self) -> (Option<&[SenderReport]>, Option<&[ReceiverReport]>) {
+        (self.told.0.as_deref(), self.told.1.as_deref())
     }
 
     /// Whether the session is over (a final event was queued).
@@ -460,6 +467,7 @@ impl Session {
         self.stream = StreamState::Running;
         self.events.push_back(Event::StartStream(StreamPlan {
             session: t.id,
+            streams: t.params.streams,
             schedule: t.schedule,
             packet_size: t.params.packet_size as usize,
             burst: t.params.burst(),
@@ -521,7 +529,7 @@ impl Session {
         }
     }
 
-    fn on_stream_finished(&mut self, now: Nanos, report: SenderReport) {
+    fn on_stream_finished(&mut self, now: Nanos, report: Vec<SenderReport>) {
         if self.server.is_some() {
             self.server_stream_finished(now, report);
         } else if let Phase::Stream { .. } = self.phase {
@@ -546,8 +554,8 @@ impl Session {
             self.queue_echo_request(now);
         }
         if self.counting_live() {
-            while let Some(iv) = self.meter.live.tick(now) {
-                self.live_interval(iv);
+            while let Some(ivs) = self.meter.live.tick(now) {
+                self.live_interval(ivs);
             }
         }
     }
@@ -562,22 +570,23 @@ impl Session {
 
     /// A live interval this side counted: an event here, a message to the
     /// peer (which prints it too).
-    fn live_interval(&mut self, iv: LiveInterval) {
-        self.events.push_back(Event::Interval(iv));
+    fn live_interval(&mut self, ivs: Vec<LiveInterval>) {
+        self.events.push_back(Event::Interval(ivs.clone()));
         // A reverse-mode server that said done is on its way out: a write
         // to a closed connection would fail the client's test.
         let peer_leaving =
             self.server.is_none() && !matches!(self.phase, Phase::Stream { done: None, .. });
         if !self.control_closed && !peer_leaving {
-            self.send(&ControlMessage::Interval { interval: iv });
+            self.send(&ControlMessage::Interval { intervals: ivs });
         }
     }
 
-    /// The last, partial live interval, once the stream of `sent`
-    /// packets is over.
-    fn finish_live(&mut self, sent: u64) {
-        if let Some(iv) = self.meter.live.finish(sent) {
-            self.live_interval(iv);
+    /// The last, partial live intervals, once the streams that `sent`
+    /// reports are over.
+    fn finish_live(&mut self, sent: &[SenderReport]) {
+        let sent: Vec<u64> = sent.iter().map(|s| s.sent).collect();
+        if let Some(ivs) = self.meter.live.finish(&sent) {
+            self.live_interval(ivs);
         }
     }
 
@@ -595,7 +604,7 @@ impl Session {
     fn queue_echo_request(&mut self, now: Nanos) {
         let Some(t) = self.test else { return };
         let m = &mut self.meter;
-        let reverse_opening = t.params.reverse && m.arrivals.is_empty();
+        let reverse_opening = t.params.reverse && m.arrivals.iter().all(Vec::is_empty);
         if reverse_opening && matches!(self.phase, Phase::Stream { .. }) {
             // Until data flows, keep opening the path (an open may be lost).
             self.datagrams
@@ -622,18 +631,23 @@ impl Session {
         let Some(t) = self.test else { return };
         let ours = from.ip() == self.peer.ip();
         match Datagram::parse(payload) {
-            Ok(Datagram::Data(h)) if ours && h.session == t.id && self.receives_stream() => {
+            Ok(Datagram::Data(h)) if ours && self.receives_stream() => {
+                let Some(lane) = stream_of(&t, h.session) else {
+                    self.meter.strangers += 1;
+                    return;
+                };
                 let m = &mut self.meter;
                 let a = Arrival {
                     seq: h.seq,
                     sent_at: h.sent_at,
                     received_at: now,
                 };
-                if m.arrivals.len() < m.cap {
-                    m.live.arrival(&a, payload.len() as u64);
-                    m.arrivals.push(a);
-                } else {
-                    m.strangers += 1;
+                match m.arrivals.get_mut(lane) {
+                    Some(list) if list.len() < m.cap => {
+                        m.live.arrival(lane, &a, payload.len() as u64);
+                        list.push(a);
+                    }
+                    _ => m.strangers += 1,
                 }
             }
             Ok(Datagram::Echo(e)) if ours && e.session == t.id => self.on_echo(now, from, e),
@@ -687,16 +701,36 @@ impl Session {
         }
     }
 
-    /// The receiver's report of what arrived, `sent` packets sent.
-    fn analyze(&mut self, sent: u64) -> ReceiverReport {
+    /// Sets up the receiving side of test `t`: per-stream records of at
+    /// most `cap` packets (0 keeps none), live counts.
+    fn meter_for(&mut self, t: &Test, cap: usize) {
+        let n = t.params.streams as usize;
+        self.meter.arrivals = vec![Vec::new(); n];
+        self.meter.cap = cap;
+        self.meter.live = LiveMeter::new(t.params.interval(), n);
+    }
+
+    /// The receiver's report of each stream, `sent` reporting what each
+    /// sent. Datagrams that belong to no stream count in the first.
+    fn analyze(&mut self, sent: &[SenderReport]) -> Vec<ReceiverReport> {
         let Some(t) = self.test else {
-            return ReceiverReport::default();
+            return Vec::new();
         };
         let m = &mut self.meter;
-        let mut r = analyze(&m.arrivals, sent, &t.params, &t.schedule);
-        r.strangers += m.strangers;
-        r.receiver_drops = m.drops;
-        r
+        let mut out: Vec<ReceiverReport> = m
+            .arrivals
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                let n = sent.get(i).map_or(0, |s| s.sent);
+                analyze(a, n, &t.params, &t.schedule)
+            })
+            .collect();
+        if let Some(first) = out.first_mut() {
+            first.strangers += m.strangers;
+            first.receiver_drops = m.drops;
+        }
+        out
     }
 
     /// Where the session is, for error messages.
@@ -713,6 +747,12 @@ impl Session {
             Phase::Results { .. } | Phase::Sending | Phase::Ended => Stage::Results,
         }
     }
+}
+
+/// Which of test `t`'s streams carries session id `id`, if any.
+fn stream_of(t: &Test, id: u64) -> Option<usize> {
+    let i = id.wrapping_sub(t.id);
+    (i < u64::from(t.params.streams)).then_some(i as usize)
 }
 
 fn echo(kind: EchoKind, session: u64, id: u64) -> Echo {

@@ -12,7 +12,6 @@ use super::{
 };
 use crate::probe::control::{ControlMessage, Frame, RECORDS_PER_FRAME, Refusal, records_frame};
 use crate::probe::error::{Error, MessageKind, Stage};
-use crate::probe::live::LiveMeter;
 use crate::probe::params::{Schedule, TestParams};
 use crate::probe::report::SenderReport;
 use crate::probe::wire::PROTOCOL_VERSION;
@@ -77,15 +76,16 @@ impl Session {
             Phase::Open { .. } => match frame {
                 // Stopped before it began: report that nothing was sent.
                 Frame::Message(ControlMessage::Abort { .. }) => {
-                    self.server_stream_finished(now, SenderReport::default());
+                    let n = self.test.map_or(1, |t| t.params.streams as usize);
+                    self.server_stream_finished(now, vec![SenderReport::default(); n]);
                 }
                 other => self.server_unexpected(other),
             },
             // Reverse: the client's live intervals are for the log;
             // anything else from it during the stream (an abort) means stop.
             Phase::Stream { .. } | Phase::Closing { .. } if self.sends_stream() => match frame {
-                Frame::Message(ControlMessage::Interval { interval }) => {
-                    self.events.push_back(Event::Interval(interval));
+                Frame::Message(ControlMessage::Interval { intervals }) => {
+                    self.events.push_back(Event::Interval(intervals));
                 }
                 _ if matches!(self.phase, Phase::Stream { .. }) => self.stop_stream(),
                 _ => {}
@@ -156,18 +156,23 @@ impl Session {
             params,
             schedule,
         });
-        self.meter.live = LiveMeter::new(params.interval());
         self.events.push_back(Event::Accepted { session: id });
         self.send(&ControlMessage::Welcome {
             version: PROTOCOL_VERSION,
             session: id,
         });
+        let t = Test {
+            id,
+            params,
+            schedule,
+        };
         if params.reverse {
+            self.meter_for(&t, 0);
             self.phase = Phase::Open {
                 deadline: now + OPEN_TIMEOUT,
             };
         } else {
-            self.meter.cap = schedule.record_cap();
+            self.meter_for(&t, schedule.record_cap());
             self.phase = self.stream_phase(now);
         }
     }
@@ -181,7 +186,7 @@ impl Session {
         }
     }
 
-    pub(super) fn server_stream_finished(&mut self, now: Nanos, report: SenderReport) {
+    pub(super) fn server_stream_finished(&mut self, now: Nanos, report: Vec<SenderReport>) {
         if !matches!(self.phase, Phase::Open { .. } | Phase::Stream { .. }) {
             return;
         }
@@ -240,16 +245,17 @@ impl Session {
     /// the client asked for them.
     fn server_results(&mut self) {
         let sender = self.sender.take().unwrap_or_default();
-        self.finish_live(sender.sent);
-        let report = self.analyze(sender.sent);
-        let records = if self.test.is_some_and(|t| t.params.records) {
-            std::mem::take(&mut self.meter.arrivals)
-        } else {
-            Vec::new()
+        self.finish_live(&sender);
+        let report = self.analyze(&sender);
+        // Records are kept for the first stream only (the client asks for
+        // them with one stream).
+        let records = match self.meter.arrivals.first_mut() {
+            Some(a) if self.test.is_some_and(|t| t.params.records) => std::mem::take(a),
+            _ => Vec::new(),
         };
         self.told.1 = Some(report.clone());
         self.send(&ControlMessage::Report {
-            receiver: Box::new(report),
+            receiver: report,
             records: records.len() as u64,
         });
         self.records_out = Some((records, 0));

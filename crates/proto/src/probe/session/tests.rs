@@ -30,6 +30,7 @@ fn params() -> TestParams {
         burst_threshold: 5,
         interval_ms: 100,
         burst_us: DEFAULT_BURST_US,
+        streams: 1,
     }
 }
 
@@ -256,29 +257,33 @@ fn only_the_peers_datagrams_of_this_session_count() {
         })
     );
     let done = ControlMessage::Done {
-        sender: SenderReport {
+        sender: vec![SenderReport {
             sent: 3,
             ..SenderReport::default()
-        },
+        }],
     };
     s.handle_input(Nanos(3), Input::Control(&done.to_frame()));
     s.handle_input(Nanos(3) + DRAIN, Input::Timer);
     let (msgs, events) = drain(&mut s, Nanos(3) + DRAIN);
     // The last, partial live interval, then the report.
     let [
-        ControlMessage::Interval { interval },
+        ControlMessage::Interval { intervals },
         ControlMessage::Report { receiver, records },
     ] = &msgs[..]
     else {
         panic!("{msgs:?}");
     };
-    assert_eq!((interval.received, interval.lost), (2, 1));
+    let receiver = &receiver[0];
+    assert_eq!((intervals[0].received, intervals[0].lost), (2, 1));
     assert_eq!(
         (receiver.received, receiver.lost, receiver.strangers),
         (2, 1, 3)
     );
     assert_eq!(*records, 0);
-    assert_eq!(events, vec![Event::Interval(*interval), Event::Finished]);
+    assert_eq!(
+        events,
+        vec![Event::Interval(intervals.clone()), Event::Finished]
+    );
 }
 
 #[test]
@@ -327,7 +332,10 @@ fn reverse_server_streams_only_to_the_peers_address() {
         ),
     );
     assert_eq!(s.poll_event(), Some(Event::StopStream));
-    s.handle_input(Nanos(4), Input::StreamFinished(SenderReport::default()));
+    s.handle_input(
+        Nanos(4),
+        Input::StreamFinished(vec![SenderReport::default()]),
+    );
     let (msgs, _) = drain(&mut s, Nanos(4));
     assert!(matches!(msgs[..], [ControlMessage::Done { .. }]));
     s.handle_input(Nanos(4) + SETTLE, Input::Timer);
@@ -406,7 +414,7 @@ fn client_checks_params_and_the_servers_answer() {
         T0,
         Input::Control(
             &ControlMessage::Done {
-                sender: SenderReport::default(),
+                sender: vec![SenderReport::default()],
             }
             .to_frame(),
         ),
@@ -428,7 +436,7 @@ fn client_awaiting_report(p: TestParams) -> (Session, Nanos) {
     let mut now = T0;
     while !matches!(s.phase, Phase::Results { .. }) {
         if let Some(Event::StartStream(_)) = s.poll_event() {
-            s.handle_input(now, Input::StreamFinished(SenderReport::default()));
+            s.handle_input(now, Input::StreamFinished(vec![SenderReport::default()]));
         }
         while s.poll_transmit(now).is_some() {}
         now = s.poll_timeout().unwrap();
@@ -443,7 +451,7 @@ fn client_awaiting_report(p: TestParams) -> (Session, Nanos) {
 fn client_refuses_records_beyond_what_it_asked_for() {
     let report = |records| {
         ControlMessage::Report {
-            receiver: Box::default(),
+            receiver: vec![ReceiverReport::default()],
             records,
         }
         .to_frame()
