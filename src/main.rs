@@ -31,6 +31,9 @@ enum Command {
     Send(cmd::send::SendArgs),
     /// Receive an RFC 4175 stream, reassemble and record its frames.
     Recv(cmd::recv::RecvArgs),
+    /// ST 2110-21 analysis of a stream, live or from a pcap: Cinst, VRX,
+    /// FPT, RTP offset and latency per frame, and the N/NL/W verdict.
+    Analyze(cmd::analyze::AnalyzeArgs),
     /// Send a test pattern to a receiver on loopback and prove every frame
     /// arrives identical. Needs no files and no flags.
     Demo(cmd::demo::DemoArgs),
@@ -49,6 +52,9 @@ enum Command {
     /// How many streams a server carries before frames drop: ramps RTSP
     /// clients or push streams, measures loss, jitter and server CPU.
     Loadtest(cmd::loadtest::LoadtestArgs),
+    /// One stream striped over several serve nodes: start, stop, status,
+    /// and hitless move of a stripe between nodes (cluster.toml).
+    Cluster(cmd::cluster::ClusterArgs),
 }
 
 /// This build's version: the crate's, and the git commit it was built
@@ -67,6 +73,7 @@ fn main() -> ExitCode {
     let result: anyhow::Result<ExitCode> = match cli.command {
         Command::Send(a) => cmd::send::main(a),
         Command::Recv(a) => cmd::recv::main(a),
+        Command::Analyze(a) => cmd::analyze::main(a),
         Command::Demo(a) => cmd::demo::main(a),
         Command::Doctor(a) => cmd::doctor::main(a),
         Command::Tree(a) => cmd::tree::run(a),
@@ -74,6 +81,7 @@ fn main() -> ExitCode {
         Command::Impair(a) => cmd::impair::run(a),
         Command::Serve(a) => cmd::serve::main(a),
         Command::Loadtest(a) => cmd::loadtest::main(a),
+        Command::Cluster(a) => cmd::cluster::main(a),
     };
     match result {
         Ok(code) => code,

@@ -55,9 +55,21 @@ pub struct ImpairArgs {
     /// Bottleneck rate (bits/s, k/M/G suffixes); 100 ms queue, then drops.
     #[arg(long)]
     rate: Option<String>,
-    /// RTP sequence numbers to drop: 5,10-14,100.
+    /// RTP sequence numbers to drop, as the sender numbers them (`nagare
+    /// send` prints its first): 5,10-14,100.
     #[arg(long, value_name = "LIST")]
     drop_seq: Option<String>,
+    /// Packets to drop by index from each stream's first packet (0), so
+    /// a script works whatever sequence number the sender starts at:
+    /// 5,10-14,100.
+    #[arg(long, value_name = "LIST")]
+    drop_nth: Option<String>,
+    /// Packets to reorder by index from each stream's first (0).
+    #[arg(long, value_name = "LIST")]
+    reorder_nth: Option<String>,
+    /// Packets to duplicate by index from each stream's first (0).
+    #[arg(long, value_name = "LIST")]
+    duplicate_nth: Option<String>,
     /// RTP sequence numbers to reorder (each overtaken by --reorder-gap).
     #[arg(long, value_name = "LIST")]
     reorder_seq: Option<String>,
@@ -159,6 +171,9 @@ fn config(a: &ImpairArgs) -> Result<ImpairConfig> {
         drop_seq: list(&a.drop_seq, "drop-seq")?,
         reorder_seq: list(&a.reorder_seq, "reorder-seq")?,
         duplicate_seq: list(&a.duplicate_seq, "duplicate-seq")?,
+        drop_nth: list(&a.drop_nth, "drop-nth")?,
+        reorder_nth: list(&a.reorder_nth, "reorder-nth")?,
+        duplicate_nth: list(&a.duplicate_nth, "duplicate-nth")?,
         seed: a.seed,
     };
     cfg.validate()
@@ -328,8 +343,8 @@ fn forward(
             Ok((n, src)) => {
                 *client.lock().unwrap_or_else(|p| p.into_inner()) = Some(src);
                 let pkt = &buf[..n];
-                let seq = netem::stream_seq(pkt);
-                netem.handle_input(now(), pkt.to_vec(), n, seq);
+                let id = netem::stream_packet(pkt);
+                netem.handle_rtp(now(), pkt.to_vec(), n, id);
             }
             Err(e)
                 if matches!(
@@ -350,7 +365,7 @@ fn forward(
             break;
         };
         let pkt = &buf[..n];
-        netem.handle_input(now(), pkt.to_vec(), n, netem::stream_seq(pkt));
+        netem.handle_rtp(now(), pkt.to_vec(), n, netem::stream_packet(pkt));
     }
     netem.flush(now());
     for p in netem.drain() {

@@ -23,6 +23,7 @@ use nagare_proto::{BitRate, ByteSize, ExtSeq, FrameRate, Nanos, PixelFormat, Ssr
 
 use crate::cli::{self, Size};
 use crate::clock::{EpochStart, Origin, Pacing};
+use crate::cmd::analyze::ideal::IdealReceiver;
 use crate::net::file::AlignedBuf;
 use crate::net::udp::{self, Interface, SendOptions, Sender, iovec};
 use crate::progress::{Ticker, bitrate};
@@ -209,6 +210,7 @@ impl SendArgs {
         if dest.port() == 0 {
             bail!("destination {dest} has port 0: give the receiver's port");
         }
+        check_multicast_scope(dest, self.interface.as_ref(), self.ttl)?;
         let striping = Striping {
             split: self.split,
             only: self.stripe,
@@ -300,6 +302,39 @@ pub fn shaping(
             )
         }),
     }
+}
+
+/// Refuses multicast without a named interface: the kernel would send
+/// it out of the default route, and gigabits of video flooding a shared
+/// (management) LAN is the classic way to take one down. `--ttl 0` keeps
+/// the stream on this host, so it needs no interface.
+fn check_multicast_scope(
+    dest: SocketAddr,
+    interface: Option<&Interface>,
+    ttl: Option<u32>,
+) -> Result<()> {
+    if dest.ip().is_multicast() && interface.is_none() && ttl != Some(0) {
+        bail!(
+            "sending to multicast group {} needs --interface NAME|ADDRESS: without it the \
+             stream leaves by the default route, and gigabits of multicast there can flood every \
+             port of a shared LAN; name the interface meant for media (see `ip -br addr`), or \
+             add --ttl 0 to keep the stream on this host",
+            dest.ip()
+        );
+    }
+    Ok(())
+}
+
+/// The perfect-clock judge of a flow of `packets` packets per frame whose
+/// timeline `start.at` is the epoch start of frame `start.first_frame`.
+fn ideal_receiver(
+    cfg: &SendConfig,
+    packets: usize,
+    start: crate::clock::EpochStart,
+) -> Result<IdealReceiver> {
+    let shape = shaping(cfg.format, cfg.rate, packets, cfg.sender_type, cfg.train)?;
+    let base = cfg.rate.frame_start_ns(start.first_frame) as i128 - i128::from(start.at.0);
+    Ok(IdealReceiver::new(*shape.model(), cfg.sender_type, base))
 }
 
 /// A random value from the operating system (RFC 3550 wants SSRCs and
@@ -616,6 +651,8 @@ struct Driver<'a> {
     window: (u64, Instant),
     /// Frames waiting in the ring when the last frame was taken.
     ring_fill: usize,
+    /// The ST 2110-21 judgement of the first flow as it left.
+    ideal: Option<IdealReceiver>,
     /// Epoch-locked: the epoch frame the next frame in the ring belongs to
     /// (ring frames of slots given up are dropped, keeping input and epoch
     /// aligned).
@@ -654,6 +691,7 @@ impl<'a> Driver<'a> {
         let packetizer = sched
             .packetizer(ids[0])
             .context("a video flow has a packetizer")?;
+        let ideal = ideal_receiver(cfg, packetizer.packets_per_frame(), start)?;
         let header_stride = (0..packetizer.packets_per_frame())
             .map(|i| packetizer.header_len(i))
             .max()
@@ -684,6 +722,7 @@ impl<'a> Driver<'a> {
             ticker: Ticker::new(cfg.quiet),
             window: (0, Instant::now()),
             ring_fill: 0,
+            ideal: Some(ideal),
             ring_next: planned.map(|(_, s)| s.first_frame),
         })
     }
@@ -857,6 +896,9 @@ impl<'a> Driver<'a> {
             Err(e) => return Err(e).with_context(|| format!("sending to {}", flow.dest)),
         }
         let now = Instant::now();
+        if let Some(ideal) = self.ideal.as_mut().filter(|_| t.flow == self.ids[0]) {
+            ideal.sent(self.origin.nanos(now), t, self.cfg.packet_size);
+        }
         self.first_send.get_or_insert(now);
         self.last_send = Some(now);
         self.packets_sent += t.len() as u64;
@@ -899,7 +941,7 @@ impl<'a> Driver<'a> {
         ));
     }
 
-    fn report(&self) -> SendReport {
+    fn report(&mut self) -> SendReport {
         let (late, underruns) = self.late_and_underruns();
         let span = match (self.first_send, self.last_send) {
             (Some(a), Some(b)) => b.duration_since(a),
@@ -924,6 +966,7 @@ impl<'a> Driver<'a> {
             stripes: self.flows.len(),
             error: None,
             checksums: self.checksums.clone(),
+            st2110_21: self.ideal.take().map(IdealReceiver::finish),
         }
     }
 }
@@ -972,9 +1015,39 @@ pub fn print_summary(r: &SendReport) {
         if r.gso { "UDP GSO" } else { "sendmmsg" },
         cpu_per_gbit(r),
     );
+    if let Some(a) = &r.st2110_21 {
+        eprintln!("{}", pacing_verdict(a));
+    }
     if let Some(e) = &r.error {
         eprintln!("send: stopped early: {e}");
     }
+}
+
+/// The ST 2110-21 lines of a send summary: what a receiver with a
+/// perfect clock would find, and whether that is the declared type.
+pub fn pacing_verdict(a: &nagare_api::st2110::AnalyzeReport) -> String {
+    let Some(v) = &a.verdict else {
+        return "send: ST 2110-21: no whole frame sent to judge".into();
+    };
+    let declared = match (a.declared, a.declared_met) {
+        (Some(t), Some(true)) => format!("keeps to its declared {}", t.sdp_value()),
+        (Some(t), _) => format!("does NOT keep to its declared {}", t.sdp_value()),
+        (None, _) => String::new(),
+    };
+    format!(
+        "send: ST 2110-21 at a perfect-clock receiver: {}\n\
+         send: Cinst p50 {:.0} p99 {:.0} max {:.0}; FPT p50 {:.1} µs max {:.1} µs; {} of {} frames narrow, {} wide, {} not compliant; {declared}",
+        v.text,
+        a.cinst.p50,
+        a.cinst.p99,
+        a.cinst.max,
+        a.fpt_us.p50,
+        a.fpt_us.max,
+        a.frame_verdicts.n + a.frame_verdicts.nl,
+        a.frames,
+        a.frame_verdicts.w,
+        a.frame_verdicts.not_compliant,
+    )
 }
 
 /// `nagare send`.

@@ -2,10 +2,13 @@
 //! `nagare` binary over loopback or inside network namespaces it creates.
 
 mod bad_input;
+mod cluster;
 mod common;
 mod crash;
+mod defaults;
 mod disk;
 mod doctor;
+mod impair_scripts;
 mod peers;
 mod probe;
 mod recv_faults;

@@ -45,13 +45,18 @@ pub fn run(args: JoinArgs) -> anyhow::Result<ExitCode> {
              use --output FILE, or rebuild with default features"
         );
     }
-    let listener = TcpListener::bind(&args.listen).with_context(|| {
-        format!(
-            "binding the relay listener on {}; pick another --listen",
-            args.listen
-        )
+    let listen = match &args.listen {
+        Some(l) => l.clone(),
+        None => SocketAddr::new(toward(source)?, 0).to_string(),
+    };
+    let listener = TcpListener::bind(&listen).with_context(|| {
+        format!("binding the relay listener on {listen}; pick another --listen")
     })?;
     let relay_port = listener.local_addr()?.port();
+    eprintln!(
+        "nagare tree join: relay listener for children on {}",
+        listener.local_addr()?
+    );
     let output = match &args.output {
         Some(p) => {
             Some(BufWriter::new(File::create(p).with_context(|| {
@@ -96,6 +101,18 @@ pub fn run(args: JoinArgs) -> anyhow::Result<ExitCode> {
     }
     result?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The local address the kernel would use to reach `source`: where
+/// children in the same network can reach this peer, and nothing wider
+/// (no UDP datagram is sent; connect only picks a route).
+fn toward(source: SocketAddr) -> anyhow::Result<std::net::IpAddr> {
+    let any = crate::cmd::probe::any_for(source);
+    let probe = std::net::UdpSocket::bind(any).context("finding the route to the source")?;
+    probe
+        .connect(source)
+        .with_context(|| format!("no route to the source at {source}"))?;
+    Ok(probe.local_addr()?.ip())
 }
 
 /// A peer machine with its sockets, output and window.

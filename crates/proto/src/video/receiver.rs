@@ -248,6 +248,14 @@ impl Take {
             base,
         }
     }
+
+    /// See [`Receiver::set_tolerance`].
+    fn tolerate(&mut self, frames: usize) {
+        if frames > 0 {
+            self.depack.set_in_flight(frames + 1);
+            self.depack.set_patient(true);
+        }
+    }
 }
 
 /// Counters of the takes before the current one.
@@ -265,6 +273,8 @@ struct Carried {
 pub struct Receiver {
     config: Config,
     take: Take,
+    /// Frames an incomplete frame waits for (0: the default rule).
+    tolerance: usize,
     selector: Selector,
     carried: Carried,
     /// Recording index after the last frame handed out or lost.
@@ -281,6 +291,7 @@ impl Receiver {
         Receiver {
             config,
             take: Take::new(&config, 0),
+            tolerance: 0,
             selector: Selector::new(selection(&config, None, false)),
             carried: Carried::default(),
             next_index: 0,
@@ -341,6 +352,7 @@ impl Receiver {
             self.drain();
             self.carry();
             self.take = Take::new(&self.config, self.next_index);
+            self.take.tolerate(self.tolerance);
         }
         self.events.push_back(Event::Stream {
             ssrc: lock.ssrc,
@@ -451,6 +463,15 @@ impl Receiver {
     /// The next event.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
+    }
+
+    /// Holds an incomplete frame until `frames` newer frames have begun
+    /// (at least one), instead of until the next frame completes: the
+    /// path-differential tolerance of an ST 2022-7 receiver, whose second
+    /// leg may bring a missing packet that many frame periods late.
+    pub fn set_tolerance(&mut self, frames: usize) {
+        self.tolerance = frames.max(1);
+        self.take.tolerate(self.tolerance);
     }
 
     /// Hands a frame buffer back for reuse.
@@ -731,6 +752,32 @@ mod tests {
         let mut r = receiver(Incomplete::Drop, Some(1));
         let ev = feed(&mut r, &all);
         assert_eq!(kinds(&ev), ["ssrc5", "f0"]);
+    }
+
+    #[test]
+    fn a_tolerant_receiver_waits_for_a_copy_frames_behind() {
+        // Packet 1 of frame 1 comes after all of frame 2, as a second
+        // ST 2022-7 leg running behind would bring it.
+        let mut pk = stream(4, 5);
+        let ppf = pk.len() / 4;
+        let late = pk.remove(ppf + 1);
+        pk.insert(3 * ppf - 1, late);
+        let mut strict = receiver(Incomplete::Keep, None);
+        let mut ev = feed(&mut strict, &pk);
+        strict.finish();
+        ev.extend(std::iter::from_fn(|| strict.poll_event()));
+        assert_eq!(kinds(&ev), ["ssrc5", "f0", "f1!", "f2", "f3"]);
+        let mut tolerant = receiver(Incomplete::Keep, None);
+        tolerant.set_tolerance(2);
+        let mut ev = feed(&mut tolerant, &pk);
+        tolerant.finish();
+        ev.extend(std::iter::from_fn(|| tolerant.poll_event()));
+        assert_eq!(kinds(&ev), ["ssrc5", "f0", "f1", "f2", "f3"]);
+        for e in &ev {
+            if let Event::Frame(f) = e {
+                assert!(f.data == frame(f.index as u8));
+            }
+        }
     }
 
     #[test]
