@@ -22,8 +22,10 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
 trap cleanup EXIT
 
-# 10 s of MPEG-2 video in a 6 Mbit/s constant-rate multiplex.
-ffmpeg -loglevel error -f lavfi -i testsrc=size=640x360:rate=25 -t 10 \
+# 40 s of MPEG-2 video in a 6 Mbit/s constant-rate multiplex: longer than
+# starting a few hundred RTSP clients takes, since GStreamer's server does
+# not loop (nagare's RTSP clients ask for ?loop=1, push streams loop).
+ffmpeg -loglevel error -f lavfi -i testsrc=size=640x360:rate=25 -t 40 \
     -c:v mpeg2video -b:v 4M -f mpegts -muxrate 6000000 -y "$tmp/clip.ts"
 
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -41,7 +43,7 @@ done
 
 lt() { "$NAGARE" loadtest "$@" --duration "$DURATION" ${LOADTEST_FLAGS:-} --json 2>>"$tmp/loadtest.log"; }
 lt "http://127.0.0.1:$HTTP" --source clip.ts --ramp "$RAMP" >"$tmp/push.json"
-lt "rtsp://127.0.0.1:$RTSP/clip.ts" --metrics "http://127.0.0.1:$HTTP" --ramp "$RAMP" >"$tmp/rtsp.json"
+lt "rtsp://127.0.0.1:$RTSP/clip.ts?loop=1" --metrics "http://127.0.0.1:$HTTP" --ramp "$RAMP" >"$tmp/rtsp.json"
 lt "rtsp://127.0.0.1:$GST/clip" --pid "$GST_PID" --ramp "$GST_RAMP" >"$tmp/gst.json"
 cat "$tmp/loadtest.log" >&2
 
