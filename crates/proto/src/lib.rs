@@ -10,6 +10,7 @@
 #![warn(unreachable_pub)]
 
 pub mod framing;
+pub mod lobby;
 pub mod mpegts;
 pub mod netem;
 pub mod probe;
