@@ -2,6 +2,7 @@
 //! `nagare` binary over loopback or inside network namespaces it creates.
 
 mod bad_input;
+mod cluster;
 mod common;
 mod crash;
 mod defaults;

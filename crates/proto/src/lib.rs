@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
+pub mod capture;
 pub mod cluster;
 pub mod framing;
 pub mod mpegts;

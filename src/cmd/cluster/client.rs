@@ -48,7 +48,15 @@ impl NodeClient {
     /// A client of the API at `url` (`http://HOST:PORT`).
     pub fn new(url: &str, token: Option<String>) -> NodeClient {
         NodeClient {
-            agent: ureq::AgentBuilder::new().timeout(REQUEST_TIMEOUT).build(),
+            // A fresh connection per request: serve's tiny_http can leave a
+            // kept-alive connection's next request unanswered, and a poll
+            // a few times a second gains nothing from reuse.
+            agent: ureq::AgentBuilder::new()
+                .timeout(REQUEST_TIMEOUT)
+                .timeout_read(REQUEST_TIMEOUT)
+                .timeout_write(REQUEST_TIMEOUT)
+                .max_idle_connections(0)
+                .build(),
             base: url.trim_end_matches('/').to_string(),
             token,
         }

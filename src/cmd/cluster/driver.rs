@@ -144,11 +144,15 @@ impl<'a> Driver<'a> {
         self.legs.retain(|&(n, _), _| n != node);
         for s in &snap.streams {
             let Some(k) = self.ours(s) else { continue };
-            stripes.push(StripeStatus {
-                stripe: k,
-                packets: s.counters.packets,
-                underruns: s.counters.underruns,
-            });
+            // A leg counts as sending once packets left: one waiting for
+            // its first frame (up to START_AHEAD) is not listed yet.
+            if s.counters.packets > 0 {
+                stripes.push(StripeStatus {
+                    stripe: k,
+                    packets: s.counters.packets,
+                    underruns: s.counters.underruns,
+                });
+            }
             let dest = s.destinations.first().cloned().unwrap_or_default();
             self.legs.insert((node, k), Leg { id: s.id, dest });
         }

@@ -30,7 +30,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
-use nagare_api::cluster::ClusterLog;
 use nagare_proto::cluster::Input;
 
 use config::Cluster;
@@ -112,6 +111,7 @@ fn start(cluster: &Cluster, leave: bool, json: bool) -> Result<ExitCode> {
     // Later legs (failover, standbys) start at the next frame due.
     d.epoch_frame = None;
     d.run_until(FOREVER, |_| false);
+    d.log.senders = d.senders();
     if !leave {
         d.input(Input::Stop)?;
         d.pump();
@@ -154,10 +154,10 @@ fn move_stripe(cluster: &Cluster, stripe: usize, node: &str, json: bool) -> Resu
 
 /// Prints what happened.
 fn finish(d: &Driver<'_>, json: bool) -> Result<ExitCode> {
-    let log = ClusterLog {
-        senders: d.senders(),
-        ..d.log.clone()
-    };
+    let mut log = d.log.clone();
+    if log.senders.is_empty() {
+        log.senders = d.senders();
+    }
     if json {
         println!("{}", serde_json::to_string_pretty(&log)?);
     } else {
