@@ -412,9 +412,13 @@ pub fn run(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport> {
         ));
         (origin, origin.epoch_start(cfg.rate, lead))
     });
+    let looping = cfg.looping || cfg.frames.is_none() && cfg.input.starts_with("pattern:");
     let plan = ReadPlan {
-        limit: cfg.frames,
-        looping: cfg.looping || cfg.frames.is_none() && cfg.input.starts_with("pattern:"),
+        // An epoch-locked sender drops the ring frames of slots it gave
+        // up, so a looping reader reads on and the schedule's frame limit
+        // ends the send.
+        limit: cfg.frames.filter(|_| !(looping && planned.is_some())),
+        looping,
         read_delay: cfg.read_delay,
         first: planned.map_or(0, |(_, s)| s.first_frame),
         arrange: arrangement(cfg)?,
