@@ -60,7 +60,12 @@ impl Bed {
             }
             let mut r = Running::spawn(cmd);
             let line = r.wait_for("http listening on ");
-            let addr = line.rsplit("listening on ").next().unwrap().trim().to_string();
+            let addr = line
+                .rsplit("listening on ")
+                .next()
+                .unwrap()
+                .trim()
+                .to_string();
             nodes.push((name.to_string(), r, format!("http://{addr}")));
         }
         let base = consecutive_free_ports(4);
@@ -111,12 +116,28 @@ impl Bed {
     /// `recv --stripes 4` for `frames` frames, with the second legs.
     fn recv(&self, frames: u64) -> Running {
         let mut cmd = nagare();
-        cmd.args(["recv", "--stripes", "4", "--split", "2si", "--size", "256x128"])
-            .args(["--pix-fmt", "uyvy422", "--fps", "25", "--timeout", "5", "--json"])
-            .args(["--listen", &format!("127.0.0.1:{}", self.base)])
-            .args(["--dup", &format!("127.0.0.1:{}", self.dup)])
-            .args(["--frames", &frames.to_string(), "-o"])
-            .arg(self.s.path("out.yuv"));
+        cmd.args([
+            "recv",
+            "--stripes",
+            "4",
+            "--split",
+            "2si",
+            "--size",
+            "256x128",
+        ])
+        .args([
+            "--pix-fmt",
+            "uyvy422",
+            "--fps",
+            "25",
+            "--timeout",
+            "5",
+            "--json",
+        ])
+        .args(["--listen", &format!("127.0.0.1:{}", self.base)])
+        .args(["--dup", &format!("127.0.0.1:{}", self.dup)])
+        .args(["--frames", &frames.to_string(), "-o"])
+        .arg(self.s.path("out.yuv"));
         let mut r = Running::spawn(cmd);
         r.listening();
         r
@@ -142,7 +163,10 @@ impl Bed {
     }
 
     fn status(&self, config: &str) -> (bool, ClusterStatus) {
-        let out = self.cluster(config, &["status", "--json"]).output().unwrap();
+        let out = self
+            .cluster(config, &["status", "--json"])
+            .output()
+            .unwrap();
         let st: ClusterStatus = parse_report(&String::from_utf8_lossy(&out.stdout));
         (out.status.success(), st)
     }
@@ -286,7 +310,10 @@ fn cold_failover_loses_a_bounded_number_of_frames() {
     assert_eq!(rep.frames_complete + lost, 125);
     // Only the failed node's stripes miss frames.
     for f in &rep.failures {
-        assert!(f.missing.iter().chain(&f.incomplete).all(|k| A.contains(k)), "{f:#?}");
+        assert!(
+            f.missing.iter().chain(&f.incomplete).all(|k| A.contains(k)),
+            "{f:#?}"
+        );
     }
     let (log, _) = stop_start(start);
     assert_eq!(log.senders[0], vec!["spare".to_string()]);
@@ -307,7 +334,8 @@ fn a_stripe_moves_to_another_node_under_load_without_losing_a_frame() {
     assert!(out.status.success(), "{err}");
     let log: ClusterLog = parse_report(&String::from_utf8_lossy(&out.stdout));
     assert!(
-        log.events.contains(&"stripe 1: moved from node a to node spare".to_string()),
+        log.events
+            .contains(&"stripe 1: moved from node a to node spare".to_string()),
         "{log:#?}"
     );
     assert_eq!(log.senders[1], vec!["spare".to_string()]);
@@ -317,7 +345,10 @@ fn a_stripe_moves_to_another_node_under_load_without_losing_a_frame() {
     let s1 = &rep.per_stripe[1];
     assert_eq!((s1.packets_lost, s1.unrecovered), (0, 0), "{s1:#?}");
     // Both legs carried the stripe for a while.
-    assert!(s1.legs[0].received > 0 && s1.legs[1].received > 0, "{s1:#?}");
+    assert!(
+        s1.legs[0].received > 0 && s1.legs[1].received > 0,
+        "{s1:#?}"
+    );
     let (_, st) = bed.status(&config);
     assert_eq!(st.senders[1], vec!["spare".to_string()], "{st:#?}");
     stop_start(start);
