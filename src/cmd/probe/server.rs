@@ -105,11 +105,20 @@ impl Shared {
     /// that trickles, stalls or sends too much never holds the slot.
     fn greet(&self, guest: Guest, conn: TcpStream, deadline: Instant) {
         let hello = read_hello(&conn, deadline);
-        // Evicted or out of time: the door already closed it.
+        // Evicted: the door already closed it.
         if !self.door.leave(guest) {
             return;
         }
-        let Ok(hello) = hello else { return };
+        let hello = match hello {
+            Ok(h) => h,
+            Err(e) => {
+                let peer = conn.peer_addr().map_or("?".to_string(), |p| p.to_string());
+                eprintln!(
+                    "nagare probe server: connection from {peer} closed before a test: {e:#}"
+                );
+                return;
+            }
+        };
         if self.busy.swap(true, Ordering::AcqRel) {
             refuse_busy(conn, hello);
             return;
