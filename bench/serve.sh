@@ -9,6 +9,7 @@
 #
 #   bench/serve.sh                 # RAMP=50:500:50 DURATION=3
 #   RAMP=10:100:10 DURATION=2 bench/serve.sh
+#   SERVE_FLAGS=--realtime LOADTEST_FLAGS=--realtime bench/serve.sh   # as root, on a busy host
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RAMP=${RAMP:-50:500:50}
@@ -30,14 +31,15 @@ RTSP=$(port); HTTP=$(port); GST=$(port)
 "$NAGARE" serve --media "$tmp" --rtsp 127.0.0.1:$RTSP --http 127.0.0.1:$HTTP \
     --max-load 1.0 ${SERVE_FLAGS:-} 2>"$tmp/serve.log" &
 pids+=($!); SERVE_PID=$!
-/usr/bin/python3 bench/gst_rtsp_server.py  # Debian python3-gi, gir1.2-gst-rtsp-server-1.0 "$tmp/clip.ts" "$GST" >"$tmp/gst.log" 2>&1 &
+# Debian's python3-gi and gir1.2-gst-rtsp-server-1.0, not a pyenv python.
+/usr/bin/python3 bench/gst_rtsp_server.py "$tmp/clip.ts" "$GST" >"$tmp/gst.log" 2>&1 &
 pids+=($!); GST_PID=$!
 for _ in $(seq 100); do
   grep -q "http listening" "$tmp/serve.log" && grep -q listening "$tmp/gst.log" && break
   sleep 0.1
 done
 
-lt() { "$NAGARE" loadtest "$@" --duration "$DURATION" --json 2>>"$tmp/loadtest.log"; }
+lt() { "$NAGARE" loadtest "$@" --duration "$DURATION" ${LOADTEST_FLAGS:-} --json 2>>"$tmp/loadtest.log"; }
 lt "http://127.0.0.1:$HTTP" --source clip.ts --ramp "$RAMP" >"$tmp/push.json"
 lt "rtsp://127.0.0.1:$RTSP/clip.ts" --metrics "http://127.0.0.1:$HTTP" --ramp "$RAMP" >"$tmp/rtsp.json"
 lt "rtsp://127.0.0.1:$GST/clip" --pid "$GST_PID" --ramp "$GST_RAMP" >"$tmp/gst.json"

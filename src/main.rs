@@ -31,6 +31,9 @@ enum Command {
     Send(cmd::send::SendArgs),
     /// Receive an RFC 4175 stream, reassemble and record its frames.
     Recv(cmd::recv::RecvArgs),
+    /// ST 2110-21 analysis of a stream, live or from a pcap: Cinst, VRX,
+    /// FPT, RTP offset and latency per frame, and the N/NL/W verdict.
+    Analyze(cmd::analyze::AnalyzeArgs),
     /// Send a test pattern to a receiver on loopback and prove every frame
     /// arrives identical. Needs no files and no flags.
     Demo(cmd::demo::DemoArgs),
@@ -70,6 +73,7 @@ fn main() -> ExitCode {
     let result: anyhow::Result<ExitCode> = match cli.command {
         Command::Send(a) => cmd::send::main(a),
         Command::Recv(a) => cmd::recv::main(a),
+        Command::Analyze(a) => cmd::analyze::main(a),
         Command::Demo(a) => cmd::demo::main(a),
         Command::Doctor(a) => cmd::doctor::main(a),
         Command::Tree(a) => cmd::tree::run(a),

@@ -67,6 +67,7 @@ pub fn main(args: DemoArgs) -> Result<ExitCode> {
         buffer_frames: 8,
         checksums: true,
         quiet: true,
+        analyze: None,
     };
     let bound = recv::Bound::open(&recv_cfg)?;
     let dest = bound
@@ -157,7 +158,13 @@ fn verdict(frames: u64, sent: SendReport, received: RecvReport) -> DemoReport {
             _ => differing.push(*index),
         }
     }
-    let pass = identical == frames && differing.is_empty() && sent.frames_sent == frames;
+    // The stream must also keep to the ST 2110-21 type it declares.
+    let paced = sent
+        .st2110_21
+        .as_ref()
+        .and_then(|a| a.declared_met)
+        .unwrap_or(false);
+    let pass = identical == frames && differing.is_empty() && sent.frames_sent == frames && paced;
     DemoReport {
         frames,
         identical,
@@ -181,10 +188,13 @@ fn print_verdict(r: &DemoReport) {
             format!("; differing frames: {:?}", r.differing)
         }
     );
+    let paced = r.sent.st2110_21.as_ref().and_then(|a| a.declared_met) == Some(true);
     eprintln!(
         "demo: {}",
         if r.pass {
-            "PASS: every frame sent arrived complete and identical"
+            "PASS: every frame sent arrived complete and identical, paced as the declared ST 2110-21 type"
+        } else if !paced && r.identical == r.frames {
+            "FAIL: every frame arrived identical, but the pacing broke the declared ST 2110-21 type (see above)"
         } else {
             "FAIL: see the counters above"
         }

@@ -1,6 +1,7 @@
 //! One module per subcommand: each parses its arguments into a config and
 //! drives nagare-proto's machines with sockets, threads, files and clocks.
 
+pub mod analyze;
 pub mod cluster;
 pub mod demo;
 pub mod doctor;

@@ -13,7 +13,7 @@
 
 use std::fs::File;
 use std::io::Write;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use crossbeam_channel::{Receiver as ChanRx, RecvTimeoutError, Sender as ChanTx, bounded};
+use nagare_api::cluster::ClusterConfig;
 use nagare_api::stripes::{FrameFailure, LegReport, StripeReport, StripesReport};
 use nagare_api::video::{EndedBy, FrameList};
 use nagare_proto::sdp::SdpStream;
@@ -59,12 +60,17 @@ pub struct StripeArgs {
     /// Receive threads (default: one per stripe, at most one per core).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Receive the stream a `nagare cluster` config describes: its size,
+    /// format, rate and split, stripe k on destination k's `to` (and its
+    /// `dup` as the second leg).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["listen", "sdp", "stripes", "dup"])]
+    pub cluster: Option<PathBuf>,
 }
 
 /// Whether `args` ask for stripes or a second leg (this module's work).
 pub fn wanted(args: &RecvArgs) -> Result<bool> {
     let s = &args.striping;
-    if s.stripes.is_some() || s.dup.is_some() || args.sdp.len() > 1 {
+    if s.stripes.is_some() || s.dup.is_some() || s.cluster.is_some() || args.sdp.len() > 1 {
         return Ok(true);
     }
     match args.sdp.first() {
@@ -73,11 +79,23 @@ pub fn wanted(args: &RecvArgs) -> Result<bool> {
     }
 }
 
+/// Where one leg of one stripe arrives.
+#[derive(Debug, Clone, Copy)]
+struct Leg {
+    listen: SocketAddr,
+    /// The only sender accepted on a multicast group (SSM), from the SDP's
+    /// source filter or --source.
+    source: Option<IpAddr>,
+}
+
+/// Every stripe's legs, in stripe order.
+type Legs = Vec<Vec<Leg>>;
+
 /// A validated striped receive.
 struct Plan {
     stripes: Stripes,
-    /// Per stripe, the address of each leg.
-    legs: Vec<Vec<SocketAddr>>,
+    /// Per stripe, each leg.
+    legs: Legs,
     rate: Option<FrameRate>,
     socket: ReceiveOptions,
     output: Option<PathBuf>,
@@ -112,7 +130,7 @@ fn shifted(base: SocketAddr, k: usize, flag: &str) -> Result<SocketAddr> {
 }
 
 /// Stripes and legs from one SDP per stripe.
-fn plan_from_sdps(args: &RecvArgs) -> Result<(Stripes, Vec<Vec<SocketAddr>>, Option<FrameRate>)> {
+fn plan_from_sdps(args: &RecvArgs) -> Result<(Stripes, Legs, Option<FrameRate>)> {
     let rule = args.striping.split;
     let mut legs = Vec::new();
     let (mut format, mut rate) = (None, None);
@@ -136,7 +154,10 @@ fn plan_from_sdps(args: &RecvArgs) -> Result<(Stripes, Vec<Vec<SocketAddr>>, Opt
         legs.push(
             streams
                 .iter()
-                .map(|s| SocketAddr::new(s.address, s.port))
+                .map(|s| Leg {
+                    listen: SocketAddr::new(s.address, s.port),
+                    source: s.source,
+                })
                 .collect(),
         );
     }
@@ -154,7 +175,7 @@ fn plan_from_sdps(args: &RecvArgs) -> Result<(Stripes, Vec<Vec<SocketAddr>>, Opt
 }
 
 /// Stripes and legs from --listen, --size and --stripes.
-fn plan_from_listen(args: &RecvArgs) -> Result<(Stripes, Vec<Vec<SocketAddr>>)> {
+fn plan_from_listen(args: &RecvArgs) -> Result<(Stripes, Legs)> {
     let s = &args.striping;
     let listen = args
         .listen
@@ -177,15 +198,78 @@ fn plan_from_listen(args: &RecvArgs) -> Result<(Stripes, Vec<Vec<SocketAddr>>)> 
         .as_deref()
         .map(|d| udp::parse_addr(d, "--dup address"))
         .transpose()?;
+    let source = args
+        .source
+        .as_deref()
+        .map(|t| {
+            t.parse::<IpAddr>()
+                .map_err(|_| anyhow!("--source '{t}' is not an IP address"))
+        })
+        .transpose()?;
+    if let Some(src) = source
+        && !base.ip().is_multicast()
+    {
+        bail!("--source {src} only applies to a multicast group; {base} is unicast");
+    }
+    let leg = |listen: SocketAddr| Leg {
+        listen,
+        source: source.filter(|_| listen.ip().is_multicast()),
+    };
     let mut legs = Vec::with_capacity(count);
     for k in 0..count {
-        let mut l = vec![shifted(base, k, "--listen")?];
+        let mut l = vec![leg(shifted(base, k, "--listen")?)];
         if let Some(d) = dup {
-            l.push(shifted(d, k, "--dup")?);
+            l.push(leg(shifted(d, k, "--dup")?));
         }
         legs.push(l);
     }
     Ok((stripes, legs))
+}
+
+/// Stripes, legs and rate from a `nagare cluster` config.
+fn plan_from_cluster(path: &Path) -> Result<(Stripes, Legs, FrameRate)> {
+    let meta = std::fs::metadata(path)
+        .with_context(|| format!("cannot read --cluster '{}'", path.display()))?;
+    if meta.len() > 1 << 20 {
+        bail!(
+            "--cluster '{}' is {} bytes; a cluster config is at most a few KiB",
+            path.display(),
+            meta.len()
+        );
+    }
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read --cluster '{}'", path.display()))?;
+    let c: ClusterConfig = toml::from_str(&text).with_context(|| {
+        format!(
+            "--cluster '{}' is not a nagare cluster config ([stream], [[destination]], [[node]])",
+            path.display()
+        )
+    })?;
+    let s = &c.stream;
+    let format = cli::parse_format(&s.size, &s.pix_fmt)?;
+    let rate = cli::parse_rate(&s.fps)?;
+    let stripes = super::send::stripes_of(format, s.stripes, s.split)?;
+    if c.destinations.len() != s.stripes {
+        bail!(
+            "--cluster '{}' has {} [[destination]] tables for {} stripes: one per stripe",
+            path.display(),
+            c.destinations.len(),
+            s.stripes
+        );
+    }
+    let mut legs = Vec::with_capacity(s.stripes);
+    for (k, d) in c.destinations.iter().enumerate() {
+        let mut l = Vec::new();
+        for a in std::iter::once(&d.to).chain(&d.dup) {
+            let listen = udp::parse_addr(a, &format!("destination {k}"))?;
+            l.push(Leg {
+                listen,
+                source: None,
+            });
+        }
+        legs.push(l);
+    }
+    Ok((stripes, legs, rate))
 }
 
 impl Plan {
@@ -193,11 +277,16 @@ impl Plan {
         if args.striping.dup.is_some() && !args.sdp.is_empty() {
             bail!("--dup goes with --listen; with --sdp, name both legs in the SDP (a=group:DUP)");
         }
-        let (stripes, legs, sdp_rate) = if args.sdp.is_empty() {
-            let (s, l) = plan_from_listen(args)?;
-            (s, l, None)
-        } else {
-            plan_from_sdps(args)?
+        let (stripes, legs, sdp_rate) = match &args.striping.cluster {
+            Some(path) => {
+                let (s, l, r) = plan_from_cluster(path)?;
+                (s, l, Some(r))
+            }
+            None if args.sdp.is_empty() => {
+                let (s, l) = plan_from_listen(args)?;
+                (s, l, None)
+            }
+            None => plan_from_sdps(args)?,
         };
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let threads = args
@@ -249,8 +338,16 @@ struct Unit {
 impl Unit {
     fn open(plan: &Plan, k: usize, recycled: ChanRx<Vec<u8>>) -> Result<Unit> {
         let mut sockets = Vec::new();
-        for (leg, addr) in plan.legs[k].iter().enumerate() {
-            let rx = Receiver::open(*addr, &plan.socket)
+        for (leg, l) in plan.legs[k].iter().enumerate() {
+            let opts = ReceiveOptions {
+                source: l.source,
+                ..plan.socket.clone()
+            };
+            let addr = l.listen;
+            if let Some(s) = l.source {
+                udp::check_family(addr.ip(), Some(s))?;
+            }
+            let rx = Receiver::open(addr, &opts)
                 .with_context(|| format!("stripe {k} leg {leg}: listening on {addr}"))?;
             for n in &rx.notices {
                 eprintln!("nagare recv: note: stripe {k}: {n}");

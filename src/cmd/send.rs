@@ -23,6 +23,7 @@ use nagare_proto::{BitRate, ByteSize, ExtSeq, FrameRate, Nanos, PixelFormat, Ssr
 
 use crate::cli::{self, Size};
 use crate::clock::{EpochStart, Origin, Pacing};
+use crate::cmd::analyze::ideal::IdealReceiver;
 use crate::net::file::AlignedBuf;
 use crate::net::udp::{self, Interface, SendOptions, Sender, iovec};
 use crate::progress::{Ticker, bitrate};
@@ -324,6 +325,18 @@ fn check_multicast_scope(
     Ok(())
 }
 
+/// The perfect-clock judge of a flow of `packets` packets per frame whose
+/// timeline `start.at` is the epoch start of frame `start.first_frame`.
+fn ideal_receiver(
+    cfg: &SendConfig,
+    packets: usize,
+    start: crate::clock::EpochStart,
+) -> Result<IdealReceiver> {
+    let shape = shaping(cfg.format, cfg.rate, packets, cfg.sender_type, cfg.train)?;
+    let base = cfg.rate.frame_start_ns(start.first_frame) as i128 - i128::from(start.at.0);
+    Ok(IdealReceiver::new(*shape.model(), cfg.sender_type, base))
+}
+
 /// A random value from the operating system (RFC 3550 wants SSRCs and
 /// first sequence numbers unpredictable).
 fn random_u32() -> Result<u32> {
@@ -399,9 +412,13 @@ pub fn run(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport> {
         ));
         (origin, origin.epoch_start(cfg.rate, lead))
     });
+    let looping = cfg.looping || cfg.frames.is_none() && cfg.input.starts_with("pattern:");
     let plan = ReadPlan {
-        limit: cfg.frames,
-        looping: cfg.looping || cfg.frames.is_none() && cfg.input.starts_with("pattern:"),
+        // An epoch-locked sender drops the ring frames of slots it gave
+        // up, so a looping reader reads on and the schedule's frame limit
+        // ends the send.
+        limit: cfg.frames.filter(|_| !(looping && planned.is_some())),
+        looping,
         read_delay: cfg.read_delay,
         first: planned.map_or(0, |(_, s)| s.first_frame),
         arrange: arrangement(cfg)?,
@@ -638,6 +655,8 @@ struct Driver<'a> {
     window: (u64, Instant),
     /// Frames waiting in the ring when the last frame was taken.
     ring_fill: usize,
+    /// The ST 2110-21 judgement of the first flow as it left.
+    ideal: Option<IdealReceiver>,
     /// Epoch-locked: the epoch frame the next frame in the ring belongs to
     /// (ring frames of slots given up are dropped, keeping input and epoch
     /// aligned).
@@ -676,6 +695,7 @@ impl<'a> Driver<'a> {
         let packetizer = sched
             .packetizer(ids[0])
             .context("a video flow has a packetizer")?;
+        let ideal = ideal_receiver(cfg, packetizer.packets_per_frame(), start)?;
         let header_stride = (0..packetizer.packets_per_frame())
             .map(|i| packetizer.header_len(i))
             .max()
@@ -706,6 +726,7 @@ impl<'a> Driver<'a> {
             ticker: Ticker::new(cfg.quiet),
             window: (0, Instant::now()),
             ring_fill: 0,
+            ideal: Some(ideal),
             ring_next: planned.map(|(_, s)| s.first_frame),
         })
     }
@@ -879,6 +900,9 @@ impl<'a> Driver<'a> {
             Err(e) => return Err(e).with_context(|| format!("sending to {}", flow.dest)),
         }
         let now = Instant::now();
+        if let Some(ideal) = self.ideal.as_mut().filter(|_| t.flow == self.ids[0]) {
+            ideal.sent(self.origin.nanos(now), t, self.cfg.packet_size);
+        }
         self.first_send.get_or_insert(now);
         self.last_send = Some(now);
         self.packets_sent += t.len() as u64;
@@ -921,7 +945,7 @@ impl<'a> Driver<'a> {
         ));
     }
 
-    fn report(&self) -> SendReport {
+    fn report(&mut self) -> SendReport {
         let (late, underruns) = self.late_and_underruns();
         let span = match (self.first_send, self.last_send) {
             (Some(a), Some(b)) => b.duration_since(a),
@@ -946,6 +970,7 @@ impl<'a> Driver<'a> {
             stripes: self.flows.len(),
             error: None,
             checksums: self.checksums.clone(),
+            st2110_21: self.ideal.take().map(IdealReceiver::finish),
         }
     }
 }
@@ -994,9 +1019,39 @@ pub fn print_summary(r: &SendReport) {
         if r.gso { "UDP GSO" } else { "sendmmsg" },
         cpu_per_gbit(r),
     );
+    if let Some(a) = &r.st2110_21 {
+        eprintln!("{}", pacing_verdict(a));
+    }
     if let Some(e) = &r.error {
         eprintln!("send: stopped early: {e}");
     }
+}
+
+/// The ST 2110-21 lines of a send summary: what a receiver with a
+/// perfect clock would find, and whether that is the declared type.
+pub fn pacing_verdict(a: &nagare_api::st2110::AnalyzeReport) -> String {
+    let Some(v) = &a.verdict else {
+        return "send: ST 2110-21: no whole frame sent to judge".into();
+    };
+    let declared = match (a.declared, a.declared_met) {
+        (Some(t), Some(true)) => format!("keeps to its declared {}", t.sdp_value()),
+        (Some(t), _) => format!("does NOT keep to its declared {}", t.sdp_value()),
+        (None, _) => String::new(),
+    };
+    format!(
+        "send: ST 2110-21 at a perfect-clock receiver: {}\n\
+         send: Cinst p50 {:.0} p99 {:.0} max {:.0}; FPT p50 {:.1} µs max {:.1} µs; {} of {} frames narrow, {} wide, {} not compliant; {declared}",
+        v.text,
+        a.cinst.p50,
+        a.cinst.p99,
+        a.cinst.max,
+        a.fpt_us.p50,
+        a.fpt_us.max,
+        a.frame_verdicts.n + a.frame_verdicts.nl,
+        a.frames,
+        a.frame_verdicts.w,
+        a.frame_verdicts.not_compliant,
+    )
 }
 
 /// `nagare send`.

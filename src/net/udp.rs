@@ -490,6 +490,10 @@ pub struct Datagram<'a> {
     /// [`Receiver::enable_timestamps`] succeeded, else when the batch was
     /// read. Every segment of a GRO batch shares it.
     pub at: Instant,
+    /// The same moment on the system clock (the kernel's stamp itself
+    /// when there is one): what ST 2110 analysis measures frame
+    /// boundaries against.
+    pub wall: SystemTime,
 }
 
 impl Datagram<'_> {
@@ -601,6 +605,14 @@ impl Receiver {
         self.stamps
     }
 
+    /// Turns UDP GRO off, so every datagram comes with its own receive
+    /// stamp (a GRO batch shares one, which would read as a burst).
+    pub fn disable_gro(&mut self) {
+        if self.gro && setsockopt(&self.sock, sockopt::UdpGroSegment, &false).is_ok() {
+            self.gro = false;
+        }
+    }
+
     /// Sets how long [`Receiver::recv_batch`] waits for the first datagram
     /// (at least 1 µs: zero would mean forever).
     pub fn set_wait(&self, wait: Duration) -> io::Result<()> {
@@ -705,15 +717,19 @@ impl Receiver {
             if let Some(d) = meta.drops {
                 self.kernel_drops = d;
             }
-            let at = match meta.stamp {
-                Some(ts) if self.stamps => stamp_to_instant(&ts, mono_now, wall_now),
-                _ => mono_now,
+            let (at, wall) = match meta.stamp {
+                Some(ts) if self.stamps => (
+                    stamp_to_instant(&ts, mono_now, wall_now),
+                    timespec_to_system(&ts),
+                ),
+                _ => (mono_now, wall_now),
             };
             each(Datagram {
                 bytes: &self.bufs[k][..len],
                 segment: meta.segment.filter(|&s| s > 0).unwrap_or(len),
                 from: sockaddr_to_std(&self.names[k]),
                 at,
+                wall,
             });
         }
         Ok(n)
@@ -767,6 +783,15 @@ fn read_cmsgs(msg: &libc::msghdr) -> CmsgMeta {
         }
     }
     meta
+}
+
+/// A kernel wall-clock stamp as a `SystemTime`.
+fn timespec_to_system(ts: &libc::timespec) -> SystemTime {
+    SystemTime::UNIX_EPOCH
+        + Duration::new(
+            u64::try_from(ts.tv_sec).unwrap_or(0),
+            u32::try_from(ts.tv_nsec).unwrap_or(0),
+        )
 }
 
 /// The Instant of a kernel wall-clock stamp, given both clocks read

@@ -10,6 +10,7 @@ mod disk;
 mod doctor;
 mod impair_scripts;
 mod peers;
+mod preauth;
 mod probe;
 mod recv_faults;
 mod send_recv;

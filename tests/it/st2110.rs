@@ -244,3 +244,364 @@ fn a_bad_ptp_clock_is_refused_with_the_form_to_use() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("39-A7-94-FF-FE-07-CB-D0"), "{err}");
 }
+
+/// An Ethernet/IPv4/UDP frame to 127.0.0.1:`port` holding `payload`.
+fn udp_frame(port: u16, payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![0u8; 12];
+    f.extend_from_slice(&[0x08, 0x00]);
+    let total = (28 + payload.len()) as u16;
+    f.extend_from_slice(&[0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0]);
+    f[16..18].copy_from_slice(&total.to_be_bytes());
+    f.extend_from_slice(&[127, 0, 0, 1, 127, 0, 0, 1]);
+    f.extend_from_slice(&40000u16.to_be_bytes());
+    f.extend_from_slice(&port.to_be_bytes());
+    f.extend_from_slice(&(8 + payload.len() as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.extend_from_slice(payload);
+    f
+}
+
+/// An RTP packet with an RFC 4175 ESN and a little payload.
+fn rtp(seq: u32, ts: u32, marker: bool) -> Vec<u8> {
+    let mut p = vec![0x80, 96 | if marker { 0x80 } else { 0 }];
+    p.extend_from_slice(&(seq as u16).to_be_bytes());
+    p.extend_from_slice(&ts.to_be_bytes());
+    p.extend_from_slice(&0x1234_5678u32.to_be_bytes());
+    p.extend_from_slice(&((seq >> 16) as u16).to_be_bytes());
+    p.extend_from_slice(&[0; 30]);
+    p
+}
+
+/// A nanosecond pcap of `records` (capture time, frame).
+fn pcap(records: &[(u64, Vec<u8>)]) -> Vec<u8> {
+    let mut f = 0xa1b2_3c4du32.to_le_bytes().to_vec();
+    f.extend_from_slice(&[2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    f.extend_from_slice(&65535u32.to_le_bytes());
+    f.extend_from_slice(&1u32.to_le_bytes());
+    for (ns, data) in records {
+        f.extend_from_slice(&((ns / 1_000_000_000) as u32).to_le_bytes());
+        f.extend_from_slice(&((ns % 1_000_000_000) as u32).to_le_bytes());
+        f.extend_from_slice(&(data.len() as u32).to_le_bytes());
+        f.extend_from_slice(&(data.len() as u32).to_le_bytes());
+        f.extend_from_slice(data);
+    }
+    f
+}
+
+/// Five frames of 1080p50 in 960 packets: gapped TRS is exactly 20 µs
+/// and TROdefault 43/1125 of 20 ms = 764 444.4 ns. Packet j of epoch frame
+/// N arrives at ⌊N · 20 ms + TROdefault⌋ + j · 20 µs, one read period
+/// after the one before, so the gapped receiver holds 1 packet and the
+/// bucket (drained every 18 939.4 ns) empties between packets. Then:
+/// frame 2 sends packets 100..=109 together (Cinst 0..9, VRX 10); frame 3
+/// is stamped 90 ticks (1 ms) late; frame 4 loses packet 500.
+fn hand_made_capture() -> Vec<u8> {
+    const N0: u64 = 87_500_000_000; // 2025-06-15 at 50 fps
+    let port = 5004;
+    let arrival = |n: u64, j: u64| n * 20_000_000 + 764_444 + j * 20_000;
+    let stamp = |n: u64| (n * 1800) as u32;
+    let mut seq = 7u32 << 16;
+    let mut records = vec![
+        (
+            arrival(N0 - 1, 959),
+            udp_frame(port, &rtp(seq, stamp(N0 - 1), true)),
+        ),
+        // An ARP frame and a datagram to another port are not the stream.
+        (arrival(N0 - 1, 959) + 5, vec![0xff; 42]),
+        (arrival(N0 - 1, 959) + 6, udp_frame(9, &rtp(1, 2, false))),
+    ];
+    for f in 0..5u64 {
+        let n = N0 + f;
+        let ts = stamp(n) + if f == 3 { 90 } else { 0 };
+        for j in 0..960u64 {
+            seq += 1;
+            if f == 4 && j == 500 {
+                continue;
+            }
+            let at = if f == 2 && (100..110).contains(&j) {
+                arrival(n, 100)
+            } else {
+                arrival(n, j)
+            };
+            records.push((at, udp_frame(port, &rtp(seq, ts, j == 959))));
+        }
+    }
+    pcap(&records)
+}
+
+#[test]
+fn a_capture_is_judged_as_worked_out_by_hand() {
+    use nagare_api::st2110::AnalyzeReport;
+    use nagare_proto::video::st2110_21::{Compliance, Limits, ReadSchedule};
+    let s = Scratch::new("analyze-pcap");
+    let file = s.path("five.pcap");
+    std::fs::write(&file, hand_made_capture()).unwrap();
+    let plot = s.path("five.png");
+    let run = |tp: &str| {
+        nagare()
+            .args([
+                "analyze",
+                "--pcap",
+                file.to_str().unwrap(),
+                "--port",
+                "5004",
+            ])
+            .args(["--size", "1920x1080", "--fps", "50", "--tp", tp, "--json"])
+            .args(["--plot", plot.to_str().unwrap()])
+            .output()
+            .unwrap()
+    };
+    let out = run("w");
+    assert_ok(&out);
+    let r: AnalyzeReport = crate::common::parse_report(&String::from_utf8_lossy(&out.stdout));
+    let m = r.model.as_ref().expect("a model");
+    assert_eq!(m.packets, 960, "learned from the frame starts");
+    assert_eq!(
+        m.limits,
+        Limits {
+            cmax_n: 4,
+            cmax_nl: 4,
+            cmax_w: 16,
+            vrx_full_n: 8,
+            vrx_full_w: 720
+        }
+    );
+    assert!((m.trs_ns - 20_000.0).abs() < 1e-6 && (m.tr_offset_ns - 764_444.44).abs() < 0.01);
+    assert_eq!(
+        (r.frames, r.packets, r.lost, r.seq_errors),
+        (5, 1 + 5 * 960 - 1, 1, 1)
+    );
+    assert_eq!(r.other, 2);
+    assert_eq!(
+        (
+            r.frame_verdicts.n,
+            r.frame_verdicts.w,
+            r.frame_verdicts.not_compliant
+        ),
+        (4, 1, 0)
+    );
+    let v = r.verdict.as_ref().unwrap();
+    assert_eq!(
+        (v.compliance, v.schedule),
+        (Compliance::Wide, ReadSchedule::Gapped)
+    );
+    // Within one packet of the hand values: Cinst 9, VRX 0 (after the
+    // loss) to 10.
+    assert!(v.cinst_peak.abs_diff(9) <= 1, "{}", v.text);
+    assert!(
+        v.vrx.peak.abs_diff(10) <= 1 && v.vrx.min.abs_diff(0) <= 1,
+        "{}",
+        v.text
+    );
+    assert_eq!(
+        v.text,
+        "W (gapped): Cinst peak 9 > CMAX_N 4; within CMAX_W 16; VRX peak 10 > VRX_FULL_N 8; within VRX_FULL_W 720"
+    );
+    assert_eq!(r.declared_met, Some(true));
+    // FPT is TROdefault, to the nanosecond the capture keeps.
+    assert!((r.fpt_us.min - 764.444).abs() < 0.002 && (r.fpt_us.max - 764.444).abs() < 0.002);
+    assert_eq!(
+        (r.rtp_offset_ticks.min, r.rtp_offset_ticks.max),
+        (Some(0), Some(90))
+    );
+    // Latency: FPT, or 1 ms less for the frame stamped late.
+    assert_eq!(
+        (r.latency_us.min, r.latency_us.max),
+        (Some(-236), Some(764))
+    );
+    assert_eq!(
+        (r.rtp_delta_ticks.min, r.rtp_delta_ticks.max),
+        (Some(1710), Some(1890))
+    );
+    let cinst_9: Vec<_> = r.cinst_histogram.iter().filter(|b| b[0] == 9).collect();
+    assert_eq!(cinst_9, [&[9, 1]]);
+    let png = std::fs::read(&plot).unwrap();
+    assert_eq!(&png[1..4], b"PNG");
+    // Held to N, the same capture fails, and says by how much.
+    let out = run("n");
+    assert_eq!(out.status.code(), Some(1));
+    let r: AnalyzeReport = crate::common::parse_report(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(r.declared_met, Some(false));
+}
+
+#[test]
+fn a_corrupt_capture_is_refused_with_the_fix() {
+    let s = Scratch::new("analyze-bad");
+    let file = s.path("bad.pcap");
+    std::fs::write(&file, b"GIF89a and then some bytes that are no capture").unwrap();
+    let out = nagare()
+        .args([
+            "analyze",
+            "--pcap",
+            file.to_str().unwrap(),
+            "--size",
+            "64x48",
+            "--fps",
+            "25",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not a pcap or pcapng capture"), "{err}");
+    assert!(err.contains("tcpdump -w FILE"), "{err}");
+}
+
+#[test]
+fn recv_analyze_judges_the_stream_it_records() {
+    use nagare_api::video::{RecvReport, SendReport};
+    let s = Scratch::new("recv-analyze");
+    let sdp = s.path("s.sdp");
+    let frames = 30u64;
+    let port = free_udp_port();
+    // The SDP first (one frame to nowhere), so recv learns rate and TP.
+    let out = nagare()
+        .args(["send", "pattern:bars", "--to", &format!("127.0.0.1:{port}")])
+        .args(["--size", "320x240", "--pix-fmt", "uyvy422", "--fps", "50"])
+        .args([
+            "--tp",
+            "nl",
+            "--frames",
+            "1",
+            "--sdp",
+            sdp.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let mut recv = nagare();
+    recv.args([
+        "recv",
+        "--sdp",
+        sdp.to_str().unwrap(),
+        "--analyze",
+        "--json",
+    ])
+    .args(["--frames", &frames.to_string(), "--timeout", "5"]);
+    let mut r = crate::common::Running::spawn(recv);
+    r.listening();
+    let out = nagare()
+        .args(["send", "pattern:bars", "--to", &format!("127.0.0.1:{port}")])
+        .args(["--size", "320x240", "--pix-fmt", "uyvy422", "--fps", "50"])
+        .args(["--tp", "nl", "--frames", &frames.to_string(), "--json"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let sent: SendReport = crate::common::parse_report(&String::from_utf8_lossy(&out.stdout));
+    let (status, out, err) = r.finish();
+    assert!(status.success(), "{err}");
+    let got: RecvReport = crate::common::parse_report(&out);
+    assert_eq!(got.frames_complete, frames);
+    assert!(!got.gro, "analysis needs a stamp per datagram");
+    let a = got.analysis.expect("recv --analyze reports an analysis");
+    let m = a.model.expect("a model");
+    assert_eq!(u64::from(m.packets), sent.packets_per_frame);
+    assert_eq!(a.declared, Some(SenderType::NL));
+    // The first frame waits for a boundary; every other one is judged.
+    assert_eq!(a.frames, frames - 1);
+    assert_eq!((a.lost, a.seq_errors), (0, 0));
+    assert!(a.verdict.is_some() && a.declared_met.is_some());
+    // nagare stamps frames on the epoch grid: a frame's first packet
+    // arrives in its own epoch frame (offset 0) or, from a sender late by
+    // more than a frame on a loaded machine, a whole frame later.
+    let (lo, hi) = (
+        a.rtp_offset_ticks.min.unwrap(),
+        a.rtp_offset_ticks.max.unwrap(),
+    );
+    assert!(hi <= 0 && lo % 1800 == 0 && hi % 1800 == 0, "{lo}..{hi}");
+    assert_eq!(
+        (a.rtp_delta_ticks.min, a.rtp_delta_ticks.max),
+        (Some(1800), Some(1800))
+    );
+    // The sender's own judgement is there too.
+    let ideal = sent.st2110_21.expect("send judges its stream");
+    assert_eq!(ideal.declared, Some(SenderType::NL));
+    assert_eq!(ideal.frames, frames - 1);
+}
+
+#[test]
+fn a_tcpdump_capture_of_nagare_send_is_analysed() {
+    use nagare_api::st2110::AnalyzeReport;
+    use nagare_api::video::SendReport;
+    use std::io::{BufRead, BufReader};
+    if !require("tcpdump") {
+        return;
+    }
+    let s = Scratch::new("tcpdump");
+    let file = s.path("lo.pcap");
+    // A socket on the port, so no send is refused (tcpdump binds none);
+    // what it drops when full was captured already.
+    let sink = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = sink.local_addr().unwrap().port();
+    let frames = 12u64;
+    // 320x240 4:2:2 8-bit, a 640-byte line and its 20 bytes of headers
+    // per packet: 240 a frame.
+    let packets = frames * 240;
+    /// tcpdump is killed however the test ends.
+    struct Dump(std::process::Child);
+    impl Drop for Dump {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut dump = std::process::Command::new("tcpdump")
+        .args([
+            "-i",
+            "lo",
+            "-n",
+            "-U",
+            "-B",
+            "16384",
+            "--time-stamp-precision=nano",
+            "-c",
+        ])
+        .arg(packets.to_string())
+        .arg("-w")
+        .arg(&file)
+        .args(["udp", "and", "dst", "port", &port.to_string()])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("running tcpdump");
+    let mut err = BufReader::new(dump.stderr.take().unwrap());
+    let mut dump = Dump(dump);
+    // tcpdump says "listening on lo" once its filter is in place.
+    let mut line = String::new();
+    while err.read_line(&mut line).unwrap() > 0 && !line.contains("listening on") {
+        line.clear();
+    }
+    assert!(
+        line.contains("listening on"),
+        "tcpdump did not start: {line}"
+    );
+    // Without GSO: tcpdump on lo sees a UDP GSO train as one unsegmented
+    // datagram, as no receiver does.
+    let out = nagare()
+        .args(["send", "pattern:bars", "--to", &format!("127.0.0.1:{port}")])
+        .args(["--size", "320x240", "--pix-fmt", "uyvy422", "--fps", "50"])
+        .args(["--packet-size", "660", "--tp", "w", "--no-gso", "--json"])
+        .args(["--frames", &frames.to_string()])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let sent: SendReport = crate::common::parse_report(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(sent.packets_per_frame, 240);
+    let status = crate::common::wait_bounded(&mut dump.0, 20, "tcpdump");
+    assert!(status.success());
+    let out = nagare()
+        .args(["analyze", "--pcap", file.to_str().unwrap(), "--json"])
+        .args(["--size", "320x240", "--fps", "50", "--tp", "w"])
+        .output()
+        .unwrap();
+    let r: AnalyzeReport = crate::common::parse_report(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(r.model.as_ref().map(|m| m.packets), Some(240));
+    // The first frame waits for a boundary.
+    assert_eq!((r.frames, r.packets, r.lost), (frames - 1, packets, 0));
+    assert_eq!(r.ssrc, Some(sent.ssrc.0));
+    // What the capture saw and what the sender judged agree on the
+    // frame structure; pacing figures differ by the kernel's delivery.
+    let ideal = sent.st2110_21.unwrap();
+    assert_eq!(ideal.frames, r.frames);
+    assert_eq!(r.rtp_delta_ticks.min, Some(1800));
+    assert_eq!(r.rtp_delta_ticks.max, Some(1800));
+}

@@ -16,6 +16,7 @@ pub mod doctor;
 pub mod impair;
 pub mod probe;
 pub mod serve;
+pub mod st2110;
 pub mod stripes;
 pub mod tree;
 pub mod video;

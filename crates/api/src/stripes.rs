@@ -111,3 +111,40 @@ pub struct StripesReport {
     /// Why the receiver stopped.
     pub ended_by: EndedBy,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_report_keeps_its_field_names() {
+        let r = StripesReport {
+            split: "2si".into(),
+            stripes: 8,
+            failures: vec![FrameFailure {
+                index: 3,
+                timestamp: 9000,
+                missing: vec![6],
+                incomplete: vec![2],
+            }],
+            per_stripe: vec![StripeReport {
+                stripe: 6,
+                ..StripeReport::default()
+            }],
+            ..StripesReport::default()
+        };
+        let text = serde_json::to_string(&r).unwrap();
+        for key in [
+            r#""split":"2si""#,
+            r#""failures":[{"index":3,"timestamp":9000,"missing":[6],"incomplete":[2]}]"#,
+            r#""frames":{"complete":0,"incomplete":0,"missing":0,"late":0}"#,
+            r#""skew_us_max":0.0"#,
+            r#""ended_by":"interrupted""#,
+        ] {
+            assert!(text.contains(key), "{key} in {text}");
+        }
+        // A stripe on one leg has no leg list.
+        assert!(!text.contains("\"legs\""), "{text}");
+        assert_eq!(serde_json::from_str::<StripesReport>(&text).unwrap(), r);
+    }
+}

@@ -49,6 +49,11 @@ pub struct SendReport {
     /// xxh3 of every frame sent, in order (demo only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checksums: Vec<u64>,
+    /// The ST 2110-21 analysis of the first stream as it left (each
+    /// packet at its send call's return, judged by a perfect clock),
+    /// against the declared sender type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub st2110_21: Option<crate::st2110::AnalyzeReport>,
 }
 
 /// Runs of frame indices, for reports.
@@ -218,6 +223,9 @@ pub struct RecvReport {
     /// xxh3 of each complete frame by index (demo only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checksums: Vec<(u64, u64)>,
+    /// The ST 2110-21 analysis (`recv --analyze`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<crate::st2110::AnalyzeReport>,
 }
 
 /// What `nagare demo` proved.

@@ -9,8 +9,10 @@
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
+pub mod capture;
 pub mod cluster;
 pub mod framing;
+pub mod lobby;
 pub mod mpegts;
 pub mod netem;
 pub mod probe;

@@ -105,8 +105,10 @@ pub struct Sink {
 }
 
 impl Sink {
-    /// Binds `127.0.0.1:0` (or `bind`) with a large forced buffer.
-    pub fn open(bind: std::net::SocketAddr) -> Result<Sink> {
+    /// Binds `bind` with a large forced buffer; with `realtime` the
+    /// receiving thread runs SCHED_FIFO (a server given real-time pacing
+    /// on a busy host would otherwise outrun its own load generator).
+    pub fn open(bind: std::net::SocketAddr, realtime: bool) -> Result<Sink> {
         let opts = ReceiveOptions {
             buffer_bytes: 256 << 20,
             ..ReceiveOptions::default()
@@ -123,7 +125,12 @@ impl Sink {
         let (f, d, s) = (flows.clone(), drops.clone(), stop.clone());
         let thread = std::thread::Builder::new()
             .name("loadtest-rx".into())
-            .spawn(move || receive(rx, &f, &d, &s))
+            .spawn(move || {
+                if realtime && let Err(e) = crate::net::tuning::realtime() {
+                    eprintln!("nagare loadtest: receiver: {e:#}");
+                }
+                receive(rx, &f, &d, &s)
+            })
             .context("starting the receiving thread")?;
         Ok(Sink {
             addr,

@@ -49,6 +49,10 @@ pub struct LoadtestArgs {
     /// The server's process id, to read its CPU from /proc (any server).
     #[arg(long)]
     pub pid: Option<u32>,
+    /// Receive with real-time (SCHED_FIFO) priority; needs root or
+    /// CAP_SYS_NICE.
+    #[arg(long)]
+    pub realtime: bool,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -128,7 +132,7 @@ pub fn main(args: LoadtestArgs) -> Result<ExitCode> {
     let bind = SocketAddr::new(local_ip_towards(server)?, 0);
     let test = Test {
         mode,
-        sink: Sink::open(bind)?,
+        sink: Sink::open(bind, args.realtime)?,
         token,
         cpu,
     };

@@ -13,10 +13,12 @@ use anyhow::{Context, Result, anyhow, bail};
 use nagare_api::video::{EndedBy, FrameList, RecvReport, Rival, Take};
 use nagare_proto::sdp::SdpStream;
 use nagare_proto::video::receiver::{self, Config, Datagram, Event, Incomplete};
+use nagare_proto::video::st2110_21::{Monitor, Scan, SenderType, StreamShape};
 use nagare_proto::{BitRate, ByteSize, FrameRate, Nanos, PixelFormat, VideoFormat};
 
 use crate::cli::{self, Size};
 use crate::clock::Origin;
+use crate::cmd::analyze::collect::{Collector, FramePoint};
 use crate::net::udp::{self, Interface, ReceiveOptions, Receiver};
 use crate::progress::{Ticker, bitrate};
 
@@ -31,7 +33,7 @@ use writer::{ToWriter, Writer};
 #[derive(clap::Args, Debug, Clone)]
 pub struct RecvArgs {
     /// Address to listen on, HOST:PORT (a multicast group joins it).
-    #[arg(long, conflicts_with = "sdp", required_unless_present = "sdp")]
+    #[arg(long, conflicts_with = "sdp", required_unless_present_any = ["sdp", "cluster"])]
     pub listen: Option<String>,
     /// Frame size WIDTHxHEIGHT (with --listen).
     #[arg(long, requires = "listen", value_parser = cli::parse_size)]
@@ -97,12 +99,27 @@ pub struct RecvArgs {
     /// needs root or CAP_SYS_NICE.
     #[arg(long)]
     pub realtime: bool,
+    /// Analyse the stream's ST 2110-21 timing too (Cinst, VRX, FPT, RTP
+    /// offset, verdict; see `nagare analyze`), from kernel receive stamps.
+    #[arg(long)]
+    pub analyze: bool,
     /// Print statistics as JSON on stdout at the end.
     #[arg(long)]
     pub json: bool,
     /// Stripes and ST 2022-7 legs (see recv_stripes).
     #[command(flatten)]
     pub striping: super::recv_stripes::StripeArgs,
+}
+
+/// The ST 2110-21 analysis of a receive run.
+#[derive(Debug, Clone, Copy)]
+pub struct AnalyzeSpec {
+    /// What is known of the stream.
+    pub shape: StreamShape,
+    /// The sender type to hold it to.
+    pub declared: Option<SenderType>,
+    /// Print a line per second on stderr.
+    pub print_seconds: bool,
 }
 
 /// A validated receiver configuration.
@@ -138,6 +155,8 @@ pub struct RecvConfig {
     pub checksums: bool,
     /// Suppress the progress line.
     pub quiet: bool,
+    /// Analyse the stream's ST 2110-21 timing.
+    pub analyze: Option<AnalyzeSpec>,
 }
 
 impl RecvArgs {
@@ -152,6 +171,7 @@ impl RecvArgs {
                     .map_err(|_| anyhow!("--source '{s}' is not an IP address"))
             })
             .transpose()?;
+        let mut declared = None;
         let (listen, format, mut rate) = match (&self.listen, self.sdp.as_slice()) {
             (Some(l), []) => {
                 let listen = udp::parse_addr(l, "listen address")?;
@@ -167,6 +187,7 @@ impl RecvArgs {
                 if source.is_none() {
                     source = sdp.source;
                 }
+                declared = sdp.sender_type;
                 (SocketAddr::new(sdp.address, sdp.port), sdp.format, sdp.rate)
             }
             _ => bail!("give either --listen HOST:PORT with --size and --pix-fmt, or --sdp FILE"),
@@ -188,6 +209,11 @@ impl RecvArgs {
         // Room for a few frames in the kernel: senders that do not pace
         // (GStreamer, FFmpeg) send each frame as one burst.
         let buffer_bytes = (format.frame_bytes() * 4).clamp(16 << 20, 512 << 20);
+        let analyze = if self.analyze {
+            Some(analyze_spec(format, rate, declared)?)
+        } else {
+            None
+        };
         Ok(RecvConfig {
             listen,
             format,
@@ -210,8 +236,31 @@ impl RecvArgs {
             buffer_frames: self.buffer_frames,
             checksums: false,
             quiet: self.json,
+            analyze,
         })
     }
+}
+
+/// The analysis of `recv --analyze`: the raster and rate of the stream,
+/// Npackets learned from it.
+fn analyze_spec(
+    format: VideoFormat,
+    rate: Option<FrameRate>,
+    declared: Option<SenderType>,
+) -> Result<AnalyzeSpec> {
+    let rate = rate
+        .ok_or_else(|| anyhow!("--analyze needs the frame rate: give --fps (like 60000/1001)"))?;
+    Ok(AnalyzeSpec {
+        shape: StreamShape {
+            rate,
+            lines: format.height,
+            scan: Scan::Progressive,
+            packets: None,
+            tr_offset: None,
+        },
+        declared,
+        print_seconds: false,
+    })
 }
 
 impl RecvArgs {
@@ -295,12 +344,66 @@ struct Driver<'a> {
     report: RecvReport,
     ticker: Ticker,
     window: (u64, Instant),
+    analysis: Option<Analysis>,
+}
+
+/// The ST 2110-21 monitor beside the receiver machine, and what it found.
+struct Analysis {
+    monitor: Monitor,
+    collector: Collector,
+    print_seconds: bool,
+}
+
+impl Analysis {
+    /// Starts the analysis of `spec`, making `rx` stamp every datagram.
+    fn start(spec: AnalyzeSpec, rx: &mut Receiver, listen: SocketAddr) -> Analysis {
+        // Each datagram needs its own arrival: kernel stamps, and no GRO
+        // batches sharing one.
+        if !rx.enable_timestamps() {
+            eprintln!("nagare recv: note: no kernel receive stamps here; arrivals are read times");
+        }
+        rx.disable_gro();
+        Analysis {
+            monitor: Monitor::new(spec.shape),
+            collector: Collector::new(format!("udp {listen}"), spec.declared),
+            print_seconds: spec.print_seconds,
+        }
+    }
+
+    fn events(&mut self) {
+        while let Some(e) = self.monitor.poll_event() {
+            if let Some(line) = self.collector.event(e)
+                && self.print_seconds
+            {
+                eprintln!("{}", crate::cmd::analyze::output::second(&line));
+            }
+        }
+    }
+
+    fn finish(mut self) -> (nagare_api::st2110::AnalyzeReport, Vec<FramePoint>) {
+        self.monitor.flush();
+        self.events();
+        self.collector
+            .finish(self.monitor.analyzer(), self.monitor.stats(), 0)
+    }
 }
 
 /// Receives until the frame limit, the idle timeout, or `stop`.
 pub fn run(cfg: &RecvConfig, bound: Bound, stop: &AtomicBool) -> Result<RecvReport> {
+    run_analyzed(cfg, bound, stop).map(|(r, _)| r)
+}
+
+/// [`run`], also returning the analysis's per-frame series (for a plot).
+pub fn run_analyzed(
+    cfg: &RecvConfig,
+    bound: Bound,
+    stop: &AtomicBool,
+) -> Result<(RecvReport, Vec<FramePoint>)> {
     let mut rx = bound.rx;
     let drops_at_start = rx.kernel_drops;
+    let analysis = cfg
+        .analyze
+        .map(|spec| Analysis::start(spec, &mut rx, cfg.listen));
     let mut d = Driver {
         cfg,
         machine: receiver::Receiver::new(Config {
@@ -317,6 +420,7 @@ pub fn run(cfg: &RecvConfig, bound: Bound, stop: &AtomicBool) -> Result<RecvRepo
         report: RecvReport::default(),
         ticker: Ticker::new(cfg.quiet),
         window: (0, Instant::now()),
+        analysis,
     };
     let ended_by = match d.receive(&mut rx, stop) {
         Ok(e) => e,
@@ -332,6 +436,7 @@ pub fn run(cfg: &RecvConfig, bound: Bound, stop: &AtomicBool) -> Result<RecvRepo
         machine,
         writer,
         mut report,
+        analysis,
         ..
     } = d;
     let written = writer.finish()?;
@@ -345,7 +450,9 @@ pub fn run(cfg: &RecvConfig, bound: Bound, stop: &AtomicBool) -> Result<RecvRepo
         ended_by
     };
     report.gro = rx.gro;
-    Ok(report)
+    let (analysis, points) = analysis.map(Analysis::finish).unzip();
+    report.analysis = analysis;
+    Ok((report, points.unwrap_or_default()))
 }
 
 impl Driver<'_> {
@@ -381,14 +488,24 @@ impl Driver<'_> {
     /// Feeds one socket batch to the machine; how many datagrams it held.
     fn batch(&mut self, rx: &mut Receiver) -> Result<usize> {
         let (machine, origin) = (&mut self.machine, self.origin);
-        rx.recv_batch(|d| {
-            let now = origin.nanos(d.at);
-            for bytes in d.segments() {
-                let from = d.from;
-                machine.handle_input(now, Datagram { bytes, from });
-            }
-        })
-        .context("receiving")
+        let mut monitor = self.analysis.as_mut().map(|a| &mut a.monitor);
+        let got = rx
+            .recv_batch(|d| {
+                let now = origin.nanos(d.at);
+                let wall = epoch_nanos(d.wall);
+                for bytes in d.segments() {
+                    if let Some(m) = monitor.as_mut() {
+                        m.handle_input(wall, bytes);
+                    }
+                    let from = d.from;
+                    machine.handle_input(now, Datagram { bytes, from });
+                }
+            })
+            .context("receiving")?;
+        if let Some(a) = self.analysis.as_mut() {
+            a.events();
+        }
+        Ok(got)
     }
 
     /// On a stop, takes what the kernel already holds (a sender stopped
@@ -524,6 +641,12 @@ fn say_rival(ssrc: u32, from: Option<SocketAddr>, stream: u32, took_over: bool) 
              port alongside SSRC 0x{stream:08x}; its packets are counted as foreign"
         );
     }
+}
+
+/// A system-clock time as nanoseconds since the Unix epoch.
+fn epoch_nanos(t: std::time::SystemTime) -> Nanos {
+    let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    Nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 /// Copies the machine's counters into the report.

@@ -71,16 +71,16 @@ pub struct ServeArgs {
     /// Pacing threads (default: one per core).
     #[arg(long)]
     pub pacers: Option<usize>,
-    /// Run the pacing threads with real-time (SCHED_FIFO) priority, so a
-    /// busy machine cannot hold a datagram back by a scheduler tick; needs
-    /// root or CAP_SYS_NICE.
+    /// Run the pacing threads and the reader with real-time (SCHED_FIFO)
+    /// priority, so a busy machine cannot hold a datagram back by a
+    /// scheduler tick; needs root or CAP_SYS_NICE.
     #[arg(long)]
     pub realtime: bool,
     /// RTSP sessions without a request or keep-alive this long are reaped.
     #[arg(long, default_value = "60", value_parser = cli::parse_seconds)]
     pub session_timeout: Duration,
     /// Play time each MPEG-TS ring reads ahead, in milliseconds.
-    #[arg(long, default_value_t = 250)]
+    #[arg(long, default_value_t = 500)]
     pub read_ahead_ms: u64,
     /// Frames each raw video ring reads ahead.
     #[arg(long, default_value_t = 4)]
@@ -89,6 +89,10 @@ pub struct ServeArgs {
     /// fill is dropped.
     #[arg(long, default_value_t = 2048)]
     pub write_queue: usize,
+    /// RTSP connections served at once (each costs two threads); more are
+    /// closed as they are accepted.
+    #[arg(long, default_value_t = 2048)]
+    pub max_connections: usize,
     /// Rate of MPEG-TS files without PCR (e.g. 6M).
     #[arg(long, default_value = "6M", value_parser = cli::parse_bit_rate)]
     pub ts_rate: u64,
@@ -169,8 +173,12 @@ fn build(args: &ServeArgs, media: media::Catalog, token: Token) -> Result<Server
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let pacers = pacer::Pacers::start(args.pacers.unwrap_or(cores).clamp(1, 64), args.realtime)?;
-    let reader = reader::Reader::start(Duration::from_millis(args.read_ahead_ms), args.ring_frames)
-        .context("starting the read-ahead thread")?;
+    let reader = reader::Reader::start(
+        Duration::from_millis(args.read_ahead_ms),
+        args.ring_frames,
+        args.realtime,
+    )
+    .context("starting the read-ahead thread")?;
     Ok(Server {
         media,
         table: table::Table::default(),
@@ -185,6 +193,7 @@ fn build(args: &ServeArgs, media: media::Catalog, token: Token) -> Result<Server
             write_queue: args.write_queue,
             multicast_interface: args.multicast_interface.clone(),
             send_buffer: 1 << 20,
+            max_connections: args.max_connections,
         },
         started: Instant::now(),
         stop: crate::stop_flag(),

@@ -118,15 +118,26 @@ pub struct Reader {
 
 impl Reader {
     /// Starts the thread. TS rings hold `read_ahead` of play time; raw
-    /// rings hold `ring_frames` frames.
-    pub fn start(read_ahead: Duration, ring_frames: usize) -> std::io::Result<Reader> {
+    /// rings hold `ring_frames` frames. With `realtime` the thread runs
+    /// SCHED_FIFO like the pacers: a reader starved by a busy machine
+    /// would leave every ring dry however well the pacers keep time.
+    pub fn start(
+        read_ahead: Duration,
+        ring_frames: usize,
+        realtime: bool,
+    ) -> std::io::Result<Reader> {
         let (commands, rx) = unbounded();
         let (wake, wake_rx) = bounded(4096);
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new()
             .name("serve-reader".into())
-            .spawn(move || run(&rx, &wake_rx, &stop2))?;
+            .spawn(move || {
+                if realtime && let Err(e) = crate::net::tuning::realtime() {
+                    eprintln!("nagare serve: reader: {e:#}");
+                }
+                run(&rx, &wake_rx, &stop2)
+            })?;
         Ok(Reader {
             commands,
             wake,

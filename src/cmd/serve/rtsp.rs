@@ -83,11 +83,25 @@ pub fn listen(server: Arc<Server>, listener: TcpListener) {
                     .stats
                     .rtsp_connections
                     .fetch_add(1, Ordering::Relaxed);
+                // Two threads per connection: their number is capped, so a
+                // flood of connections cannot exhaust the host.
+                let open = &server.stats.rtsp_open;
+                if open.fetch_add(1, Ordering::AcqRel) >= server.settings.max_connections {
+                    open.fetch_sub(1, Ordering::AcqRel);
+                    server.stats.rtsp_refused.fetch_add(1, Ordering::Relaxed);
+                    drop(stream);
+                    continue;
+                }
                 let s = server.clone();
-                let spawned = std::thread::Builder::new()
-                    .name("serve-rtsp".into())
-                    .spawn(move || connection(s, stream, peer));
+                let spawned =
+                    std::thread::Builder::new()
+                        .name("serve-rtsp".into())
+                        .spawn(move || {
+                            connection(s.clone(), stream, peer);
+                            s.stats.rtsp_open.fetch_sub(1, Ordering::AcqRel);
+                        });
                 if let Err(e) = spawned {
+                    server.stats.rtsp_open.fetch_sub(1, Ordering::AcqRel);
                     eprintln!("nagare serve: cannot start a thread for {peer}: {e}");
                 }
             }

@@ -32,6 +32,8 @@ const MAX_START_AHEAD_NS: u128 = 60_000_000_000;
 pub struct Stats {
     /// RTSP connections accepted.
     pub rtsp_connections: AtomicU64,
+    /// RTSP connections open now.
+    pub rtsp_open: std::sync::atomic::AtomicUsize,
     /// RTSP sessions open now.
     pub rtsp_sessions: AtomicI64,
     /// RTSP requests answered with 4xx/5xx.
@@ -53,6 +55,8 @@ pub struct Settings {
     pub multicast_interface: Option<Interface>,
     /// Socket send buffer per flow.
     pub send_buffer: usize,
+    /// RTSP connections served at once; more are closed at accept.
+    pub max_connections: usize,
 }
 
 /// The daemon's shared state.

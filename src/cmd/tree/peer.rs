@@ -14,7 +14,7 @@ use nagare_proto::Nanos;
 use nagare_proto::screen::CompletedFrame;
 use nagare_proto::stats::Distribution;
 use nagare_proto::tree::peer::{AttachFailure, Event, Failure, Input, Loss};
-use nagare_proto::tree::{DialId, Limits, Peer, PeerConfig, Transmit};
+use nagare_proto::tree::{DialId, Peer, PeerConfig, Transmit};
 
 use super::links::Links;
 use super::{JoinArgs, fingerprint, now_us, parse_key};
@@ -72,7 +72,7 @@ pub fn run(args: JoinArgs) -> anyhow::Result<ExitCode> {
         key,
         source,
         relay_port,
-        limits: Limits::default(),
+        limits: super::lag_limits(args.lag_limit_kib)?,
         give_up: Nanos::from_secs(args.timeout.max(1)),
     };
     let mut session = Session {

@@ -116,13 +116,15 @@ fn a_stalled_tcp_reader_is_dropped_and_a_udp_reader_beside_it_loses_nothing() {
     healthy.play(&serve.url("tiny"), &udp_transport(&rx));
     // The healthy stream is read from now on, while the stalled one fills
     // its queue: 300 packets (three seconds), all of them, in order.
-    let reading = std::thread::spawn(move || sequences(&rx, 300));
+    // (The socket comes back and stays open: a closed port would make
+    // the server's sends fail.)
+    let reading = std::thread::spawn(move || (sequences(&rx, 300), rx));
     wait_until(
         "the stalled reader to be dropped",
         Duration::from_secs(30),
         || (serve.metric("nagare_slow_readers_dropped_total") >= 1.0).then_some(()),
     );
-    let seqs = reading.join().unwrap();
+    let (seqs, _rx) = reading.join().unwrap();
     assert_eq!(seqs.len(), 300);
     let gaps: Vec<(u16, u16)> = seqs
         .windows(2)
