@@ -14,6 +14,7 @@ mod cli;
 mod clock;
 mod cmd;
 mod net;
+mod plot;
 mod progress;
 mod source;
 

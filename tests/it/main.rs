@@ -7,5 +7,6 @@ mod doctor;
 mod peers;
 mod probe;
 mod recv_faults;
+mod report_pages;
 mod send_recv;
 mod tree;

@@ -5,6 +5,7 @@
 //! prints the whole report. Flags follow iperf3 where it has them.
 
 mod client;
+mod html;
 mod link;
 mod output;
 mod plot;
@@ -92,9 +93,14 @@ pub struct ClientArgs {
     /// Write one CSV line per received packet (seq, send and receive time).
     #[arg(long, value_name = "FILE.csv")]
     log: Option<PathBuf>,
-    /// Draw rate, loss and delay over time into a PNG.
+    /// Draw rate (against the set rate), loss and delay variation over
+    /// time into a PNG.
     #[arg(long, value_name = "FILE.png")]
     plot: Option<PathBuf>,
+    /// Write one self-contained HTML page: verdict and reasons, key
+    /// numbers, the plot inline and the whole report.
+    #[arg(long, value_name = "FILE.html")]
+    html: Option<PathBuf>,
     /// Receiver's playout buffer in ms: packets later than their slot plus
     /// this are late (default: the profile's).
     #[arg(long)]
