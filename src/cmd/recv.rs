@@ -4,7 +4,6 @@
 //! nagare-proto's `video::Receiver`; this driver moves socket batches in,
 //! frames out to the writer, and builds the report.
 
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -50,7 +49,8 @@ pub struct RecvArgs {
     /// Source address for source-specific multicast.
     #[arg(long)]
     pub source: Option<String>,
-    /// Record frames to this raw file.
+    /// Record frames to this raw file; `-` writes them to standard output
+    /// (`nagare recv -o - | ffmpeg -f rawvideo ... -i -`).
     #[arg(long, short)]
     pub output: Option<PathBuf>,
     /// Stop after N frames (complete, incomplete or lost).
@@ -229,8 +229,7 @@ impl Writer {
         let file = match &cfg.output {
             Some(p) => Some(BufWriter::with_capacity(
                 4 << 20,
-                File::create(p)
-                    .with_context(|| format!("cannot create output '{}'", p.display()))?,
+                crate::cli::open_output(p)?,
             )),
             None => None,
         };
@@ -269,7 +268,7 @@ impl Writer {
 /// Writes what the policy says for each frame slot; keeps a copy of the
 /// last complete frame only when the policy repeats it.
 fn write_loop(
-    mut file: Option<BufWriter<File>>,
+    mut file: Option<BufWriter<Box<dyn Write + Send>>>,
     rx: ChanRx<ToWriter>,
     back: ChanTx<Vec<u8>>,
     policy: Incomplete,
@@ -518,6 +517,9 @@ pub fn print_summary(r: &RecvReport) {
 /// `nagare recv`.
 pub fn main(args: RecvArgs) -> Result<std::process::ExitCode> {
     let cfg = args.config()?;
+    if args.json && cfg.output.as_deref().is_some_and(crate::cli::is_stdio) {
+        bail!("--json prints on stdout, where -o - writes the frames: drop one, or give -o a file");
+    }
     let bound = Bound::open(&cfg)?;
     for n in bound.notices() {
         eprintln!("nagare recv: note: {n}");

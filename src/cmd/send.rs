@@ -29,7 +29,9 @@ use crate::source::{FrameRing, Slot, Source};
 #[derive(clap::Args, Debug, Clone)]
 pub struct SendArgs {
     /// Raw video file (frames back to back), a directory with one file per
-    /// frame (sorted by name), or pattern:bars for a moving test pattern.
+    /// frame (sorted by name), pattern:bars for a moving test pattern, or
+    /// `-` (or a pipe such as /dev/stdin) to read frames as they come
+    /// (`ffmpeg ... -f rawvideo - | nagare send - ...`).
     pub input: String,
     /// Destination HOST:PORT (unicast or multicast group; IPv4 or IPv6).
     #[arg(long)]
@@ -221,6 +223,12 @@ fn write_sdp(
 /// Runs a sender until its frames are sent, the input ends, or `stop`.
 pub fn run(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport> {
     let source = Source::open(&cfg.input, cfg.format, cfg.direct)?;
+    if source.is_stream() && cfg.looping {
+        bail!(
+            "--loop replays the input, but '{}' is a pipe, read once: drop --loop",
+            cfg.input
+        );
+    }
     if let (Some(avail), Some(want), false) = (source.frames(), cfg.frames, cfg.looping)
         && want > avail
     {

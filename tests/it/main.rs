@@ -5,6 +5,7 @@ mod bad_input;
 mod common;
 mod doctor;
 mod peers;
+mod pipes;
 mod probe;
 mod recv_faults;
 mod report_pages;
