@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 mod cli;
 mod clock;
@@ -44,6 +44,10 @@ enum Command {
     Probe(cmd::probe::ProbeArgs),
     /// User-space UDP relay that impairs traffic like netem: loss, bursts, reordering, duplicates, delay, rate.
     Impair(cmd::impair::ImpairArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(cmd::shell::CompletionsArgs),
+    /// Print the man page (roff), of nagare or of one subcommand.
+    Man(cmd::shell::ManArgs),
 }
 
 /// This build's version: the crate's, and the git commit it was built
@@ -71,6 +75,8 @@ fn main() -> ExitCode {
         Command::Tree(a) => cmd::tree::run(a),
         Command::Probe(a) => cmd::probe::run(a),
         Command::Impair(a) => cmd::impair::run(a),
+        Command::Completions(a) => cmd::shell::completions(&a, Cli::command()),
+        Command::Man(a) => cmd::shell::man(&a, Cli::command()),
     };
     match result {
         Ok(code) => code,

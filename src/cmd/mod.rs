@@ -7,4 +7,5 @@ pub mod impair;
 pub mod probe;
 pub mod recv;
 pub mod send;
+pub mod shell;
 pub mod tree;

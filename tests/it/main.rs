@@ -10,4 +10,5 @@ mod probe;
 mod recv_faults;
 mod report_pages;
 mod send_recv;
+mod shell;
 mod tree;
