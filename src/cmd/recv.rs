@@ -30,11 +30,13 @@ pub struct RecvArgs {
     /// Address to listen on, HOST:PORT (a multicast group joins it).
     #[arg(long, conflicts_with = "sdp", required_unless_present = "sdp")]
     pub listen: Option<String>,
-    /// Frame size WIDTHxHEIGHT (with --listen).
-    #[arg(long, requires = "listen", value_parser = cli::parse_size)]
+    /// Frame size WIDTHxHEIGHT (with --listen; with --sdp, checked
+    /// against the SDP's).
+    #[arg(long, value_parser = cli::parse_size)]
     pub size: Option<Size>,
-    /// Pixel format (with --listen): uyvy422, uyvp, rgb24.
-    #[arg(long = "pix-fmt", requires = "listen", value_parser = cli::parse_pix_fmt)]
+    /// Pixel format (with --listen): uyvy422, uyvp, rgb24 (with --sdp,
+    /// checked against the SDP's).
+    #[arg(long = "pix-fmt", value_parser = cli::parse_pix_fmt)]
     pub pix_fmt: Option<PixelFormat>,
     /// Frame rate, used to number frames and count lost ones (otherwise
     /// learned from the SDP or the stream).
@@ -108,6 +110,33 @@ pub struct RecvConfig {
 
 impl RecvArgs {
     /// Validates the arguments.
+    /// With --sdp, a --size or --pix-fmt given too must say what the SDP
+    /// says: silently preferring one would record the wrong frames.
+    fn agrees_with(&self, f: &VideoFormat, path: &std::path::Path) -> Result<()> {
+        if let Some(s) = self.size
+            && (s.width, s.height) != (f.width, f.height)
+        {
+            bail!(
+                "--size {s} disagrees with the SDP '{}', which says {}x{}: drop --size (the SDP \
+                 describes the stream) or fix the SDP",
+                path.display(),
+                f.width,
+                f.height
+            );
+        }
+        if let Some(p) = self.pix_fmt
+            && p != f.pixel_format
+        {
+            bail!(
+                "--pix-fmt {p} disagrees with the SDP '{}', which says {}: drop --pix-fmt (the \
+                 SDP describes the stream) or fix the SDP",
+                path.display(),
+                f.pixel_format
+            );
+        }
+        Ok(())
+    }
+
     pub fn config(&self) -> Result<RecvConfig> {
         let interface = self.interface.clone();
         let mut source: Option<IpAddr> = self
@@ -133,6 +162,7 @@ impl RecvArgs {
                 if source.is_none() && sdp.address.is_multicast() {
                     source = sdp.source;
                 }
+                self.agrees_with(&sdp.format, path)?;
                 (SocketAddr::new(sdp.address, sdp.port), sdp.format, sdp.rate)
             }
             _ => bail!("give either --listen HOST:PORT with --size and --pix-fmt, or --sdp FILE"),
@@ -514,6 +544,24 @@ pub fn print_summary(r: &RecvReport) {
     );
 }
 
+/// Why most of a stream failed to parse, when that looks like a format
+/// mismatch rather than loss: packets whose lines or offsets fall outside
+/// the frame this receiver expects are malformed, and their frames then
+/// count as incomplete or lost.
+pub fn format_hint(r: &RecvReport, f: &VideoFormat) -> Option<String> {
+    let seen = r.packets_received + r.packets_malformed;
+    let mostly_bad = r.packets_malformed > 0 && r.packets_malformed * 10 >= seen;
+    (mostly_bad && r.frames_complete * 2 <= r.frames_incomplete.count + r.frames_lost.count + 1)
+        .then(|| {
+            format!(
+                "recv: hint: {} of {seen} packets did not fit a {}x{} {} frame: the sender most \
+                 likely sends another size or pixel format; give recv the sender's --size and \
+                 --pix-fmt, or its SDP with --sdp",
+                r.packets_malformed, f.width, f.height, f.pixel_format
+            )
+        })
+}
+
 /// `nagare recv`.
 pub fn main(args: RecvArgs) -> Result<std::process::ExitCode> {
     let cfg = args.config()?;
@@ -540,6 +588,9 @@ pub fn main(args: RecvArgs) -> Result<std::process::ExitCode> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_summary(&report);
+    }
+    if let Some(h) = format_hint(&report, &cfg.format) {
+        eprintln!("{h}");
     }
     Ok(if report.all_complete {
         std::process::ExitCode::SUCCESS

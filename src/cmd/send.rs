@@ -71,6 +71,9 @@ pub struct SendArgs {
     #[arg(long, default_value_t = 100)]
     pub burst_us: u64,
     /// Send packet by packet (sendmmsg) even where UDP GSO is available.
+    /// Use it to capture the stream on this host (tcpdump, Wireshark):
+    /// with GSO a capture on lo sees one super-datagram per train, and a
+    /// dissector then reports most packets lost.
     #[arg(long)]
     pub no_gso: bool,
     /// Split each frame into N horizontal stripes, each its own RTP stream
@@ -597,11 +600,15 @@ impl<'a> Driver<'a> {
             Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
                 if flow.refused == 0 {
                     eprintln!(
-                        "nagare send: note: {} refused packets (nothing listening there yet); still sending",
+                        "nagare send: note: {} refused packets (nothing listening there yet); \
+                         still sending, refused packets are counted, not sent",
                         flow.dest
                     );
                 }
+                // The kernel turned the train down (an ICMP port
+                // unreachable came back): those packets never left.
                 flow.refused += t.len() as u64;
+                return Ok(());
             }
             Err(e) => return Err(e).with_context(|| format!("sending to {}", flow.dest)),
         }
@@ -708,6 +715,13 @@ pub fn print_summary(r: &SendReport) {
         r.lateness_us.max,
         if r.gso { "UDP GSO" } else { "sendmmsg" }
     );
+    if r.refused > 0 {
+        eprintln!(
+            "send: {} packets refused by the kernel and not sent: nothing was listening at the \
+             destination (ICMP port unreachable); start the receiver first",
+            r.refused
+        );
+    }
     if let Some(e) = &r.error {
         eprintln!("send: stopped early: {e}");
     }

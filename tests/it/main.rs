@@ -3,6 +3,7 @@
 
 mod bad_input;
 mod common;
+mod consistency;
 mod doctor;
 mod peers;
 mod pipes;

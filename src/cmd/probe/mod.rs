@@ -71,7 +71,8 @@ pub struct ClientArgs {
     /// Test length in seconds.
     #[arg(short = 't', long, visible_alias = "time", default_value_t = 5.0)]
     duration: f64,
-    /// UDP payload bytes per packet (default: the profile's, or 1316).
+    /// UDP payload bytes per packet (default: the profile's; 1440, as
+    /// send's, without one; mpeg2-ts 1316, 8k-stripe 8800).
     #[arg(short = 'l', long, visible_alias = "length")]
     packet_size: Option<u32>,
     /// Group packets into video frames at this rate (30, 59.94, 60000/1001).
