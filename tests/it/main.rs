@@ -8,6 +8,7 @@ mod doctor;
 mod peers;
 mod pipes;
 mod probe;
+mod readme;
 mod recv_faults;
 mod report_pages;
 mod send_recv;
