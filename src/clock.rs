@@ -19,6 +19,39 @@ thread_local! {
     static OVERSHOOT: std::cell::Cell<u64> = const { std::cell::Cell::new(20_000 * 16) };
 }
 
+/// How a sender waits for its next train: the trade between pacing
+/// precision and CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Pacing {
+    /// Sleep, then spin the last stretch: trains leave within a few µs of
+    /// their slot, at the cost of a spinning core between close trains.
+    #[default]
+    Precise,
+    /// Only sleep (1 µs timer slack): trains leave up to the wake-up
+    /// latency (tens of µs) behind their slot, which ST 2110-21's wide
+    /// sender (W) absorbs, for a fraction of the CPU.
+    Efficient,
+}
+
+impl Pacing {
+    /// Waits for `deadline` the way this mode does.
+    pub fn wait(self, deadline: Instant) {
+        match self {
+            Pacing::Precise => wait_until(deadline),
+            Pacing::Efficient => sleep_until(deadline),
+        }
+    }
+}
+
+/// Sleeps until `deadline` without spinning; returns at once if it has
+/// passed.
+pub fn sleep_until(deadline: Instant) {
+    let now = Instant::now();
+    if now < deadline {
+        std::thread::sleep(deadline - now);
+    }
+}
+
 /// Sleeps most of the way to `deadline`, then spins the rest. The margin
 /// left for spinning adapts to how late this thread's sleeps have been
 /// ending (twice the smoothed overshoot), so an idle machine spins little
@@ -53,6 +86,15 @@ pub fn cpu_seconds() -> f64 {
     use nix::sys::resource::{UsageWho, getrusage};
     let tv = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
     getrusage(UsageWho::RUSAGE_SELF).map_or(0.0, |u| tv(u.user_time()) + tv(u.system_time()))
+}
+
+/// CPU time the calling thread used, user plus system, in seconds (0 if
+/// the kernel does not say): the sending thread's own cost, without the
+/// reader's.
+pub fn thread_cpu_seconds() -> f64 {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let tv = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+    getrusage(UsageWho::RUSAGE_THREAD).map_or(0.0, |u| tv(u.user_time()) + tv(u.system_time()))
 }
 
 /// Nanoseconds since the Unix epoch on the system clock.
@@ -100,6 +142,17 @@ impl Origin {
     /// The `Instant` of `t` on this timeline.
     pub fn instant(&self, t: Nanos) -> Instant {
         self.zero + Duration::from(t)
+    }
+
+    /// Epoch frame `first_frame` of `rate` and when it starts on this
+    /// timeline (now, if it is already past).
+    pub fn frame_start(&self, rate: FrameRate, first_frame: u64) -> EpochStart {
+        let now = self.elapsed();
+        let ahead = rate.frame_start_ns(first_frame).saturating_sub(epoch_ns());
+        EpochStart {
+            first_frame,
+            at: now + Nanos(u64::try_from(ahead).unwrap_or(u64::MAX)),
+        }
     }
 
     /// The first frame boundary on the epoch grid at least `lead` from now,

@@ -5,8 +5,7 @@
 //! reads clocks. Each subcommand's driver lives in its own module.
 
 use std::process::ExitCode;
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
@@ -16,6 +15,7 @@ mod cmd;
 mod net;
 mod plot;
 mod progress;
+mod signal;
 mod source;
 
 #[derive(Parser)]
@@ -32,6 +32,9 @@ enum Command {
     Send(cmd::send::SendArgs),
     /// Receive an RFC 4175 stream, reassemble and record its frames.
     Recv(cmd::recv::RecvArgs),
+    /// ST 2110-21 analysis of a stream, live or from a pcap: Cinst, VRX,
+    /// FPT, RTP offset and latency per frame, and the N/NL/W verdict.
+    Analyze(cmd::analyze::AnalyzeArgs),
     /// Send a test pattern to a receiver on loopback and prove every frame
     /// arrives identical. Needs no files and no flags.
     Demo(cmd::demo::DemoArgs),
@@ -44,6 +47,15 @@ enum Command {
     Probe(cmd::probe::ProbeArgs),
     /// User-space UDP relay that impairs traffic like netem: loss, bursts, reordering, duplicates, delay, rate.
     Impair(cmd::impair::ImpairArgs),
+    /// Stream server: RTSP (raw video, MPEG-TS, test pattern) and push
+    /// streams from one paced schedule, an HTTP JSON API and /metrics.
+    Serve(cmd::serve::ServeArgs),
+    /// How many streams a server carries before frames drop: ramps RTSP
+    /// clients or push streams, measures loss, jitter and server CPU.
+    Loadtest(cmd::loadtest::LoadtestArgs),
+    /// One stream striped over several serve nodes: start, stop, status,
+    /// and hitless move of a stripe between nodes (cluster.toml).
+    Cluster(cmd::cluster::ClusterArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(cmd::shell::CompletionsArgs),
     /// Print the man page (roff), of nagare or of one subcommand.
@@ -54,27 +66,27 @@ enum Command {
 /// from when built in a checkout (see build.rs).
 pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), env!("NAGARE_VERSION_SUFFIX"));
 
-/// Set by Ctrl-C / SIGTERM: drivers stop cleanly, flush and report.
+/// Set by SIGINT, SIGTERM or SIGHUP: drivers stop cleanly, flush and
+/// report (see [`signal`]).
 pub fn stop_flag() -> &'static AtomicBool {
-    static STOP: OnceLock<&'static AtomicBool> = OnceLock::new();
-    STOP.get_or_init(|| {
-        let flag: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
-        // A second Ctrl-C while stopping is ignored; the loops are bounded.
-        let _ = ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed));
-        flag
-    })
+    signal::stop_flag()
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    signal::install();
     let result: anyhow::Result<ExitCode> = match cli.command {
         Command::Send(a) => cmd::send::main(a),
         Command::Recv(a) => cmd::recv::main(a),
+        Command::Analyze(a) => cmd::analyze::main(a),
         Command::Demo(a) => cmd::demo::main(a),
         Command::Doctor(a) => cmd::doctor::main(a),
         Command::Tree(a) => cmd::tree::run(a),
         Command::Probe(a) => cmd::probe::run(a),
         Command::Impair(a) => cmd::impair::run(a),
+        Command::Serve(a) => cmd::serve::main(a),
+        Command::Loadtest(a) => cmd::loadtest::main(a),
+        Command::Cluster(a) => cmd::cluster::main(a),
         Command::Completions(a) => cmd::shell::completions(&a, Cli::command()),
         Command::Man(a) => cmd::shell::man(&a, Cli::command()),
     };

@@ -2,7 +2,8 @@
 //! it): a two-line title, stacked panels over one time axis, labelled axes
 //! with ticks, a legend per panel, and the set rate as a dashed line of
 //! its own colour. Drawn with plotters' bitmap backend; text comes from
-//! the bundled DejaVu Sans (assets/fonts), so no system font is needed.
+//! the bundled DejaVu Sans Mono (assets/fonts, shared with analyze's
+//! plots), so no system font is needed.
 //! The PNG is built in memory: written to a file, or inlined in HTML.
 
 use std::io::Cursor;
@@ -13,9 +14,9 @@ use anyhow::{Context, Result, anyhow};
 use plotters::prelude::*;
 use plotters::style::{FontStyle, register_font};
 
-/// The bundled font: DejaVu Sans (Bitstream Vera licence, see
-/// assets/fonts/DejaVuSans.LICENSE).
-const FONT: &[u8] = include_bytes!("../assets/fonts/DejaVuSans.ttf");
+/// The bundled font: DejaVu Sans Mono (Bitstream Vera licence, see
+/// assets/fonts/DejaVu-LICENSE.txt).
+const FONT: &[u8] = include_bytes!("../assets/fonts/DejaVuSansMono.ttf");
 const FAMILY: &str = "sans-serif";
 
 /// Width of a plot, pixels.

@@ -3,7 +3,7 @@
 //! disturbs the send schedule while the ring holds frames.
 
 use std::fs::File;
-use std::io::Read;
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -126,10 +126,22 @@ impl Source {
         if len == 0 {
             bail!("input '{input}' is empty");
         }
-        if len % frame != 0 {
+        if len < frame {
             bail!(
-                "input '{input}' is {len} bytes: {} whole frames of {frame} bytes ({}x{} {}) and \
-                 {} bytes left over; check --size and --pix-fmt",
+                "input '{input}' is {len} bytes, less than one {}x{} {} frame of {frame} bytes; \
+                 check --size and --pix-fmt",
+                format.width,
+                format.height,
+                format.pixel_format,
+            );
+        }
+        if len % frame != 0 {
+            // What a recording killed mid-frame leaves: send the whole
+            // frames, and say so (a wrong --size looks the same).
+            eprintln!(
+                "nagare send: note: input '{input}' is {len} bytes: {} whole frames of {frame} \
+                 bytes ({}x{} {}) and a partial frame of {} bytes at the end (a recording cut \
+                 short?), which is not sent; if that is wrong, check --size and --pix-fmt",
                 len / frame,
                 format.width,
                 format.height,
@@ -175,6 +187,28 @@ pub enum Slot {
     Failed(String),
 }
 
+/// Rearranges a frame as read (`from`) into the buffer sent (`to`), on
+/// the reader thread: how stripes that are not one contiguous run of the
+/// frame (2SI, quadrants) are gathered without costing the pacing thread.
+pub type Arrange = Box<dyn FnMut(&[u8], &mut [u8]) + Send>;
+
+/// What the reader thread reads.
+#[derive(Default)]
+pub struct ReadPlan {
+    /// Frames to read (`None`: one pass, or forever when looping).
+    pub limit: Option<u64>,
+    /// Start again at the end of the input.
+    pub looping: bool,
+    /// Sleep before each read (simulated slow storage).
+    pub read_delay: Duration,
+    /// Input frame to start at (taken modulo the input's length), so that
+    /// senders on different hosts show the same input frame in the same
+    /// epoch frame.
+    pub first: u64,
+    /// Rearranges every frame read.
+    pub arrange: Option<Arrange>,
+}
+
 /// The bounded ring between reader and sender, with a return path for
 /// buffers so nothing is allocated per frame.
 pub struct FrameRing {
@@ -188,16 +222,13 @@ pub struct FrameRing {
 }
 
 impl FrameRing {
-    /// Starts the reader thread with `capacity` frame buffers. It reads
-    /// `limit` frames (or one pass, or forever with `looping`), sleeping
-    /// `read_delay` before each read (to simulate slow storage in tests).
-    pub fn start(
+    /// Starts the reader thread with `capacity` frame buffers, reading as
+    /// `plan` says.
+    pub fn start_with(
         source: Source,
         format: VideoFormat,
         capacity: usize,
-        limit: Option<u64>,
-        looping: bool,
-        read_delay: Duration,
+        plan: ReadPlan,
     ) -> FrameRing {
         let capacity = capacity.max(1);
         let (full_tx, full) = bounded::<Slot>(capacity);
@@ -212,9 +243,8 @@ impl FrameRing {
         let thread = std::thread::Builder::new()
             .name("reader".into())
             .spawn(move || {
-                if let Err(e) = read_loop(
-                    &source, limit, looping, read_delay, &empty_rx, &full_tx, &stop2,
-                ) {
+                let mut plan = plan;
+                if let Err(e) = read_loop(&source, format, &mut plan, &empty_rx, &full_tx, &stop2) {
                     let _ = full_tx.send(Slot::Failed(format!("{e:#}")));
                 }
                 done2.store(true, Ordering::Release);
@@ -259,21 +289,26 @@ impl Drop for FrameRing {
 
 fn read_loop(
     source: &Source,
-    limit: Option<u64>,
-    looping: bool,
-    read_delay: Duration,
+    format: VideoFormat,
+    plan: &mut ReadPlan,
     empty: &Receiver<AlignedBuf>,
     full: &Sender<Slot>,
     stop: &AtomicBool,
 ) -> Result<()> {
+    let (limit, looping) = (plan.limit, plan.looping);
     let per_pass = source.frames();
     let mut file: Option<File> = None;
+    let mut scratch = plan
+        .arrange
+        .as_ref()
+        .map(|_| AlignedBuf::new(format.frame_bytes()));
     let mut number = 0u64;
     loop {
         if limit.is_some_and(|l| number >= l) || stop.load(Ordering::Acquire) {
             return Ok(());
         }
-        let in_pass = per_pass.map(|n| number % n);
+        let input = number.wrapping_add(plan.first);
+        let in_pass = per_pass.map(|n| input % n);
         if let (Some(n), false) = (per_pass, looping)
             && number >= n
             && limit.is_none_or(|l| l > n)
@@ -293,10 +328,20 @@ fn read_loop(
         if stop.load(Ordering::Acquire) || buf.is_empty() {
             return Ok(());
         }
-        if !read_delay.is_zero() {
-            std::thread::sleep(read_delay);
+        if !plan.read_delay.is_zero() {
+            std::thread::sleep(plan.read_delay);
         }
-        if !fill(source, number, in_pass, &mut file, &mut buf)? {
+        let got = match (&mut plan.arrange, &mut scratch) {
+            (Some(arrange), Some(raw)) => {
+                let got = fill(source, input, in_pass, &mut file, raw)?;
+                if got {
+                    arrange(raw, &mut buf);
+                }
+                got
+            }
+            _ => fill(source, input, in_pass, &mut file, &mut buf)?,
+        };
+        if !got {
             // The pipe ended between frames.
             return Ok(());
         }
@@ -347,6 +392,12 @@ fn fill(
                 };
                 advise_sequential(&h);
                 *file = Some(h);
+                // A reader starting mid-input (an epoch-locked start)
+                // seeks to its first frame once.
+                if let (Some(k @ 1..), Some(h)) = (in_pass, file.as_mut()) {
+                    h.seek(SeekFrom::Start(k * buf.len() as u64))
+                        .with_context(|| format!("seeking to frame {k} of '{}'", path.display()))?;
+                }
             }
             if let Some(h) = file.as_mut() {
                 h.read_exact(buf)

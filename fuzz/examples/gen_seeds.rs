@@ -21,10 +21,11 @@ use nagare_proto::probe::{
     PROTOCOL_VERSION, Refusal, SenderReport, TestParams, analyze, records_to_frames,
 };
 use nagare_proto::screen::Encoder;
-use nagare_proto::sdp::SdpStream;
+use nagare_proto::sdp::{RefClock, SdpStream};
 use nagare_proto::tree::auth::{NONCE_LEN, PROOF_LEN};
 use nagare_proto::tree::wire::{Control, PeerId};
 use nagare_proto::video::st2110_20::Packetizer;
+use nagare_proto::video::st2110_21::SenderType;
 use nagare_proto::{ExtSeq, FrameRate, MediaTime, PixelFormat, Ssrc, VideoFormat};
 
 fn frame_of(format: &VideoFormat, seed: u8) -> Vec<u8> {
@@ -177,6 +178,10 @@ fn main() {
         format: VideoFormat::new(1920, 1080, PixelFormat::Uyvp).expect("format"),
         rate: Some(FrameRate::new(60000, 1001).expect("rate")),
         name: "nagare".into(),
+        clock: Some(RefClock::Ptp(
+            "39-A7-94-FF-FE-07-CB-D0:37".parse().expect("clock"),
+        )),
+        sender_type: Some(SenderType::N),
     };
     out.write("sdp", "multicast_ssm", stream.to_sdp(1).as_bytes());
     let unicast = SdpStream {
@@ -185,6 +190,8 @@ fn main() {
         source: None,
         format: VideoFormat::new(640, 480, PixelFormat::Rgb24).expect("format"),
         rate: Some(FrameRate::new(30, 1).expect("rate")),
+        clock: Some(RefClock::LocalMac([2, 0xfc, 0, 0, 0, 1])),
+        sender_type: Some(SenderType::W),
         ..stream.clone()
     };
     out.write("sdp", "unicast", unicast.to_sdp(2).as_bytes());

@@ -1,6 +1,7 @@
 //! `Session::parse` and `SdpStream::parse` on any UTF-8 text: no panic,
 //! and whatever parses survives `to_sdp` and `parse` again unchanged (so
-//! nagare can relay an SDP it read without altering what it describes).
+//! nagare can relay an SDP it read without altering what it describes);
+//! the legs of an `a=group:DUP` parse without panicking.
 
 #![no_main]
 
@@ -17,6 +18,11 @@ fuzz_target!(|data: &[u8]| {
             Ok(again) => assert_eq!(again, session, "SDP written:\n{written}"),
             Err(e) => panic!("nagare cannot read its own session ({e}):\n{written}"),
         }
+    }
+    // The legs of a=group:DUP: never none, and the first video's format
+    // when there is no group.
+    if let Ok(legs) = SdpStream::parse_legs(text) {
+        assert!(!legs.is_empty());
     }
     let Ok(stream) = SdpStream::parse(text) else {
         return;

@@ -4,7 +4,8 @@
 //! Input: `format (3) | opts (1) | limit (1)` then datagrams as
 //! `gap (1) | len (2) | bytes`, each arriving `gap` microseconds after the
 //! one before. `opts` bit 0 zero-fills (keep incomplete frames), bit 1
-//! sets the frame limit to `limit`, bit 2 recycles every frame buffer.
+//! sets the frame limit to `limit`, bit 2 recycles every frame buffer,
+//! bit 3 makes it patient (ST 2022-7 tolerance of `opts >> 4` frames).
 //! Invariants: no panic; frames are `frame_bytes` long; frame and lost
 //! indices strictly increase and stay below the limit; every distinct
 //! stream packet is counted once; with a limit, `finish` accounts for
@@ -41,7 +42,7 @@ fn drain(r: &mut Receiver, seen: &mut Seen, frame_bytes: usize, recycle: bool) {
                 seen.next = first + count;
                 seen.lost += count;
             }
-            Event::Stream { .. } => {}
+            Event::Stream { .. } | Event::Rival { .. } => {}
         }
     }
 }
@@ -58,6 +59,9 @@ fuzz_target!(|data: &[u8]| {
         incomplete: if opts & 1 != 0 { Incomplete::Keep } else { Incomplete::Drop },
         frame_limit: limit,
     });
+    if opts & 8 != 0 {
+        r.set_tolerance(usize::from(opts >> 4));
+    }
     let mut seen = Seen::default();
     let mut now = Nanos::ZERO;
     let mut datagrams = 0u64;

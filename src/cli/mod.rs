@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use nagare_proto::video::receiver::Incomplete;
+use nagare_proto::video::st2110_21::SenderType;
+use nagare_proto::video::stripe::Rule;
 use nagare_proto::{BitRate, FrameRate, PixelFormat, VideoFormat};
 
 pub use crate::net::iface::parse_interface;
@@ -22,6 +24,12 @@ pub fn parse_pix_fmt(s: &str) -> Result<PixelFormat> {
     s.parse().map_err(|_| {
         anyhow!("unknown pixel format '{s}': known formats are uyvy422 (8-bit 4:2:2), uyvp (10-bit 4:2:2), rgb24")
     })
+}
+
+/// Parses `--split`: how a frame is divided into stripes.
+pub fn parse_split(s: &str) -> Result<Rule> {
+    s.parse()
+        .map_err(|_| anyhow!("unknown split '{s}': use lines, square or 2si"))
 }
 
 /// A picture size in pixels, from `--size WIDTHxHEIGHT`.
@@ -70,6 +78,20 @@ pub fn parse_format(size: &str, pix_fmt: &str) -> Result<VideoFormat> {
 pub fn parse_rate(fps: &str) -> Result<FrameRate> {
     fps.parse()
         .map_err(|_| anyhow!("frame rate '{fps}' does not parse: give 30, 60000/1001 or 29.97 (above 0, at most 1000)"))
+}
+
+/// Parses `--tp`: the ST 2110-21 sender type `n`, `nl` or `w` (either
+/// case).
+pub fn parse_sender_type(text: &str) -> Result<SenderType> {
+    SenderType::ALL
+        .into_iter()
+        .find(|t| t.name().eq_ignore_ascii_case(text.trim()))
+        .ok_or_else(|| {
+            anyhow!(
+                "sender type '{text}' is not one of ST 2110-21's: give n (narrow gapped), nl \
+                 (narrow linear) or w (wide)"
+            )
+        })
 }
 
 /// The `--incomplete` parser: clap lists and checks the names, proto's

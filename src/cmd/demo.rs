@@ -10,6 +10,7 @@ use anyhow::{Context, Result, anyhow};
 use nagare_api::video::{DemoReport, RecvReport, SendReport};
 use nagare_proto::video::receiver::Incomplete;
 use nagare_proto::video::st2110_20::DEFAULT_PACKET_SIZE;
+use nagare_proto::video::st2110_21::SenderType;
 use nagare_proto::{FrameRate, PixelFormat, VideoFormat};
 
 use crate::cli::{self, Size};
@@ -55,13 +56,18 @@ pub fn main(args: DemoArgs) -> Result<ExitCode> {
             source: None,
             buffer_bytes: (format.frame_bytes() * 4).clamp(16 << 20, 512 << 20),
         },
+        source_filter: None,
+        follow_ssrc: false,
         output: None,
+        append: false,
+        segmenting: recv::Segmenting::None,
         frames: Some(args.frames),
         timeout: Some(Duration::from_secs(5)),
         incomplete: Incomplete::Drop,
         buffer_frames: 8,
         checksums: true,
         quiet: true,
+        analyze: None,
     };
     let bound = recv::Bound::open(&recv_cfg)?;
     let dest = bound
@@ -125,14 +131,18 @@ fn send_config(
             buffer_bytes: 8 << 20,
         },
         sdp: None,
+        ptp: None,
         buffer_frames: 8,
-        burst: Duration::from_micros(100),
+        sender_type: SenderType::W,
+        train: None,
+        pacing: crate::clock::Pacing::Precise,
         gso: true,
         read_delay: Duration::ZERO,
         checksums: true,
         quiet: args.json,
         cpu: None,
         realtime: false,
+        striping: send::Striping::default(),
         stripes: 1,
         direct: false,
     }
@@ -148,7 +158,13 @@ fn verdict(frames: u64, sent: SendReport, received: RecvReport) -> DemoReport {
             _ => differing.push(*index),
         }
     }
-    let pass = identical == frames && differing.is_empty() && sent.frames_sent == frames;
+    // The stream must also keep to the ST 2110-21 type it declares.
+    let paced = sent
+        .st2110_21
+        .as_ref()
+        .and_then(|a| a.declared_met)
+        .unwrap_or(false);
+    let pass = identical == frames && differing.is_empty() && sent.frames_sent == frames && paced;
     DemoReport {
         frames,
         identical,
@@ -172,10 +188,13 @@ fn print_verdict(r: &DemoReport) {
             format!("; differing frames: {:?}", r.differing)
         }
     );
+    let paced = r.sent.st2110_21.as_ref().and_then(|a| a.declared_met) == Some(true);
     eprintln!(
         "demo: {}",
         if r.pass {
-            "PASS: every frame sent arrived complete and identical"
+            "PASS: every frame sent arrived complete and identical, paced as the declared ST 2110-21 type"
+        } else if !paced && r.identical == r.frames {
+            "FAIL: every frame arrived identical, but the pacing broke the declared ST 2110-21 type (see above)"
         } else {
             "FAIL: see the counters above"
         }

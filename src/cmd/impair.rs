@@ -55,9 +55,21 @@ pub struct ImpairArgs {
     /// Bottleneck rate (bits/s, k/M/G suffixes); 100 ms queue, then drops.
     #[arg(long)]
     rate: Option<String>,
-    /// RTP sequence numbers to drop: 5,10-14,100.
+    /// RTP sequence numbers to drop, as the sender numbers them (`nagare
+    /// send` prints its first): 5,10-14,100.
     #[arg(long, value_name = "LIST")]
     drop_seq: Option<String>,
+    /// Packets to drop by index from each stream's first packet (0), so
+    /// a script works whatever sequence number the sender starts at:
+    /// 5,10-14,100.
+    #[arg(long, value_name = "LIST")]
+    drop_nth: Option<String>,
+    /// Packets to reorder by index from each stream's first (0).
+    #[arg(long, value_name = "LIST")]
+    reorder_nth: Option<String>,
+    /// Packets to duplicate by index from each stream's first (0).
+    #[arg(long, value_name = "LIST")]
+    duplicate_nth: Option<String>,
     /// RTP sequence numbers to reorder (each overtaken by --reorder-gap).
     #[arg(long, value_name = "LIST")]
     reorder_seq: Option<String>,
@@ -159,6 +171,9 @@ fn config(a: &ImpairArgs) -> Result<ImpairConfig> {
         drop_seq: list(&a.drop_seq, "drop-seq")?,
         reorder_seq: list(&a.reorder_seq, "reorder-seq")?,
         duplicate_seq: list(&a.duplicate_seq, "duplicate-seq")?,
+        drop_nth: list(&a.drop_nth, "drop-nth")?,
+        reorder_nth: list(&a.reorder_nth, "reorder-nth")?,
+        duplicate_nth: list(&a.duplicate_nth, "duplicate-nth")?,
         seed: a.seed,
     };
     cfg.validate()
@@ -254,15 +269,14 @@ fn spawn_tcp(
     count: Arc<AtomicU64>,
     stop: &'static AtomicBool,
 ) -> Result<()> {
-    listener.set_nonblocking(true)?;
     std::thread::spawn(move || {
-        while !stop.load(Ordering::Relaxed) {
-            match listener.accept() {
-                Ok((c, _)) => {
-                    count.fetch_add(1, Ordering::Relaxed);
-                    std::thread::spawn(move || pipe_tcp(c, to));
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+        while let Some(conn) = crate::signal::accept(&listener) {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            if let Ok((c, _)) = conn {
+                count.fetch_add(1, Ordering::Relaxed);
+                std::thread::spawn(move || pipe_tcp(c, to));
             }
         }
     });
@@ -290,6 +304,9 @@ fn print_summary(r: &Report) {
         r.replies
     );
 }
+
+/// Most datagrams a stopping relay still takes from its socket.
+const STOP_DRAIN: usize = 1 << 16;
 
 fn forward(
     down: &UdpSocket,
@@ -328,8 +345,8 @@ fn forward(
             Ok((n, src)) => {
                 *client.lock().unwrap_or_else(|p| p.into_inner()) = Some(src);
                 let pkt = &buf[..n];
-                let seq = netem::stream_seq(pkt);
-                netem.handle_input(now(), pkt.to_vec(), n, seq);
+                let id = netem::stream_packet(pkt);
+                netem.handle_rtp(now(), pkt.to_vec(), n, id);
             }
             Err(e)
                 if matches!(
@@ -342,8 +359,16 @@ fn forward(
             Err(e) => return Err(e).context("receiving on the relay"),
         }
     }
-    // Whatever is still held or queued goes out now, so the counters match
-    // what left.
+    // A stop takes what the socket already holds, then whatever is still
+    // held or queued goes out now, so the counters match what left.
+    down.set_nonblocking(true)?;
+    for _ in 0..STOP_DRAIN {
+        let Ok((n, _)) = down.recv_from(&mut buf) else {
+            break;
+        };
+        let pkt = &buf[..n];
+        netem.handle_rtp(now(), pkt.to_vec(), n, netem::stream_packet(pkt));
+    }
     netem.flush(now());
     for p in netem.drain() {
         let _ = up.send(&p);

@@ -14,17 +14,20 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use crossbeam_channel::TryRecvError;
 use nagare_api::video::SendReport;
-use nagare_proto::sdp::SdpStream;
+use nagare_proto::sdp::{PtpClock, RefClock, SdpStream};
 use nagare_proto::video::sender::{self as schedule, Event, FlowId, FlowSpec, Input, Transmit};
 use nagare_proto::video::st2110_20::{DEFAULT_PACKET_SIZE, Packetizer};
+use nagare_proto::video::st2110_21::{Model, Scan, SenderSchedule, SenderType};
+use nagare_proto::video::stripe::{Rule, Stripes};
 use nagare_proto::{BitRate, ByteSize, ExtSeq, FrameRate, Nanos, PixelFormat, Ssrc, VideoFormat};
 
 use crate::cli::{self, Size};
-use crate::clock::{Origin, wait_until};
+use crate::clock::{EpochStart, Origin, Pacing};
+use crate::cmd::analyze::ideal::IdealReceiver;
 use crate::net::file::AlignedBuf;
 use crate::net::udp::{self, Interface, SendOptions, Sender, iovec};
 use crate::progress::{Ticker, bitrate};
-use crate::source::{FrameRing, Slot, Source};
+use crate::source::{Arrange, FrameRing, ReadPlan, Slot, Source};
 /// Command-line arguments of `nagare send`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct SendArgs {
@@ -63,24 +66,55 @@ pub struct SendArgs {
     /// Write an ST 2110-20 SDP for receivers here.
     #[arg(long)]
     pub sdp: Option<PathBuf>,
+    /// The PTP grandmaster and domain this host's clock follows, for the
+    /// SDP's ts-refclk (GMID:DOMAIN, like 39-A7-94-FF-FE-07-CB-D0:0);
+    /// without it the SDP names the sending interface's MAC (localmac).
+    #[arg(long, value_name = "GMID:DOMAIN")]
+    pub ptp: Option<PtpClock>,
     /// Frames read ahead into the ring between reader and sender.
     #[arg(long, default_value_t = 8)]
     pub buffer_frames: usize,
-    /// Longest train of packets sent back to back, in microseconds of
-    /// schedule (bigger trains cost less CPU, smaller ones burst less).
-    #[arg(long, default_value_t = 100)]
-    pub burst_us: u64,
+    /// ST 2110-21 sender type to keep to (and declare in the SDP): n
+    /// (narrow, gapped over the active lines), nl (narrow linear) or w
+    /// (wide: trains of up to CMAX_W packets).
+    #[arg(long = "tp", default_value = "w", value_parser = cli::parse_sender_type)]
+    pub sender_type: SenderType,
+    /// Packets per train, sent back to back (default: half the longest
+    /// train the sender type allows, leaving room for wake-up jitter).
+    #[arg(long)]
+    pub train: Option<u64>,
+    /// precise: sleep then spin to each train's slot (a few µs late at
+    /// most, more CPU); efficient: sleep only (tens of µs late, within
+    /// ST 2110-21's wide sender, a fraction of the CPU).
+    #[arg(long, value_enum, default_value_t = Pacing::Precise)]
+    pub pacing: Pacing,
     /// Send packet by packet (sendmmsg) even where UDP GSO is available.
     /// Use it to capture the stream on this host (tcpdump, Wireshark):
     /// with GSO a capture on lo sees one super-datagram per train, and a
     /// dissector then reports most packets lost.
     #[arg(long)]
     pub no_gso: bool,
-    /// Split each frame into N horizontal stripes, each its own RTP stream
-    /// to the next port (PORT, PORT+1, ...), like seed 000's 8 nodes each
-    /// sending one stripe; all stripes share one schedule and timestamp.
+    /// Split each frame into N stripes (see --split), each its own RTP
+    /// stream to the next port (PORT, PORT+1, ...) with its own SDP, like
+    /// the 8 nodes of the 8K stream server paper (README [1]) each sending one stripe; all stripes share one
+    /// schedule and RTP timestamp.
     #[arg(long, default_value_t = 1)]
     pub stripes: usize,
+    /// How a frame is split into --stripes: lines (horizontal bands),
+    /// square (quadrants, then bands) or 2si (the quad-link two-sample
+    /// interleave, then bands: 8 stripes are each 2SI sub-image in 2).
+    #[arg(long, default_value = "lines", value_parser = cli::parse_split)]
+    pub split: Rule,
+    /// Send only stripe K of the --stripes (what one cluster node does);
+    /// --to is then that stripe's own destination and --sdp its own file.
+    #[arg(long, value_name = "K")]
+    pub stripe: Option<usize>,
+    /// Fix the SSRC (stripe k gets N+k) and number packets from the epoch
+    /// frame, and start the input at the epoch frame too: two senders given
+    /// the same N send identical packets, the two legs of an ST 2022-7
+    /// stream (needs a looping or pattern input for the latter).
+    #[arg(long, value_name = "N")]
+    pub ssrc: Option<u32>,
     /// Read the input file with O_DIRECT (bypassing the page cache); the
     /// frame size must be a multiple of 4096 bytes.
     #[arg(long)]
@@ -98,6 +132,27 @@ pub struct SendArgs {
     /// Print statistics as JSON on stdout at the end.
     #[arg(long)]
     pub json: bool,
+}
+
+/// How the stripes of a send are made and named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Striping {
+    /// How a frame is divided.
+    pub split: Rule,
+    /// Send this stripe alone.
+    pub only: Option<usize>,
+    /// Fixed SSRC of stripe 0 (stripe k: +k), with epoch-locked numbers.
+    pub ssrc: Option<u32>,
+}
+
+impl Default for Striping {
+    fn default() -> Striping {
+        Striping {
+            split: Rule::Lines,
+            only: None,
+            ssrc: None,
+        }
+    }
 }
 
 /// A validated sender configuration.
@@ -121,10 +176,16 @@ pub struct SendConfig {
     pub socket: SendOptions,
     /// SDP output path.
     pub sdp: Option<PathBuf>,
+    /// The PTP clock the SDP names (else the interface's MAC).
+    pub ptp: Option<PtpClock>,
     /// Ring capacity.
     pub buffer_frames: usize,
-    /// Train length limit in schedule time.
-    pub burst: Duration,
+    /// The ST 2110-21 sender type kept to.
+    pub sender_type: SenderType,
+    /// Packets per train (`None`: the type's default).
+    pub train: Option<u64>,
+    /// How the sender waits between trains.
+    pub pacing: Pacing,
     /// Use GSO where available.
     pub gso: bool,
     /// Artificial per-frame read delay.
@@ -135,8 +196,10 @@ pub struct SendConfig {
     pub quiet: bool,
     /// CPU to pin the sending thread to.
     pub cpu: Option<usize>,
-    /// Horizontal stripes, one RTP stream each.
+    /// Stripes, one RTP stream each.
     pub stripes: usize,
+    /// Rule, only-this-stripe and SSRC of the stripes.
+    pub striping: Striping,
     /// Read the input file with O_DIRECT.
     pub direct: bool,
     /// SCHED_FIFO for the sending thread.
@@ -152,10 +215,34 @@ impl SendArgs {
         if dest.port() == 0 {
             bail!("destination {dest} has port 0: give the receiver's port");
         }
-        let stripe = stripe_format(format, self.stripes)?;
-        stripe_dest(dest, self.stripes - 1)?;
-        Packetizer::new(stripe, self.packet_size, Ssrc(0))
+        check_multicast_scope(dest, self.interface.as_ref(), self.ttl)?;
+        let striping = Striping {
+            split: self.split,
+            only: self.stripe,
+            ssrc: self.ssrc,
+        };
+        let stripe = stripes_of(format, self.stripes, self.split)?.stripe_format();
+        if let Some(k) = self.stripe
+            && k >= self.stripes
+        {
+            bail!(
+                "--stripe {k} is not one of --stripes {}: give 0..={}",
+                self.stripes,
+                self.stripes - 1
+            );
+        }
+        if self.stripe.is_none() {
+            stripe_dest(dest, self.stripes - 1)?;
+        }
+        let packetizer = Packetizer::new(stripe, self.packet_size, Ssrc(0))
             .map_err(|e| anyhow!("--packet-size {}: {e}", self.packet_size))?;
+        shaping(
+            format,
+            rate,
+            packetizer.packets_per_frame(),
+            self.sender_type,
+            self.train,
+        )?;
         let interface = self.interface.clone();
         if self.buffer_frames == 0 || self.buffer_frames > 1024 {
             bail!(
@@ -177,8 +264,11 @@ impl SendArgs {
                 buffer_bytes: 8 << 20,
             },
             sdp: self.sdp.clone(),
+            ptp: self.ptp,
             buffer_frames: self.buffer_frames,
-            burst: Duration::from_micros(self.burst_us),
+            sender_type: self.sender_type,
+            train: self.train,
+            pacing: self.pacing,
             gso: !self.no_gso,
             read_delay: Duration::from_millis(self.read_delay_ms),
             checksums: false,
@@ -186,9 +276,70 @@ impl SendArgs {
             cpu: self.cpu,
             realtime: self.realtime,
             stripes: self.stripes,
+            striping,
             direct: self.direct,
         })
     }
+}
+
+/// The ST 2110-21 schedule of one flow of `packets` packets per frame of
+/// a `format` raster: the sender type's, with `train` packets per train
+/// (checked against what the type allows) or its jitter-margin default.
+pub fn shaping(
+    format: VideoFormat,
+    rate: FrameRate,
+    packets: usize,
+    sender: SenderType,
+    train: Option<u64>,
+) -> Result<SenderSchedule> {
+    let packets = u32::try_from(packets).unwrap_or(u32::MAX);
+    let model = Model::new(rate, format.height, Scan::Progressive, packets)
+        .map_err(|e| anyhow!("the ST 2110-21 model of this stream: {e}"))?;
+    let schedule = SenderSchedule::with_jitter_margin(&model, sender);
+    match train {
+        None => Ok(schedule),
+        Some(n) => schedule.with_train(n).map_err(|e| {
+            anyhow!(
+                "--train {n} with --tp {}: {e} (CMAX {}, VRX_FULL {} for {packets} packets a frame)",
+                sender.name().to_lowercase(),
+                schedule.cmax(),
+                schedule.vrx_full()
+            )
+        }),
+    }
+}
+
+/// Refuses multicast without a named interface: the kernel would send
+/// it out of the default route, and gigabits of video flooding a shared
+/// (management) LAN is the classic way to take one down. `--ttl 0` keeps
+/// the stream on this host, so it needs no interface.
+fn check_multicast_scope(
+    dest: SocketAddr,
+    interface: Option<&Interface>,
+    ttl: Option<u32>,
+) -> Result<()> {
+    if dest.ip().is_multicast() && interface.is_none() && ttl != Some(0) {
+        bail!(
+            "sending to multicast group {} needs --interface NAME|ADDRESS: without it the \
+             stream leaves by the default route, and gigabits of multicast there can flood every \
+             port of a shared LAN; name the interface meant for media (see `ip -br addr`), or \
+             add --ttl 0 to keep the stream on this host",
+            dest.ip()
+        );
+    }
+    Ok(())
+}
+
+/// The perfect-clock judge of a flow of `packets` packets per frame whose
+/// timeline `start.at` is the epoch start of frame `start.first_frame`.
+fn ideal_receiver(
+    cfg: &SendConfig,
+    packets: usize,
+    start: crate::clock::EpochStart,
+) -> Result<IdealReceiver> {
+    let shape = shaping(cfg.format, cfg.rate, packets, cfg.sender_type, cfg.train)?;
+    let base = cfg.rate.frame_start_ns(start.first_frame) as i128 - i128::from(start.at.0);
+    Ok(IdealReceiver::new(*shape.model(), cfg.sender_type, base))
 }
 
 /// A random value from the operating system (RFC 3550 wants SSRCs and
@@ -209,6 +360,10 @@ fn write_sdp(
         .local_addr()
         .map(|a| a.ip())
         .filter(|ip| !ip.is_unspecified());
+    let clock = match cfg.ptp {
+        Some(ptp) => RefClock::Ptp(ptp),
+        None => RefClock::LocalMac(clock_mac(source)?),
+    };
     let sdp = SdpStream {
         address: dest.ip(),
         port: dest.port(),
@@ -218,9 +373,29 @@ fn write_sdp(
         format,
         rate: Some(cfg.rate),
         name: format!("nagare {}", cfg.input),
+        clock: Some(clock),
+        sender_type: Some(cfg.sender_type),
     };
     let text = sdp.to_sdp((crate::clock::epoch_ns() / 1_000_000_000) as u64);
     std::fs::write(path, text).with_context(|| format!("writing SDP to '{}'", path.display()))
+}
+
+/// The MAC naming this host's clock for a stream sent from `local`.
+fn clock_mac(local: Option<std::net::IpAddr>) -> Result<[u8; 6]> {
+    let links = crate::net::iface::links().context("listing network interfaces")?;
+    let (mac, from) = crate::net::iface::clock_mac(local, &links);
+    if let Some(name) = from {
+        eprintln!(
+            "nagare send: note: the SDP names this host's clock by {name}'s MAC (loopback has none); \
+             give --ptp GMID:DOMAIN if the clock follows PTP"
+        );
+    } else if mac == [0; 6] {
+        eprintln!(
+            "nagare send: note: no interface has a MAC address: the SDP's localmac is all zeros; \
+             give --ptp GMID:DOMAIN if the clock follows PTP"
+        );
+    }
+    Ok(mac)
 }
 
 /// Runs a sender until its frames are sent, the input ends, or `stop`.
@@ -238,14 +413,24 @@ pub fn run(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport> {
         bail!("input has {avail} frames but --frames asks for {want}; add --loop to repeat it");
     }
     let sockets = open_sockets(cfg)?;
-    let ring = FrameRing::start(
-        source,
-        cfg.format,
-        cfg.buffer_frames,
-        cfg.frames,
-        cfg.looping || cfg.frames.is_none() && cfg.input.starts_with("pattern:"),
-        cfg.read_delay,
-    );
+    // An epoch-locked sender fixes its first frame before reading, so the
+    // input starts at that frame: every sender of the stream shows input
+    // frame f mod n in epoch frame f. The lead leaves room to fill the ring.
+    let planned = cfg.striping.ssrc.map(|_| {
+        let origin = Origin::now();
+        let lead = Duration::from_millis(250).max(Duration::from_secs_f64(
+            2.0 * cfg.buffer_frames as f64 / cfg.rate.as_f64(),
+        ));
+        (origin, origin.epoch_start(cfg.rate, lead))
+    });
+    let plan = ReadPlan {
+        limit: cfg.frames,
+        looping: cfg.looping || cfg.frames.is_none() && cfg.input.starts_with("pattern:"),
+        read_delay: cfg.read_delay,
+        first: planned.map_or(0, |(_, s)| s.first_frame),
+        arrange: arrangement(cfg)?,
+    };
+    let ring = FrameRing::start_with(source, cfg.format, cfg.buffer_frames, plan);
     // Only the sending thread is tuned; the reader keeps default priority.
     crate::net::tuning::precise_timers();
     if let Some(cpu) = cfg.cpu {
@@ -258,60 +443,93 @@ pub fn run(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport> {
     while ring.fill() < cfg.buffer_frames && !ring.reader_done() && !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(1));
     }
-    let mut driver = Driver::new(cfg, sockets)?;
+    let mut driver = Driver::new(cfg, sockets, planned)?;
+    let cpu = crate::clock::thread_cpu_seconds();
     let result = driver.run(&ring, stop);
     driver.ticker.finish();
     let mut report = driver.report();
+    report.send_cpu_seconds = crate::clock::thread_cpu_seconds() - cpu;
     if let Err(e) = result {
         report.error = Some(format!("{e:#}"));
     }
     Ok(report)
 }
 
-/// One socket per stripe (writing each stripe's SDP next to it).
+/// The stripes this sender sends, in order.
+fn sent_stripes(cfg: &SendConfig) -> Vec<usize> {
+    match cfg.striping.only {
+        Some(k) => vec![k],
+        None => (0..cfg.stripes).collect(),
+    }
+}
+
+/// Stripes that are not one run of the frame are gathered on the reader
+/// thread, back to back in the order sent; bands are sent from the frame
+/// as read.
+fn arrangement(cfg: &SendConfig) -> Result<Option<Arrange>> {
+    let stripes = stripes_of(cfg.format, cfg.stripes, cfg.striping.split)?;
+    if stripes.contiguous(0).is_some() {
+        return Ok(None);
+    }
+    let ks = sent_stripes(cfg);
+    let n = stripes.stripe_format().frame_bytes();
+    Ok(Some(Box::new(move |frame: &[u8], out: &mut [u8]| {
+        for (i, &k) in ks.iter().enumerate() {
+            // Sizes were checked when the division was made.
+            let _ = stripes.split(frame, k, &mut out[i * n..(i + 1) * n]);
+        }
+    })))
+}
+
+/// One socket per stripe sent (writing each stripe's SDP next to it).
 fn open_sockets(cfg: &SendConfig) -> Result<Vec<Flow>> {
-    let format = stripe_format(cfg.format, cfg.stripes)?;
-    let mut flows = Vec::with_capacity(cfg.stripes);
-    for k in 0..cfg.stripes {
-        let dest = stripe_dest(cfg.dest, k)?;
+    let stripes = stripes_of(cfg.format, cfg.stripes, cfg.striping.split)?;
+    let format = stripes.stripe_format();
+    let ks = sent_stripes(cfg);
+    let mut flows = Vec::with_capacity(ks.len());
+    for (i, &k) in ks.iter().enumerate() {
+        let dest = match cfg.striping.only {
+            Some(_) => cfg.dest,
+            None => stripe_dest(cfg.dest, k)?,
+        };
         let sender = Sender::open(dest, &cfg.socket)
             .with_context(|| format!("opening a socket to {dest}"))?;
-        if k == 0 {
+        if i == 0 {
             for n in &sender.notices {
                 eprintln!("nagare send: note: {n}");
             }
         }
         if let Some(path) = &cfg.sdp {
-            let path = stripe_sdp_path(path, k, cfg.stripes);
+            let path = match cfg.striping.only {
+                Some(_) => path.clone(),
+                None => stripe_sdp_path(path, k, cfg.stripes),
+            };
             write_sdp(cfg, format, dest, &sender, &path)?;
         }
+        let data = stripes.contiguous(k).unwrap_or_else(|| {
+            let n = format.frame_bytes();
+            i * n..(i + 1) * n
+        });
         flows.push(Flow {
             dest,
+            stripe: k,
             sender,
-            data: k * format.frame_bytes()..(k + 1) * format.frame_bytes(),
+            data,
             refused: 0,
         });
     }
     Ok(flows)
 }
 
-/// The format of one of `stripes` horizontal stripes of `format`.
-pub fn stripe_format(format: VideoFormat, stripes: usize) -> Result<VideoFormat> {
-    if stripes == 0 || stripes > 64 {
-        bail!("--stripes {stripes} is out of range: 1..=64");
-    }
-    if format.height as usize % stripes != 0 {
-        bail!(
-            "--stripes {stripes} does not divide the frame height {}: pick a divisor of {}",
-            format.height,
+/// `stripes` stripes of `format` by `rule`, or why not in flag terms.
+pub fn stripes_of(format: VideoFormat, stripes: usize, rule: Rule) -> Result<Stripes> {
+    Stripes::new(format, rule, stripes).map_err(|e| {
+        anyhow!(
+            "--split {rule} --stripes {stripes} does not fit {}x{}: {e}",
+            format.width,
             format.height
-        );
-    }
-    Ok(VideoFormat::new(
-        format.width,
-        format.height / stripes as u32,
-        format.pixel_format,
-    )?)
+        )
+    })
 }
 
 /// Stripe `k` goes to the base port plus `k`.
@@ -337,9 +555,58 @@ fn stripe_sdp_path(path: &std::path::Path, k: usize, stripes: usize) -> PathBuf 
     path.with_file_name(format!("{stem}-{k}.{ext}"))
 }
 
+/// The schedule of stripe `k`: random SSRC and first sequence number
+/// (RFC 3550), or with --ssrc fixed ones locked to the epoch.
+fn flow_spec(
+    cfg: &SendConfig,
+    format: VideoFormat,
+    flow: &Flow,
+    start: EpochStart,
+    cap: usize,
+) -> Result<FlowSpec> {
+    let k = flow.stripe;
+    let ssrc = match cfg.striping.ssrc {
+        Some(n) => Ssrc(n.wrapping_add(k as u32)),
+        None => Ssrc(random_u32()?),
+    };
+    let packetizer = Packetizer::new(format, cfg.packet_size, ssrc)?;
+    let packets = packetizer.packets_per_frame();
+    let shape = shaping(cfg.format, cfg.rate, packets, cfg.sender_type, cfg.train)?;
+    let spec = FlowSpec::video(cfg.rate, packetizer.uniform())
+        .shaped(shape)
+        .start(start.at, start.first_frame)
+        .trains(Nanos::ZERO, cap)
+        // Stagger as in the whole sender, so a node sending one stripe
+        // keeps that stripe's timing.
+        .stripe(k, cfg.stripes)
+        .frame_limit(cfg.frames);
+    let (spec, first_seq) = match cfg.striping.ssrc {
+        Some(_) => {
+            let base = schedule::locked_seq_base(ssrc);
+            let first = base
+                .0
+                .wrapping_add(start.first_frame.wrapping_mul(packets as u64));
+            (spec.epoch_locked(base), first & 0xffff)
+        }
+        None => {
+            let first = u64::from(random_u32()? & 0xffff);
+            (spec.first_seq(ExtSeq(first)), first)
+        }
+    };
+    // Receivers and `impair --drop-seq` can then name this stream and its
+    // packets.
+    eprintln!(
+        "nagare send: stream to {}: SSRC 0x{:08x}, first sequence number {first_seq}",
+        flow.dest, ssrc.0
+    );
+    Ok(spec)
+}
+
 /// One RTP stream's socket and its stripe of the frame.
 struct Flow {
     dest: SocketAddr,
+    /// Which stripe of the frame it carries.
+    stripe: usize,
     sender: Sender,
     /// Where this flow's stripe lies in the frame.
     data: std::ops::Range<usize>,
@@ -395,10 +662,20 @@ struct Driver<'a> {
     window: (u64, Instant),
     /// Frames waiting in the ring when the last frame was taken.
     ring_fill: usize,
+    /// The ST 2110-21 judgement of the first flow as it left.
+    ideal: Option<IdealReceiver>,
+    /// Epoch-locked: the epoch frame the next frame in the ring belongs to
+    /// (ring frames of slots given up are dropped, keeping input and epoch
+    /// aligned).
+    ring_next: Option<u64>,
 }
 
 impl<'a> Driver<'a> {
-    fn new(cfg: &'a SendConfig, flows: Vec<Flow>) -> Result<Self> {
+    fn new(
+        cfg: &'a SendConfig,
+        flows: Vec<Flow>,
+        planned: Option<(Origin, EpochStart)>,
+    ) -> Result<Self> {
         let gso = cfg.gso && flows.iter().all(|f| f.sender.gso);
         if cfg.gso && !gso {
             eprintln!(
@@ -407,26 +684,25 @@ impl<'a> Driver<'a> {
         }
         // The schedule starts far enough ahead that the first frame is not
         // late, on the epoch grid shared with other senders.
-        let origin = Origin::now();
-        let start = origin.epoch_start(cfg.rate, Duration::from_millis(20));
-        let format = stripe_format(cfg.format, cfg.stripes)?;
+        let (origin, start) = planned.unwrap_or_else(|| {
+            let origin = Origin::now();
+            (
+                origin,
+                origin.epoch_start(cfg.rate, Duration::from_millis(20)),
+            )
+        });
+        let format = stripes_of(cfg.format, cfg.stripes, cfg.striping.split)?.stripe_format();
         let cap = udp::train_cap(gso, cfg.packet_size);
         let mut sched = schedule::Sender::new();
         let mut ids = Vec::with_capacity(flows.len());
-        for k in 0..flows.len() {
-            let packetizer = Packetizer::new(format, cfg.packet_size, Ssrc(random_u32()?))?;
-            let spec = FlowSpec::video(cfg.rate, packetizer.uniform())
-                .start(start.at, start.first_frame)
-                .first_seq(ExtSeq(u64::from(random_u32()?)))
-                .trains(Nanos::from(cfg.burst), cap)
-                .stripe(k, flows.len())
-                .frame_limit(cfg.frames);
-            ids.push(sched.add_flow(spec));
+        for flow in &flows {
+            ids.push(sched.add_flow(flow_spec(cfg, format, flow, start, cap)?));
         }
         let max_train = sched.max_train(ids[0]).unwrap_or(1);
         let packetizer = sched
             .packetizer(ids[0])
             .context("a video flow has a packetizer")?;
+        let ideal = ideal_receiver(cfg, packetizer.packets_per_frame(), start)?;
         let header_stride = (0..packetizer.packets_per_frame())
             .map(|i| packetizer.header_len(i))
             .max()
@@ -457,13 +733,18 @@ impl<'a> Driver<'a> {
             ticker: Ticker::new(cfg.quiet),
             window: (0, Instant::now()),
             ring_fill: 0,
+            ideal: Some(ideal),
+            ring_next: planned.map(|(_, s)| s.first_frame),
         })
     }
 
     /// Sends until every flow finished, the input ended, or `stop`.
     fn run(&mut self, ring: &FrameRing, stop: &AtomicBool) -> Result<()> {
         let mut ended = false;
-        while !stop.load(Ordering::Relaxed) {
+        loop {
+            // A signal ends the stream like the end of the input: the
+            // frame being sent goes out whole, no new one is started.
+            ended = ended || stop.load(Ordering::Relaxed);
             self.events(ring);
             if self.finished == self.flows.len() {
                 return Ok(());
@@ -483,11 +764,10 @@ impl<'a> Driver<'a> {
             let due = self.schedule.poll_timeout();
             let need = self.pending.iter().map(|p| p.2).min();
             match due.into_iter().chain(need).min() {
-                Some(at) => wait_until(self.origin.instant(at)),
+                Some(at) => self.cfg.pacing.wait(self.origin.instant(at)),
                 None => return Ok(()),
             }
         }
-        Ok(())
     }
 
     /// Takes the schedule's events: frame requests wait in `pending`, a
@@ -510,7 +790,7 @@ impl<'a> Driver<'a> {
             let have = match self.held.iter().find(|h| h.frame == frame) {
                 Some(h) => h.data.is_some(),
                 None => {
-                    let data = match take(ring)? {
+                    let data = match self.take_for(ring, frame)? {
                         Take::Frame(f) => Some(f),
                         Take::Empty if now < at => return Ok(true),
                         Take::Empty => None,
@@ -537,6 +817,24 @@ impl<'a> Driver<'a> {
             self.events(ring);
         }
         Ok(true)
+    }
+
+    /// The ring's frame for epoch frame `frame`; an epoch-locked sender
+    /// drops frames of slots already given up.
+    fn take_for(&mut self, ring: &FrameRing, frame: u64) -> Result<Take> {
+        loop {
+            match (take(ring)?, self.ring_next.as_mut()) {
+                (Take::Frame(f), Some(next)) if *next < frame => {
+                    *next += 1;
+                    let _ = ring.empty.try_send(f);
+                }
+                (Take::Frame(f), Some(next)) => {
+                    *next += 1;
+                    return Ok(Take::Frame(f));
+                }
+                (other, _) => return Ok(other),
+            }
+        }
     }
 
     /// One flow is done with `frame`; the last one hands it back.
@@ -613,6 +911,9 @@ impl<'a> Driver<'a> {
             Err(e) => return Err(e).with_context(|| format!("sending to {}", flow.dest)),
         }
         let now = Instant::now();
+        if let Some(ideal) = self.ideal.as_mut().filter(|_| t.flow == self.ids[0]) {
+            ideal.sent(self.origin.nanos(now), t, self.cfg.packet_size);
+        }
         self.first_send.get_or_insert(now);
         self.last_send = Some(now);
         self.packets_sent += t.len() as u64;
@@ -655,7 +956,7 @@ impl<'a> Driver<'a> {
         ));
     }
 
-    fn report(&self) -> SendReport {
+    fn report(&mut self) -> SendReport {
         let (late, underruns) = self.late_and_underruns();
         let span = match (self.first_send, self.last_send) {
             (Some(a), Some(b)) => b.duration_since(a),
@@ -673,12 +974,14 @@ impl<'a> Driver<'a> {
             lateness_us: self.schedule.lateness().summary(1e3),
             underruns,
             refused: self.flows.iter().map(|f| f.refused).sum(),
+            send_cpu_seconds: 0.0,
             gso: self.io.gso,
             first_frame: self.first_frame,
             ssrc: p.map_or(Ssrc(0), Packetizer::ssrc),
             stripes: self.flows.len(),
             error: None,
             checksums: self.checksums.clone(),
+            st2110_21: self.ideal.take().map(IdealReceiver::finish),
         }
     }
 }
@@ -698,11 +1001,22 @@ fn take(ring: &FrameRing) -> Result<Take> {
     }
 }
 
+/// CPU seconds of the sending thread per gigabit sent (0 when nothing
+/// was sent).
+pub fn cpu_per_gbit(r: &SendReport) -> f64 {
+    let gbit = r.bytes_sent as f64 * 8.0 / 1e9;
+    if gbit > 0.0 {
+        r.send_cpu_seconds / gbit
+    } else {
+        0.0
+    }
+}
+
 /// Prints the human summary of a send.
 pub fn print_summary(r: &SendReport) {
     eprintln!(
         "send: {} frames, {} packets ({} per frame), {} in {:.2} s; late packets {}, underruns {}, \
-         lateness p50 {:.1} µs p99 {:.1} µs max {:.1} µs; {}",
+         lateness p50 {:.1} µs p99 {:.1} µs max {:.1} µs; {}; sending thread {:.3} CPU-s per Gbit",
         r.frames_sent,
         r.packets_sent,
         r.packets_per_frame,
@@ -713,7 +1027,8 @@ pub fn print_summary(r: &SendReport) {
         r.lateness_us.p50,
         r.lateness_us.p99,
         r.lateness_us.max,
-        if r.gso { "UDP GSO" } else { "sendmmsg" }
+        if r.gso { "UDP GSO" } else { "sendmmsg" },
+        cpu_per_gbit(r),
     );
     if r.refused > 0 {
         eprintln!(
@@ -722,9 +1037,39 @@ pub fn print_summary(r: &SendReport) {
             r.refused
         );
     }
+    if let Some(a) = &r.st2110_21 {
+        eprintln!("{}", pacing_verdict(a));
+    }
     if let Some(e) = &r.error {
         eprintln!("send: stopped early: {e}");
     }
+}
+
+/// The ST 2110-21 lines of a send summary: what a receiver with a
+/// perfect clock would find, and whether that is the declared type.
+pub fn pacing_verdict(a: &nagare_api::st2110::AnalyzeReport) -> String {
+    let Some(v) = &a.verdict else {
+        return "send: ST 2110-21: no whole frame sent to judge".into();
+    };
+    let declared = match (a.declared, a.declared_met) {
+        (Some(t), Some(true)) => format!("keeps to its declared {}", t.sdp_value()),
+        (Some(t), _) => format!("does NOT keep to its declared {}", t.sdp_value()),
+        (None, _) => String::new(),
+    };
+    format!(
+        "send: ST 2110-21 at a perfect-clock receiver: {}\n\
+         send: Cinst p50 {:.0} p99 {:.0} max {:.0}; FPT p50 {:.1} µs max {:.1} µs; {} of {} frames narrow, {} wide, {} not compliant; {declared}",
+        v.text,
+        a.cinst.p50,
+        a.cinst.p99,
+        a.cinst.max,
+        a.fpt_us.p50,
+        a.fpt_us.max,
+        a.frame_verdicts.n + a.frame_verdicts.nl,
+        a.frames,
+        a.frame_verdicts.w,
+        a.frame_verdicts.not_compliant,
+    )
 }
 
 /// `nagare send`.

@@ -36,6 +36,15 @@ impl Link {
         })
     }
 
+    /// Its hardware (MAC) address, from sysfs; `None` for interfaces
+    /// without a 6-byte one (tunnels).
+    pub fn mac(&self) -> Option<[u8; 6]> {
+        let path = PathBuf::from("/sys/class/net")
+            .join(&self.name)
+            .join("address");
+        parse_mac(std::fs::read_to_string(path).ok()?.trim())
+    }
+
     /// Its MTU in bytes, from sysfs.
     pub fn mtu(&self) -> io::Result<u32> {
         let path = PathBuf::from("/sys/class/net").join(&self.name).join("mtu");
@@ -77,6 +86,42 @@ pub fn links() -> io::Result<Vec<Link>> {
 /// The interface with kernel index `index`, if it exists.
 pub fn find(index: u32) -> io::Result<Option<Link>> {
     Ok(links()?.into_iter().find(|l| l.index == index))
+}
+
+/// `02:fc:00:00:00:01` as bytes.
+fn parse_mac(text: &str) -> Option<[u8; 6]> {
+    let mut out = [0u8; 6];
+    let mut parts = text.split(':');
+    for o in &mut out {
+        *o = u8::from_str_radix(parts.next()?, 16).ok()?;
+    }
+    parts.next().is_none().then_some(out)
+}
+
+/// The MAC address that names this host's clock in an SDP's
+/// `a=ts-refclk:localmac=` (ST 2110-10 8.2), for a stream sent from
+/// `local`: the sending interface's, except that loopback's is all zeros
+/// and names nothing, so a stream sent over loopback (which never leaves
+/// the host) takes the first other interface's, preferring one with an
+/// address. The second value says
+/// which interface it came from when that is not the sending one.
+pub fn clock_mac(local: Option<IpAddr>, links: &[Link]) -> ([u8; 6], Option<String>) {
+    let real = |l: &Link| l.mac().filter(|m| m.iter().any(|b| *b != 0));
+    let sending = local.and_then(|ip| links.iter().find(|l| l.addrs.contains(&ip)));
+    if let Some(mac) = sending.and_then(real) {
+        return (mac, None);
+    }
+    // An interface with an address (the host's network card) before
+    // address-less ones (ifb, bridges' ports).
+    let mut others: Vec<&Link> = links.iter().filter(|l| !l.loopback).collect();
+    others.sort_by_key(|l| l.addrs.is_empty());
+    match others
+        .into_iter()
+        .find_map(|l| real(l).map(|m| (m, l.name.clone())))
+    {
+        Some((mac, name)) => (mac, Some(name)),
+        None => ([0; 6], None),
+    }
 }
 
 /// A network interface named by address or by name.
@@ -177,6 +222,31 @@ mod tests {
         let e = resolve("10.9.9.9", &host()).unwrap_err().to_string();
         assert!(e.contains("no interface has the address 10.9.9.9"), "{e}");
         assert!(e.contains("(lo, v0)"), "{e}");
+    }
+
+    #[test]
+    fn macs_parse_from_sysfs_text() {
+        assert_eq!(parse_mac("02:fc:00:00:00:01"), Some([2, 0xfc, 0, 0, 0, 1]));
+        assert_eq!(parse_mac("02:fc:00:00:00"), None);
+        assert_eq!(parse_mac("02:fc:00:00:00:01:02"), None);
+        assert_eq!(parse_mac(""), None);
+    }
+
+    #[test]
+    fn loopback_streams_name_the_clock_by_another_interface() {
+        let links = links().unwrap();
+        let lo = Some(IpAddr::from([127, 0, 0, 1]));
+        let (mac, from) = clock_mac(lo, &links);
+        let real = |l: &&Link| !l.loopback && l.mac().is_some_and(|m| m != [0; 6]);
+        let other = (links.iter().filter(|l| !l.addrs.is_empty()).find(real))
+            .or_else(|| links.iter().find(real));
+        match other {
+            Some(l) => assert_eq!(
+                (mac, from.as_deref()),
+                (l.mac().unwrap(), Some(l.name.as_str()))
+            ),
+            None => assert_eq!((mac, from), ([0; 6], None)),
+        }
     }
 
     #[test]

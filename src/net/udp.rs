@@ -218,6 +218,11 @@ impl Sender {
         self.sock.local_addr().ok()?.as_socket()
     }
 
+    /// Sends one datagram to the connected peer.
+    pub fn send(&self, datagram: &[u8]) -> io::Result<usize> {
+        self.sock.send(datagram)
+    }
+
     /// Sends one train on the connected socket; see [`send_train`].
     pub fn send_train(
         &self,
@@ -485,12 +490,19 @@ pub struct Datagram<'a> {
     /// [`Receiver::enable_timestamps`] succeeded, else when the batch was
     /// read. Every segment of a GRO batch shares it.
     pub at: Instant,
+    /// The same moment on the system clock (the kernel's stamp itself
+    /// when there is one): what ST 2110 analysis measures frame
+    /// boundaries against.
+    pub wall: SystemTime,
 }
 
 impl Datagram<'_> {
     /// The individual datagrams (splits a GRO batch).
     pub fn segments(&self) -> impl Iterator<Item = &[u8]> {
-        self.bytes.chunks(self.segment.max(1))
+        // A zero-length datagram is one (empty) datagram, not none, so
+        // the machine counts it as malformed.
+        let empty = self.bytes.is_empty().then_some(self.bytes);
+        self.bytes.chunks(self.segment.max(1)).chain(empty)
     }
 }
 
@@ -591,6 +603,14 @@ impl Receiver {
     pub fn enable_timestamps(&mut self) -> bool {
         self.stamps = setsockopt(&self.sock, sockopt::ReceiveTimestampns, &true).is_ok();
         self.stamps
+    }
+
+    /// Turns UDP GRO off, so every datagram comes with its own receive
+    /// stamp (a GRO batch shares one, which would read as a burst).
+    pub fn disable_gro(&mut self) {
+        if self.gro && setsockopt(&self.sock, sockopt::UdpGroSegment, &false).is_ok() {
+            self.gro = false;
+        }
     }
 
     /// Sets how long [`Receiver::recv_batch`] waits for the first datagram
@@ -697,18 +717,30 @@ impl Receiver {
             if let Some(d) = meta.drops {
                 self.kernel_drops = d;
             }
-            let at = match meta.stamp {
-                Some(ts) if self.stamps => stamp_to_instant(&ts, mono_now, wall_now),
-                _ => mono_now,
+            let (at, wall) = match meta.stamp {
+                Some(ts) if self.stamps => (
+                    stamp_to_instant(&ts, mono_now, wall_now),
+                    timespec_to_system(&ts),
+                ),
+                _ => (mono_now, wall_now),
             };
             each(Datagram {
                 bytes: &self.bufs[k][..len],
                 segment: meta.segment.filter(|&s| s > 0).unwrap_or(len),
                 from: sockaddr_to_std(&self.names[k]),
                 at,
+                wall,
             });
         }
         Ok(n)
+    }
+}
+
+/// One thread can wait on the sockets of several streams at once
+/// (`poll`), then read whichever is ready.
+impl std::os::fd::AsFd for Receiver {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.sock.as_fd()
     }
 }
 
@@ -751,6 +783,15 @@ fn read_cmsgs(msg: &libc::msghdr) -> CmsgMeta {
         }
     }
     meta
+}
+
+/// A kernel wall-clock stamp as a `SystemTime`.
+fn timespec_to_system(ts: &libc::timespec) -> SystemTime {
+    SystemTime::UNIX_EPOCH
+        + Duration::new(
+            u64::try_from(ts.tv_sec).unwrap_or(0),
+            u32::try_from(ts.tv_nsec).unwrap_or(0),
+        )
 }
 
 /// The Instant of a kernel wall-clock stamp, given both clocks read

@@ -59,12 +59,13 @@ fn missing_input() {
 fn file_size_not_a_multiple_of_the_frame() {
     let s = Scratch::new("bad-size");
     let p = s.path("clip.yuv");
-    std::fs::write(&p, vec![0u8; 64 * 2 * 16 * 3 + 100]).unwrap();
+    // Less than a frame is refused; a partial tail after whole frames
+    // (a recording cut short) is sent without it (see crash.rs).
+    std::fs::write(&p, vec![0u8; 100]).unwrap();
     fails(
         send(p.to_str().unwrap(), &[]),
-        "3 whole frames of 2048 bytes",
+        "100 bytes, less than one 64x16 uyvy422 frame of 2048 bytes",
     );
-    fails(send(p.to_str().unwrap(), &[]), "100 bytes left over");
 }
 
 #[test]

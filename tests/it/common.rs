@@ -376,3 +376,11 @@ fn a_udp_port_is_not_a_tcp_listener() {
     assert!(port_in_table("udp", port, None));
     assert!(!port_in_table("tcp", port, Some("0A")));
 }
+
+/// Sends SIGTERM to `child`, as `timeout`, systemd or `docker stop` do.
+pub fn sigterm(child: &std::process::Child) {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid fits i32"));
+    kill(pid, Signal::SIGTERM).expect("sending SIGTERM");
+}

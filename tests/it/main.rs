@@ -2,9 +2,14 @@
 //! `nagare` binary over loopback or inside network namespaces it creates.
 
 mod bad_input;
+mod cluster;
 mod common;
 mod consistency;
+mod crash;
+mod defaults;
+mod disk;
 mod doctor;
+mod impair_scripts;
 mod peers;
 mod pipes;
 mod probe;
@@ -12,5 +17,10 @@ mod readme;
 mod recv_faults;
 mod report_pages;
 mod send_recv;
+mod serve;
 mod shell;
+mod signals;
+mod ssrc;
+mod st2110;
+mod stripes;
 mod tree;

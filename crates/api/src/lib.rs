@@ -11,8 +11,12 @@
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
+pub mod cluster;
 pub mod doctor;
 pub mod impair;
 pub mod probe;
+pub mod serve;
+pub mod st2110;
+pub mod stripes;
 pub mod tree;
 pub mod video;

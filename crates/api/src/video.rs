@@ -31,6 +31,10 @@ pub struct SendReport {
     pub underruns: u64,
     /// Datagrams the kernel refused (no receiver on a unicast port).
     pub refused: u64,
+    /// CPU seconds of the sending thread (pacing, headers, send calls),
+    /// without the reader's.
+    #[serde(default)]
+    pub send_cpu_seconds: f64,
     /// Whether UDP GSO trains were used.
     pub gso: bool,
     /// Epoch frame number of the first frame (its RTP timestamp is this
@@ -45,6 +49,11 @@ pub struct SendReport {
     /// xxh3 of every frame sent, in order (demo only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checksums: Vec<u64>,
+    /// The ST 2110-21 analysis of the first stream as it left (each
+    /// packet at its send call's return, judged by a perfect clock),
+    /// against the declared sender type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub st2110_21: Option<crate::st2110::AnalyzeReport>,
 }
 
 /// Runs of frame indices, for reports.
@@ -111,6 +120,13 @@ pub enum EndedBy {
     /// `--timeout` passed without a packet.
     #[serde(rename = "timeout")]
     Timeout,
+    /// Writing the recording failed (see `output_error`).
+    #[serde(rename = "output error")]
+    OutputError,
+    /// Another sender took the stream over and `--follow-ssrc` was not
+    /// given (see `rivals`).
+    #[serde(rename = "taken over")]
+    TakenOver,
 }
 
 impl fmt::Display for EndedBy {
@@ -119,8 +135,35 @@ impl fmt::Display for EndedBy {
             EndedBy::Interrupted => "interrupted",
             EndedBy::FrameCount => "frame count reached",
             EndedBy::Timeout => "timeout",
+            EndedBy::OutputError => "output error",
+            EndedBy::TakenOver => "another sender taking over",
         })
     }
+}
+
+/// One stream a receiver recorded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Take {
+    /// Its RTP SSRC.
+    pub ssrc: u32,
+    /// Its first RTP sequence number.
+    pub first_seq: u16,
+    /// Where it came from.
+    pub sender: Option<SocketAddr>,
+    /// Recording index of its first frame.
+    pub first_frame: u64,
+}
+
+/// Another stream on a receiver's port, counted as foreign.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rival {
+    /// Its RTP SSRC.
+    pub ssrc: u32,
+    /// Where it came from.
+    pub sender: Option<SocketAddr>,
+    /// It took over after the recorded stream went silent (a restarted
+    /// sender), rather than sending alongside it.
+    pub took_over: bool,
 }
 
 /// What a receiver saw.
@@ -166,9 +209,23 @@ pub struct RecvReport {
     pub sender: Option<SocketAddr>,
     /// Whether the kernel coalesced datagrams (UDP GRO).
     pub gro: bool,
+    /// The streams recorded, in order: one, plus one per takeover
+    /// followed with `--follow-ssrc`.
+    #[serde(default)]
+    pub takes: Vec<Take>,
+    /// Other streams on the port that were not recorded.
+    #[serde(default)]
+    pub rivals: Vec<Rival>,
+    /// Why writing the recording stopped: the OS error, the path and the
+    /// frames written (the file is left holding whole frames).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_error: Option<String>,
     /// xxh3 of each complete frame by index (demo only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checksums: Vec<(u64, u64)>,
+    /// The ST 2110-21 analysis (`recv --analyze`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<crate::st2110::AnalyzeReport>,
 }
 
 /// What `nagare demo` proved.

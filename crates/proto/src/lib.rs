@@ -9,6 +9,8 @@
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
+pub mod capture;
+pub mod cluster;
 pub mod framing;
 pub mod mpegts;
 pub mod netem;

@@ -233,3 +233,76 @@ fn ideal_senders_at_2160p50() {
         Compliance::NotCompliant
     );
 }
+
+/// The send machine itself (`video::Sender` with a shaped flow, as
+/// `nagare send --tp` drives it) on virtual epoch time, each train's
+/// packets arriving `WIRE_NS` apart from its release, judged by the
+/// analyser.
+fn sent_by_machine(model: &Model, schedule: SenderSchedule) -> Summary {
+    use nagare_proto::Ssrc;
+    use nagare_proto::video::sender::{Event, FlowSpec, Input, Sender};
+    let first = model.epoch_frame(Nanos::from_secs(1_750_000_000)) + 1;
+    let start = Nanos(u64::try_from(model.rate().frame_start_ns(first)).unwrap());
+    let mut s = Sender::new();
+    let spec = FlowSpec::new(model.rate(), model.packets() as usize, Ssrc(1))
+        .shaped(schedule)
+        .start(start, first)
+        .trains(Nanos::ZERO, 64)
+        .frame_limit(Some(FRAMES));
+    let id = s.add_flow(spec);
+    assert_eq!(s.max_train(id), Some(schedule.train() as usize));
+    let mut a = Analyzer::new(*model);
+    let mut now = Nanos::ZERO;
+    let mut seq = 0;
+    loop {
+        while let Some(e) = s.poll_event() {
+            if let Event::NeedFrame { flow, .. } = e {
+                s.handle_input(now, Input::Frame { flow }).unwrap();
+            }
+        }
+        if let Some(t) = s.poll_transmit(now) {
+            assert_eq!(t.at, now);
+            for (k, j) in t.packets.clone().enumerate() {
+                assert_eq!(schedule.release(t.frame, j as u32), t.at);
+                a.handle_input(Observation {
+                    arrival: now + Nanos(k as u64 * WIRE_NS),
+                    rtp_timestamp: t.timestamp,
+                    marker: j + 1 == model.packets() as usize,
+                    seq: ExtSeq(seq),
+                    len: ByteSize(PAYLOAD),
+                });
+                seq += 1;
+            }
+            continue;
+        }
+        match s.poll_timeout() {
+            Some(at) => now = at,
+            None => break,
+        }
+    }
+    assert_eq!(seq, FRAMES * u64::from(model.packets()));
+    a.flush();
+    a.summary().clone()
+}
+
+#[test]
+fn the_send_machine_keeps_each_declared_type() {
+    for m in [p1080_5994(), p2160_50()] {
+        for t in SenderType::ALL {
+            let schedule = SenderSchedule::with_jitter_margin(&m, t);
+            let s = sent_by_machine(&m, schedule);
+            let v = s.verdict().unwrap();
+            let want = match t {
+                SenderType::N => Compliance::Narrow,
+                SenderType::NL => Compliance::NarrowLinear,
+                SenderType::W => Compliance::Wide,
+            };
+            assert_eq!(v.compliance, want, "{t} at {} packets: {v}", m.packets());
+            // A train of k packets peaks at k − 1 at most (the bucket
+            // drains while the train is on the wire).
+            assert!(v.cinst_peak < schedule.train(), "{t}: {v}");
+            // The first frame is not judged (no boundary seen before it).
+            assert_eq!(s.frames, FRAMES - 1);
+        }
+    }
+}

@@ -157,7 +157,7 @@ fn collect(rx: &mut receiver::Receiver, out: &mut Outcome) {
             receiver::Event::Lost { first, count } | receiver::Event::Missing { first, count } => {
                 out.lost.push((first, count))
             }
-            receiver::Event::Stream { .. } => {}
+            receiver::Event::Stream { .. } | receiver::Event::Rival { .. } => {}
         }
     }
 }

@@ -8,7 +8,7 @@ mod client;
 mod html;
 mod link;
 mod output;
-mod plot;
+pub mod plot;
 mod server;
 mod stream;
 

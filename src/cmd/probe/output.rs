@@ -127,6 +127,9 @@ fn summary(o: &mut String, r: &Report) -> fmt::Result {
     for why in &v.reasons {
         writeln!(o, "  - {why}")?;
     }
+    if let Some(st) = &v.st2110_21 {
+        writeln!(o, "{st}")?;
+    }
     writeln!(o)?;
     writeln!(
         o,

@@ -44,8 +44,9 @@ pub fn run(args: ServerArgs) -> Result<ExitCode> {
     });
     let busy = Arc::new(AtomicBool::new(false));
     let mut done = 0u64;
-    for conn in listener.incoming() {
-        let Ok(conn) = conn else { continue };
+    // SIGTERM / Ctrl-C end the loop: the server says so and exits 0.
+    while let Some(conn) = crate::signal::accept(&listener) {
+        let Ok((conn, _)) = conn else { continue };
         if busy.swap(true, Ordering::AcqRel) {
             std::thread::spawn(move || refuse_busy(conn));
             continue;
@@ -70,6 +71,9 @@ pub fn run(args: ServerArgs) -> Result<ExitCode> {
             let _ = worker.join();
             break;
         }
+    }
+    if crate::signal::stopping() {
+        eprintln!("nagare probe server: stopped by a signal after {done} tests");
     }
     Ok(ExitCode::SUCCESS)
 }

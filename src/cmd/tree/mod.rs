@@ -44,8 +44,10 @@ pub struct SourceArgs {
     /// Capture an X11 screen through MIT-SHM: `x11` (uses $DISPLAY) or `x11:DISPLAY`.
     #[arg(long, value_name = "x11[:DISPLAY]", conflicts_with = "input")]
     capture: Option<String>,
-    /// Address to listen on, for joining peers and the source's children.
-    #[arg(long, default_value = "0.0.0.0:7450", value_name = "HOST:PORT")]
+    /// Address to listen on, for joining peers and the source's children
+    /// (loopback by default: give the LAN address, or 0.0.0.0:7450, to
+    /// serve other hosts; peers still need the session key).
+    #[arg(long, default_value = "127.0.0.1:7450", value_name = "HOST:PORT")]
     listen: String,
     /// Frames per second to capture: 12, 30000/1001 or 29.97.
     #[arg(long, default_value = "12")]
@@ -95,9 +97,10 @@ pub struct JoinArgs {
     /// Show the screen in an X11 window.
     #[arg(long)]
     view: bool,
-    /// Address for the relay listener that children attach to.
-    #[arg(long, default_value = "0.0.0.0:0", value_name = "HOST:PORT")]
-    listen: String,
+    /// Address for the relay listener that children attach to (default:
+    /// the local address this host reaches the source from, any port).
+    #[arg(long, value_name = "HOST:PORT")]
+    listen: Option<String>,
     /// Give up after this many seconds without a frame or a parent.
     #[arg(long, default_value_t = 30)]
     timeout: u64,

@@ -24,6 +24,9 @@ use crate::net::udp::parse_addr;
 /// exits anyway (a write blocks at most 10 s).
 const DRAIN_LIMIT: Duration = Duration::from_secs(12);
 
+/// How often a waiting peer looks at the stop flag.
+const SIGNAL_TICK: Nanos = Nanos::from_millis(200);
+
 /// Joins the tree and runs until the stream ends.
 pub fn run(args: JoinArgs) -> anyhow::Result<ExitCode> {
     let key_text = match &args.key {
@@ -41,13 +44,18 @@ pub fn run(args: JoinArgs) -> anyhow::Result<ExitCode> {
              use --output FILE, or rebuild with default features"
         );
     }
-    let listener = TcpListener::bind(&args.listen).with_context(|| {
-        format!(
-            "binding the relay listener on {}; pick another --listen",
-            args.listen
-        )
+    let listen = match &args.listen {
+        Some(l) => l.clone(),
+        None => SocketAddr::new(toward(source)?, 0).to_string(),
+    };
+    let listener = TcpListener::bind(&listen).with_context(|| {
+        format!("binding the relay listener on {listen}; pick another --listen")
     })?;
     let relay_port = listener.local_addr()?.port();
+    eprintln!(
+        "nagare tree join: relay listener for children on {}",
+        listener.local_addr()?
+    );
     let output = match &args.output {
         Some(p) => Some(BufWriter::new(crate::cli::open_output(p)?)),
         None => None,
@@ -91,6 +99,18 @@ pub fn run(args: JoinArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The local address the kernel would use to reach `source`: where
+/// children in the same network can reach this peer, and nothing wider
+/// (no UDP datagram is sent; connect only picks a route).
+fn toward(source: SocketAddr) -> anyhow::Result<std::net::IpAddr> {
+    let any = crate::cmd::probe::any_for(source);
+    let probe = std::net::UdpSocket::bind(any).context("finding the route to the source")?;
+    probe
+        .connect(source)
+        .with_context(|| format!("no route to the source at {source}"))?;
+    Ok(probe.local_addr()?.ip())
+}
+
 /// A peer machine with its sockets, output and window.
 struct Session {
     peer: Peer,
@@ -122,11 +142,15 @@ impl Session {
                 break;
             }
             let reached = self.frames.is_some_and(|f| self.peer.stats().frames >= f);
-            let input = if reached && !left {
+            // SIGTERM / Ctrl-C leave the tree the way --frames does.
+            let input = if (reached || crate::signal::stopping()) && !left {
                 left = true;
                 Input::Leave
             } else {
-                match self.links.next(self.peer.poll_timeout())? {
+                // Wake now and then to notice a signal.
+                let tick = self.links.now() + SIGNAL_TICK;
+                let deadline = self.peer.poll_timeout().map_or(tick, |t| t.min(tick));
+                match self.links.next(Some(deadline))? {
                     Some(l) => Input::Link(l),
                     None => Input::Timeout,
                 }

@@ -109,6 +109,13 @@ pub struct ImpairConfig {
     pub reorder_seq: BTreeSet<u64>,
     /// Stream sequence numbers always duplicated.
     pub duplicate_seq: BTreeSet<u64>,
+    /// Packets always dropped, by index from each stream's first packet
+    /// (0), whatever sequence number its sender started at.
+    pub drop_nth: BTreeSet<u64>,
+    /// Packets always reordered, by index from each stream's first.
+    pub reorder_nth: BTreeSet<u64>,
+    /// Packets always duplicated, by index from each stream's first.
+    pub duplicate_nth: BTreeSet<u64>,
     /// Seed of the random draws.
     pub seed: u64,
 }
@@ -131,6 +138,9 @@ impl Default for ImpairConfig {
             drop_seq: BTreeSet::new(),
             reorder_seq: BTreeSet::new(),
             duplicate_seq: BTreeSet::new(),
+            drop_nth: BTreeSet::new(),
+            reorder_nth: BTreeSet::new(),
+            duplicate_nth: BTreeSet::new(),
             seed: 1,
         }
     }

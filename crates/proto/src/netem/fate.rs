@@ -5,6 +5,23 @@ use std::collections::VecDeque;
 
 use super::{ImpairConfig, ImpairCounters};
 use crate::stats::SeqExtender;
+use crate::units::Ssrc;
+
+/// Streams whose packets are numbered at once; the one heard longest ago
+/// makes room (and starts from 0 again if it comes back).
+const STREAMS: usize = 16;
+
+/// One stream's numbering: sequence numbers as its sender counts them,
+/// and packet indices from its first packet.
+#[derive(Debug)]
+struct Numbering {
+    ssrc: Option<Ssrc>,
+    ext: SeqExtender,
+    /// Extended and wire sequence number of its first packet.
+    first: (u64, u64),
+    /// Stream packets seen by the fate when it last had one.
+    heard: u64,
+}
 
 /// SplitMix64: small, seedable, good enough for impairment draws.
 #[derive(Debug, Clone)]
@@ -43,8 +60,8 @@ pub(super) struct Fate<T> {
     draws: Rng,
     bad: bool,
     in_loss_run: bool,
-    seq: SeqExtender,
-    first: Option<(u64, u64)>,
+    streams: Vec<Numbering>,
+    packets: u64,
     held: VecDeque<Held<T>>,
 }
 
@@ -54,14 +71,46 @@ impl<T: Clone> Fate<T> {
             draws: Rng(seed),
             bad: false,
             in_loss_run: false,
-            seq: SeqExtender::default(),
-            first: None,
+            streams: Vec::new(),
+            packets: 0,
             held: VecDeque::new(),
         }
     }
 
     pub(super) fn held(&self) -> usize {
         self.held.len()
+    }
+
+    /// Numbers one packet of stream `ssrc`: its sequence number as the
+    /// sender counts it (the wire number, extended past 65535, as `nagare
+    /// send` prints the first one) and its index from the stream's first
+    /// packet (0).
+    fn number(&mut self, ssrc: Option<Ssrc>, rtp_seq: u16) -> (u64, u64) {
+        self.packets += 1;
+        let k = match self.streams.iter().position(|n| n.ssrc == ssrc) {
+            Some(k) => k,
+            None => {
+                if self.streams.len() == STREAMS
+                    && let Some(old) = (0..STREAMS).min_by_key(|&k| self.streams[k].heard)
+                {
+                    self.streams.swap_remove(old);
+                }
+                let mut ext = SeqExtender::default();
+                let first = ext.extend(rtp_seq, None);
+                self.streams.push(Numbering {
+                    ssrc,
+                    ext,
+                    first: (first, u64::from(rtp_seq)),
+                    heard: 0,
+                });
+                self.streams.len() - 1
+            }
+        };
+        let n = &mut self.streams[k];
+        n.heard = self.packets;
+        let ext = n.ext.extend(rtp_seq, None);
+        let nth = ext.wrapping_sub(n.first.0);
+        (n.first.1.wrapping_add(nth), nth)
     }
 
     /// Decides one stream packet; appends what leaves now to `out`, in
@@ -72,14 +121,14 @@ impl<T: Clone> Fate<T> {
         counters: &mut ImpairCounters,
         packet: T,
         len: usize,
-        rtp_seq: u16,
+        id: (Option<Ssrc>, u16),
         out: &mut Vec<(T, usize)>,
     ) {
-        let ext = self.seq.extend(rtp_seq, None);
-        let (first_ext, first_raw) = *self.first.get_or_insert((ext, u64::from(rtp_seq)));
-        // Sequence numbers as the sender counts them (assuming it starts
-        // below 32768), so `drop_seq` can name them.
-        let seq = (ext + first_raw).wrapping_sub(first_ext);
+        let (seq, nth) = self.number(id.0, id.1);
+        let scripted = |abs: &std::collections::BTreeSet<u64>,
+                        nths: &std::collections::BTreeSet<u64>| {
+            abs.contains(&seq) || nths.contains(&nth)
+        };
         // Always four draws per stream packet, used or not.
         let (d_loss, d_state, d_dup, d_reorder) = (
             self.draws.unit(),
@@ -87,15 +136,16 @@ impl<T: Clone> Fate<T> {
             self.draws.unit(),
             self.draws.unit(),
         );
-        if self.lost(cfg, counters, seq, d_loss, d_state) {
+        let drop = scripted(&cfg.drop_seq, &cfg.drop_nth);
+        if self.lost(cfg, counters, drop, d_loss, d_state) {
             return;
         }
-        let copies = if d_dup < cfg.duplicate || cfg.duplicate_seq.contains(&seq) {
+        let copies = if d_dup < cfg.duplicate || scripted(&cfg.duplicate_seq, &cfg.duplicate_nth) {
             2
         } else {
             1
         };
-        if d_reorder < cfg.reorder || cfg.reorder_seq.contains(&seq) {
+        if d_reorder < cfg.reorder || scripted(&cfg.reorder_seq, &cfg.reorder_nth) {
             self.held.push_back(Held {
                 packet,
                 len,
@@ -125,17 +175,18 @@ impl<T: Clone> Fate<T> {
         }
     }
 
-    /// Whether packet `seq` is dropped, counting it under its cause.
+    /// Whether the packet (`scripted` to drop or not) is dropped,
+    /// counting it under its cause.
     fn lost(
         &mut self,
         cfg: &ImpairConfig,
         counters: &mut ImpairCounters,
-        seq: u64,
+        scripted: bool,
         d_loss: f64,
         d_state: f64,
     ) -> bool {
         let mut drop = None;
-        if cfg.drop_seq.contains(&seq) {
+        if scripted {
             drop = Some(&mut counters.dropped_scripted);
         }
         if let Some((gb, bg)) = cfg.gilbert {

@@ -25,7 +25,7 @@ pub use config::{
 };
 use fate::{Fate, Rng};
 
-use crate::units::{ByteSize, Nanos};
+use crate::units::{ByteSize, Nanos, Ssrc};
 
 /// Held (reordered) packets leave when the stream pauses this long, so a
 /// stream's last packets are never held forever.
@@ -72,9 +72,15 @@ impl ImpairCounters {
 /// [`Netem::handle_input`]; `None` for everything else on the path
 /// (probe echoes, control traffic), which is only delayed.
 pub fn stream_seq(datagram: &[u8]) -> Option<u16> {
+    stream_packet(datagram).map(|(_, seq)| seq)
+}
+
+/// The SSRC and RTP sequence number of `datagram` when it is a valid RTP
+/// packet, for [`Netem::handle_rtp`].
+pub fn stream_packet(datagram: &[u8]) -> Option<(Ssrc, u16)> {
     crate::rtp::RtpPacket::new_checked(datagram)
         .ok()
-        .map(|p| p.sequence_number())
+        .map(|p| (Ssrc(p.ssrc()), p.sequence_number()))
 }
 
 /// A datagram waiting for its departure time.
@@ -163,8 +169,19 @@ impl<T: Clone> Netem<T> {
     /// One datagram of `len` bytes arrives at `now`; `rtp_seq` is its RTP
     /// sequence number when it belongs to the stream under test.
     pub fn handle_input(&mut self, now: Nanos, packet: T, len: usize, rtp_seq: Option<u16>) {
+        self.handle(now, packet, len, rtp_seq.map(|q| (None, q)));
+    }
+
+    /// Like [`Netem::handle_input`], for datagrams of several RTP streams:
+    /// each SSRC is numbered on its own, so `drop_nth` counts from each
+    /// stream's first packet.
+    pub fn handle_rtp(&mut self, now: Nanos, packet: T, len: usize, rtp: Option<(Ssrc, u16)>) {
+        self.handle(now, packet, len, rtp.map(|(s, q)| (Some(s), q)));
+    }
+
+    fn handle(&mut self, now: Nanos, packet: T, len: usize, id: Option<(Option<Ssrc>, u16)>) {
         self.counters.received += 1;
-        let Some(seq) = rtp_seq else {
+        let Some(id) = id else {
             self.depart(now, packet, len);
             return;
         };
@@ -176,7 +193,7 @@ impl<T: Clone> Netem<T> {
             &mut self.counters,
             packet,
             len,
-            seq,
+            id,
             &mut released,
         );
         for (p, l) in released.drain(..) {
@@ -516,6 +533,26 @@ mod tests {
         assert!(parse_seq_list("0-18446744073709551615").is_err());
         let top = parse_seq_list("18446744073709551615-18446744073709551615").unwrap();
         assert_eq!(top.into_iter().collect::<Vec<_>>(), [u64::MAX]);
+    }
+
+    #[test]
+    fn nth_counts_from_each_streams_first_packet_and_seq_is_absolute() {
+        let mut m: Netem<(u32, u16)> = Netem::new(ImpairConfig {
+            drop_nth: parse_seq_list("1,3").unwrap(),
+            drop_seq: parse_seq_list("40002").unwrap(),
+            ..cfg()
+        });
+        // Two senders starting at random sequence numbers, interleaved.
+        for k in 0..5u16 {
+            for (ssrc, first) in [(7u32, 40_000u16), (9, 65_534)] {
+                let seq = first.wrapping_add(k);
+                m.handle_rtp(Nanos(0), (ssrc, k), 100, Some((Ssrc(ssrc), seq)));
+            }
+        }
+        let mut left: Vec<(u32, u16)> = std::iter::from_fn(|| m.poll_transmit(Nanos(0))).collect();
+        left.sort_unstable();
+        assert_eq!(left, [(7, 0), (7, 4), (9, 0), (9, 2), (9, 4)]);
+        assert_eq!(m.counters().dropped_scripted, 5);
     }
 
     #[test]

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::probe::report::ReceiverReport;
 use crate::units::Nanos;
+use crate::video::st2110_21::{Model, Scan};
 
 /// A kind of stream and what it tolerates.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -108,6 +109,10 @@ pub struct Verdict {
     pub profile: String,
     /// One line per threshold that failed.
     pub reasons: Vec<String>,
+    /// For a video profile: the ST 2110-21 sender type the path's delay
+    /// variation allows (see [`Profile::st2110_21`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub st2110_21: Option<String>,
 }
 
 impl Profile {
@@ -170,7 +175,30 @@ impl Profile {
             partial: false,
             profile: self.name.to_string(),
             reasons,
+            st2110_21: self.st2110_21(r),
         }
+    }
+
+    /// For a video profile (one with a frame rate): which ST 2110-21
+    /// sender type the path allows, judged by its PDV p99.9 against the
+    /// model of a progressive stream of the profile's rate and packet
+    /// size ([`Model::path_allows`]).
+    pub fn st2110_21(&self, r: &ReceiverReport) -> Option<String> {
+        let (num, den) = self.fps?;
+        let rate = crate::video::FrameRate::new(num, den).ok()?;
+        let frame_bits = self.rate_bps as f64 * f64::from(den) / f64::from(num);
+        let packets = (frame_bits / (f64::from(self.packet_size) * 8.0)).ceil() as u32;
+        let model = Model::new(rate, 1080, Scan::Progressive, packets.max(1)).ok()?;
+        let pdv = Nanos((r.pdv_ms.p999.max(0.0) * 1e6) as u64);
+        let allows = match model.path_allows(pdv) {
+            Some(t) => format!("allows a {t} sender ({})", t.sdp_value()),
+            None => "allows no ST 2110-21 sender type".to_string(),
+        };
+        let l = model.limits();
+        Some(format!(
+            "ST 2110-21: PDV p99.9 {:.3} ms against {packets} packets a frame (CMAX N {} W {}, VRX_FULL N {} W {}) {allows}",
+            r.pdv_ms.p999, l.cmax_n, l.cmax_w, l.vrx_full_n, l.vrx_full_w
+        ))
     }
 }
 
@@ -235,6 +263,20 @@ mod tests {
         let exact = 1920.0 * 1080.0 * 20.0 * 60000.0 / 1001.0;
         assert!((p.rate_bps as f64 - exact).abs() < 1.0);
         assert!(profile("nope").is_none());
+        // 3703 packets of 1400 bytes a frame; 10 µs of PDV fits N, 40 µs
+        // only W, and 1 ms nothing.
+        let mut r = clean();
+        for (pdv_ms, allows) in [
+            (0.010, "allows a N sender (2110TPN)"),
+            (0.040, "allows a W sender (2110TPW)"),
+            (1.0, "allows no ST 2110-21 sender type"),
+        ] {
+            r.pdv_ms.p999 = pdv_ms;
+            let text = p.st2110_21(&r).unwrap();
+            assert!(text.contains("3703 packets a frame"), "{text}");
+            assert!(text.ends_with(allows), "{text}");
+        }
+        assert_eq!(GENERIC.st2110_21(&r), None);
     }
 
     #[test]

@@ -6,9 +6,11 @@
 //! Every value written passes through [`clean`]: a session name comes from
 //! a file name, and a newline in it must not become an SDP line of its own.
 
+mod clock;
 mod session;
 mod stream;
 
+pub use clock::{ClockError, PtpClock, RefClock};
 pub use session::{Connection, Group, Media, Origin, Session, SourceFilter};
 pub use stream::SdpStream;
 

@@ -77,6 +77,9 @@ pub struct Media {
     pub ts_refclk: Option<String>,
     /// `a=mediaclk` (ST 2110-10).
     pub mediaclk: Option<String>,
+    /// `a=control` (RFC 2326 C.1.1): the URL an RTSP client SETUPs this
+    /// media with, relative to the session's Content-Base.
+    pub control: Option<String>,
 }
 
 impl Media {
@@ -95,6 +98,7 @@ impl Media {
             framerate: None,
             ts_refclk: None,
             mediaclk: None,
+            control: None,
         }
     }
 }
@@ -189,7 +193,7 @@ impl Session {
     }
 
     /// The SDP text: `v o s t`, then each media's `m c a=source-filter
-    /// a=mid a=rtpmap a=fmtp a=framerate a=ts-refclk a=mediaclk`.
+    /// a=mid a=rtpmap a=fmtp a=framerate a=ts-refclk a=mediaclk a=control`.
     pub fn to_sdp(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "v=0\r");
@@ -275,7 +279,11 @@ fn write_media(s: &mut String, m: &Media) {
         let _ = writeln!(s, "a=rtpmap:{pt} {}\r", clean(e));
     }
     if let Some(f) = &m.fmtp {
-        let _ = writeln!(s, "a=fmtp:{pt} {}\r", clean(f));
+        // ST 2110-20 ends every parameter with "; ", the last one too;
+        // strict parsers (sdpoker --whitespace) insist.
+        let f = fmtp_value(f);
+        let sep = if f.is_empty() { "" } else { "; " };
+        let _ = writeln!(s, "a=fmtp:{pt} {f}{sep}\r");
     }
     if let Some(r) = m.framerate {
         let _ = writeln!(s, "a=framerate:{}\r", r.sdp_value());
@@ -285,6 +293,9 @@ fn write_media(s: &mut String, m: &Media) {
     }
     if let Some(c) = &m.mediaclk {
         let _ = writeln!(s, "a=mediaclk:{}\r", clean(c));
+    }
+    if let Some(c) = &m.control {
+        let _ = writeln!(s, "a=control:{}\r", token(c));
     }
 }
 
@@ -296,7 +307,7 @@ fn media_attribute(m: &mut Media, value: &str) {
     if let Some(rest) = value.strip_prefix("rtpmap:") {
         m.encoding = for_pt(rest).or(m.encoding.take());
     } else if let Some(rest) = value.strip_prefix("fmtp:") {
-        m.fmtp = for_pt(rest).or(m.fmtp.take());
+        m.fmtp = for_pt(rest).map(|f| fmtp_value(&f)).or(m.fmtp.take());
     } else if let Some(rest) = value.strip_prefix("source-filter:") {
         m.source_filter = parse_source_filter(rest).or(m.source_filter.take());
     } else if let Some(rest) = value.strip_prefix("framerate:") {
@@ -307,7 +318,18 @@ fn media_attribute(m: &mut Media, value: &str) {
         m.ts_refclk = Some(clean(rest));
     } else if let Some(rest) = value.strip_prefix("mediaclk:") {
         m.mediaclk = Some(clean(rest));
+    } else if let Some(rest) = value.strip_prefix("control:") {
+        m.control = Some(token(rest.trim()));
     }
+}
+
+/// An fmtp parameter list without its closing separators: read with or
+/// without ST 2110-20's trailing "; ", kept without, written with.
+fn fmtp_value(value: &str) -> String {
+    clean(value)
+        .trim_end_matches(|c: char| c == ';' || c.is_whitespace())
+        .trim_start()
+        .to_string()
 }
 
 fn parse_origin(value: &str) -> Option<Origin> {

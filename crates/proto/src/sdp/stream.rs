@@ -4,9 +4,11 @@
 
 use std::net::IpAddr;
 
+use super::clock::RefClock;
 use super::session::{Connection, Media, Origin, Session, SourceFilter};
 use super::{Error, Param};
 use crate::video::format::{FrameRate, PixelFormat, VideoFormat};
+use crate::video::st2110_21::SenderType;
 
 /// Everything a receiver needs to know about one raw video stream.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,6 +31,11 @@ pub struct SdpStream {
     pub rate: Option<FrameRate>,
     /// Session name (`s=`); control characters are written as spaces.
     pub name: String,
+    /// `a=ts-refclk`, when it is one of the ST 2110-10 forms (nagare's
+    /// old `local` and FFmpeg's absent line read as `None`).
+    pub clock: Option<RefClock>,
+    /// The ST 2110-21 sender type the fmtp's `TP=` declares.
+    pub sender_type: Option<SenderType>,
 }
 
 impl SdpStream {
@@ -53,7 +60,7 @@ impl SdpStream {
         }
         media.encoding = Some("raw/90000".into());
         media.fmtp = Some(self.fmtp());
-        media.ts_refclk = Some("local".into());
+        media.ts_refclk = self.clock.map(|c| c.to_string());
         media.mediaclk = Some("direct=0".into());
         Session {
             origin: Some(Origin {
@@ -67,19 +74,26 @@ impl SdpStream {
         }
     }
 
+    /// The ST 2110-20 parameters in the standard's order (the session
+    /// writer adds the closing "; ").
     fn fmtp(&self) -> String {
         let f = &self.format;
         let rate = self.rate.map_or(String::new(), |r| {
             format!("exactframerate={}; ", r.sdp_value())
         });
-        let colorimetry = if f.pixel_format == PixelFormat::Rgb24 {
-            "SRGB" // nagare's RGB is full-range sRGB
+        // nagare's RGB is full-range sRGB: BT.709 primaries at full range
+        // (ST 2110-20 has no sRGB colorimetry value).
+        let range = if f.pixel_format == PixelFormat::Rgb24 {
+            "RANGE=FULL; "
         } else {
-            "BT709"
+            ""
         };
+        let tp = self
+            .sender_type
+            .map_or(String::new(), |t| format!("; TP={}", t.sdp_value()));
         format!(
-            "sampling={}; width={}; height={}; {rate}depth={}; TCS=SDR; colorimetry={colorimetry}; \
-             PM=2110GPM; SSN=ST2110-20:2017; TP=2110TPW",
+            "sampling={}; width={}; height={}; {rate}depth={}; TCS=SDR; colorimetry=BT709; \
+             {range}PM=2110GPM; SSN=ST2110-20:2017{tp}",
             f.pixel_format.sampling(),
             f.width,
             f.height,
@@ -98,6 +112,38 @@ impl SdpStream {
         SdpStream::from_media(&session, media)
     }
 
+    /// The legs of the first video stream of an SDP: the media an
+    /// `a=group:DUP` names (SMPTE ST 2022-7: the same stream on two
+    /// paths), in the group's order, or the first video alone when no
+    /// group names two video media.
+    pub fn parse_legs(text: &str) -> Result<Vec<Self>, Error> {
+        let session = Session::parse(text)?;
+        let dup = session
+            .groups
+            .iter()
+            .find(|g| g.semantics.eq_ignore_ascii_case("DUP"));
+        let named: Vec<&Media> = dup
+            .map(|g| {
+                g.mids
+                    .iter()
+                    .filter_map(|id| {
+                        session
+                            .media
+                            .iter()
+                            .find(|m| m.kind == "video" && m.mid.as_ref() == Some(id))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if named.len() >= 2 {
+            return named
+                .into_iter()
+                .map(|m| SdpStream::from_media(&session, m))
+                .collect();
+        }
+        SdpStream::parse(text).map(|s| vec![s])
+    }
+
     /// The raw video stream one media section of `session` describes.
     pub fn from_media(session: &Session, media: &Media) -> Result<Self, Error> {
         let encoding = media.encoding.as_deref();
@@ -110,7 +156,7 @@ impl SdpStream {
             .ok_or(Error::NoConnection)?;
         encoding.ok_or(Error::NoRtpmap)?;
         let fmtp = media.fmtp.as_deref().ok_or(Error::NoFmtp)?;
-        let (format, rate) = parse_fmtp(fmtp)?;
+        let (format, rate, sender_type) = parse_fmtp(fmtp)?;
         let filter = media
             .source_filter
             .as_ref()
@@ -128,15 +174,18 @@ impl SdpStream {
             format,
             rate: rate.or(media.framerate),
             name: session.name.clone(),
+            clock: media.ts_refclk.as_deref().and_then(RefClock::parse),
+            sender_type,
         })
     }
 }
 
-/// The format and frame rate of an ST 2110-20 `a=fmtp` parameter list.
-fn parse_fmtp(fmtp: &str) -> Result<(VideoFormat, Option<FrameRate>), Error> {
+/// The format, frame rate and sender type of an ST 2110-20 `a=fmtp`
+/// parameter list (FFmpeg's and GStreamer's spacing too).
+fn parse_fmtp(fmtp: &str) -> Result<(VideoFormat, Option<FrameRate>, Option<SenderType>), Error> {
     let mut sampling = None;
     let (mut width, mut height, mut depth) = (None, None, None);
-    let mut rate = None;
+    let (mut rate, mut sender_type) = (None, None);
     for param in fmtp.split(';') {
         let (k, v) = param.split_once('=').unwrap_or((param, ""));
         let (k, v) = (k.trim(), v.trim());
@@ -146,6 +195,7 @@ fn parse_fmtp(fmtp: &str) -> Result<(VideoFormat, Option<FrameRate>), Error> {
             "height" => height = v.parse::<u32>().ok(),
             "depth" => depth = v.parse::<u32>().ok(),
             "exactframerate" => rate = v.parse::<FrameRate>().ok(),
+            "tp" => sender_type = SenderType::from_sdp(v),
             "interlace" => return Err(Error::Interlaced),
             _ => {}
         }
@@ -160,7 +210,7 @@ fn parse_fmtp(fmtp: &str) -> Result<(VideoFormat, Option<FrameRate>), Error> {
         pixel_format,
     )
     .map_err(Error::Format)?;
-    Ok((format, rate))
+    Ok((format, rate, sender_type))
 }
 
 #[cfg(test)]
@@ -177,6 +227,8 @@ mod tests {
             format: VideoFormat::new(1920, 1080, PixelFormat::Uyvp).unwrap(),
             rate: Some(FrameRate::new(60000, 1001).unwrap()),
             name: "test".into(),
+            clock: Some(RefClock::LocalMac([2, 0xfc, 0, 0, 0, 1])),
+            sender_type: Some(SenderType::N),
         }
     }
 
@@ -188,6 +240,29 @@ mod tests {
         assert!(text.contains("c=IN IP4 239.1.2.3/8"));
         assert!(text.contains("a=mediaclk:direct=0"));
         assert_eq!(SdpStream::parse(&text).unwrap(), s);
+    }
+
+    #[test]
+    fn a_dup_group_gives_both_legs_in_its_order() {
+        let mut session = stream().to_session(1);
+        let mut b = session.media[0].clone();
+        b.port = 6004;
+        b.mid = Some("b".into());
+        session.media[0].mid = Some("a".into());
+        session.media.push(b);
+        session.groups.push(super::super::Group {
+            semantics: "DUP".into(),
+            mids: vec!["b".into(), "a".into()],
+        });
+        let legs = SdpStream::parse_legs(&session.to_sdp()).unwrap();
+        assert_eq!(
+            legs.iter().map(|l| l.port).collect::<Vec<_>>(),
+            [6004, 5004]
+        );
+        // Without the group, the first video is the one stream.
+        session.groups.clear();
+        let one = SdpStream::parse_legs(&session.to_sdp()).unwrap();
+        assert_eq!((one.len(), one[0].port), (1, 5004));
     }
 
     #[test]
@@ -265,9 +340,67 @@ mod tests {
             a=source-filter: incl IN IP4 239.1.2.3 192.0.2.1\r\n\
             a=rtpmap:96 raw/90000\r\n\
             a=fmtp:96 sampling=YCbCr-4:2:2; width=1920; height=1080; exactframerate=60000/1001; \
+            depth=10; TCS=SDR; colorimetry=BT709; PM=2110GPM; SSN=ST2110-20:2017; TP=2110TPN; \r\n\
+            a=ts-refclk:localmac=02-FC-00-00-00-01\r\na=mediaclk:direct=0\r\n";
+        assert_eq!(text, want);
+    }
+
+    #[test]
+    fn rgb_is_bt709_full_range_and_ptp_clocks_round_trip() {
+        let mut s = stream();
+        s.format = VideoFormat::new(64, 48, PixelFormat::Rgb24).unwrap();
+        s.clock = Some(RefClock::Ptp(
+            "08-00-11-FF-FE-22-33-44:127".parse().unwrap(),
+        ));
+        s.sender_type = Some(SenderType::W);
+        let text = s.to_sdp(7);
+        assert!(
+            text.contains(
+                "a=fmtp:96 sampling=RGB; width=64; height=48; exactframerate=60000/1001; depth=8; \
+                 TCS=SDR; colorimetry=BT709; RANGE=FULL; PM=2110GPM; SSN=ST2110-20:2017; TP=2110TPW; \r\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("a=ts-refclk:ptp=IEEE1588-2008:08-00-11-FF-FE-22-33-44:127\r\n"));
+        assert_eq!(SdpStream::parse(&text).unwrap(), s);
+    }
+
+    #[test]
+    fn nagares_old_sdp_still_reads() {
+        // What nagare wrote before ST 2110-10 clocks and the closing "; ".
+        let old = "v=0\r\no=- 42 42 IN IP4 192.0.2.1\r\ns=test\r\nt=0 0\r\n\
+            m=video 5004 RTP/AVP 96\r\nc=IN IP4 239.1.2.3/8\r\n\
+            a=source-filter: incl IN IP4 239.1.2.3 192.0.2.1\r\n\
+            a=rtpmap:96 raw/90000\r\n\
+            a=fmtp:96 sampling=YCbCr-4:2:2; width=1920; height=1080; exactframerate=60000/1001; \
             depth=10; TCS=SDR; colorimetry=BT709; PM=2110GPM; SSN=ST2110-20:2017; TP=2110TPW\r\n\
             a=ts-refclk:local\r\na=mediaclk:direct=0\r\n";
-        assert_eq!(text, want);
+        let s = SdpStream::parse(old).unwrap();
+        assert_eq!(
+            s,
+            SdpStream {
+                clock: None,
+                sender_type: Some(SenderType::W),
+                ..stream()
+            }
+        );
+    }
+
+    #[test]
+    fn gstreamer_style() {
+        // GStreamer writes its caps without spaces and with its own
+        // colorimetry names.
+        let text = "v=0\r\no=- 1188340656180883 1 IN IP4 127.0.0.1\r\ns=Session streamed with GStreamer\r\n\
+            t=0 0\r\nm=video 5000 RTP/AVP 96\r\nc=IN IP4 127.0.0.1\r\na=rtpmap:96 RAW/90000\r\n\
+            a=fmtp:96 sampling=YCbCr-4:2:2;width=320;height=240;depth=10;colorimetry=BT709-2;\
+            exactframerate=25\r\na=framerate:25\r\n";
+        let s = SdpStream::parse(text).unwrap();
+        assert_eq!(
+            s.format,
+            VideoFormat::new(320, 240, PixelFormat::Uyvp).unwrap()
+        );
+        assert_eq!(s.rate, Some(FrameRate::new(25, 1).unwrap()));
+        assert_eq!((s.clock, s.sender_type), (None, None));
     }
 
     #[test]

@@ -118,6 +118,40 @@ impl Distribution {
         }
     }
 
+    /// A histogram of at most `max_bins` equal bins: `(lower bound,
+    /// samples)` from the bin holding the minimum to the one holding the
+    /// maximum, each `width` wide (widened as needed to fit `max_bins`),
+    /// to the histogram's precision. Empty bins inside the range are
+    /// listed; empty when nothing was recorded.
+    pub fn bins(&self, width: u64, max_bins: usize) -> Vec<(u64, u64)> {
+        if self.is_empty() || max_bins == 0 {
+            return Vec::new();
+        }
+        let (lo, hi) = (self.min(), self.max());
+        let span = hi - lo;
+        let needed = span / width.max(1) + 1;
+        let width = if needed > max_bins as u64 {
+            span / max_bins as u64 + 1
+        } else {
+            width.max(1)
+        };
+        let first = lo / width * width;
+        let count = ((hi - first) / width + 1) as usize;
+        let mut out: Vec<(u64, u64)> = (0..count as u64).map(|k| (first + k * width, 0)).collect();
+        for v in self.hist.iter_recorded() {
+            let value = self
+                .hist
+                .highest_equivalent(v.value_iterated_to())
+                .min(hi)
+                .max(lo);
+            let k = ((value - first) / width) as usize;
+            if let Some(bin) = out.get_mut(k.min(count - 1)) {
+                bin.1 += v.count_at_value();
+            }
+        }
+        out
+    }
+
     /// The summary every report prints, with values divided by `scale`
     /// (1e6 turns nanoseconds into milliseconds, 1e3 into microseconds).
     pub fn summary(&self, scale: f64) -> Quantiles {
@@ -167,6 +201,23 @@ pub struct Quantiles {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bins_count_every_sample_once() {
+        let d: Distribution = [0, 1, 1, 5, 14, 14, 14].into_iter().collect();
+        assert_eq!(d.bins(1, 100).len(), 15);
+        assert_eq!(d.bins(1, 100)[14], (14, 3));
+        assert_eq!(d.bins(5, 100), [(0, 3), (5, 1), (10, 3)]);
+        // Too many bins for the cap: wider ones.
+        let b = d.bins(1, 4);
+        assert!(b.len() <= 4, "{b:?}");
+        assert_eq!(b.iter().map(|x| x.1).sum::<u64>(), 7);
+        let wide: Distribution = (0..100_000u64).map(|v| v * 997).collect();
+        let b = wide.bins(1000, 50);
+        assert!(b.len() <= 50);
+        assert_eq!(b.iter().map(|x| x.1).sum::<u64>(), 100_000);
+        assert!(Distribution::new().bins(1, 10).is_empty());
+    }
 
     #[test]
     fn nearest_rank_on_small_sets() {

@@ -9,6 +9,7 @@ pub mod format;
 pub mod pacer;
 pub mod pattern;
 pub mod receiver;
+pub mod selector;
 pub mod sender;
 pub mod st2022_7;
 pub mod st2110_20;

@@ -1,6 +1,9 @@
 //! The send schedule: packet `i` of frame `f` leaves at
-//! `start(f) + i × period / packets_per_frame` (ST 2110-21's linear
-//! spreading), computed from integers each time so it never drifts.
+//! `start(f) + i × period / packets_per_frame` (linear spreading over the
+//! whole frame), or, for a shaped pacer ([`Pacer::shaped`]), when an
+//! ST 2110-21 [`SenderSchedule`] releases it (trains of a sender type
+//! from TRoffset on); either is computed from integers each time so it
+//! never drifts.
 //!
 //! Time is [`Nanos`] since the start of the first scheduled frame; the
 //! owner (a [`crate::video::Sender`], the probe) maps it to its timeline. When the sender falls behind, packets leave
@@ -12,6 +15,7 @@ use serde::Serialize;
 
 use crate::units::Nanos;
 use crate::video::format::FrameRate;
+use crate::video::st2110_21::SenderSchedule;
 
 /// Default lateness tolerance.
 pub const DEFAULT_LATE_AFTER: Nanos = Nanos::from_micros(100);
@@ -43,6 +47,8 @@ pub struct Pacer {
     min_gap: Nanos,
     late_after: Nanos,
     stats: PacingStats,
+    /// The ST 2110-21 release schedule, if shaped.
+    shape: Option<SenderSchedule>,
 }
 
 impl Pacer {
@@ -61,10 +67,28 @@ impl Pacer {
             min_gap: Nanos::ZERO,
             late_after: DEFAULT_LATE_AFTER,
             stats: PacingStats::default(),
+            shape: None,
         };
         p.base_ns = p.abs_ns(0);
         p.set_catch_up(DEFAULT_CATCH_UP);
         p
+    }
+
+    /// A schedule whose packets leave when `schedule` releases them:
+    /// packets per frame and rate are the schedule's model's, trains of
+    /// [`SenderSchedule::train`] share one slot, and time zero is still
+    /// the start of `first_frame`.
+    pub fn shaped(schedule: SenderSchedule, first_frame: u64) -> Self {
+        let model = schedule.model();
+        let packets = model.packets() as usize;
+        let mut p = Pacer::new(model.rate(), packets, first_frame);
+        p.shape = Some(schedule);
+        p
+    }
+
+    /// The ST 2110-21 schedule of a shaped pacer.
+    pub fn shape(&self) -> Option<&SenderSchedule> {
+        self.shape.as_ref()
     }
 
     /// Sets how much faster than nominal a late sender may catch up
@@ -88,7 +112,20 @@ impl Pacer {
 
     /// The slot of schedule packet `packet` (counted from the first frame).
     pub fn slot(&self, packet: u64) -> Nanos {
-        let ns = self.abs_ns(packet) - self.base_ns;
+        let ns = match &self.shape {
+            None => self.abs_ns(packet) - self.base_ns,
+            Some(s) => {
+                let frame = self
+                    .first_frame
+                    .saturating_add(packet / self.packets_per_frame);
+                // Below packets_per_frame, which came from a u32.
+                let index = (packet % self.packets_per_frame) as u32;
+                let at = u128::from(s.release(frame, index).0);
+                // Never before the first frame's start: the schedule
+                // releases a frame's first packet after TRoffset / 2.
+                at.saturating_sub(self.base_ns)
+            }
+        };
         Nanos(u64::try_from(ns).unwrap_or(u64::MAX))
     }
 
@@ -147,7 +184,12 @@ impl Pacer {
     /// whose slots fall within `burst` of it, at most `cap` (what one
     /// syscall can carry) and at least one. Drivers size their batch
     /// buffers with it and pass it to [`Pacer::due`] as `max`.
+    /// A shaped pacer's trains are its schedule's, cut to `cap`.
     pub fn max_train(&self, burst: Nanos, cap: usize) -> usize {
+        if let Some(s) = &self.shape {
+            let train = usize::try_from(s.train()).unwrap_or(usize::MAX);
+            return train.clamp(1, cap.max(1));
+        }
         let interval_ns = self.rate.frame_start_ns(1) as f64 / self.packets_per_frame as f64;
         let by_burst = (burst.as_nanos() as f64 / interval_ns).floor() as usize + 1;
         by_burst.clamp(1, cap.max(1))

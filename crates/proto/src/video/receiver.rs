@@ -3,7 +3,7 @@
 //!
 //! Per datagram: RTP validity, RFC 4175 headers checked against the format
 //! (garbage is refused before it can touch any statistic), the SSRC
-//! decision ([`SsrcLock`]), the extended sequence number (RFC 4175's ESN
+//! decision ([`Selector`]: probation, source filter, takeover), the extended sequence number (RFC 4175's ESN
 //! where the sender fills it), duplicate and reorder classification, RFC
 //! 3550 jitter, then reassembly by the [`Depacketizer`]. Frames leave as
 //! [`Event::Frame`] in stream order, with runs of frames of which nothing
@@ -17,7 +17,8 @@ use std::net::SocketAddr;
 use std::str::FromStr;
 
 use super::format::{FrameRate, VIDEO_CLOCK_RATE, VideoFormat};
-use super::st2110_20::{Depacketizer, Frame, Output};
+use super::selector::{Admission, HeldPacket, Lock, RivalNotice, Selector, SelectorConfig};
+use super::st2110_20::{Depacketizer, Frame, Output, Prepared};
 use crate::rtp::RtpPacket;
 use crate::stats::{Arrival, Jitter, SeqExtender, SequenceTracker};
 use crate::units::{MediaTime, Nanos, Ssrc};
@@ -98,45 +99,6 @@ impl FromStr for Incomplete {
     }
 }
 
-/// Which SSRC is the stream. Today the first SSRC heard is, for good:
-/// anything else on the port is someone else's and must not corrupt
-/// frames. (Kept in one small type so that stream selection, or following
-/// a sender that restarts with a new SSRC, replaces only this.)
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SsrcLock {
-    stream: Option<Ssrc>,
-}
-
-/// The [`SsrcLock`]'s verdict on one packet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Admission {
-    /// The first packet of the stream: it is locked on this SSRC now.
-    First,
-    /// A packet of the stream.
-    Stream,
-    /// A packet of another stream, to be dropped and counted.
-    Foreign,
-}
-
-impl SsrcLock {
-    /// Decides on one packet's SSRC.
-    pub fn admit(&mut self, ssrc: Ssrc) -> Admission {
-        match self.stream {
-            None => {
-                self.stream = Some(ssrc);
-                Admission::First
-            }
-            Some(s) if s == ssrc => Admission::Stream,
-            Some(_) => Admission::Foreign,
-        }
-    }
-
-    /// The stream's SSRC, once a packet was admitted.
-    pub fn stream(&self) -> Option<Ssrc> {
-        self.stream
-    }
-}
-
 /// How a [`Receiver`] is set up.
 #[derive(Debug, Clone, Copy)]
 pub struct Config {
@@ -163,12 +125,33 @@ pub struct Datagram<'a> {
 /// What the receiver has to say, in stream order.
 #[derive(Debug)]
 pub enum Event {
-    /// The stream's first packet: SSRC and sender.
+    /// A stream was locked on (the first, or a followed takeover: a new
+    /// take, whose frames are numbered on after the last one's).
     Stream {
         /// The SSRC the receiver locked on.
         ssrc: Ssrc,
         /// Where it came from.
         from: Option<SocketAddr>,
+        /// Its first sequence number.
+        first_seq: u16,
+        /// The stream it replaces, on a takeover.
+        replaces: Option<Ssrc>,
+        /// Index its frames are numbered from.
+        first_frame: u64,
+    },
+    /// Another SSRC behaves like a stream on the port and is not followed:
+    /// its packets are counted as foreign. With `took_over`, the stream
+    /// had gone silent, so this is a restarted sender a driver should not
+    /// ignore; else two senders are talking at once.
+    Rival {
+        /// The other SSRC.
+        ssrc: Ssrc,
+        /// Where it came from.
+        from: Option<SocketAddr>,
+        /// The stream's SSRC.
+        stream: Ssrc,
+        /// The stream had gone silent.
+        took_over: bool,
     },
     /// A frame, complete or not; hand its buffer back with
     /// [`Receiver::recycle`].
@@ -211,8 +194,11 @@ pub struct Stats {
     pub packets_malformed: u64,
     /// For frames already handed out, or too old to classify.
     pub packets_late: u64,
-    /// Of another SSRC than the stream's.
+    /// Not the stream: another SSRC, a stray, or outside the source
+    /// filter.
     pub packets_foreign: u64,
+    /// Streams locked on: 1, plus one per followed takeover.
+    pub takes: u32,
     /// Bytes of the stream's distinct packets (RTP headers included).
     pub bytes: u64,
     /// Arrival of the first datagram of any kind.
@@ -223,13 +209,76 @@ pub struct Stats {
     pub jitter: Nanos,
 }
 
-/// Turns datagrams into frames and events (see the module docs).
-pub struct Receiver {
+/// The stream choice for `config`. The stream must be silent for three
+/// frame periods (at least 20 ms; 100 ms while the rate is unknown)
+/// before another SSRC takes over: a restarted sender is silent far
+/// longer, a paced one never is. Four frames of a new sender are held
+/// meanwhile, so a followed takeover loses none of them.
+fn selection(config: &Config, source: Option<std::net::IpAddr>, follow: bool) -> SelectorConfig {
+    let silence = config.rate.map_or(Nanos::from_millis(100), |r| {
+        Nanos::from_secs_f64(3.0 / r.as_f64()).max(Nanos::from_millis(20))
+    });
+    SelectorConfig {
+        source,
+        silence,
+        follow,
+        held_bytes: 4 * config.format.frame_bytes() + (64 << 10),
+    }
+}
+
+/// One stream's reassembly state: a takeover starts a new one.
+struct Take {
     depack: Depacketizer,
-    ssrc: SsrcLock,
     ext: SeqExtender,
     tracker: SequenceTracker,
     jitter: Jitter,
+    /// Recording index of this take's frame 0.
+    base: u64,
+}
+
+impl Take {
+    fn new(config: &Config, base: u64) -> Take {
+        let mut depack = Depacketizer::new(config.format, config.rate.map(FrameRate::period_ticks));
+        depack.set_zero_fill(config.incomplete == Incomplete::Keep);
+        Take {
+            depack,
+            ext: SeqExtender::default(),
+            tracker: SequenceTracker::new(),
+            jitter: Jitter::default(),
+            base,
+        }
+    }
+
+    /// See [`Receiver::set_tolerance`].
+    fn tolerate(&mut self, frames: usize) {
+        if frames > 0 {
+            self.depack.set_in_flight(frames + 1);
+            self.depack.set_patient(true);
+        }
+    }
+}
+
+/// Counters of the takes before the current one.
+#[derive(Debug, Clone, Copy, Default)]
+struct Carried {
+    received: u64,
+    lost: u64,
+    reordered: u64,
+    duplicates: u64,
+    malformed: u64,
+    late: u64,
+}
+
+/// Turns datagrams into frames and events (see the module docs).
+pub struct Receiver {
+    config: Config,
+    take: Take,
+    /// Frames an incomplete frame waits for (0: the default rule).
+    tolerance: usize,
+    selector: Selector,
+    carried: Carried,
+    /// Recording index after the last frame handed out or lost.
+    next_index: u64,
     frame_limit: Option<u64>,
     accounted: u64,
     events: VecDeque<Event>,
@@ -239,19 +288,26 @@ pub struct Receiver {
 impl Receiver {
     /// A receiver expecting `config.format`.
     pub fn new(config: Config) -> Receiver {
-        let mut depack = Depacketizer::new(config.format, config.rate.map(FrameRate::period_ticks));
-        depack.set_zero_fill(config.incomplete == Incomplete::Keep);
         Receiver {
-            depack,
-            ssrc: SsrcLock::default(),
-            ext: SeqExtender::default(),
-            tracker: SequenceTracker::new(),
-            jitter: Jitter::default(),
+            config,
+            take: Take::new(&config, 0),
+            tolerance: 0,
+            selector: Selector::new(selection(&config, None, false)),
+            carried: Carried::default(),
+            next_index: 0,
             frame_limit: config.frame_limit,
             accounted: 0,
             events: VecDeque::new(),
             stats: Stats::default(),
         }
+    }
+
+    /// Takes only datagrams from `source` as the stream (an SDP's source
+    /// filter), and with `follow` follows a takeover as a new take
+    /// instead of reporting it ([`Event::Rival`]).
+    pub fn with_selection(mut self, source: Option<std::net::IpAddr>, follow: bool) -> Receiver {
+        self.selector = Selector::new(selection(&self.config, source, follow));
+        self
     }
 
     /// Takes one datagram that arrived at `now`. Nothing it holds is an
@@ -263,48 +319,101 @@ impl Receiver {
             self.stats.packets_malformed += 1;
             return;
         };
-        // Garbage is refused before it can touch the statistics (the
-        // depacketizer counts it malformed).
-        let Ok(prepared) = self.depack.prepare(&pkt) else {
+        // Garbage is refused before it can touch the statistics or the
+        // stream choice (the depacketizer counts it malformed).
+        let Ok(prepared) = self.take.depack.prepare(&pkt) else {
             return;
         };
         let ssrc = Ssrc(pkt.ssrc());
-        match self.ssrc.admit(ssrc) {
-            Admission::Foreign => {
-                self.stats.packets_foreign += 1;
-                return;
-            }
-            Admission::First => self.events.push_back(Event::Stream {
-                ssrc,
-                from: datagram.from,
-            }),
-            Admission::Stream => {}
+        let seq = pkt.sequence_number();
+        match self
+            .selector
+            .admit(now, ssrc, seq, datagram.from, datagram.bytes)
+        {
+            Admission::Stream => self.commit(now, &pkt, prepared, datagram.bytes.len()),
+            Admission::Foreign | Admission::Held => {}
+            Admission::Locked(lock) => self.lock(lock),
         }
+        while let Some(RivalNotice { rival, took_over }) = self.selector.poll_rival() {
+            self.events.push_back(Event::Rival {
+                ssrc: rival.ssrc,
+                from: rival.from,
+                stream: rival.stream,
+                took_over,
+            });
+        }
+    }
+
+    /// A stream was locked on: a followed takeover closes the last take
+    /// first; the held packets go in, in arrival order.
+    fn lock(&mut self, lock: Lock) {
+        if lock.replaces.is_some() {
+            self.take.depack.flush();
+            self.drain();
+            self.carry();
+            self.take = Take::new(&self.config, self.next_index);
+            self.take.tolerate(self.tolerance);
+        }
+        self.events.push_back(Event::Stream {
+            ssrc: lock.ssrc,
+            from: lock.from,
+            first_seq: lock.first_seq,
+            replaces: lock.replaces,
+            first_frame: self.take.base,
+        });
+        for HeldPacket { at, bytes, .. } in lock.held {
+            let Ok(pkt) = RtpPacket::new_checked(&bytes[..]) else {
+                continue;
+            };
+            if let Ok(prepared) = self.take.depack.prepare(&pkt) {
+                self.commit(at, &pkt, prepared, bytes.len());
+            }
+        }
+    }
+
+    /// Adds the finished take's counters to the carried ones.
+    fn carry(&mut self) {
+        let t = &self.take;
+        let (seq, depack) = (t.tracker.counters(), t.depack.stats());
+        let c = &mut self.carried;
+        c.received += seq.received;
+        c.lost += t.tracker.lost();
+        c.reordered += seq.reordered;
+        c.duplicates += seq.duplicates;
+        c.malformed += depack.malformed;
+        c.late += depack.late + seq.too_old;
+    }
+
+    /// One packet of the stream (`len` bytes): sequence, jitter,
+    /// reassembly.
+    fn commit(&mut self, now: Nanos, pkt: &RtpPacket<&[u8]>, prepared: Prepared<'_>, len: usize) {
+        let t = &mut self.take;
         // `prepare` checked that the payload holds the ESN and an SRD.
         let esn = pkt
             .payload()
             .get(..2)
             .map(|b| u16::from_be_bytes([b[0], b[1]]));
-        let seq = self.ext.extend(pkt.sequence_number(), esn);
-        if matches!(
-            self.tracker.record(seq),
-            Arrival::Duplicate | Arrival::TooOld
-        ) {
+        let seq = t.ext.extend(pkt.sequence_number(), esn);
+        if matches!(t.tracker.record(seq), Arrival::Duplicate | Arrival::TooOld) {
             return;
         }
-        self.stats.bytes += datagram.bytes.len() as u64;
+        self.stats.bytes += len as u64;
         let ticks = MediaTime::nanos_to_ticks(now) as i64;
-        self.jitter.record(ticks, pkt.timestamp());
+        t.jitter.record(ticks, pkt.timestamp());
         // A late packet is counted by the depacketizer.
-        let _ = self.depack.commit(prepared);
+        let _ = t.depack.commit(prepared);
         self.drain();
     }
 
-    /// Moves the depacketizer's output into events, within the limit.
+    /// Moves the depacketizer's output into events, within the limit,
+    /// numbered in the recording (after earlier takes' frames).
     fn drain(&mut self) {
-        while let Some(o) = self.depack.poll() {
+        let base = self.take.base;
+        while let Some(o) = self.take.depack.poll() {
             match o {
-                Output::Frame(f) if self.within_limit(f.index) => {
+                Output::Frame(mut f) if self.within_limit(f.index + base) => {
+                    f.index += base;
+                    self.next_index = self.next_index.max(f.index + 1);
                     self.accounted += 1;
                     if f.complete {
                         self.stats.frames_complete += 1;
@@ -313,8 +422,10 @@ impl Receiver {
                     }
                     self.events.push_back(Event::Frame(f));
                 }
-                Output::Frame(f) => self.depack.recycle(f.data),
+                Output::Frame(f) => self.take.depack.recycle(f.data),
                 Output::Lost { first, count } => {
+                    let first = first + base;
+                    self.next_index = self.next_index.max(first + count);
                     let count = match self.frame_limit {
                         Some(n) => count.min(n.saturating_sub(first)),
                         None => count,
@@ -336,12 +447,12 @@ impl Receiver {
     /// Ends the stream: hands out every frame still being assembled, then
     /// the frames the limit expected that never came.
     pub fn finish(&mut self) {
-        self.depack.flush();
+        self.take.depack.flush();
         self.drain();
         if let Some(n) = self.frame_limit
             && self.accounted < n
         {
-            let first = self.depack.last_index().map_or(0, |i| i + 1);
+            let first = self.next_index;
             let count = n - self.accounted;
             self.accounted = n;
             self.stats.frames_lost += count;
@@ -354,9 +465,18 @@ impl Receiver {
         self.events.pop_front()
     }
 
+    /// Holds an incomplete frame until `frames` newer frames have begun
+    /// (at least one), instead of until the next frame completes: the
+    /// path-differential tolerance of an ST 2022-7 receiver, whose second
+    /// leg may bring a missing packet that many frame periods late.
+    pub fn set_tolerance(&mut self, frames: usize) {
+        self.tolerance = frames.max(1);
+        self.take.tolerate(self.tolerance);
+    }
+
     /// Hands a frame buffer back for reuse.
     pub fn recycle(&mut self, buf: Vec<u8>) {
-        self.depack.recycle(buf);
+        self.take.depack.recycle(buf);
     }
 
     /// Whether every frame of the limit is accounted for.
@@ -366,21 +486,23 @@ impl Receiver {
 
     /// The stream's SSRC, once known.
     pub fn ssrc(&self) -> Option<Ssrc> {
-        self.ssrc.stream()
+        self.selector.stream()
     }
 
-    /// Counters so far.
+    /// Counters so far, over every take (jitter: the current take's).
     pub fn stats(&self) -> Stats {
-        let seq = self.tracker.counters();
-        let depack = self.depack.stats();
+        let t = &self.take;
+        let (seq, depack, c) = (t.tracker.counters(), t.depack.stats(), self.carried);
         Stats {
-            packets_received: seq.received,
-            packets_lost: self.tracker.lost(),
-            packets_reordered: seq.reordered,
-            packets_duplicate: seq.duplicates,
-            packets_malformed: self.stats.packets_malformed + depack.malformed,
-            packets_late: depack.late + seq.too_old,
-            jitter: Nanos::from_secs_f64(self.jitter.value() / f64::from(VIDEO_CLOCK_RATE)),
+            packets_received: c.received + seq.received,
+            packets_lost: c.lost + t.tracker.lost(),
+            packets_reordered: c.reordered + seq.reordered,
+            packets_duplicate: c.duplicates + seq.duplicates,
+            packets_malformed: self.stats.packets_malformed + c.malformed + depack.malformed,
+            packets_late: c.late + depack.late + seq.too_old,
+            packets_foreign: self.selector.foreign(),
+            takes: self.selector.takes(),
+            jitter: Nanos::from_secs_f64(t.jitter.value() / f64::from(VIDEO_CLOCK_RATE)),
             ..self.stats
         }
     }
@@ -405,6 +527,11 @@ mod tests {
 
     /// Packets of frames `0..n` at 30 fps, with SSRC `ssrc`.
     fn stream(n: u64, ssrc: u32) -> Vec<Vec<u8>> {
+        stream_from(n, ssrc, 0, 0)
+    }
+
+    /// Packets of frames `f0..f0 + n` with sequence numbers from `seq0`.
+    fn stream_from(n: u64, ssrc: u32, seq0: u64, f0: u64) -> Vec<Vec<u8>> {
         let p = Packetizer::new(format(), 100, Ssrc(ssrc)).unwrap();
         let rate = FrameRate::new(30, 1).unwrap();
         let ppf = p.packets_per_frame() as u64;
@@ -412,8 +539,8 @@ mod tests {
             .flat_map(|f| {
                 p.frame_packets(
                     &frame(f as u8),
-                    ExtSeq(f * ppf),
-                    MediaTime(rate.rtp_timestamp(f)),
+                    ExtSeq(seq0 + f * ppf),
+                    MediaTime(rate.rtp_timestamp(f0 + f)),
                 )
                 .unwrap()
             })
@@ -449,6 +576,9 @@ mod tests {
                 Event::Frame(f) => format!("f{}!", f.index),
                 Event::Lost { first, count } => format!("lost{first}+{count}"),
                 Event::Missing { first, count } => format!("missing{first}+{count}"),
+                Event::Rival {
+                    ssrc, took_over, ..
+                } => format!("rival{}{}", ssrc.0, if *took_over { "!" } else { "" }),
             })
             .collect()
     }
@@ -502,6 +632,64 @@ mod tests {
         );
         assert_eq!((s.packets_foreign, s.packets_malformed), (1, 2));
         assert!(r.is_done());
+    }
+
+    #[test]
+    fn a_stray_datagram_before_the_stream_is_counted_and_ignored() {
+        let mut script = vec![stream_from(1, 9, 4000, 77)[0].clone()];
+        script.extend(stream(3, 5));
+        let mut r = receiver(Incomplete::Drop, None);
+        let mut ev = feed(&mut r, &script);
+        r.finish();
+        ev.extend(std::iter::from_fn(|| r.poll_event()));
+        assert_eq!(kinds(&ev), ["ssrc5", "f0", "f1", "f2"]);
+        let s = r.stats();
+        assert_eq!((s.packets_foreign, s.frames_complete, s.takes), (1, 3, 1));
+        assert_eq!(s.packets_received, stream(3, 5).len() as u64);
+    }
+
+    /// Stream 5 for 3 frames, then (restarted, 0.2 s later) stream 6 for 2.
+    fn restart(r: &mut Receiver) -> Vec<Event> {
+        let mut ev = feed(r, &stream(3, 5));
+        for (k, p) in stream_from(2, 6, 9000, 500).iter().enumerate() {
+            let at = Nanos::from_millis(200) + Nanos::from_micros(100 * k as u64);
+            r.handle_input(
+                at,
+                Datagram {
+                    bytes: p,
+                    from: None,
+                },
+            );
+        }
+        r.finish();
+        ev.extend(std::iter::from_fn(|| r.poll_event()));
+        ev
+    }
+
+    #[test]
+    fn a_restarted_sender_is_a_new_take_or_a_rival() {
+        let mut r = receiver(Incomplete::Drop, None).with_selection(None, true);
+        let ev = restart(&mut r);
+        assert_eq!(kinds(&ev), ["ssrc5", "f0", "f1", "f2", "ssrc6", "f3", "f4"]);
+        let Event::Stream {
+            first_seq,
+            replaces,
+            ..
+        } = &ev[4]
+        else {
+            unreachable!()
+        };
+        assert_eq!((*first_seq, *replaces), (9000, Some(Ssrc(5))));
+        let s = r.stats();
+        assert_eq!((s.takes, s.frames_complete, s.packets_foreign), (2, 5, 0));
+        assert_eq!(s.packets_received, 5 * stream(1, 5).len() as u64);
+
+        let mut r = receiver(Incomplete::Drop, None);
+        let ev = restart(&mut r);
+        assert_eq!(kinds(&ev), ["ssrc5", "f0", "f1", "f2", "rival6!"]);
+        let s = r.stats();
+        assert_eq!((s.takes, s.frames_complete), (1, 3));
+        assert_eq!(s.packets_foreign, 2 * stream(1, 5).len() as u64);
     }
 
     #[test]
@@ -564,6 +752,32 @@ mod tests {
         let mut r = receiver(Incomplete::Drop, Some(1));
         let ev = feed(&mut r, &all);
         assert_eq!(kinds(&ev), ["ssrc5", "f0"]);
+    }
+
+    #[test]
+    fn a_tolerant_receiver_waits_for_a_copy_frames_behind() {
+        // Packet 1 of frame 1 comes after all of frame 2, as a second
+        // ST 2022-7 leg running behind would bring it.
+        let mut pk = stream(4, 5);
+        let ppf = pk.len() / 4;
+        let late = pk.remove(ppf + 1);
+        pk.insert(3 * ppf - 1, late);
+        let mut strict = receiver(Incomplete::Keep, None);
+        let mut ev = feed(&mut strict, &pk);
+        strict.finish();
+        ev.extend(std::iter::from_fn(|| strict.poll_event()));
+        assert_eq!(kinds(&ev), ["ssrc5", "f0", "f1!", "f2", "f3"]);
+        let mut tolerant = receiver(Incomplete::Keep, None);
+        tolerant.set_tolerance(2);
+        let mut ev = feed(&mut tolerant, &pk);
+        tolerant.finish();
+        ev.extend(std::iter::from_fn(|| tolerant.poll_event()));
+        assert_eq!(kinds(&ev), ["ssrc5", "f0", "f1", "f2", "f3"]);
+        for e in &ev {
+            if let Event::Frame(f) = e {
+                assert!(f.data == frame(f.index as u8));
+            }
+        }
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Many flows, one schedule: the send side of raw video as a state machine.
 //!
-//! Each flow is a [`Pacer`] (ST 2110-21 linear spreading, bounded catch-up,
-//! underrun skips) placed on the sender's timeline, optionally staggered so
+//! Each flow is a [`Pacer`] (linear spreading or an ST 2110-21 sender
+//! type's trains, bounded catch-up, underrun skips) placed on the sender's timeline, optionally staggered so
 //! that the stripes of one frame interleave their trains instead of
 //! colliding, with its own SSRC, sequence numbers and frame limit. The
 //! sender keeps the flows' next release times in a binary heap, so a
@@ -26,6 +26,7 @@ use super::Error;
 use super::format::FrameRate;
 use super::pacer::{DEFAULT_CATCH_UP, DEFAULT_LATE_AFTER, Pacer};
 use super::st2110_20::Packetizer;
+use super::st2110_21::SenderSchedule;
 use crate::stats::Distribution;
 use crate::units::{ExtSeq, MediaTime, Nanos, Ssrc};
 
@@ -65,12 +66,20 @@ pub struct FlowSpec {
     first_frame: u64,
     stagger: Stagger,
     first_seq: ExtSeq,
+    epoch_locked: bool,
     frame_limit: Option<u64>,
     burst: Nanos,
     train_cap: usize,
     catch_up: f64,
     late_after: Nanos,
+    shape: Option<SenderSchedule>,
 }
+
+/// Catch-up speed of a shaped flow: faster than the gapped read rate
+/// (1125/1080 = 1.042 × Npackets per frame) so a late flow does catch up,
+/// slower than the Cinst bucket drains (1.1 ×) so catching up never
+/// fills it.
+pub const SHAPED_CATCH_UP: f64 = 1.08;
 
 impl FlowSpec {
     /// A flow of `packets_per_frame` packets per frame at `rate` whose
@@ -85,12 +94,28 @@ impl FlowSpec {
             first_frame: 0,
             stagger: Stagger::Fixed(Nanos::ZERO),
             first_seq: ExtSeq(0),
+            epoch_locked: false,
             frame_limit: None,
             burst: Nanos::ZERO,
             train_cap: 1,
             catch_up: DEFAULT_CATCH_UP,
             late_after: DEFAULT_LATE_AFTER,
+            shape: None,
         }
+    }
+
+    /// Packets leave as `schedule` releases them (an ST 2110-21 sender
+    /// type's trains from TRoffset on) instead of spread over the whole
+    /// frame; its model's packet count must be the flow's. Trains are the
+    /// schedule's (cut to the [`trains`](Self::trains) cap, whose burst
+    /// window is then unused), and a late flow catches up at
+    /// [`SHAPED_CATCH_UP`].
+    pub fn shaped(mut self, schedule: SenderSchedule) -> FlowSpec {
+        // RTP timestamps and releases on one grid: the model's.
+        self.rate = schedule.model().rate();
+        self.shape = Some(schedule);
+        self.catch_up = SHAPED_CATCH_UP;
+        self
     }
 
     /// A raw video flow: packets per frame and SSRC come from `packetizer`,
@@ -113,6 +138,18 @@ impl FlowSpec {
     /// per RFC 3550).
     pub fn first_seq(mut self, seq: ExtSeq) -> FlowSpec {
         self.first_seq = seq;
+        self
+    }
+
+    /// Locks sequence numbers to the epoch frame grid: packet `i` of epoch
+    /// frame `f` is numbered `seq + f·packets_per_frame + i`, whenever the
+    /// flow started and whatever frames it skipped. Two senders of the same
+    /// stream given the same SSRC and `seq` then send identical packets
+    /// (SMPTE ST 2022-7 legs on different hosts, a stripe moved between
+    /// nodes); a skipped frame leaves a gap a receiver counts as loss.
+    pub fn epoch_locked(mut self, seq: ExtSeq) -> FlowSpec {
+        self.first_seq = seq;
+        self.epoch_locked = true;
         self
     }
 
@@ -154,6 +191,18 @@ impl FlowSpec {
     pub fn packets_per_frame(&self) -> usize {
         self.packets_per_frame
     }
+}
+
+/// The base of an [`FlowSpec::epoch_locked`] stream's sequence numbers,
+/// fixed by its SSRC: senders that agree on the SSRC agree on every
+/// number without talking, and streams of different SSRCs do not start
+/// from the same numbers (a SplitMix64 finalizer of the SSRC, 32 bits as
+/// RFC 4175's extended sequence number has).
+pub fn locked_seq_base(ssrc: Ssrc) -> ExtSeq {
+    let mut z = u64::from(ssrc.0).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    ExtSeq((z ^ (z >> 31)) & 0xffff_ffff)
 }
 
 /// What a driver tells the sender.
@@ -262,6 +311,10 @@ struct Flow {
     origin: Nanos,
     ssrc: Ssrc,
     seq: ExtSeq,
+    /// Numbers follow the epoch frame (see [`FlowSpec::epoch_locked`]),
+    /// counted from this base.
+    locked_base: Option<ExtSeq>,
+    packets_per_frame: u64,
     frame_limit: Option<u64>,
     frames_sent: u64,
     burst: Nanos,
@@ -271,10 +324,22 @@ struct Flow {
 
 impl Flow {
     fn new(spec: FlowSpec) -> Flow {
-        let mut pacer = Pacer::new(spec.rate, spec.packets_per_frame, spec.first_frame);
+        let mut burst = spec.burst;
+        let mut pacer = match spec.shape {
+            Some(schedule) => {
+                // One send call carries a whole train, or the train is cut.
+                let cap = u64::try_from(spec.train_cap).unwrap_or(u64::MAX);
+                let schedule = schedule
+                    .with_train(schedule.train().min(cap))
+                    .unwrap_or(schedule);
+                burst = Nanos::ZERO;
+                Pacer::shaped(schedule, spec.first_frame)
+            }
+            None => Pacer::new(spec.rate, spec.packets_per_frame, spec.first_frame),
+        };
         pacer.set_catch_up(spec.catch_up);
         pacer.set_late_after(spec.late_after);
-        let max_train = pacer.max_train(spec.burst, spec.train_cap);
+        let max_train = pacer.max_train(burst, spec.train_cap);
         let stagger = match spec.stagger {
             Stagger::Fixed(d) => d,
             Stagger::Stripe(k, n) => {
@@ -290,9 +355,11 @@ impl Flow {
             origin: spec.start + stagger,
             ssrc: spec.ssrc,
             seq: spec.first_seq,
+            locked_base: spec.epoch_locked.then_some(spec.first_seq),
+            packets_per_frame: spec.packets_per_frame as u64,
             frame_limit: spec.frame_limit,
             frames_sent: 0,
-            burst: spec.burst,
+            burst,
             max_train,
             state: State::Waiting,
         }
@@ -457,6 +524,10 @@ impl Sender {
         let frame = flow.pacer.frame();
         let first = flow.pacer.index_in_frame();
         let lateness = flow.pacer.lateness(local);
+        if let Some(base) = flow.locked_base {
+            let index = frame.wrapping_mul(flow.packets_per_frame);
+            flow.seq = base.add(index.wrapping_add(first as u64));
+        }
         let t = Transmit {
             flow: id,
             at: flow.origin + flow.pacer.slot(flow.pacer.next_packet()),
@@ -619,6 +690,35 @@ mod tests {
         let st = s.flow_stats(id).unwrap();
         assert_eq!((st.packets, st.late, st.frames_sent), (10, 0, 2));
         assert_eq!(s.lateness().max(), 0);
+    }
+
+    #[test]
+    fn epoch_locked_numbers_follow_the_frame_whenever_a_flow_starts() {
+        // Two flows of one stream, the second joining 3 frames later and
+        // skipping one: every packet they share carries the same number.
+        let spec = |first: u64| {
+            FlowSpec::new(rate(50, 1), 4, Ssrc(9))
+                .start(Nanos::ZERO, first)
+                .epoch_locked(ExtSeq(0xffff_fff0))
+        };
+        let mut a = Sender::new();
+        a.add_flow(spec(10));
+        let (ta, _) = run(&mut a, 24);
+        let mut b = Sender::new();
+        let id = b.add_flow(spec(13));
+        b.poll_event();
+        b.handle_input(Nanos::ZERO, Input::Underrun { flow: id })
+            .unwrap();
+        let (tb, _) = run(&mut b, 8);
+        assert_eq!(tb[0].1.frame, 14);
+        for (_, t) in &tb {
+            let same = ta
+                .iter()
+                .find(|(_, u)| u.frame == t.frame && u.packets == t.packets);
+            assert_eq!(same.map(|(_, u)| u.first_seq), Some(t.first_seq));
+            let want = 0xffff_fff0 + 4 * t.frame + t.packets.start as u64;
+            assert_eq!(t.first_seq, ExtSeq(want));
+        }
     }
 
     #[test]

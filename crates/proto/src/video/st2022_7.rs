@@ -24,6 +24,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::rtp::RtpPacket;
 use crate::stats::SeqExtender;
 
 /// Legs a merger takes (ST 2022-7 has two; more cost nothing here).
@@ -136,6 +137,21 @@ impl Merger {
         *slot |= bit;
         self.counters.forwarded += 1;
         Arrival::First
+    }
+
+    /// One datagram of `leg` as it came off the wire: its RTP sequence
+    /// number and RFC 4175 ESN decide. A datagram too short to be RTP
+    /// passes as [`Arrival::First`] so the receiver behind counts it
+    /// malformed, as it would without a second leg.
+    pub fn handle_datagram(&mut self, leg: usize, bytes: &[u8]) -> Arrival {
+        let Ok(pkt) = RtpPacket::new_checked(bytes) else {
+            return Arrival::First;
+        };
+        let esn = pkt
+            .payload()
+            .get(..2)
+            .map(|b| u16::from_be_bytes([b[0], b[1]]));
+        self.handle_input(leg, pkt.sequence_number(), esn)
     }
 
     /// Classifies every sequence number that falls out of the window when
@@ -265,6 +281,24 @@ mod tests {
             (lb.received, lb.lost, lb.duplicates, lb.recovered),
             (95, 5, 91, 4)
         );
+    }
+
+    #[test]
+    fn datagrams_are_judged_by_their_rtp_numbers() {
+        let f = crate::video::VideoFormat::new(8, 2, crate::video::PixelFormat::Uyvy422).unwrap();
+        let p = crate::video::Packetizer::new(f, 40, crate::units::Ssrc(7)).unwrap();
+        let pk = p
+            .frame_packets(
+                &[0u8; 32],
+                crate::units::ExtSeq(0x2_fffe),
+                crate::units::MediaTime(0),
+            )
+            .unwrap();
+        let mut m = Merger::new(2, 64);
+        assert_eq!(m.handle_datagram(0, &pk[0]), Arrival::First);
+        assert_eq!(m.handle_datagram(1, &pk[0]), Arrival::Duplicate);
+        assert_eq!(m.handle_datagram(1, b"junk"), Arrival::First);
+        assert_eq!(m.counters().legs[1].received, 1);
     }
 
     #[test]

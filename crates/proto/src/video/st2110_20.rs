@@ -467,6 +467,9 @@ struct Assembly {
 pub struct Depacketizer {
     format: VideoFormat,
     in_flight: usize,
+    /// Incomplete frames wait for their eviction (see
+    /// [`Depacketizer::set_patient`]).
+    patient: bool,
     zero_fill: bool,
     period_ticks: Option<f64>,
     assemblies: VecDeque<Assembly>,
@@ -488,6 +491,7 @@ impl Depacketizer {
         Depacketizer {
             format,
             in_flight: 2,
+            patient: false,
             zero_fill: false,
             period_ticks: period_ticks.filter(|p| p.is_finite() && *p >= 1.0),
             assemblies: VecDeque::new(),
@@ -508,6 +512,16 @@ impl Depacketizer {
     /// Frames assembled concurrently (at least 2).
     pub fn set_in_flight(&mut self, frames: usize) {
         self.in_flight = frames.max(2);
+    }
+
+    /// Patient mode: an incomplete frame is handed out only when a frame
+    /// beyond `in_flight` starts, not as soon as a newer frame completes,
+    /// so a packet made good by a second ST 2022-7 leg running up to
+    /// `in_flight - 1` frame periods behind still lands in its frame.
+    /// Frames still leave in order (a complete frame waits for older
+    /// incomplete ones).
+    pub fn set_patient(&mut self, on: bool) {
+        self.patient = on;
     }
 
     /// Counters so far.
@@ -599,9 +613,20 @@ impl Depacketizer {
         a.bytes += bytes;
         a.packets += 1;
         if a.bytes >= a.data.len() {
-            // Older frames cannot complete any more: hand them out first.
-            for _ in 0..=pos {
-                self.finish_oldest();
+            if self.patient {
+                // In order: the complete frames at the front.
+                while self
+                    .assemblies
+                    .front()
+                    .is_some_and(|a| a.bytes >= a.data.len())
+                {
+                    self.finish_oldest();
+                }
+            } else {
+                // Older frames cannot complete any more: hand them out first.
+                for _ in 0..=pos {
+                    self.finish_oldest();
+                }
             }
         }
         Ok(())

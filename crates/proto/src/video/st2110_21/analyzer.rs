@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::model::{FrameOrigin, Grid, Limits, Model, ReadSchedule};
+use super::model::{FrameOrigin, Grid, Limits, Model, ReadSchedule, SenderType};
 use crate::stats::{Arrival, Distribution, SequenceTracker};
 use crate::units::{ByteSize, ExtSeq, MediaTime, Nanos};
 
@@ -441,6 +441,25 @@ impl Summary {
         ))
     }
 
+    /// Whether the stream so far keeps to `sender`'s limits under that
+    /// type's read schedule (W under either), once a frame has begun: what
+    /// a receiver checks against the SDP's `TP=`.
+    pub fn complies_with(&self, sender: SenderType) -> Option<bool> {
+        let (gapped, linear) = (self.vrx_gapped.range?, self.vrx_linear.range?);
+        let l = &self.limits;
+        let within = |v: VrxRange, full: u64| {
+            v.min >= 0 && v.peak <= i64::try_from(full).unwrap_or(i64::MAX)
+        };
+        let cinst = self.cinst.max();
+        Some(match sender {
+            SenderType::N => cinst <= l.cmax_n && within(gapped, l.vrx_full_n),
+            SenderType::NL => cinst <= l.cmax_nl && within(linear, l.vrx_full_n),
+            SenderType::W => {
+                cinst <= l.cmax_w && (within(gapped, l.vrx_full_w) || within(linear, l.vrx_full_w))
+            }
+        })
+    }
+
     fn vrx_mut(&mut self, schedule: ReadSchedule) -> &mut VrxStats {
         match schedule {
             ReadSchedule::Gapped => &mut self.vrx_gapped,
@@ -762,6 +781,10 @@ mod tests {
         );
         let s = a.summary();
         assert_eq!((s.frames, s.packets, s.frame_verdicts.n), (1, 961, 1));
+        assert_eq!(s.complies_with(SenderType::N), Some(true));
+        assert_eq!(s.complies_with(SenderType::W), Some(true));
+        // The linear receiver runs 39 packets behind the gapped sender.
+        assert_eq!(s.complies_with(SenderType::NL), Some(false));
         assert_eq!(s.verdict(), Some(r.verdict));
         assert_eq!(s.fpt.max(), 1_000_000);
     }

@@ -7,6 +7,8 @@
 //! - [`Analyzer`] is the receive side: a machine fed packet observations in
 //!   arrival order that yields a [`FrameReport`] per frame and keeps a
 //!   running [`Summary`] with a [`Verdict`];
+//! - [`Monitor`] turns RTP datagrams into the analyser's observations,
+//!   learning Npackets from the stream when it is not given;
 //! - [`SenderSchedule`] is the send side: when each packet of a frame
 //!   should leave so that the analyser, which uses the same constants,
 //!   finds the stream compliant with the sender type it declares.
@@ -76,6 +78,7 @@
 
 mod analyzer;
 mod model;
+mod monitor;
 mod sender;
 
 pub use analyzer::{
@@ -84,6 +87,9 @@ pub use analyzer::{
 };
 pub use model::SenderType;
 pub use model::{ExactNanos, Limits, MAX_PACKETS, MAX_RATE_TERM, Model, ReadSchedule, Scan};
+pub use monitor::{
+    Event as MonitorEvent, LearnError, MAX_LEARN, Monitor, MonitorStats, StreamShape,
+};
 pub use sender::SenderSchedule;
 
 use crate::units::Nanos;

@@ -516,6 +516,28 @@ fn gcd(mut a: u128, mut b: u128) -> u128 {
     a.max(1)
 }
 
+impl Model {
+    /// The narrowest sender type whose receiver still absorbs a path's
+    /// packet delay variation `pdv` (say its p99.9), if any. Packets held
+    /// back by up to `pdv` and then delivered together add ⌈pdv / TDRAIN⌉
+    /// to Cinst; reads keep their pace, so VRX spreads by ⌈pdv / TRS⌉.
+    /// A type is allowed when both fit its CMAX and VRX_FULL, for an
+    /// ideal sender of single packets.
+    pub fn path_allows(&self, pdv: Nanos) -> Option<SenderType> {
+        let over = |period: ExactNanos| {
+            // ⌈pdv · den / num⌉ periods.
+            let n = u128::from(pdv.0) * period.den();
+            u64::try_from(n.div_ceil(period.num().max(1))).unwrap_or(u64::MAX)
+        };
+        let cinst = over(self.drain_period());
+        let limits = self.limits();
+        SenderType::ALL.into_iter().find(|&t| {
+            let spread = over(self.trs(t.read_schedule()));
+            cinst <= limits.cmax(t) && spread <= limits.vrx_full(t)
+        })
+    }
+}
+
 /// The ST 2110-21 sender types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum SenderType {
@@ -661,6 +683,19 @@ mod tests {
             ),
             (4, 16, 8, 720)
         );
+    }
+
+    #[test]
+    fn what_a_path_allows() {
+        let m = model(60000, 1001, 1080, 4320);
+        // TDRAIN 3.511 µs, TRS 3.707 µs: 10 µs adds 3 to Cinst, spreads 3.
+        assert_eq!(m.path_allows(Nanos::ZERO), Some(SenderType::N));
+        assert_eq!(m.path_allows(Nanos::from_micros(10)), Some(SenderType::N));
+        // 30 µs: Cinst + 9 > CMAX_N 6: wide.
+        assert_eq!(m.path_allows(Nanos::from_micros(30)), Some(SenderType::W));
+        // Up to 16 drains (56.17 µs) a W receiver absorbs; 57 µs adds 17.
+        assert_eq!(m.path_allows(Nanos::from_micros(56)), Some(SenderType::W));
+        assert_eq!(m.path_allows(Nanos::from_micros(57)), None);
     }
 
     #[test]

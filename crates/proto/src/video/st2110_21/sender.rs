@@ -43,6 +43,22 @@ impl SenderSchedule {
         s
     }
 
+    /// The schedule a software sender keeps to: trains of half the
+    /// longest allowed (at least one packet). A train of k packets peaks
+    /// at Cinst k − 1, so the other half is room for a late wake-up: a
+    /// train late by up to about half a train's span still finds the
+    /// bucket low enough, and for N and NL the lead of (VRX_FULL − train)
+    /// / 2 reads keeps that lateness from emptying the virtual receiver.
+    /// It also cuts the sends per frame by the train length, which is
+    /// what a kernel that wakes a thread in about 10 µs can keep up with.
+    pub fn with_jitter_margin(model: &Model, sender: SenderType) -> SenderSchedule {
+        let s = SenderSchedule::new(model, sender);
+        SenderSchedule {
+            train: (s.max_train() / 2).max(1),
+            ..s
+        }
+    }
+
     /// The same schedule with trains of `train` packets (1..=max_train).
     pub fn with_train(self, train: u64) -> Result<SenderSchedule, Error> {
         let max = self.max_train();
@@ -93,9 +109,13 @@ impl SenderSchedule {
     }
 
     /// The longest train the sender type allows with a packet of margin:
-    /// min(CMAX, VRX_FULL − 2), at least 1.
+    /// min(CMAX, VRX_FULL − 2), at least 1, and never more than a frame.
     pub fn max_train(&self) -> u64 {
-        self.cmax().min(self.vrx_full().saturating_sub(2)).max(1)
+        let frame = u64::from(self.model.packets());
+        self.cmax()
+            .min(self.vrx_full().saturating_sub(2))
+            .min(frame)
+            .max(1)
     }
 
     /// Read periods by which each train leaves ahead of its first read.
@@ -168,6 +188,24 @@ mod tests {
         assert_eq!((w.train(), w.max_train(), w.lead()), (16, 16, 86));
         assert_eq!(w.cmax(), 16);
         assert_eq!(w.vrx_full(), 863);
+    }
+
+    #[test]
+    fn software_senders_keep_half_the_longest_train() {
+        let m = p5994();
+        let n = SenderSchedule::with_jitter_margin(&m, SenderType::N);
+        // CMAX_N 6, VRX_FULL_N 9: trains of 3, three reads ahead.
+        assert_eq!((n.train(), n.lead()), (3, 3));
+        let nl = SenderSchedule::with_jitter_margin(&m, SenderType::NL);
+        assert_eq!((nl.train(), nl.lead()), (2, 3));
+        let w = SenderSchedule::with_jitter_margin(&m, SenderType::W);
+        assert_eq!((w.train(), w.lead()), (8, 86));
+        let tiny = Model::new(FrameRate::new(25, 1).unwrap(), 48, Scan::Progressive, 3).unwrap();
+        let n = SenderSchedule::with_jitter_margin(&tiny, SenderType::N);
+        assert_eq!((n.max_train(), n.train()), (3, 1));
+        let one = Model::new(FrameRate::new(25, 1).unwrap(), 48, Scan::Progressive, 1).unwrap();
+        let w = SenderSchedule::new(&one, SenderType::W);
+        assert_eq!((w.max_train(), w.train()), (1, 1));
     }
 
     #[test]

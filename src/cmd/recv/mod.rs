@@ -4,31 +4,36 @@
 //! nagare-proto's `video::Receiver`; this driver moves socket batches in,
 //! frames out to the writer, and builds the report.
 
-use std::io::{BufWriter, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
-use crossbeam_channel::{Receiver as ChanRx, Sender as ChanTx, bounded};
-use nagare_api::video::{EndedBy, FrameList, RecvReport};
+use nagare_api::video::{EndedBy, FrameList, RecvReport, Rival, Take};
 use nagare_proto::sdp::SdpStream;
-use nagare_proto::video::receiver::{self, Config, Datagram, Event, Incomplete, Record};
-use nagare_proto::video::st2110_20::Frame;
+use nagare_proto::video::receiver::{self, Config, Datagram, Event, Incomplete};
+use nagare_proto::video::st2110_21::{Monitor, Scan, SenderType, StreamShape};
 use nagare_proto::{BitRate, ByteSize, FrameRate, Nanos, PixelFormat, VideoFormat};
 
 use crate::cli::{self, Size};
 use crate::clock::Origin;
+use crate::cmd::analyze::collect::{Collector, FramePoint};
 use crate::net::udp::{self, Interface, ReceiveOptions, Receiver};
 use crate::progress::{Ticker, bitrate};
+
+mod recording;
+mod writer;
+
+use recording::Plan;
+pub use recording::Segmenting;
+use writer::{ToWriter, Writer};
 
 /// Command-line arguments of `nagare recv`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RecvArgs {
     /// Address to listen on, HOST:PORT (a multicast group joins it).
-    #[arg(long, conflicts_with = "sdp", required_unless_present = "sdp")]
+    #[arg(long, conflicts_with = "sdp", required_unless_present_any = ["sdp", "cluster"])]
     pub listen: Option<String>,
     /// Frame size WIDTHxHEIGHT (with --listen; with --sdp, checked
     /// against the SDP's).
@@ -42,19 +47,40 @@ pub struct RecvArgs {
     /// learned from the SDP or the stream).
     #[arg(long, value_parser = cli::parse_rate)]
     pub fps: Option<FrameRate>,
-    /// Take address, port and format from an SDP file (nagare's or FFmpeg's).
+    /// Take address, port and format from an SDP file (nagare's or FFmpeg's);
+    /// several (one per stripe) with --split, one with a=group:DUP for
+    /// two legs.
     #[arg(long)]
-    pub sdp: Option<PathBuf>,
+    pub sdp: Vec<PathBuf>,
     /// Multicast interface, by address (127.0.0.1) or name (lo).
     #[arg(long, value_parser = cli::parse_interface)]
     pub interface: Option<Interface>,
-    /// Source address for source-specific multicast.
+    /// Only a stream from this address is recorded: the source of
+    /// source-specific multicast, or a filter on a unicast port (an SDP's
+    /// source filter does the same).
     #[arg(long)]
     pub source: Option<String>,
+    /// When a new sender (SSRC) takes over after the stream went silent,
+    /// record it as a new take instead of stopping with an error.
+    #[arg(long)]
+    pub follow_ssrc: bool,
     /// Record frames to this raw file; `-` writes them to standard output
     /// (`nagare recv -o - | ffmpeg -f rawvideo ... -i -`).
     #[arg(long, short)]
     pub output: Option<PathBuf>,
+    /// Append to the output file instead of replacing it (a partial frame
+    /// at its end, left by a crash, is cut first).
+    #[arg(long, requires = "output")]
+    pub append: bool,
+    /// Split the recording into files of N frames each, named with a
+    /// counter (copy-000000.uyvy, copy-000001.uyvy, ...); each is renamed
+    /// into place from NAME.part once complete.
+    #[arg(long, requires = "output", conflicts_with_all = ["append", "segment_seconds"])]
+    pub segment_frames: Option<u64>,
+    /// Split the recording into files of about this many seconds each
+    /// (a new file at the first frame after), named as with --segment-frames.
+    #[arg(long, requires = "output", conflicts_with = "append", value_parser = cli::parse_seconds)]
+    pub segment_seconds: Option<Duration>,
     /// Stop after N frames (complete, incomplete or lost).
     #[arg(long)]
     pub frames: Option<u64>,
@@ -76,9 +102,27 @@ pub struct RecvArgs {
     /// needs root or CAP_SYS_NICE.
     #[arg(long)]
     pub realtime: bool,
+    /// Analyse the stream's ST 2110-21 timing too (Cinst, VRX, FPT, RTP
+    /// offset, verdict; see `nagare analyze`), from kernel receive stamps.
+    #[arg(long)]
+    pub analyze: bool,
     /// Print statistics as JSON on stdout at the end.
     #[arg(long)]
     pub json: bool,
+    /// Stripes and ST 2022-7 legs (see recv_stripes).
+    #[command(flatten)]
+    pub striping: super::recv_stripes::StripeArgs,
+}
+
+/// The ST 2110-21 analysis of a receive run.
+#[derive(Debug, Clone, Copy)]
+pub struct AnalyzeSpec {
+    /// What is known of the stream.
+    pub shape: StreamShape,
+    /// The sender type to hold it to.
+    pub declared: Option<SenderType>,
+    /// Print a line per second on stderr.
+    pub print_seconds: bool,
 }
 
 /// A validated receiver configuration.
@@ -92,8 +136,16 @@ pub struct RecvConfig {
     pub rate: Option<FrameRate>,
     /// Socket options.
     pub socket: ReceiveOptions,
+    /// Only datagrams from here can be the stream.
+    pub source_filter: Option<IpAddr>,
+    /// Follow a takeover as a new take.
+    pub follow_ssrc: bool,
     /// Recording path.
     pub output: Option<PathBuf>,
+    /// Append to the recording.
+    pub append: bool,
+    /// Split the recording into segment files.
+    pub segmenting: Segmenting,
     /// Frame limit.
     pub frames: Option<u64>,
     /// Idle timeout.
@@ -106,6 +158,8 @@ pub struct RecvConfig {
     pub checksums: bool,
     /// Suppress the progress line.
     pub quiet: bool,
+    /// Analyse the stream's ST 2110-21 timing.
+    pub analyze: Option<AnalyzeSpec>,
 }
 
 impl RecvArgs {
@@ -147,22 +201,24 @@ impl RecvArgs {
                     .map_err(|_| anyhow!("--source '{s}' is not an IP address"))
             })
             .transpose()?;
-        let (listen, format, mut rate) = match (&self.listen, &self.sdp) {
-            (Some(l), None) => {
+        let mut declared = None;
+        let (listen, format, mut rate) = match (&self.listen, self.sdp.as_slice()) {
+            (Some(l), []) => {
                 let listen = udp::parse_addr(l, "listen address")?;
                 let (Some(size), Some(pf)) = (self.size, self.pix_fmt) else {
                     bail!("--listen needs --size and --pix-fmt (or use --sdp FILE)");
                 };
                 (listen, cli::video_format(size, pf)?, None)
             }
-            (None, Some(path)) => {
+            (None, [path]) => {
                 let text = read_small(path)?;
                 let sdp = SdpStream::parse(&text)
                     .map_err(|e| anyhow!("SDP file '{}': {e}", path.display()))?;
-                if source.is_none() && sdp.address.is_multicast() {
+                if source.is_none() {
                     source = sdp.source;
                 }
                 self.agrees_with(&sdp.format, path)?;
+                declared = sdp.sender_type;
                 (SocketAddr::new(sdp.address, sdp.port), sdp.format, sdp.rate)
             }
             _ => bail!("give either --listen HOST:PORT with --size and --pix-fmt, or --sdp FILE"),
@@ -170,10 +226,9 @@ impl RecvArgs {
         if self.fps.is_some() {
             rate = self.fps;
         }
-        if let Some(s) = source {
-            if !listen.ip().is_multicast() {
-                bail!("--source {s} only applies to a multicast group; {listen} is unicast");
-            }
+        if let Some(s) = source
+            && listen.ip().is_multicast()
+        {
             udp::check_family(listen.ip(), Some(s))?;
         }
         if self.buffer_frames == 0 || self.buffer_frames > 1024 {
@@ -185,22 +240,83 @@ impl RecvArgs {
         // Room for a few frames in the kernel: senders that do not pace
         // (GStreamer, FFmpeg) send each frame as one burst.
         let buffer_bytes = (format.frame_bytes() * 4).clamp(16 << 20, 512 << 20);
+        let analyze = if self.analyze {
+            Some(analyze_spec(format, rate, declared)?)
+        } else {
+            None
+        };
         Ok(RecvConfig {
             listen,
             format,
             rate,
             socket: ReceiveOptions {
                 interface,
-                source,
+                // Joined as source-specific multicast; on unicast only a
+                // filter.
+                source: source.filter(|_| listen.ip().is_multicast()),
                 buffer_bytes,
             },
+            source_filter: source,
+            follow_ssrc: self.follow_ssrc,
             output: self.output.clone(),
+            append: self.append,
+            segmenting: self.segmenting()?,
             frames: self.frames,
             timeout: self.timeout,
             incomplete: self.incomplete,
             buffer_frames: self.buffer_frames,
             checksums: false,
             quiet: self.json,
+            analyze,
+        })
+    }
+}
+
+/// The analysis of `recv --analyze`: the raster and rate of the stream,
+/// Npackets learned from it.
+fn analyze_spec(
+    format: VideoFormat,
+    rate: Option<FrameRate>,
+    declared: Option<SenderType>,
+) -> Result<AnalyzeSpec> {
+    let rate = rate
+        .ok_or_else(|| anyhow!("--analyze needs the frame rate: give --fps (like 60000/1001)"))?;
+    Ok(AnalyzeSpec {
+        shape: StreamShape {
+            rate,
+            lines: format.height,
+            scan: Scan::Progressive,
+            packets: None,
+            tr_offset: None,
+        },
+        declared,
+        print_seconds: false,
+    })
+}
+
+impl RecvArgs {
+    fn segmenting(&self) -> Result<Segmenting> {
+        Ok(match (self.segment_frames, self.segment_seconds) {
+            (Some(0), _) => bail!("--segment-frames 0: a segment holds at least one frame"),
+            (Some(n), _) => Segmenting::Frames(n),
+            (None, Some(d)) if d.is_zero() => {
+                bail!("--segment-seconds 0: give a segment length above zero")
+            }
+            (None, Some(d)) => Segmenting::Every(d),
+            (None, None) => Segmenting::None,
+        })
+    }
+}
+
+impl RecvConfig {
+    /// How the recording is opened, when there is one.
+    fn plan(&self) -> Option<Plan> {
+        Some(Plan {
+            path: self.output.clone()?,
+            frame_bytes: self.format.frame_bytes() as u64,
+            segmenting: self.segmenting,
+            append: self.append,
+            pad_partial: self.incomplete == Incomplete::Keep,
         })
     }
 }
@@ -243,119 +359,82 @@ impl Bound {
     }
 }
 
-enum ToWriter {
-    Frame(Frame),
-    Lost(u64),
-}
-
-struct Writer {
-    tx: ChanTx<ToWriter>,
-    recycled: ChanRx<Vec<u8>>,
-    thread: JoinHandle<Result<u64>>,
-}
-
-impl Writer {
-    fn start(cfg: &RecvConfig) -> Result<Writer> {
-        let file = match &cfg.output {
-            Some(p) => Some(BufWriter::with_capacity(
-                4 << 20,
-                crate::cli::open_output(p)?,
-            )),
-            None => None,
-        };
-        let (tx, rx) = bounded::<ToWriter>(cfg.buffer_frames);
-        let (back, recycled) = bounded::<Vec<u8>>(cfg.buffer_frames + 4);
-        let policy = cfg.incomplete;
-        let thread = std::thread::Builder::new()
-            .name("writer".into())
-            .spawn(move || {
-                crate::net::tuning::ordinary();
-                write_loop(file, rx, back, policy)
-            })
-            .context("starting the writer thread")?;
-        Ok(Writer {
-            tx,
-            recycled,
-            thread,
-        })
-    }
-
-    fn send(&self, msg: ToWriter) -> Result<()> {
-        self.tx
-            .send(msg)
-            .map_err(|_| anyhow!("the writer thread stopped"))
-    }
-
-    /// Closes the queue and returns how many frames were written.
-    fn finish(self) -> Result<u64> {
-        drop(self.tx);
-        self.thread
-            .join()
-            .map_err(|_| anyhow!("the writer thread panicked"))?
-    }
-}
-
-/// Writes what the policy says for each frame slot; keeps a copy of the
-/// last complete frame only when the policy repeats it.
-fn write_loop(
-    mut file: Option<BufWriter<Box<dyn Write + Send>>>,
-    rx: ChanRx<ToWriter>,
-    back: ChanTx<Vec<u8>>,
-    policy: Incomplete,
-) -> Result<u64> {
-    let mut last: Option<Vec<u8>> = None;
-    let mut written = 0u64;
-    let mut put = |data: Option<&[u8]>| -> Result<()> {
-        let Some(data) = data else { return Ok(()) };
-        if let Some(f) = file.as_mut() {
-            f.write_all(data).context("writing the output file")?;
-        }
-        written += 1;
-        Ok(())
-    };
-    for msg in rx {
-        match msg {
-            ToWriter::Frame(f) => {
-                match policy.record(f.complete) {
-                    Record::Frame => put(Some(&f.data))?,
-                    Record::LastComplete => put(last.as_deref())?,
-                    Record::Nothing => {}
-                }
-                if f.complete && policy == Incomplete::RepeatLast {
-                    last.get_or_insert_with(Vec::new).clone_from(&f.data);
-                }
-                let _ = back.try_send(f.data);
-            }
-            ToWriter::Lost(count) => {
-                if policy.record_lost() == Record::LastComplete {
-                    for _ in 0..count {
-                        put(last.as_deref())?;
-                    }
-                }
-            }
-        }
-    }
-    if let Some(f) = file.as_mut() {
-        f.flush().context("flushing the output file")?;
-    }
-    Ok(written)
-}
+/// Longest a stopping receiver keeps taking datagrams already queued.
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 
 /// The receive loop's state around the proto machine.
 struct Driver<'a> {
     cfg: &'a RecvConfig,
     machine: receiver::Receiver,
     writer: Writer,
+    /// The writer stopped at an error: receiving ends too.
+    writer_stopped: bool,
+    /// Another sender took over, not followed: receiving ends.
+    taken_over: bool,
     origin: Origin,
     report: RecvReport,
     ticker: Ticker,
     window: (u64, Instant),
+    analysis: Option<Analysis>,
+}
+
+/// The ST 2110-21 monitor beside the receiver machine, and what it found.
+struct Analysis {
+    monitor: Monitor,
+    collector: Collector,
+    print_seconds: bool,
+}
+
+impl Analysis {
+    /// Starts the analysis of `spec`, making `rx` stamp every datagram.
+    fn start(spec: AnalyzeSpec, rx: &mut Receiver, listen: SocketAddr) -> Analysis {
+        // Each datagram needs its own arrival: kernel stamps, and no GRO
+        // batches sharing one.
+        if !rx.enable_timestamps() {
+            eprintln!("nagare recv: note: no kernel receive stamps here; arrivals are read times");
+        }
+        rx.disable_gro();
+        Analysis {
+            monitor: Monitor::new(spec.shape),
+            collector: Collector::new(format!("udp {listen}"), spec.declared),
+            print_seconds: spec.print_seconds,
+        }
+    }
+
+    fn events(&mut self) {
+        while let Some(e) = self.monitor.poll_event() {
+            if let Some(line) = self.collector.event(e)
+                && self.print_seconds
+            {
+                eprintln!("{}", crate::cmd::analyze::output::second(&line));
+            }
+        }
+    }
+
+    fn finish(mut self) -> (nagare_api::st2110::AnalyzeReport, Vec<FramePoint>) {
+        self.monitor.flush();
+        self.events();
+        self.collector
+            .finish(self.monitor.analyzer(), self.monitor.stats(), 0)
+    }
 }
 
 /// Receives until the frame limit, the idle timeout, or `stop`.
 pub fn run(cfg: &RecvConfig, bound: Bound, stop: &AtomicBool) -> Result<RecvReport> {
+    run_analyzed(cfg, bound, stop).map(|(r, _)| r)
+}
+
+/// [`run`], also returning the analysis's per-frame series (for a plot).
+pub fn run_analyzed(
+    cfg: &RecvConfig,
+    bound: Bound,
+    stop: &AtomicBool,
+) -> Result<(RecvReport, Vec<FramePoint>)> {
     let mut rx = bound.rx;
     let drops_at_start = rx.kernel_drops;
+    let analysis = cfg
+        .analyze
+        .map(|spec| Analysis::start(spec, &mut rx, cfg.listen));
     let mut d = Driver {
         cfg,
         machine: receiver::Receiver::new(Config {
@@ -363,12 +442,16 @@ pub fn run(cfg: &RecvConfig, bound: Bound, stop: &AtomicBool) -> Result<RecvRepo
             rate: cfg.rate,
             incomplete: cfg.incomplete,
             frame_limit: cfg.frames,
-        }),
-        writer: Writer::start(cfg)?,
+        })
+        .with_selection(cfg.source_filter, cfg.follow_ssrc),
+        writer: Writer::start(cfg.plan(), cfg.buffer_frames, cfg.incomplete)?,
+        writer_stopped: false,
+        taken_over: false,
         origin: Origin::now(),
         report: RecvReport::default(),
         ticker: Ticker::new(cfg.quiet),
         window: (0, Instant::now()),
+        analysis,
     };
     let ended_by = match d.receive(&mut rx, stop) {
         Ok(e) => e,
@@ -384,14 +467,23 @@ pub fn run(cfg: &RecvConfig, bound: Bound, stop: &AtomicBool) -> Result<RecvRepo
         machine,
         writer,
         mut report,
+        analysis,
         ..
     } = d;
-    report.frames_written = writer.finish()?;
+    let written = writer.finish()?;
+    report.frames_written = written.frames;
+    report.output_error = written.error;
     fill_report(&mut report, &machine.stats(), cfg);
     report.kernel_drops = u64::from(rx.kernel_drops.wrapping_sub(drops_at_start));
-    report.ended_by = ended_by;
+    report.ended_by = if report.output_error.is_some() {
+        EndedBy::OutputError
+    } else {
+        ended_by
+    };
     report.gro = rx.gro;
-    Ok(report)
+    let (analysis, points) = analysis.map(Analysis::finish).unzip();
+    report.analysis = analysis;
+    Ok((report, points.unwrap_or_default()))
 }
 
 impl Driver<'_> {
@@ -401,7 +493,14 @@ impl Driver<'_> {
         let mut last_packet = Instant::now();
         loop {
             if stop.load(Ordering::Relaxed) {
+                self.drain(rx)?;
                 return Ok(EndedBy::Interrupted);
+            }
+            if self.writer_stopped {
+                return Ok(EndedBy::OutputError);
+            }
+            if self.taken_over {
+                return Ok(EndedBy::TakenOver);
             }
             if self.machine.is_done() {
                 return Ok(EndedBy::FrameCount);
@@ -409,27 +508,52 @@ impl Driver<'_> {
             if self.cfg.timeout.is_some_and(|t| last_packet.elapsed() >= t) {
                 return Ok(EndedBy::Timeout);
             }
-            let (machine, origin) = (&mut self.machine, self.origin);
-            let got = rx
-                .recv_batch(|d| {
-                    let now = origin.nanos(d.at);
-                    for bytes in d.segments() {
-                        machine.handle_input(
-                            now,
-                            Datagram {
-                                bytes,
-                                from: d.from,
-                            },
-                        );
-                    }
-                })
-                .context("receiving")?;
-            if got > 0 {
+            if self.batch(rx)? > 0 {
                 last_packet = Instant::now();
             }
             self.events()?;
             self.progress();
         }
+    }
+
+    /// Feeds one socket batch to the machine; how many datagrams it held.
+    fn batch(&mut self, rx: &mut Receiver) -> Result<usize> {
+        let (machine, origin) = (&mut self.machine, self.origin);
+        let mut monitor = self.analysis.as_mut().map(|a| &mut a.monitor);
+        let got = rx
+            .recv_batch(|d| {
+                let now = origin.nanos(d.at);
+                let wall = epoch_nanos(d.wall);
+                for bytes in d.segments() {
+                    if let Some(m) = monitor.as_mut() {
+                        m.handle_input(wall, bytes);
+                    }
+                    let from = d.from;
+                    machine.handle_input(now, Datagram { bytes, from });
+                }
+            })
+            .context("receiving")?;
+        if let Some(a) = self.analysis.as_mut() {
+            a.events();
+        }
+        Ok(got)
+    }
+
+    /// On a stop, takes what the kernel already holds (a sender stopped
+    /// first has its last frame there), bounded in time, so the frames
+    /// that arrived are recorded whole.
+    fn drain(&mut self, rx: &mut Receiver) -> Result<()> {
+        rx.set_wait(Duration::from_millis(1))
+            .context("setting the receive timeout")?;
+        let until = Instant::now() + DRAIN_LIMIT;
+        while Instant::now() < until
+            && !self.machine.is_done()
+            && !self.writer_stopped
+            && self.batch(rx)? > 0
+        {
+            self.events()?;
+        }
+        Ok(())
     }
 
     /// Hands frames to the writer and books them in the report.
@@ -439,7 +563,36 @@ impl Driver<'_> {
         }
         while let Some(e) = self.machine.poll_event() {
             match e {
-                Event::Stream { from, .. } => self.report.sender = from,
+                Event::Stream {
+                    ssrc,
+                    from,
+                    first_seq,
+                    replaces,
+                    first_frame,
+                } => {
+                    self.report.sender = from;
+                    self.report.takes.push(Take {
+                        ssrc: ssrc.0,
+                        first_seq,
+                        sender: from,
+                        first_frame,
+                    });
+                    say_stream(&self.report.takes, replaces.map(|s| s.0));
+                }
+                Event::Rival {
+                    ssrc,
+                    from,
+                    stream,
+                    took_over,
+                } => {
+                    self.report.rivals.push(Rival {
+                        ssrc: ssrc.0,
+                        sender: from,
+                        took_over,
+                    });
+                    say_rival(ssrc.0, from, stream.0, took_over);
+                    self.taken_over |= took_over;
+                }
                 Event::Frame(f) => {
                     if !f.complete {
                         self.report.frames_incomplete.add(f.index, 1);
@@ -447,17 +600,23 @@ impl Driver<'_> {
                         let sum = xxhash_rust::xxh3::xxh3_64(&f.data);
                         self.report.checksums.push((f.index, sum));
                     }
-                    self.writer.send(ToWriter::Frame(f))?;
+                    self.hand_over(ToWriter::Frame(f));
                 }
                 Event::Lost { first, count } => {
                     self.report.frames_lost.add(first, count);
-                    self.writer.send(ToWriter::Lost(count))?;
+                    self.hand_over(ToWriter::Lost(count));
                 }
                 // Frames the stream ended before are reported, not written.
                 Event::Missing { first, count } => self.report.frames_lost.add(first, count),
             }
         }
         Ok(())
+    }
+
+    fn hand_over(&mut self, slot: ToWriter) {
+        if !self.writer_stopped && !self.writer.send(slot) {
+            self.writer_stopped = true;
+        }
     }
 
     fn progress(&mut self) {
@@ -480,6 +639,47 @@ impl Driver<'_> {
     }
 }
 
+/// Names the stream just locked on (SSRC, first sequence number, sender),
+/// so it can be matched with what the sender printed.
+fn say_stream(takes: &[Take], replaces: Option<u32>) {
+    let Some(t) = takes.last() else { return };
+    let from = t.sender.map_or(String::new(), |a| format!(" from {a}"));
+    let head = match replaces {
+        Some(old) => format!(
+            "take {}: SSRC 0x{old:08x} went silent and a new stream took over:",
+            takes.len()
+        ),
+        None => "stream".to_owned(),
+    };
+    eprintln!(
+        "nagare recv: {head} SSRC 0x{:08x}{from}, first sequence number {}, frames from {}",
+        t.ssrc, t.first_seq, t.first_frame
+    );
+}
+
+/// Says what happens to a second stream on the port.
+fn say_rival(ssrc: u32, from: Option<SocketAddr>, stream: u32, took_over: bool) {
+    let from = from.map_or(String::new(), |a| format!(" from {a}"));
+    if took_over {
+        eprintln!(
+            "nagare recv: error: SSRC 0x{stream:08x} went silent and another stream (SSRC \
+             0x{ssrc:08x}{from}) took over: a restarted sender? Stopping; pass --follow-ssrc to \
+             record it as a new take"
+        );
+    } else {
+        eprintln!(
+            "nagare recv: warning: a second stream (SSRC 0x{ssrc:08x}{from}) is sending to this \
+             port alongside SSRC 0x{stream:08x}; its packets are counted as foreign"
+        );
+    }
+}
+
+/// A system-clock time as nanoseconds since the Unix epoch.
+fn epoch_nanos(t: std::time::SystemTime) -> Nanos {
+    let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    Nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
 /// Copies the machine's counters into the report.
 fn fill_report(r: &mut RecvReport, s: &receiver::Stats, cfg: &RecvConfig) {
     r.frames_complete = s.frames_complete;
@@ -498,7 +698,10 @@ fn fill_report(r: &mut RecvReport, s: &receiver::Stats, cfg: &RecvConfig) {
     r.seconds = span.as_secs_f64();
     r.rate_bps = BitRate::of(ByteSize(s.bytes), span);
     r.jitter_ms = s.jitter.as_millis_f64();
-    r.all_complete = r.frames_complete > 0
+    // A stream thrown away is never a success.
+    r.all_complete = r.output_error.is_none()
+        && r.rivals.is_empty()
+        && r.frames_complete > 0
         && r.frames_incomplete.count == 0
         && r.frames_lost.count == 0
         && cfg.frames.is_none_or(|n| r.frames_complete >= n);
@@ -564,6 +767,9 @@ pub fn format_hint(r: &RecvReport, f: &VideoFormat) -> Option<String> {
 
 /// `nagare recv`.
 pub fn main(args: RecvArgs) -> Result<std::process::ExitCode> {
+    if super::recv_stripes::wanted(&args)? {
+        return super::recv_stripes::main(args);
+    }
     let cfg = args.config()?;
     if args.json && cfg.output.as_deref().is_some_and(crate::cli::is_stdio) {
         bail!("--json prints on stdout, where -o - writes the frames: drop one, or give -o a file");
@@ -591,6 +797,10 @@ pub fn main(args: RecvArgs) -> Result<std::process::ExitCode> {
     }
     if let Some(h) = format_hint(&report, &cfg.format) {
         eprintln!("{h}");
+    }
+    if let Some(e) = &report.output_error {
+        eprintln!("nagare recv: error: {e}");
+        return Ok(std::process::ExitCode::from(2));
     }
     Ok(if report.all_complete {
         std::process::ExitCode::SUCCESS

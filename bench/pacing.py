@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""Pacing cost: CPU seconds per Gbit of one paced 3.2 Gbit/s stream
+(an 8K stripe: 7680x540 uyvy422 at 48 fps, 8800-byte packets) from
+nagare with --pacing precise and efficient, against iperf3 sending the
+same rate over UDP and unpaced over TCP, all on loopback in one run.
+
+Every rate is bytes received over the receiver's measured first-to-last
+time. Sender CPU is the whole sending process's user+system time (GNU
+time), so nagare's reader thread counts too; the sending thread alone is
+shown separately from nagare's own report.
+
+Usage: bench/pacing.sh [SECONDS]   (default 20 s per row)
+Not a pass/fail test: timings on a shared 2-core VM are noisy.
+"""
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NAGARE = os.path.join(ROOT, "target", "release", "nagare")
+SECONDS = float(sys.argv[1]) if len(sys.argv) > 1 else 20.0
+W, H, PIX, FPS, PKT = 7680, 540, "uyvy422", 48, 8800
+RATE = W * H * 2 * 8 * FPS
+PORT = 47100
+
+
+def timed(cmd):
+    """Starts cmd under GNU time, its output captured."""
+    tf = tempfile.NamedTemporaryFile(delete=False, suffix=".time")
+    tf.close()
+    p = subprocess.Popen(["/usr/bin/time", "-f", "%U %S", "-o", tf.name] + cmd,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.timefile = tf.name
+    return p
+
+
+def finish(p, timeout):
+    out, err = p.communicate(timeout=timeout)
+    try:
+        with open(p.timefile) as f:
+            user, system = f.read().split()[-2:]
+        cpu = float(user) + float(system)
+    except (OSError, ValueError):
+        cpu = float("nan")
+    os.unlink(p.timefile)
+    return out, err, cpu
+
+
+def nagare_row(pacing):
+    frames = int(SECONDS * FPS)
+    recv = subprocess.Popen(
+        [NAGARE, "recv", "--listen", f"127.0.0.1:{PORT}", "--size", f"{W}x{H}",
+         "--pix-fmt", PIX, "--fps", str(FPS), "--frames", str(frames),
+         "--timeout", "5", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.3)  # the receiver binds before the sender's first frame (20 ms lead)
+    send = timed([NAGARE, "send", "pattern:bars", "--to", f"127.0.0.1:{PORT}",
+                  "--size", f"{W}x{H}", "--pix-fmt", PIX, "--fps", str(FPS),
+                  "--packet-size", str(PKT), "--frames", str(frames),
+                  "--pacing", pacing, "--json"])
+    out, _, cpu = finish(send, SECONDS * 3 + 30)
+    r_out, _ = recv.communicate(timeout=30)
+    s, r = json.loads(out), json.loads(r_out)
+    got_bits = r["bytes"] * 8
+    total = s["packets_sent"] or 1
+    return {
+        "tool": f"nagare send --pacing {pacing}",
+        "rate": got_bits / r["seconds"] / 1e9 if r["seconds"] else 0.0,
+        "lost": r["packets_lost"],
+        "cpu_gbit": cpu / (got_bits / 1e9) if got_bits else float("nan"),
+        "thread_gbit": s["send_cpu_seconds"] / (s["bytes_sent"] * 8 / 1e9),
+        "late": 100.0 * s["packets_late"] / total,
+        "p99": s["lateness_us"]["p99"],
+        "max": s["lateness_us"]["max"],
+    }
+
+
+def iperf_row(udp, rate=RATE):
+    server = subprocess.Popen(["iperf3", "-s", "-1", "-B", "127.0.0.1", "-p", str(PORT), "-J"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.3)  # iperf3 -s binds its TCP control port
+    cmd = ["iperf3", "-c", "127.0.0.1", "-p", str(PORT), "-t", str(SECONDS), "-J"]
+    # 8 MB socket buffers, as nagare recv asks for; iperf3's default
+    # loses most of a 3.2 Gbit/s UDP stream on loopback.
+    cmd += ["-w", "8M"]
+    cmd += ["-u", "-l", str(PKT), "-b", str(rate)] if udp else []
+    client = timed(cmd)
+    _, _, cpu = finish(client, SECONDS * 3 + 30)
+    s_out, _ = server.communicate(timeout=30)
+    end = json.loads(s_out)["end"]
+    summ = end["sum_received"]
+    got_bits = summ["bytes"] * 8
+    secs = summ["seconds"]
+    return {
+        "tool": "iperf3 TCP (unpaced)" if not udp else
+                f"iperf3 -u -l 8800 -b {'0 (unpaced)' if rate == 0 else '3.2G'}",
+        "rate": got_bits / secs / 1e9 if secs else 0.0,
+        "lost": end["sum"].get("lost_packets", 0) if udp else 0,
+        "cpu_gbit": cpu / (got_bits / 1e9) if got_bits else float("nan"),
+        "thread_gbit": float("nan"),
+        "late": float("nan"),
+        "p99": float("nan"),
+        "max": float("nan"),
+    }
+
+
+def main():
+    if not os.path.exists(NAGARE):
+        sys.exit("bench: build first (bench/pacing.sh does)")
+    rows = [nagare_row("precise"), nagare_row("efficient"), iperf_row(True),
+            iperf_row(True, 0), iperf_row(False)]
+    load = os.getloadavg()[0]
+    print(f"\nPacing cost, one 3.2 Gbit/s stream on loopback, {SECONDS:.0f} s per row; "
+          f"{platform.node()}, {os.cpu_count()} CPUs, load {load:.1f} at the end\n")
+    print("| sender | received Gbit/s | lost | sender CPU-s/Gbit | sending thread CPU-s/Gbit "
+          "| late >100 µs | lateness p99 µs | max µs |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['tool']} | {r['rate']:.2f} | {r['lost']} | {r['cpu_gbit']:.3f} | "
+              f"{r['thread_gbit']:.3f} | {r['late']:.1f}% | {r['p99']:.0f} | {r['max']:.0f} |"
+              .replace("nan%", "–").replace("nan", "–"))
+
+
+if __name__ == "__main__":
+    main()

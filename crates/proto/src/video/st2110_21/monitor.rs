@@ -1,0 +1,362 @@
+//! From RTP datagrams to the analyser: the machine `nagare analyze` and
+//! `recv --analyze` feed, live or from a capture.
+//!
+//! The model needs Npackets, which an SDP does not carry (it depends on
+//! the sender's packet size), so unless it is given the monitor learns
+//! it: it holds the first packets back until it has seen the start of two
+//! consecutive frames (a change of RTP timestamp), takes the distance of
+//! their sequence numbers as the packets of a frame, as EBU LIST does,
+//! then builds the [`Model`] and replays what it held. Holding back is
+//! bounded by [`MAX_LEARN`] packets.
+
+use std::collections::VecDeque;
+
+use super::Error;
+use super::analyzer::{Analyzer, FrameReport, Observation};
+use super::model::{Model, Scan};
+use crate::rtp::RtpPacket;
+use crate::stats::SeqExtender;
+use crate::units::{ByteSize, ExtSeq, MediaTime, Nanos, Ssrc};
+use crate::video::FrameRate;
+
+/// Packets held back while learning Npackets: two frames of an 8K 4:2:2
+/// 10-bit stream in 1200-byte packets (about 2 × 140 000) and more.
+pub const MAX_LEARN: usize = 1 << 19;
+
+/// What is known of a stream before its packets arrive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamShape {
+    /// Frames (fields if interlaced) per second.
+    pub rate: FrameRate,
+    /// Lines of the raster.
+    pub lines: u32,
+    /// Progressive or interlaced.
+    pub scan: Scan,
+    /// Npackets, if known (else learned from the stream).
+    pub packets: Option<u32>,
+    /// A signalled TRoffset (else TROdefault).
+    pub tr_offset: Option<Nanos>,
+}
+
+impl StreamShape {
+    fn model(&self, packets: u32) -> Result<Model, Error> {
+        let m = Model::new(self.rate, self.lines, self.scan, packets)?;
+        match self.tr_offset {
+            Some(t) => m.with_tr_offset(t),
+            None => Ok(m),
+        }
+    }
+}
+
+/// What the monitor has to say, in order.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// The stream's first packet: the SSRC it locked on.
+    Stream {
+        /// The SSRC.
+        ssrc: Ssrc,
+    },
+    /// The model judged by, once Npackets is known.
+    Model(Model),
+    /// A frame ended.
+    Frame(FrameReport),
+    /// No model could be built (the reason); nothing more is analysed.
+    Failed(LearnError),
+}
+
+/// Why Npackets could not be learned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum LearnError {
+    /// No two frame starts within [`MAX_LEARN`] packets.
+    #[error(
+        "no two frame starts (RTP timestamp changes) in the first {MAX_LEARN} packets; give the packets per frame"
+    )]
+    NoFrames,
+    /// The learned or given values make no model.
+    #[error("{0}")]
+    Model(Error),
+}
+
+/// Datagrams seen that were not analysed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MonitorStats {
+    /// Datagrams offered.
+    pub datagrams: u64,
+    /// Not RTP version 2.
+    pub not_rtp: u64,
+    /// Of another SSRC than the stream's.
+    pub foreign: u64,
+}
+
+enum Phase {
+    /// Holding packets back; the sequence numbers of the frame starts.
+    Learning {
+        held: Vec<Observation>,
+        starts: Vec<ExtSeq>,
+    },
+    Analyzing(Box<Analyzer>),
+    Failed,
+}
+
+/// The machine (see the module docs).
+pub struct Monitor {
+    shape: StreamShape,
+    /// The stream's SSRC: the first packet's (a capture or a port holds
+    /// one stream; strays of another SSRC are counted, not analysed).
+    ssrc: Option<Ssrc>,
+    ext: SeqExtender,
+    last_rtp: Option<MediaTime>,
+    phase: Phase,
+    events: VecDeque<Event>,
+    stats: MonitorStats,
+}
+
+impl Monitor {
+    /// A monitor of a stream of `shape`.
+    pub fn new(shape: StreamShape) -> Monitor {
+        let mut m = Monitor {
+            shape,
+            ssrc: None,
+            ext: SeqExtender::default(),
+            last_rtp: None,
+            phase: Phase::Learning {
+                held: Vec::new(),
+                starts: Vec::new(),
+            },
+            events: VecDeque::new(),
+            stats: MonitorStats::default(),
+        };
+        if let Some(n) = shape.packets {
+            m.start(n, Vec::new());
+        }
+        m
+    }
+
+    /// One datagram that arrived at `at` (nanoseconds since the epoch the
+    /// stream's RTP timestamps count from: PTP's, or the Unix epoch).
+    pub fn handle_input(&mut self, at: Nanos, bytes: &[u8]) {
+        self.stats.datagrams += 1;
+        let Ok(pkt) = RtpPacket::new_checked(bytes) else {
+            self.stats.not_rtp += 1;
+            return;
+        };
+        let ssrc = Ssrc(pkt.ssrc());
+        match self.ssrc {
+            Some(s) if s != ssrc => {
+                self.stats.foreign += 1;
+                return;
+            }
+            Some(_) => {}
+            None => {
+                self.ssrc = Some(ssrc);
+                self.events.push_back(Event::Stream { ssrc });
+            }
+        }
+        // RFC 4175's extended sequence number leads the payload.
+        let esn = pkt
+            .payload()
+            .get(..2)
+            .map(|b| u16::from_be_bytes([b[0], b[1]]));
+        let seq = ExtSeq(self.ext.extend(pkt.sequence_number(), esn));
+        let rtp = MediaTime(pkt.timestamp());
+        let new_frame = self.last_rtp.is_some_and(|r| r != rtp);
+        self.last_rtp = Some(rtp);
+        let obs = Observation {
+            arrival: at,
+            rtp_timestamp: rtp,
+            marker: pkt.marker(),
+            seq,
+            len: ByteSize(bytes.len() as u64),
+        };
+        self.observe(obs, new_frame);
+    }
+
+    fn observe(&mut self, obs: Observation, new_frame: bool) {
+        match &mut self.phase {
+            Phase::Analyzing(a) => {
+                a.handle_input(obs);
+                while let Some(r) = a.poll_event() {
+                    self.events.push_back(Event::Frame(r));
+                }
+            }
+            Phase::Learning { held, starts } => {
+                held.push(obs);
+                if new_frame {
+                    starts.push(obs.seq);
+                }
+                if let [first, second] = starts[..] {
+                    let packets = second.0.saturating_sub(first.0);
+                    let packets = u32::try_from(packets).unwrap_or(u32::MAX);
+                    let held = std::mem::take(held);
+                    self.start(packets, held);
+                } else if held.len() >= MAX_LEARN {
+                    self.fail(LearnError::NoFrames);
+                }
+            }
+            Phase::Failed => {}
+        }
+    }
+
+    /// Builds the model for `packets` and replays `held` into it.
+    fn start(&mut self, packets: u32, held: Vec<Observation>) {
+        let model = match self.shape.model(packets) {
+            Ok(m) => m,
+            Err(e) => return self.fail(LearnError::Model(e)),
+        };
+        self.events.push_back(Event::Model(model));
+        self.phase = Phase::Analyzing(Box::new(Analyzer::new(model)));
+        for obs in held {
+            self.observe(obs, false);
+        }
+    }
+
+    fn fail(&mut self, e: LearnError) {
+        self.phase = Phase::Failed;
+        self.events.push_back(Event::Failed(e));
+    }
+
+    /// Ends the frame in progress (end of capture or of the run).
+    pub fn flush(&mut self) {
+        if let Phase::Analyzing(a) = &mut self.phase {
+            a.flush();
+            while let Some(r) = a.poll_event() {
+                self.events.push_back(Event::Frame(r));
+            }
+        }
+    }
+
+    /// The next event.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// The analyser, once the model is known.
+    pub fn analyzer(&self) -> Option<&Analyzer> {
+        match &self.phase {
+            Phase::Analyzing(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// Datagrams not analysed.
+    pub const fn stats(&self) -> MonitorStats {
+        self.stats
+    }
+
+    /// The shape given.
+    pub const fn shape(&self) -> &StreamShape {
+        &self.shape
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rtp::RtpHeader;
+
+    fn shape(packets: Option<u32>) -> StreamShape {
+        StreamShape {
+            rate: FrameRate::new(50, 1).unwrap(),
+            lines: 1080,
+            scan: Scan::Progressive,
+            packets,
+            tr_offset: Some(Nanos::from_millis(1)),
+        }
+    }
+
+    fn datagram(seq: u16, ts: u32, marker: bool, ssrc: u32) -> Vec<u8> {
+        let mut b = vec![0u8; 40];
+        RtpHeader {
+            marker,
+            payload_type: 96,
+            sequence_number: seq,
+            timestamp: ts,
+            ssrc,
+        }
+        .write(&mut b)
+        .unwrap();
+        b
+    }
+
+    /// Frames of 10 packets at 50 fps from epoch frame 100, each packet
+    /// 20 µs from 1 ms into its frame (gapped TRS of 10 packets).
+    fn feed(m: &mut Monitor, frames: u64, skip_first: usize) {
+        let mut k = 0u16;
+        for f in 100..100 + frames {
+            let ts = FrameRate::new(50, 1).unwrap().rtp_timestamp(f);
+            for j in 0..10u64 {
+                if (f - 100) * 10 + j < skip_first as u64 {
+                    k += 1;
+                    continue;
+                }
+                let at = Nanos(f * 20_000_000 + 1_000_000 + j * 1_920_000);
+                m.handle_input(at, &datagram(k, ts, j == 9, 7));
+                k = k.wrapping_add(1);
+            }
+        }
+    }
+
+    #[test]
+    fn learns_npackets_from_two_frame_starts_and_replays() {
+        let mut m = Monitor::new(shape(None));
+        // Start mid-frame: the first 3 packets were not captured.
+        feed(&mut m, 5, 3);
+        m.handle_input(Nanos(1), b"junk");
+        m.handle_input(Nanos(2), &datagram(0, 0, false, 8));
+        m.flush();
+        let ev: Vec<Event> = std::iter::from_fn(|| m.poll_event()).collect();
+        assert!(matches!(ev[0], Event::Stream { ssrc: Ssrc(7) }));
+        let Event::Model(model) = &ev[1] else {
+            panic!("{ev:?}")
+        };
+        assert_eq!(model.packets(), 10);
+        let frames: Vec<&FrameReport> = ev
+            .iter()
+            .filter_map(|e| match e {
+                Event::Frame(r) => Some(r),
+                _ => None,
+            })
+            .collect();
+        // The partial first frame is not judged; the other four are.
+        assert_eq!(frames.len(), 4);
+        assert!(frames.iter().all(|r| r.packets == 10 && r.complete));
+        assert_eq!(frames[0].epoch_frame, 101);
+        assert_eq!(frames[0].fpt, Nanos::from_millis(1));
+        let s = m.stats();
+        assert_eq!((s.datagrams, s.not_rtp, s.foreign), (49, 1, 1));
+    }
+
+    #[test]
+    fn a_given_npackets_analyses_from_the_first_packet() {
+        let mut m = Monitor::new(shape(Some(10)));
+        assert!(matches!(m.poll_event(), Some(Event::Model(_))));
+        feed(&mut m, 2, 0);
+        assert!(matches!(m.poll_event(), Some(Event::Stream { .. })));
+        // Frame 100 ends at its marker; nothing before it was a boundary,
+        // so it is not judged; frame 101 is.
+        let r = std::iter::from_fn(|| m.poll_event()).count();
+        assert_eq!(r, 1);
+        assert_eq!(m.analyzer().unwrap().summary().packets, 20);
+    }
+
+    #[test]
+    fn a_stream_without_frame_starts_gives_up_bounded() {
+        let mut m = Monitor::new(shape(None));
+        for k in 0..MAX_LEARN + 10 {
+            m.handle_input(Nanos(k as u64), &datagram(k as u16, 5, false, 1));
+        }
+        let ev: Vec<Event> = std::iter::from_fn(|| m.poll_event()).collect();
+        assert!(matches!(
+            ev.last(),
+            Some(Event::Failed(LearnError::NoFrames))
+        ));
+        assert!(m.analyzer().is_none());
+        let mut m = Monitor::new(shape(Some(0)));
+        assert!(matches!(
+            m.poll_event(),
+            Some(Event::Failed(LearnError::Model(Error::Packets {
+                packets: 0
+            })))
+        ));
+    }
+}

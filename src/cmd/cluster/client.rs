@@ -1,0 +1,130 @@
+//! One serve node's HTTP API as the cluster driver uses it: create and
+//! delete streams, list them, read the node's clock. Every failure comes
+//! back as a [`Failure`] naming what the node said.
+
+use std::time::Duration;
+
+use nagare_api::serve::{ApiError, Health, StreamInfo, StreamList, StreamRequest};
+
+/// How long one request may take: a node slower than this counts as not
+/// answering (the controller's dead-after decides when that is a failure).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Why a request failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// The node answered with an error status (wrong token, refusal).
+    Refused(String),
+    /// No answer: connection refused, timeout, garbage.
+    Unreachable(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Refused(s) | Failure::Unreachable(s) => f.write_str(s),
+        }
+    }
+}
+
+/// A node's API.
+pub struct NodeClient {
+    agent: ureq::Agent,
+    base: String,
+    token: Option<String>,
+}
+
+/// The node's clock and what it sends, from one poll.
+pub struct Snapshot {
+    /// Node clock minus ours, ns, from the midpoint of the request.
+    pub clock_offset_ns: i64,
+    /// Every stream of its table.
+    pub streams: Vec<StreamInfo>,
+    /// Our clock when the list came, ns since the Unix epoch.
+    pub at_ns: u128,
+}
+
+impl NodeClient {
+    /// A client of the API at `url` (`http://HOST:PORT`).
+    pub fn new(url: &str, token: Option<String>) -> NodeClient {
+        NodeClient {
+            // A fresh connection per request: serve's tiny_http can leave a
+            // kept-alive connection's next request unanswered, and a poll
+            // a few times a second gains nothing from reuse.
+            agent: ureq::AgentBuilder::new()
+                .timeout(REQUEST_TIMEOUT)
+                .timeout_read(REQUEST_TIMEOUT)
+                .timeout_write(REQUEST_TIMEOUT)
+                .max_idle_connections(0)
+                .build(),
+            base: url.trim_end_matches('/').to_string(),
+            token,
+        }
+    }
+
+    /// Clock offset (from `/healthz`) and the stream table.
+    pub fn snapshot(&self) -> Result<Snapshot, Failure> {
+        let t0 = crate::clock::epoch_ns();
+        let health: Health = self.call(self.agent.get(&self.url("/healthz")), None)?;
+        let t1 = crate::clock::epoch_ns();
+        let mid = (t0 + t1) / 2;
+        let clock_offset_ns = i128::from(health.time_ns) - mid as i128;
+        let list: StreamList = self.call(self.agent.get(&self.url("/v1/streams")), None)?;
+        Ok(Snapshot {
+            clock_offset_ns: clock_offset_ns.clamp(i64::MIN.into(), i64::MAX.into()) as i64,
+            streams: list.streams,
+            at_ns: crate::clock::epoch_ns(),
+        })
+    }
+
+    /// Creates a stream; returns its id.
+    pub fn create(&self, req: &StreamRequest) -> Result<StreamInfo, Failure> {
+        let body = serde_json::to_string(req).map_err(|e| Failure::Refused(e.to_string()))?;
+        let r = self
+            .agent
+            .post(&self.url("/v1/streams"))
+            .set("Content-Type", "application/json");
+        self.call(r, Some(&body))
+    }
+
+    /// Stops and removes stream `id`.
+    pub fn delete(&self, id: u64) -> Result<(), Failure> {
+        let r = self.agent.delete(&self.url(&format!("/v1/streams/{id}")));
+        self.call::<serde_json::Value>(r, None).map(|_| ())
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// Sends `r` (with the token and `body`), parses the JSON answer.
+    fn call<T: serde::de::DeserializeOwned>(
+        &self,
+        mut r: ureq::Request,
+        body: Option<&str>,
+    ) -> Result<T, Failure> {
+        if let Some(t) = &self.token {
+            r = r.set("Authorization", &format!("Bearer {t}"));
+        }
+        let answer = match body {
+            Some(b) => r.send_string(b),
+            None => r.call(),
+        };
+        match answer {
+            Ok(resp) => {
+                let text = resp
+                    .into_string()
+                    .map_err(|e| Failure::Unreachable(format!("reading the answer: {e}")))?;
+                serde_json::from_str(&text).map_err(|e| {
+                    Failure::Unreachable(format!("the answer is not serve's JSON: {e}"))
+                })
+            }
+            Err(ureq::Error::Status(code, resp)) => {
+                let text = resp.into_string().unwrap_or_default();
+                let why = serde_json::from_str::<ApiError>(&text).map_or(text, |e| e.error);
+                Err(Failure::Refused(format!("{code} {why}")))
+            }
+            Err(ureq::Error::Transport(t)) => Err(Failure::Unreachable(t.to_string())),
+        }
+    }
+}

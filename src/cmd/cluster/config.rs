@@ -1,0 +1,193 @@
+//! `cluster.toml` read, checked and turned into the controller's plan and
+//! one API client per node.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use anyhow::{Context, Result, anyhow, bail};
+use nagare_api::cluster::{ClusterConfig, FailoverMode};
+use nagare_api::serve::{Pacing, StreamRequest, StripeSpec};
+use nagare_proto::cluster::{Failover, NodeSpec, Plan};
+use nagare_proto::video::stripe::Stripes;
+use nagare_proto::{FrameRate, Nanos};
+
+use super::client::NodeClient;
+use crate::cli;
+
+/// SSRC of stripe 0 when the config names none ("na" + 0).
+const DEFAULT_SSRC: u32 = 0x6e61_0000;
+
+/// A checked cluster.
+pub struct Cluster {
+    /// The file as written.
+    pub config: ClusterConfig,
+    /// Frame rate of the stream.
+    pub rate: FrameRate,
+    /// The controller's plan.
+    pub plan: Plan,
+    /// One client per node, in config order.
+    pub clients: Vec<NodeClient>,
+}
+
+impl Cluster {
+    /// Reads and checks `path`.
+    pub fn load(path: &Path) -> Result<Cluster> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read --config '{}'", path.display()))?;
+        let config: ClusterConfig = toml::from_str(&text).with_context(|| {
+            format!(
+                "--config '{}' does not parse: it needs [stream], one [[destination]] per stripe \
+                 and [[node]] tables (see docs/cluster.md)",
+                path.display()
+            )
+        })?;
+        Cluster::new(config).with_context(|| format!("in --config '{}'", path.display()))
+    }
+
+    /// Checks `config`.
+    pub fn new(config: ClusterConfig) -> Result<Cluster> {
+        let s = &config.stream;
+        let format = cli::parse_format(&s.size, &s.pix_fmt)?;
+        let rate = cli::parse_rate(&s.fps)?;
+        Stripes::new(format, s.split, s.stripes).map_err(|e| {
+            anyhow!(
+                "split {} with {} stripes does not fit {}: {e}",
+                s.split,
+                s.stripes,
+                s.size
+            )
+        })?;
+        if config.destinations.len() != s.stripes {
+            bail!(
+                "{} [[destination]] tables for {} stripes: give one per stripe, in stripe order",
+                config.destinations.len(),
+                s.stripes
+            );
+        }
+        for (k, d) in config.destinations.iter().enumerate() {
+            for a in std::iter::once(&d.to).chain(&d.dup) {
+                let addr: SocketAddr = a.parse().map_err(|_| {
+                    anyhow!("destination {k}: '{a}' is not HOST:PORT such as 239.1.0.1:5000")
+                })?;
+                if addr.ip().is_multicast() && d.interface.is_none() {
+                    bail!("destination {k}: multicast {a} needs interface = \"ADDR or NAME\"");
+                }
+            }
+        }
+        for n in &config.nodes {
+            if !n.url.starts_with("http://") {
+                bail!(
+                    "node '{}': url '{}' must be http://HOST:PORT (serve's --http)",
+                    n.name,
+                    n.url
+                );
+            }
+        }
+        if config.poll_ms == 0 || config.dead_after_ms < config.poll_ms {
+            bail!(
+                "poll_ms {} and dead_after_ms {}: poll at least once before a node counts as dead",
+                config.poll_ms,
+                config.dead_after_ms
+            );
+        }
+        let plan = plan(&config, rate);
+        nagare_proto::cluster::Controller::new(plan.clone()).map_err(|e| anyhow!("{e}"))?;
+        let clients = config
+            .nodes
+            .iter()
+            .map(|n| NodeClient::new(&n.url, n.token.clone()))
+            .collect();
+        Ok(Cluster {
+            config,
+            rate,
+            plan,
+            clients,
+        })
+    }
+
+    /// The node index of `name`, or which names there are.
+    pub fn node(&self, name: &str) -> Result<usize> {
+        self.config
+            .nodes
+            .iter()
+            .position(|n| n.name == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = self.config.nodes.iter().map(|n| n.name.as_str()).collect();
+                anyhow!(
+                    "no node '{name}' in the config: nodes are {}",
+                    names.join(", ")
+                )
+            })
+    }
+
+    /// Node names, by index.
+    pub fn name(&self, node: usize) -> &str {
+        &self.config.nodes[node].name
+    }
+
+    /// The label of stripe `k`'s legs on every node.
+    pub fn label(&self, k: usize) -> String {
+        format!("{}/stripe {k}", self.config.name)
+    }
+
+    /// Which stripe a node's stream with `label` is, if it is ours.
+    pub fn stripe_of(&self, label: Option<&str>) -> Option<usize> {
+        let rest = label?.strip_prefix(&self.config.name)?;
+        let k: usize = rest.strip_prefix("/stripe ")?.parse().ok()?;
+        (k < self.config.stream.stripes).then_some(k)
+    }
+
+    /// The request that makes a node send stripe `k` to `dest`, starting
+    /// at `epoch_frame` (or the next frame).
+    pub fn request(&self, k: usize, dest: &str, epoch_frame: Option<u64>) -> StreamRequest {
+        let s = &self.config.stream;
+        let mut pacing = Pacing::default();
+        if let Some(p) = s.packet_size {
+            pacing.packet_size = p;
+        }
+        StreamRequest {
+            source: s.source.clone(),
+            destinations: vec![dest.to_string()],
+            encapsulation: Default::default(),
+            pacing,
+            priority: 200,
+            looping: true,
+            interface: self.config.destinations[k].interface.clone(),
+            stripe: Some(StripeSpec {
+                split: s.split,
+                count: s.stripes,
+                index: k,
+            }),
+            ssrc: Some(s.ssrc.unwrap_or(DEFAULT_SSRC).wrapping_add(k as u32)),
+            label: Some(self.label(k)),
+            epoch_frame,
+        }
+    }
+}
+
+/// The controller's view of the config.
+fn plan(c: &ClusterConfig, rate: FrameRate) -> Plan {
+    let ms = |v: u64| Nanos(v.saturating_mul(1_000_000));
+    Plan {
+        stripes: c.stream.stripes,
+        nodes: c
+            .nodes
+            .iter()
+            .map(|n| NodeSpec {
+                name: n.name.clone(),
+                stripes: n.stripes.clone(),
+                alternate: n.alternate,
+            })
+            .collect(),
+        failover: match c.failover {
+            FailoverMode::Manual => Failover::Manual,
+            FailoverMode::Cold => Failover::Cold,
+            FailoverMode::Hot => Failover::Hot,
+        },
+        poll_interval: ms(c.poll_ms),
+        dead_after: ms(c.dead_after_ms),
+        // A receiver buffers about a frame; a node whose clock is off by
+        // more starts its stripes a frame early or late.
+        clock_tolerance: Nanos::from_secs_f64(1.0 / rate.as_f64()),
+    }
+}

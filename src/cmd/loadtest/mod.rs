@@ -1,0 +1,407 @@
+//! `nagare loadtest URL`: how many streams a server carries before frames
+//! drop (seed 001). For each stream count it starts that many virtual
+//! RTSP clients (or, with an `http://` URL of `nagare serve`'s API, push
+//! streams), lets them warm up, measures a window (loss, frames dropped,
+//! inter-packet jitter per stream, server CPU), stops them, and goes on to
+//! the next count until frame drop passes 1 %.
+
+mod clients;
+mod flows;
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use nagare_api::serve::{LoadReport, LoadStep};
+
+use crate::cli;
+use clients::RtspClient;
+use flows::Sink;
+
+/// Command-line arguments of `nagare loadtest`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LoadtestArgs {
+    /// rtsp://HOST:PORT/PATH for RTSP clients, or http://HOST:PORT of a
+    /// `nagare serve` API for push streams (then --source names the path).
+    pub url: String,
+    /// Concurrent streams.
+    #[arg(long, conflicts_with = "ramp")]
+    pub streams: Option<usize>,
+    /// FROM:TO:STEP stream counts, stopping once frame drop passes 1 %.
+    #[arg(long)]
+    pub ramp: Option<String>,
+    /// Seconds measured per stream count (after a warm-up).
+    #[arg(long, default_value = "5", value_parser = cli::parse_seconds)]
+    pub duration: Duration,
+    /// Seconds of warm-up before each window.
+    #[arg(long, default_value = "1", value_parser = cli::parse_seconds)]
+    pub warmup: Duration,
+    /// Catalog path for push streams (http:// URL).
+    #[arg(long)]
+    pub source: Option<String>,
+    /// API token of the server (or NAGARE_TOKEN).
+    #[arg(long)]
+    pub token: Option<String>,
+    /// The server's API, to read its CPU from /metrics (RTSP mode).
+    #[arg(long)]
+    pub metrics: Option<String>,
+    /// The server's process id, to read its CPU from /proc (any server).
+    #[arg(long)]
+    pub pid: Option<u32>,
+    /// Print the report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Draw frame drop and CPU against stream count into this PNG.
+    #[arg(long)]
+    pub plot: Option<std::path::PathBuf>,
+}
+
+/// Where the load comes from.
+enum Mode {
+    Rtsp(String),
+    Push { api: SocketAddr, source: String },
+}
+
+/// The streams of one step, to stop afterwards.
+enum Running {
+    Rtsp(Vec<RtspClient>),
+    Push(Vec<u64>),
+}
+
+struct Test {
+    mode: Mode,
+    sink: Sink,
+    token: Option<String>,
+    cpu: CpuSource,
+}
+
+enum CpuSource {
+    Api(SocketAddr),
+    Pid(u32),
+    None,
+}
+
+impl CpuSource {
+    fn seconds(&self, token: Option<&str>) -> Option<f64> {
+        match self {
+            CpuSource::Api(a) => clients::server_cpu(*a, token),
+            CpuSource::Pid(p) => clients::process_cpu(*p),
+            CpuSource::None => None,
+        }
+    }
+}
+
+/// `nagare loadtest`.
+pub fn main(args: LoadtestArgs) -> Result<ExitCode> {
+    let counts = counts(&args)?;
+    let token = args
+        .token
+        .clone()
+        .or_else(|| std::env::var("NAGARE_TOKEN").ok());
+    let mode = if args.url.starts_with("rtsp://") {
+        Mode::Rtsp(args.url.clone())
+    } else if args.url.starts_with("http://") {
+        let source = args.source.clone().ok_or_else(|| {
+            anyhow!("an http:// URL makes push streams: name the path with --source")
+        })?;
+        Mode::Push {
+            api: clients::authority(&args.url)?,
+            source,
+        }
+    } else {
+        bail!(
+            "'{}' is neither rtsp://HOST:PORT/PATH nor http://HOST:PORT (a nagare serve API)",
+            args.url
+        );
+    };
+    let cpu = match (&mode, &args.metrics, args.pid) {
+        (_, _, Some(pid)) => CpuSource::Pid(pid),
+        (_, Some(m), None) => CpuSource::Api(clients::authority(m)?),
+        (Mode::Push { api, .. }, None, None) => CpuSource::Api(*api),
+        _ => CpuSource::None,
+    };
+    let server = match &mode {
+        Mode::Rtsp(u) => clients::authority(u)?,
+        Mode::Push { api, .. } => *api,
+    };
+    let bind = SocketAddr::new(local_ip_towards(server)?, 0);
+    let test = Test {
+        mode,
+        sink: Sink::open(bind)?,
+        token,
+        cpu,
+    };
+    let report = run(&test, &args, &counts)?;
+    print(&report, args.json)?;
+    if let Some(path) = &args.plot {
+        plot::draw(path, &report)?;
+        eprintln!("loadtest: plot written to {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The address this host uses to reach `server` (loopback for loopback).
+fn local_ip_towards(server: SocketAddr) -> Result<std::net::IpAddr> {
+    let any: SocketAddr = if server.is_ipv4() {
+        "0.0.0.0:0".parse()?
+    } else {
+        "[::]:0".parse()?
+    };
+    let s = std::net::UdpSocket::bind(any)?;
+    s.connect(server)
+        .with_context(|| format!("no route to {server}"))?;
+    Ok(s.local_addr()?.ip())
+}
+
+fn counts(args: &LoadtestArgs) -> Result<Vec<usize>> {
+    if let Some(r) = &args.ramp {
+        let parts: Vec<usize> = r
+            .split(':')
+            .map(|p| p.trim().parse::<usize>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| anyhow!("--ramp '{r}' is not FROM:TO:STEP such as 50:500:50"))?;
+        let [from, to, step] = parts[..] else {
+            bail!("--ramp '{r}' is not FROM:TO:STEP such as 50:500:50");
+        };
+        if from == 0 || step == 0 || to < from || to > 10_000 {
+            bail!("--ramp '{r}': need 1 <= FROM <= TO <= 10000 and STEP >= 1");
+        }
+        return Ok((from..=to).step_by(step).collect());
+    }
+    let n = args.streams.unwrap_or(10);
+    if n == 0 || n > 10_000 {
+        bail!("--streams {n} is out of range: 1..=10000");
+    }
+    Ok(vec![n])
+}
+
+fn run(test: &Test, args: &LoadtestArgs, counts: &[usize]) -> Result<LoadReport> {
+    let stop = crate::stop_flag();
+    let mut steps = Vec::new();
+    for &n in counts {
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
+        let step = one_step(test, n, args)?;
+        print_step(&step);
+        let over = step.frame_drop_ratio > 0.01;
+        steps.push(step);
+        if over {
+            break;
+        }
+    }
+    let ceiling = steps
+        .iter()
+        .filter(|s| s.frame_drop_ratio <= 0.01)
+        .map(|s| s.streams)
+        .max();
+    let clean_ceiling = steps
+        .iter()
+        .take_while(|s| s.lost == 0 && s.jitter_p99_us_worst <= 250.0)
+        .map(|s| s.streams)
+        .last();
+    let saturated = steps
+        .iter()
+        .find(|s| s.frame_drop_ratio > 0.01)
+        .map(saturated_by);
+    Ok(LoadReport {
+        url: args.url.clone(),
+        steps,
+        ceiling,
+        clean_ceiling,
+        saturated,
+    })
+}
+
+/// Which resource ran out at a step past the ceiling.
+fn saturated_by(s: &LoadStep) -> String {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    if s.receiver_kernel_drops > 0 {
+        "the receiving socket's buffer (the load generator fell behind)".into()
+    } else if s.server_cpu_cores.is_some_and(|c| c >= 0.8 * cores) {
+        format!(
+            "server CPU ({:.1} of {cores} cores)",
+            s.server_cpu_cores.unwrap_or(0.0)
+        )
+    } else {
+        "not CPU-bound: pacing or the loopback path (check the server's late counters)".into()
+    }
+}
+
+/// Starts `n` streams, measures a window, stops them.
+fn one_step(test: &Test, n: usize, args: &LoadtestArgs) -> Result<LoadStep> {
+    let token = test.token.as_deref();
+    let running = match &test.mode {
+        Mode::Rtsp(url) => {
+            let mut v = Vec::with_capacity(n);
+            for _ in 0..n {
+                v.push(RtspClient::start(url, test.sink.addr)?);
+            }
+            Running::Rtsp(v)
+        }
+        Mode::Push { api, source } => {
+            let mut v = Vec::with_capacity(n);
+            for _ in 0..n {
+                v.push(clients::push(*api, source, test.sink.addr, token)?);
+            }
+            Running::Push(v)
+        }
+    };
+    std::thread::sleep(args.warmup);
+    test.sink.reset();
+    let drops0 = test.sink.kernel_drops();
+    let cpu0 = test.cpu.seconds(token);
+    let t0 = Instant::now();
+    let mut running = running;
+    wait_window(&mut running, args.duration);
+    let seconds = t0.elapsed().as_secs_f64();
+    let cpu1 = test.cpu.seconds(token);
+    let step = measure(test, n, seconds, cpu0.zip(cpu1), drops0);
+    match running {
+        Running::Rtsp(v) => v.into_iter().for_each(RtspClient::stop),
+        Running::Push(ids) => {
+            if let Mode::Push { api, .. } = &test.mode {
+                ids.into_iter()
+                    .for_each(|id| clients::unpush(*api, id, token));
+            }
+        }
+    }
+    Ok(step)
+}
+
+/// Waits out the window, keeping RTSP sessions alive every 15 s.
+fn wait_window(running: &mut Running, window: Duration) {
+    let end = Instant::now() + window;
+    let mut next_keepalive = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(50).min(end - Instant::now()));
+        if Instant::now() >= next_keepalive {
+            if let Running::Rtsp(v) = running {
+                v.iter_mut().for_each(|c| {
+                    let _ = c.keep_alive();
+                });
+            }
+            next_keepalive += Duration::from_secs(15);
+        }
+    }
+}
+
+fn measure(test: &Test, n: usize, seconds: f64, cpu: Option<(f64, f64)>, drops0: u64) -> LoadStep {
+    let flows = test.sink.lock();
+    let (mut packets, mut lost, mut frames, mut dropped, mut bytes) = (0, 0, 0, 0, 0);
+    let mut p99s: Vec<f64> = Vec::with_capacity(flows.len());
+    let (mut first, mut last): (Option<Instant>, Option<Instant>) = (None, None);
+    let mut lossy = 0;
+    for f in flows.values() {
+        packets += f.packets;
+        bytes += f.bytes;
+        lost += f.lost();
+        frames += f.frames;
+        dropped += f.frames_dropped;
+        lossy += usize::from(f.lost() > 0);
+        p99s.push(f.jitter.quantile(0.99) as f64 / 1000.0);
+        if let Some((a, b)) = f.span {
+            first = Some(first.map_or(a, |x| x.min(a)));
+            last = Some(last.map_or(b, |x| x.max(b)));
+        }
+    }
+    p99s.sort_by(f64::total_cmp);
+    let span = match (first, last) {
+        (Some(a), Some(b)) => b.duration_since(a).as_secs_f64(),
+        _ => 0.0,
+    };
+    let cores = cpu.map(|(a, b)| (b - a) / seconds.max(1e-9));
+    LoadStep {
+        streams: n,
+        streams_received: flows.len(),
+        seconds,
+        packets,
+        lost,
+        loss_ratio: lost as f64 / (packets + lost).max(1) as f64,
+        frames_dropped: dropped,
+        frames,
+        frame_drop_ratio: if flows.len() < n {
+            1.0
+        } else {
+            dropped as f64 / frames.max(1) as f64
+        },
+        streams_with_loss: lossy,
+        jitter_p99_us_worst: p99s.last().copied().unwrap_or(0.0),
+        jitter_p99_us_median: p99s.get(p99s.len() / 2).copied().unwrap_or(0.0),
+        rate_bps: if span > 0.0 {
+            bytes as f64 * 8.0 / span
+        } else {
+            0.0
+        },
+        server_cpu_cores: cores,
+        cpu_per_stream_pct: cores.map(|c| c * 100.0 / n as f64),
+        receiver_kernel_drops: test.sink.kernel_drops().saturating_sub(drops0),
+    }
+}
+
+fn print_step(s: &LoadStep) {
+    let cpu = s
+        .cpu_per_stream_pct
+        .map_or("-".into(), |c| format!("{c:.2}%"));
+    eprintln!(
+        "loadtest: {:>5} streams ({} received): loss {:.4}%, frames dropped {:.3}% ({}/{}), \
+         jitter p99 worst {:.0} µs median {:.0} µs, {}, CPU per stream {cpu}, receiver drops {}",
+        s.streams,
+        s.streams_received,
+        s.loss_ratio * 100.0,
+        s.frame_drop_ratio * 100.0,
+        s.frames_dropped,
+        s.frames,
+        s.jitter_p99_us_worst,
+        s.jitter_p99_us_median,
+        crate::progress::bitrate(s.rate_bps),
+        s.receiver_kernel_drops
+    );
+}
+
+fn print(r: &LoadReport, json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(r)?);
+    }
+    let show = |c: Option<usize>| c.map_or("none".to_string(), |c| c.to_string());
+    eprintln!(
+        "loadtest: ceiling (frame drop <= 1%) {}; clean (no loss, jitter p99 <= 250 µs) {}{}",
+        show(r.ceiling),
+        show(r.clean_ceiling),
+        r.saturated
+            .as_ref()
+            .map_or(String::new(), |s| format!("; ran out: {s}"))
+    );
+    Ok(())
+}
+
+mod plot {
+    //! `--plot`: frame drop and server CPU against stream count.
+    use std::path::Path;
+
+    use anyhow::Result;
+    use nagare_api::serve::LoadReport;
+
+    /// Draws the report's steps.
+    pub fn draw(path: &Path, r: &LoadReport) -> Result<()> {
+        let drop: Vec<(f64, f64)> = r
+            .steps
+            .iter()
+            .map(|s| (s.streams as f64, s.frame_drop_ratio * 100.0))
+            .collect();
+        let cpu: Vec<(f64, f64)> = r
+            .steps
+            .iter()
+            .filter_map(|s| Some((s.streams as f64, s.server_cpu_cores? * 100.0)))
+            .collect();
+        crate::cmd::probe::plot::xy_chart(
+            path,
+            "streams",
+            &[
+                ("frame drop percent", &drop),
+                ("server CPU percent of a core", &cpu),
+            ],
+        )
+    }
+}

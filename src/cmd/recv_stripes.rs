@@ -1,0 +1,1015 @@
+//! `nagare recv --stripes N` (and any `recv` with a second ST 2022-7 leg):
+//! one frame arriving as N stripe streams, each maybe on two legs,
+//! reassembled into whole frames and recorded.
+//!
+//! Threads: `min(N, cores)` receive threads each own the sockets of some
+//! stripes (every leg of a stripe on the same thread, so its merge needs
+//! no lock) and wait on them with `poll`. Per stripe, nagare-proto's
+//! `st2022_7::Merger` keeps the first copy of each packet and its
+//! `video::Receiver` makes stripe frames; the main thread puts them
+//! together with `video::assembler::Assembler` (aligned by RTP timestamp)
+//! and books every frame; a writer thread records. This driver only moves
+//! datagrams, stripe frames and whole frames between those machines.
+
+use std::fs::File;
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use crossbeam_channel::{Receiver as ChanRx, RecvTimeoutError, Sender as ChanTx, bounded};
+use nagare_api::cluster::ClusterConfig;
+use nagare_api::stripes::{FrameFailure, LegReport, StripeReport, StripesReport};
+use nagare_api::video::{EndedBy, FrameList};
+use nagare_proto::sdp::SdpStream;
+use nagare_proto::video::assembler::{Assembled, Assembler};
+use nagare_proto::video::receiver::{self, Config, Datagram, Event, Incomplete, Record};
+use nagare_proto::video::st2022_7::{Arrival, Merger};
+use nagare_proto::video::stripe::{Rule, Stripes};
+use nagare_proto::{BitRate, ByteSize, FrameRate, MediaTime, Nanos};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+
+use super::recv::RecvArgs;
+use crate::cli;
+use crate::clock::Origin;
+use crate::net::udp::{self, ReceiveOptions, Receiver};
+use crate::progress::{Ticker, bitrate};
+
+/// The stripe flags of `nagare recv`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct StripeArgs {
+    /// Reassemble whole frames from N stripe streams on consecutive ports
+    /// (--listen HOST:PORT is stripe 0; --size is the whole frame), or
+    /// from one --sdp per stripe, in stripe order.
+    #[arg(long, value_name = "N")]
+    pub stripes: Option<usize>,
+    /// How the sender split the frame: lines, square or 2si (as `send
+    /// --split`).
+    #[arg(long, default_value = "lines", value_parser = cli::parse_split)]
+    pub split: Rule,
+    /// Second leg of the stream (ST 2022-7), HOST:PORT; with --stripes,
+    /// stripe k's second leg is on PORT+k. The first copy of every packet
+    /// wins. (An SDP with a=group:DUP names both legs itself.)
+    #[arg(long, value_name = "HOST:PORT")]
+    pub dup: Option<String>,
+    /// Receive threads (default: one per stripe, at most one per core).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Receive the stream a `nagare cluster` config describes: its size,
+    /// format, rate and split, stripe k on destination k's `to` (and its
+    /// `dup` as the second leg).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["listen", "sdp", "stripes", "dup"])]
+    pub cluster: Option<PathBuf>,
+}
+
+/// Whether `args` ask for stripes or a second leg (this module's work).
+pub fn wanted(args: &RecvArgs) -> Result<bool> {
+    let s = &args.striping;
+    if s.stripes.is_some() || s.dup.is_some() || s.cluster.is_some() || args.sdp.len() > 1 {
+        return Ok(true);
+    }
+    match args.sdp.first() {
+        Some(path) => Ok(sdp_legs(path)?.len() > 1),
+        None => Ok(false),
+    }
+}
+
+/// Where one leg of one stripe arrives.
+#[derive(Debug, Clone, Copy)]
+struct Leg {
+    listen: SocketAddr,
+    /// The only sender accepted on a multicast group (SSM), from the SDP's
+    /// source filter or --source.
+    source: Option<IpAddr>,
+}
+
+/// Every stripe's legs, in stripe order.
+type Legs = Vec<Vec<Leg>>;
+
+/// A validated striped receive.
+struct Plan {
+    stripes: Stripes,
+    /// Per stripe, each leg.
+    legs: Legs,
+    rate: Option<FrameRate>,
+    socket: ReceiveOptions,
+    output: Option<PathBuf>,
+    frames: Option<u64>,
+    timeout: Option<Duration>,
+    incomplete: Incomplete,
+    threads: usize,
+    quiet: bool,
+}
+
+fn sdp_legs(path: &Path) -> Result<Vec<SdpStream>> {
+    let meta = std::fs::metadata(path)
+        .with_context(|| format!("cannot read SDP file '{}'", path.display()))?;
+    if meta.len() > 64 * 1024 {
+        bail!(
+            "SDP file '{}' is {} bytes; an SDP is at most a few KiB",
+            path.display(),
+            meta.len()
+        );
+    }
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read SDP file '{}'", path.display()))?;
+    SdpStream::parse_legs(&text).map_err(|e| anyhow!("SDP file '{}': {e}", path.display()))
+}
+
+/// Port `base + k`, or why not.
+fn shifted(base: SocketAddr, k: usize, flag: &str) -> Result<SocketAddr> {
+    let port = usize::from(base.port()) + k;
+    let port = u16::try_from(port)
+        .map_err(|_| anyhow!("stripe {k} would need {flag} port {port}, above 65535: lower it"))?;
+    Ok(SocketAddr::new(base.ip(), port))
+}
+
+/// Stripes and legs from one SDP per stripe.
+fn plan_from_sdps(args: &RecvArgs) -> Result<(Stripes, Legs, Option<FrameRate>)> {
+    let rule = args.striping.split;
+    let mut legs = Vec::new();
+    let (mut format, mut rate) = (None, None);
+    for path in &args.sdp {
+        let streams = sdp_legs(path)?;
+        let first = &streams[0];
+        if format.is_some_and(|f| f != first.format) {
+            bail!(
+                "SDP '{}' describes {}x{} but the first SDP's stripes are {}: give the SDPs of one split stream",
+                path.display(),
+                first.format.width,
+                first.format.height,
+                format.map_or(String::new(), |f: nagare_proto::VideoFormat| format!(
+                    "{}x{}",
+                    f.width, f.height
+                ))
+            );
+        }
+        format = Some(first.format);
+        rate = rate.or(first.rate);
+        legs.push(
+            streams
+                .iter()
+                .map(|s| Leg {
+                    listen: SocketAddr::new(s.address, s.port),
+                    source: s.source,
+                })
+                .collect(),
+        );
+    }
+    let count = args.striping.stripes.unwrap_or(legs.len());
+    if count != legs.len() {
+        bail!(
+            "--stripes {count} but {} --sdp files: give one SDP per stripe",
+            legs.len()
+        );
+    }
+    let format = format.context("no --sdp given")?;
+    let stripes = Stripes::from_stripe(format, rule, count)
+        .map_err(|e| anyhow!("the SDPs' stripes cannot be {count} stripes split by {rule}: {e}"))?;
+    Ok((stripes, legs, rate))
+}
+
+/// Stripes and legs from --listen, --size and --stripes.
+fn plan_from_listen(args: &RecvArgs) -> Result<(Stripes, Legs)> {
+    let s = &args.striping;
+    let listen = args
+        .listen
+        .as_deref()
+        .context("give --listen HOST:PORT or --sdp FILE")?;
+    let base = udp::parse_addr(listen, "listen address")?;
+    let (Some(size), Some(pf)) = (args.size, args.pix_fmt) else {
+        bail!(
+            "--listen needs --size (of the whole frame) and --pix-fmt (or use --sdp FILE per stripe)"
+        );
+    };
+    let count = s.stripes.unwrap_or(1);
+    let format = cli::video_format(size, pf)?;
+    let stripes = super::send::stripes_of(format, count, s.split)?;
+    if base.port() == 0 && count > 1 {
+        bail!("--stripes {count} needs a fixed base port in --listen, not 0");
+    }
+    let dup = s
+        .dup
+        .as_deref()
+        .map(|d| udp::parse_addr(d, "--dup address"))
+        .transpose()?;
+    let source = args
+        .source
+        .as_deref()
+        .map(|t| {
+            t.parse::<IpAddr>()
+                .map_err(|_| anyhow!("--source '{t}' is not an IP address"))
+        })
+        .transpose()?;
+    if let Some(src) = source
+        && !base.ip().is_multicast()
+    {
+        bail!("--source {src} only applies to a multicast group; {base} is unicast");
+    }
+    let leg = |listen: SocketAddr| Leg {
+        listen,
+        source: source.filter(|_| listen.ip().is_multicast()),
+    };
+    let mut legs = Vec::with_capacity(count);
+    for k in 0..count {
+        let mut l = vec![leg(shifted(base, k, "--listen")?)];
+        if let Some(d) = dup {
+            l.push(leg(shifted(d, k, "--dup")?));
+        }
+        legs.push(l);
+    }
+    Ok((stripes, legs))
+}
+
+/// Stripes, legs and rate from a `nagare cluster` config.
+fn plan_from_cluster(path: &Path) -> Result<(Stripes, Legs, FrameRate)> {
+    let meta = std::fs::metadata(path)
+        .with_context(|| format!("cannot read --cluster '{}'", path.display()))?;
+    if meta.len() > 1 << 20 {
+        bail!(
+            "--cluster '{}' is {} bytes; a cluster config is at most a few KiB",
+            path.display(),
+            meta.len()
+        );
+    }
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read --cluster '{}'", path.display()))?;
+    let c: ClusterConfig = toml::from_str(&text).with_context(|| {
+        format!(
+            "--cluster '{}' is not a nagare cluster config ([stream], [[destination]], [[node]])",
+            path.display()
+        )
+    })?;
+    let s = &c.stream;
+    let format = cli::parse_format(&s.size, &s.pix_fmt)?;
+    let rate = cli::parse_rate(&s.fps)?;
+    let stripes = super::send::stripes_of(format, s.stripes, s.split)?;
+    if c.destinations.len() != s.stripes {
+        bail!(
+            "--cluster '{}' has {} [[destination]] tables for {} stripes: one per stripe",
+            path.display(),
+            c.destinations.len(),
+            s.stripes
+        );
+    }
+    let mut legs = Vec::with_capacity(s.stripes);
+    for (k, d) in c.destinations.iter().enumerate() {
+        let mut l = Vec::new();
+        for a in std::iter::once(&d.to).chain(&d.dup) {
+            let listen = udp::parse_addr(a, &format!("destination {k}"))?;
+            l.push(Leg {
+                listen,
+                source: None,
+            });
+        }
+        legs.push(l);
+    }
+    Ok((stripes, legs, rate))
+}
+
+impl Plan {
+    fn new(args: &RecvArgs) -> Result<Plan> {
+        if args.striping.dup.is_some() && !args.sdp.is_empty() {
+            bail!("--dup goes with --listen; with --sdp, name both legs in the SDP (a=group:DUP)");
+        }
+        let (stripes, legs, sdp_rate) = match &args.striping.cluster {
+            Some(path) => {
+                let (s, l, r) = plan_from_cluster(path)?;
+                (s, l, Some(r))
+            }
+            None if args.sdp.is_empty() => {
+                let (s, l) = plan_from_listen(args)?;
+                (s, l, None)
+            }
+            None => plan_from_sdps(args)?,
+        };
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = args
+            .striping
+            .threads
+            .unwrap_or(cores)
+            .clamp(1, stripes.count());
+        let frame = stripes.stripe_format().frame_bytes();
+        Ok(Plan {
+            stripes,
+            legs,
+            rate: args.fps.or(sdp_rate),
+            socket: ReceiveOptions {
+                interface: args.interface.clone(),
+                source: None,
+                buffer_bytes: (frame * 4).clamp(8 << 20, 256 << 20),
+            },
+            output: args.output.clone(),
+            frames: args.frames,
+            timeout: args.timeout,
+            incomplete: args.incomplete,
+            threads,
+            quiet: args.json,
+        })
+    }
+}
+
+/// A stripe's frame on its way to the assembler.
+struct Piece {
+    stripe: usize,
+    timestamp: MediaTime,
+    data: Vec<u8>,
+    complete: bool,
+    /// When its receive thread handed it out.
+    at: Instant,
+}
+
+/// One stripe on a receive thread: its legs' sockets and its machines.
+struct Unit {
+    stripe: usize,
+    sockets: Vec<Receiver>,
+    drops_at_start: Vec<u32>,
+    merger: Option<Merger>,
+    machine: receiver::Receiver,
+    recycled: ChanRx<Vec<u8>>,
+    report: StripeReport,
+}
+
+impl Unit {
+    fn open(plan: &Plan, k: usize, recycled: ChanRx<Vec<u8>>) -> Result<Unit> {
+        let mut sockets = Vec::new();
+        for (leg, l) in plan.legs[k].iter().enumerate() {
+            let opts = ReceiveOptions {
+                source: l.source,
+                ..plan.socket.clone()
+            };
+            let addr = l.listen;
+            if let Some(s) = l.source {
+                udp::check_family(addr.ip(), Some(s))?;
+            }
+            let rx = Receiver::open(addr, &opts)
+                .with_context(|| format!("stripe {k} leg {leg}: listening on {addr}"))?;
+            for n in &rx.notices {
+                eprintln!("nagare recv: note: stripe {k}: {n}");
+            }
+            sockets.push(rx);
+        }
+        let format = plan.stripes.stripe_format();
+        // The path-differential tolerance: four frame periods of packets
+        // of at least 500 bytes (ST 2022-7 asks for at least two).
+        let window = (4 * format.frame_bytes() / 500) as u64;
+        let legs = sockets.len();
+        let mut machine = receiver::Receiver::new(Config {
+            format,
+            rate: plan.rate,
+            // Zero-filled holes: a stripe with bytes missing still goes
+            // into its frame, marked incomplete.
+            incomplete: Incomplete::Keep,
+            frame_limit: None,
+        });
+        if legs > 1 {
+            // A packet the other leg makes good may come up to three frame
+            // periods late (ST 2022-7 asks for two) and still count.
+            machine.set_tolerance(3);
+        }
+        Ok(Unit {
+            stripe: k,
+            drops_at_start: sockets.iter().map(|s| s.kernel_drops).collect(),
+            sockets,
+            merger: (legs > 1).then(|| Merger::new(legs, window)),
+            machine,
+            recycled,
+            report: StripeReport {
+                stripe: k,
+                ..StripeReport::default()
+            },
+        })
+    }
+
+    /// Reads what socket `leg` has and feeds the machines.
+    fn read(&mut self, leg: usize, origin: Origin) -> Result<usize> {
+        let (merger, machine) = (&mut self.merger, &mut self.machine);
+        self.sockets[leg]
+            .recv_batch(|d| {
+                let now = origin.nanos(d.at);
+                for bytes in d.segments() {
+                    if let Some(m) = merger.as_mut()
+                        && m.handle_datagram(leg, bytes) != Arrival::First
+                    {
+                        continue;
+                    }
+                    machine.handle_input(
+                        now,
+                        Datagram {
+                            bytes,
+                            from: d.from,
+                        },
+                    );
+                }
+            })
+            .with_context(|| format!("receiving stripe {}", self.stripe))
+    }
+
+    /// Hands the machine's frames to the assembler.
+    fn events(&mut self, out: &ChanTx<Piece>) -> Result<()> {
+        while let Ok(buf) = self.recycled.try_recv() {
+            self.machine.recycle(buf);
+        }
+        while let Some(e) = self.machine.poll_event() {
+            match e {
+                Event::Stream { from, .. } => self.report.sender = from,
+                Event::Frame(f) => {
+                    self.report.first_timestamp.get_or_insert(f.timestamp.0);
+                    self.report.last_timestamp = Some(f.timestamp.0);
+                    let piece = Piece {
+                        stripe: self.stripe,
+                        timestamp: f.timestamp,
+                        data: f.data,
+                        complete: f.complete,
+                        at: Instant::now(),
+                    };
+                    out.send(piece)
+                        .map_err(|_| anyhow!("the assembler stopped"))?;
+                }
+                // The assembler sees a stripe that skipped a frame when it
+                // delivers the next one.
+                Event::Lost { .. } | Event::Missing { .. } => {}
+                Event::Rival {
+                    ssrc, from, stream, ..
+                } => eprintln!(
+                    "nagare recv: warning: stripe {}: another stream (SSRC 0x{:08x} from {from:?}) \
+                     besides SSRC 0x{:08x}; its packets are counted as foreign",
+                    self.stripe, ssrc.0, stream.0
+                ),
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the stream: the last frames out, the counters into the report.
+    fn finish(mut self, out: &ChanTx<Piece>) -> Result<Finished> {
+        self.machine.finish();
+        self.events(out)?;
+        let s = self.machine.stats();
+        let span = s.first_at.zip(s.last_at);
+        let r = &mut self.report;
+        r.packets_received = s.packets_received;
+        r.packets_lost = s.packets_lost;
+        r.packets_malformed = s.packets_malformed;
+        r.packets_foreign = s.packets_foreign;
+        r.bytes = s.bytes;
+        r.kernel_drops = self
+            .sockets
+            .iter()
+            .zip(&self.drops_at_start)
+            .map(|(s, d0)| u64::from(s.drops_now().unwrap_or(s.kernel_drops).wrapping_sub(*d0)))
+            .sum();
+        if let Some(m) = self.merger.as_mut() {
+            m.finish();
+            let c = m.counters();
+            r.unrecovered = c.unrecovered;
+            r.legs = c
+                .legs
+                .iter()
+                .zip(&self.sockets)
+                .map(|(l, s)| LegReport {
+                    listen: s.local_addr(),
+                    received: l.received,
+                    lost: l.lost,
+                    duplicates: l.duplicates,
+                    recovered: l.recovered,
+                    late: l.late,
+                })
+                .collect();
+        }
+        Ok(Finished {
+            report: self.report,
+            span,
+        })
+    }
+}
+
+/// A stripe's report and the arrival of its first and last datagram.
+struct Finished {
+    report: StripeReport,
+    span: Option<(Nanos, Nanos)>,
+}
+
+/// What the receive threads share with the main thread.
+struct Shared {
+    stop: AtomicBool,
+    /// Nanoseconds on the origin's timeline of the newest datagram.
+    last_packet: AtomicU64,
+    origin: Origin,
+}
+
+/// A receive thread: waits on its units' sockets and feeds them.
+fn receive_loop(
+    mut units: Vec<Unit>,
+    shared: &Shared,
+    out: &ChanTx<Piece>,
+) -> Result<Vec<Finished>> {
+    let slots: Vec<(usize, usize)> = units
+        .iter()
+        .enumerate()
+        .flat_map(|(u, unit)| (0..unit.sockets.len()).map(move |l| (u, l)))
+        .collect();
+    while !shared.stop.load(Ordering::Relaxed) {
+        let ready: Vec<bool> = {
+            let mut fds: Vec<PollFd<'_>> = slots
+                .iter()
+                .map(|&(u, l)| PollFd::new(units[u].sockets[l].as_fd(), PollFlags::POLLIN))
+                .collect();
+            match poll(&mut fds, PollTimeout::from(100u16)) {
+                Ok(_) => {}
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Err(anyhow!("waiting for stripe datagrams: {e}")),
+            }
+            fds.iter()
+                .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
+                .collect()
+        };
+        for (&(u, l), _) in slots.iter().zip(&ready).filter(|(_, r)| **r) {
+            if units[u].read(l, shared.origin)? > 0 {
+                let now = shared.origin.elapsed().as_nanos();
+                shared.last_packet.store(now, Ordering::Relaxed);
+            }
+            units[u].events(out)?;
+        }
+    }
+    units.into_iter().map(|u| u.finish(out)).collect()
+}
+
+/// The writer thread: records whole frames and hands buffers back.
+struct Writer {
+    tx: ChanTx<Vec<u8>>,
+    back: ChanRx<Vec<u8>>,
+    thread: JoinHandle<Result<u64>>,
+}
+
+impl Writer {
+    fn start(output: Option<&Path>) -> Result<Writer> {
+        // Whole frames go to the file as they come, one write each, so a
+        // recording grows frame by frame (a reader can follow it).
+        let mut file = match output {
+            Some(p) => Some(
+                File::create(p)
+                    .with_context(|| format!("cannot create output '{}'", p.display()))?,
+            ),
+            None => None,
+        };
+        let (tx, rx) = bounded::<Vec<u8>>(4);
+        let (back_tx, back) = bounded::<Vec<u8>>(8);
+        let thread = std::thread::Builder::new()
+            .name("writer".into())
+            .spawn(move || {
+                let mut written = 0u64;
+                for frame in rx {
+                    if let Some(f) = file.as_mut() {
+                        f.write_all(&frame).context("writing the output file")?;
+                    }
+                    written += 1;
+                    let _ = back_tx.try_send(frame);
+                }
+                if let Some(f) = file.as_mut() {
+                    f.flush().context("flushing the output file")?;
+                }
+                Ok(written)
+            })
+            .context("starting the writer thread")?;
+        Ok(Writer { tx, back, thread })
+    }
+
+    fn write(&self, frame: Vec<u8>) -> Result<()> {
+        self.tx
+            .send(frame)
+            .map_err(|_| anyhow!("the writer thread stopped"))
+    }
+
+    fn finish(self) -> Result<u64> {
+        drop(self.tx);
+        self.thread
+            .join()
+            .map_err(|_| anyhow!("the writer thread panicked"))?
+    }
+}
+
+/// The main thread's state: the assembler and the books.
+struct Books<'a> {
+    plan: &'a Plan,
+    assembler: Assembler,
+    writer: Writer,
+    /// Per stripe, where its used buffers go back.
+    recycle: Recycle,
+    report: StripesReport,
+    /// First frame's timestamp and the newest frame index booked.
+    first: Option<MediaTime>,
+    newest: Option<u64>,
+    booked: u64,
+    /// Per frame being assembled: first and last stripe hand-out.
+    arrivals: Vec<(MediaTime, Instant, Instant)>,
+    skew_sum: f64,
+    skew_frames: u64,
+    last_complete: Option<Vec<u8>>,
+    ticker: Ticker,
+}
+
+impl Books<'_> {
+    fn done(&self) -> bool {
+        self.plan.frames.is_some_and(|n| self.booked >= n)
+    }
+
+    /// One stripe frame into the assembler; whole frames out.
+    fn take(&mut self, p: Piece) -> Result<()> {
+        let room = self.arrivals.len() < 256;
+        match self.arrivals.iter_mut().find(|a| a.0 == p.timestamp) {
+            Some(a) => {
+                a.1 = a.1.min(p.at);
+                a.2 = a.2.max(p.at);
+            }
+            // Bounded: entries leave with their frame.
+            None if room => self.arrivals.push((p.timestamp, p.at, p.at)),
+            None => {}
+        }
+        self.assembler
+            .handle_input(p.stripe, p.timestamp, &p.data, p.complete)
+            .context("assembling stripes")?;
+        let _ = self.recycle[p.stripe].try_send(p.data);
+        self.drain()
+    }
+
+    fn drain(&mut self) -> Result<()> {
+        while let Ok(buf) = self.writer.back.try_recv() {
+            self.assembler.recycle(buf);
+        }
+        while let Some(f) = self.assembler.poll_event() {
+            if let Some(pos) = self.arrivals.iter().position(|a| a.0 == f.timestamp) {
+                let (_, first, last) = self.arrivals.swap_remove(pos);
+                if f.missing == 0 {
+                    let us = last.duration_since(first).as_secs_f64() * 1e6;
+                    self.report.skew_us_max = self.report.skew_us_max.max(us);
+                    self.skew_sum += us;
+                    self.skew_frames += 1;
+                }
+            }
+            // Stripes of older frames arriving now are late: forget them.
+            self.arrivals.retain(|a| a.0.ticks_since(f.timestamp) > 0);
+            if self.done() {
+                self.assembler.recycle(f.data);
+                continue;
+            }
+            self.book(f)?;
+        }
+        Ok(())
+    }
+
+    /// The frame's index: frame periods since the first frame when the
+    /// rate is known, else its place in order.
+    fn index(&mut self, t: MediaTime) -> u64 {
+        let first = *self.first.get_or_insert(t);
+        let next = self.newest.map_or(0, |n| n + 1);
+        match self.plan.rate {
+            Some(r) => {
+                let ticks = t.ticks_since(first).max(0) as f64;
+                ((ticks / r.period_ticks()).round() as u64).max(next)
+            }
+            None => next,
+        }
+    }
+
+    /// Books one whole frame and records what the policy says.
+    fn book(&mut self, f: Assembled) -> Result<()> {
+        let index = self.index(f.timestamp);
+        let next = self.newest.map_or(0, |n| n + 1);
+        let limit = self.plan.frames.unwrap_or(u64::MAX);
+        let lost = (index - next).min(limit.saturating_sub(self.booked));
+        if lost > 0 {
+            self.report.frames_lost.add(next, lost);
+            self.booked += lost;
+            if self.plan.incomplete.record_lost() == Record::LastComplete {
+                for _ in 0..lost {
+                    self.repeat_last()?;
+                }
+            }
+        }
+        self.newest = Some(index);
+        if self.done() {
+            self.assembler.recycle(f.data);
+            return Ok(());
+        }
+        self.booked += 1;
+        let complete = f.complete();
+        if complete {
+            self.report.frames_complete += 1;
+        } else {
+            self.report.frames_incomplete.add(index, 1);
+            if self.report.failures.len() < FrameList::MAX_RANGES {
+                self.report.failures.push(FrameFailure {
+                    index,
+                    timestamp: f.timestamp.0,
+                    missing: bits(f.missing),
+                    incomplete: bits(f.incomplete),
+                });
+            }
+        }
+        self.record(f.data, complete)
+    }
+
+    fn record(&mut self, data: Vec<u8>, complete: bool) -> Result<()> {
+        if complete && self.plan.incomplete == Incomplete::RepeatLast {
+            self.last_complete
+                .get_or_insert_with(Vec::new)
+                .clone_from(&data);
+        }
+        match self.plan.incomplete.record(complete) {
+            Record::Frame => self.writer.write(data),
+            Record::LastComplete => {
+                self.assembler.recycle(data);
+                self.repeat_last()
+            }
+            Record::Nothing => {
+                self.assembler.recycle(data);
+                Ok(())
+            }
+        }
+    }
+
+    fn repeat_last(&mut self) -> Result<()> {
+        match &self.last_complete {
+            Some(last) => self.writer.write(last.clone()),
+            None => Ok(()),
+        }
+    }
+
+    fn progress(&mut self) {
+        let now = Instant::now();
+        if !self.ticker.due(now) {
+            return;
+        }
+        let r = &self.report;
+        self.ticker.print(&format!(
+            "recv: {} stripes  frames {} complete, {} incomplete, {} lost  held {}",
+            self.plan.stripes.count(),
+            r.frames_complete,
+            r.frames_incomplete.count,
+            r.frames_lost.count,
+            self.assembler.held(),
+        ));
+    }
+}
+
+/// Stripe numbers of a set.
+fn bits(set: u64) -> Vec<usize> {
+    (0..64).filter(|k| set & (1 << k) != 0).collect()
+}
+
+/// Where each stripe's used frame buffers go back to its thread.
+type Recycle = Vec<ChanTx<Vec<u8>>>;
+
+/// Binds every stripe's sockets and spreads the stripes over threads.
+fn open_units(plan: &Plan) -> Result<(Vec<Vec<Unit>>, Recycle)> {
+    let mut threads: Vec<Vec<Unit>> = (0..plan.threads).map(|_| Vec::new()).collect();
+    let mut recycle = Vec::new();
+    for k in 0..plan.stripes.count() {
+        let (tx, rx) = bounded::<Vec<u8>>(16);
+        let unit = Unit::open(plan, k, rx)?;
+        for (leg, s) in unit.sockets.iter().enumerate() {
+            if let Some(a) = s.local_addr() {
+                eprintln!("nagare recv: stripe {k} leg {leg} on {a}");
+            }
+        }
+        threads[k % plan.threads].push(unit);
+        recycle.push(tx);
+    }
+    // Every socket is bound: senders may start (tests wait for this line).
+    if let Some(a) = threads[0].first().and_then(|u| u.sockets[0].local_addr()) {
+        eprintln!("nagare recv: listening on {a}");
+    }
+    Ok((threads, recycle))
+}
+
+/// Frames held while stripes catch up: 8, or fewer when 8 whole frames
+/// (and as many spare buffers) would pass 1 GiB (8K 10-bit frames are 83
+/// MB); never fewer than 3, which still absorbs two frame periods of skew.
+fn assembly_depth(plan: &Plan) -> usize {
+    ((512 << 20) / plan.stripes.frame_format().frame_bytes().max(1)).clamp(3, 8)
+}
+
+/// Receives until the frame limit, the idle timeout or `stop`.
+fn run(plan: &Plan, stop: &AtomicBool) -> Result<StripesReport> {
+    let (groups, recycle) = open_units(plan)?;
+    let shared = Arc::new(Shared {
+        stop: AtomicBool::new(false),
+        last_packet: AtomicU64::new(0),
+        origin: Origin::now(),
+    });
+    let (tx, rx) = bounded::<Piece>(4 * plan.stripes.count());
+    let mut handles = Vec::new();
+    for (t, units) in groups.into_iter().enumerate() {
+        let (shared, tx) = (shared.clone(), tx.clone());
+        let h = std::thread::Builder::new()
+            .name(format!("recv-{t}"))
+            .spawn(move || receive_loop(units, &shared, &tx))
+            .context("starting a receive thread")?;
+        handles.push(h);
+    }
+    drop(tx);
+    let mut books = Books {
+        plan,
+        assembler: Assembler::new(plan.stripes, assembly_depth(plan)),
+        writer: Writer::start(plan.output.as_deref())?,
+        recycle,
+        report: StripesReport {
+            split: plan.stripes.rule().name().into(),
+            stripes: plan.stripes.count(),
+            threads: plan.threads,
+            ..StripesReport::default()
+        },
+        first: None,
+        newest: None,
+        booked: 0,
+        arrivals: Vec::new(),
+        skew_sum: 0.0,
+        skew_frames: 0,
+        last_complete: None,
+        ticker: Ticker::new(plan.quiet),
+    };
+    let ended_by = pump(&mut books, &rx, &shared, stop);
+    shared.stop.store(true, Ordering::Relaxed);
+    // The threads' last frames still come until they have all gone.
+    let mut failed = ended_by.as_ref().err().map(|e| format!("{e:#}"));
+    for p in rx.iter() {
+        if failed.is_none()
+            && let Err(e) = books.take(p)
+        {
+            failed = Some(format!("{e:#}"));
+        }
+    }
+    let mut finished = Vec::new();
+    for h in handles {
+        let r = h.join().map_err(|_| anyhow!("a receive thread panicked"))?;
+        finished.extend(r?);
+    }
+    if let Some(e) = failed {
+        bail!("{e}");
+    }
+    books.assembler.finish();
+    books.drain()?;
+    finish_report(books, finished, ended_by?)
+}
+
+/// Moves stripe frames into the books until the frame limit, the idle
+/// timeout, `stop`, or every thread ended.
+fn pump(
+    books: &mut Books<'_>,
+    rx: &ChanRx<Piece>,
+    shared: &Shared,
+    stop: &AtomicBool,
+) -> Result<EndedBy> {
+    let start = Instant::now();
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(EndedBy::Interrupted);
+        }
+        if books.done() {
+            return Ok(EndedBy::FrameCount);
+        }
+        if let Some(t) = books.plan.timeout {
+            let last = shared.last_packet.load(Ordering::Relaxed);
+            let idle_since = if last == 0 {
+                start
+            } else {
+                shared.origin.instant(Nanos(last))
+            };
+            if idle_since.elapsed() >= t {
+                return Ok(EndedBy::Timeout);
+            }
+        }
+        match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(p) => books.take(p)?,
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return Ok(EndedBy::Interrupted),
+        }
+        books.progress();
+    }
+}
+
+/// The per-stripe reports and totals into the report.
+fn finish_report(
+    books: Books<'_>,
+    finished: Vec<Finished>,
+    ended_by: EndedBy,
+) -> Result<StripesReport> {
+    let Books {
+        plan,
+        assembler,
+        writer,
+        mut report,
+        skew_sum,
+        skew_frames,
+        ..
+    } = books;
+    report.frames_written = writer.finish()?;
+    let mut per_stripe: Vec<StripeReport> = Vec::new();
+    let (mut first, mut last) = (None::<Nanos>, None::<Nanos>);
+    for f in finished {
+        if let Some((a, b)) = f.span {
+            first = Some(first.map_or(a, |x| x.min(a)));
+            last = Some(last.map_or(b, |x| x.max(b)));
+        }
+        per_stripe.push(f.report);
+    }
+    per_stripe.sort_by_key(|r| r.stripe);
+    for r in &mut per_stripe {
+        r.frames = assembler.counters()[r.stripe];
+    }
+    report.bytes = per_stripe.iter().map(|r| r.bytes).sum();
+    let span = match (first, last) {
+        (Some(a), Some(b)) => b - a,
+        _ => Nanos::ZERO,
+    };
+    report.seconds = span.as_secs_f64();
+    report.rate_bps = BitRate::of(ByteSize(report.bytes), span);
+    if skew_frames > 0 {
+        report.skew_us_mean = skew_sum / skew_frames as f64;
+    }
+    report.per_stripe = per_stripe;
+    report.all_complete = report.frames_complete > 0
+        && report.frames_incomplete.count == 0
+        && report.frames_lost.count == 0
+        && plan.frames.is_none_or(|n| report.frames_complete >= n);
+    report.ended_by = ended_by;
+    Ok(report)
+}
+
+/// Prints the human summary.
+fn print_summary(r: &StripesReport) {
+    eprintln!(
+        "recv: {} stripes ({}) on {} threads: {} frames complete, {} incomplete{}, {} lost; {} written",
+        r.stripes,
+        r.split,
+        r.threads,
+        r.frames_complete,
+        r.frames_incomplete.count,
+        listed(&r.frames_incomplete),
+        r.frames_lost.count,
+        r.frames_written
+    );
+    for f in r.failures.iter().take(10) {
+        eprintln!(
+            "recv: frame {} (ts {}): stripes missing {:?}, incomplete {:?}",
+            f.index, f.timestamp, f.missing, f.incomplete
+        );
+    }
+    for s in &r.per_stripe {
+        eprintln!(
+            "recv: stripe {}: frames {} complete, {} incomplete, {} missing, {} late; packets {} received, {} lost; kernel drops {}",
+            s.stripe,
+            s.frames.complete,
+            s.frames.incomplete,
+            s.frames.missing,
+            s.frames.late,
+            s.packets_received,
+            s.packets_lost,
+            s.kernel_drops
+        );
+        for (l, leg) in s.legs.iter().enumerate() {
+            eprintln!(
+                "recv: stripe {} leg {l}: {} received, {} lost, {} duplicates, {} recovered; {} unrecovered",
+                s.stripe, leg.received, leg.lost, leg.duplicates, leg.recovered, s.unrecovered
+            );
+        }
+    }
+    eprintln!(
+        "recv: {} over {:.2} s; stripe skew max {:.0} µs, mean {:.0} µs; ended by {}",
+        bitrate(r.rate_bps.as_f64()),
+        r.seconds,
+        r.skew_us_max,
+        r.skew_us_mean,
+        r.ended_by
+    );
+}
+
+fn listed(l: &FrameList) -> String {
+    if l.count > 0 {
+        format!(" ({l})")
+    } else {
+        String::new()
+    }
+}
+
+/// `nagare recv --stripes N` / `--dup`.
+pub fn main(args: RecvArgs) -> Result<std::process::ExitCode> {
+    let plan = Plan::new(&args)?;
+    let report = run(&plan, crate::stop_flag())?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_summary(&report);
+    }
+    Ok(if report.all_complete {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::from(1)
+    })
+}

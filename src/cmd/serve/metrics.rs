@@ -1,0 +1,223 @@
+//! `GET /metrics`: the stream table and the server counters in the
+//! Prometheus/OpenMetrics text format, encoded by prometheus-client. The
+//! values live in the table's atomics; a scrape copies them into a fresh
+//! registry, so the media path never knows it is being watched.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use super::server::Server;
+
+/// Labels of a per-stream series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StreamLabels {
+    stream: String,
+    path: String,
+    kind: String,
+}
+
+/// Labels of a per-path series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PathLabels {
+    path: String,
+}
+
+type Counters = Family<StreamLabels, Counter>;
+type Gauges = Family<StreamLabels, Gauge>;
+
+/// The exposition text.
+pub fn render(server: &Server) -> String {
+    let mut reg = Registry::default();
+    streams(server, &mut reg);
+    paths(server, &mut reg);
+    totals(server, &mut reg);
+    let mut out = String::new();
+    if encode(&mut out, &reg).is_err() {
+        out.clear();
+    }
+    out
+}
+
+fn streams(server: &Server, reg: &mut Registry) {
+    let counter = |reg: &mut Registry, name: &str, help: &str| {
+        let f = Counters::default();
+        reg.register(name, help, f.clone());
+        f
+    };
+    let packets = counter(reg, "nagare_stream_packets", "Datagrams sent");
+    let bytes = counter(reg, "nagare_stream_outbound_bytes", "Payload bytes sent");
+    let late = counter(
+        reg,
+        "nagare_stream_late_packets",
+        "Datagrams sent over 100 us after their slot",
+    );
+    let underruns = counter(
+        reg,
+        "nagare_stream_underruns",
+        "Frames or chunks the reader had not filled in time",
+    );
+    let errors = counter(
+        reg,
+        "nagare_stream_send_errors",
+        "Datagrams the kernel refused",
+    );
+    let drops = counter(
+        reg,
+        "nagare_stream_queue_drops",
+        "Interleaved packets dropped for a full TCP write queue",
+    );
+    let fill = Gauges::default();
+    reg.register(
+        "nagare_stream_ring_fill",
+        "Chunks waiting in the read-ahead ring",
+        fill.clone(),
+    );
+    for (id, e) in server.table.entries() {
+        let l = StreamLabels {
+            stream: id.to_string(),
+            path: e.source.clone(),
+            kind: format!("{:?}", e.kind).to_lowercase(),
+        };
+        let c = e.counters.snapshot();
+        packets.get_or_create(&l).inc_by(c.packets);
+        bytes.get_or_create(&l).inc_by(c.bytes);
+        late.get_or_create(&l).inc_by(c.late);
+        underruns.get_or_create(&l).inc_by(c.underruns);
+        errors.get_or_create(&l).inc_by(c.send_errors);
+        drops.get_or_create(&l).inc_by(c.queue_drops);
+        fill.get_or_create(&l).set(c.ring_fill as i64);
+    }
+}
+
+fn paths(server: &Server, reg: &mut Registry) {
+    let readers = Family::<PathLabels, Gauge>::default();
+    reg.register(
+        "nagare_paths_readers",
+        "Streams reading each path (RTSP sessions and push streams)",
+        readers.clone(),
+    );
+    let entries = server.table.entries();
+    for m in server.media.iter() {
+        let n = entries.iter().filter(|(_, e)| e.source == m.name).count();
+        readers
+            .get_or_create(&PathLabels {
+                path: m.name.clone(),
+            })
+            .set(n as i64);
+    }
+}
+
+fn totals(server: &Server, reg: &mut Registry) {
+    let s = &server.stats;
+    let gauge = |reg: &mut Registry, name: &str, help: &str, v: i64| {
+        let g = Gauge::<i64>::default();
+        g.set(v);
+        reg.register(name, help, g);
+    };
+    let counter = |reg: &mut Registry, name: &str, help: &str, v: u64| {
+        let c = Counter::<u64>::default();
+        c.inc_by(v);
+        reg.register(name, help, c);
+    };
+    let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    gauge(
+        reg,
+        "nagare_streams",
+        "Streams in the table",
+        server.table.len() as i64,
+    );
+    gauge(
+        reg,
+        "nagare_rtsp_sessions",
+        "RTSP sessions open",
+        s.rtsp_sessions.load(Ordering::Relaxed),
+    );
+    counter(
+        reg,
+        "nagare_rtsp_connections",
+        "RTSP connections accepted",
+        load(&s.rtsp_connections),
+    );
+    counter(
+        reg,
+        "nagare_rtsp_refused",
+        "RTSP requests answered 4xx/5xx",
+        load(&s.rtsp_refused),
+    );
+    counter(
+        reg,
+        "nagare_slow_readers_dropped",
+        "TCP readers dropped for a full write queue",
+        load(&s.slow_readers),
+    );
+    counter(
+        reg,
+        "nagare_api_refused",
+        "API requests refused",
+        load(&s.api_refused),
+    );
+    gauge(
+        reg,
+        "nagare_admitted_rate_bps",
+        "Rate reserved by admitted streams, bits per second",
+        server.admission.reserved().bps() as i64,
+    );
+    let pacer = Gauge::<f64, AtomicU64>::default();
+    pacer.set(server.pacers.load());
+    reg.register(
+        "nagare_pacer_load",
+        "Busiest pacing thread's working share of the last second",
+        pacer,
+    );
+    let cpu = Counter::<f64, AtomicU64>::default();
+    cpu.inc_by(crate::clock::cpu_seconds());
+    reg.register(
+        "process_cpu_seconds",
+        "CPU time used by the server, user plus system",
+        cpu,
+    );
+    kernel(reg);
+}
+
+/// Host-wide UDP buffer drops.
+fn kernel(reg: &mut Registry) {
+    let counter = |reg: &mut Registry, name: &str, help: &str, v: u64| {
+        let c = Counter::<u64>::default();
+        c.inc_by(v);
+        reg.register(name, help, c);
+    };
+    if let Some((sndbuf, rcvbuf)) = kernel_udp_drops() {
+        counter(
+            reg,
+            "nagare_kernel_udp_sndbuf_errors",
+            "Host-wide UDP datagrams dropped for a full send buffer (/proc/net/snmp)",
+            sndbuf,
+        );
+        counter(
+            reg,
+            "nagare_kernel_udp_rcvbuf_errors",
+            "Host-wide UDP datagrams dropped for a full receive buffer (/proc/net/snmp)",
+            rcvbuf,
+        );
+    }
+}
+
+/// `SndbufErrors` and `RcvbufErrors` of the `Udp:` lines of
+/// /proc/net/snmp.
+fn kernel_udp_drops() -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string("/proc/net/snmp").ok()?;
+    let mut udp = text.lines().filter(|l| l.starts_with("Udp:"));
+    let names: Vec<&str> = udp.next()?.split_whitespace().collect();
+    let values: Vec<&str> = udp.next()?.split_whitespace().collect();
+    let get = |key: &str| -> Option<u64> {
+        let i = names.iter().position(|n| *n == key)?;
+        values.get(i)?.parse().ok()
+    };
+    Some((get("SndbufErrors")?, get("RcvbufErrors")?))
+}

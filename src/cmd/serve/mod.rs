@@ -1,0 +1,279 @@
+//! `nagare serve`: a stream server. Files and the test pattern from a
+//! media directory are played to RTSP clients (`rtsp://HOST:PORT/NAME`)
+//! and pushed to destinations created through the HTTP API or the config
+//! file. One read-ahead thread fills every stream's ring by deadline and
+//! priority; one pacing thread per core sends every stream's packets from
+//! one schedule; RTSP connections and the API only edit the stream table.
+//!
+//! Safety: everything binds loopback by default; an API on another
+//! address needs a token; no stream goes anywhere but the requesting
+//! client's own address or inside `--allow`; admission refuses what
+//! `--max-rate` or the pacing threads cannot carry.
+
+mod access;
+mod http;
+mod media;
+mod metrics;
+mod output;
+mod pacer;
+mod reader;
+mod rtsp;
+mod server;
+mod table;
+
+use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow};
+use nagare_api::serve::{ServeConfig, ServeReport};
+use nagare_proto::BitRate;
+
+use crate::cli;
+use crate::net::udp::Interface;
+use access::{Admission, AllowList, Cidr, Token};
+use server::{Server, Settings, Stats};
+
+/// Command-line arguments of `nagare serve`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// Directory of media: NAME.ts files, raw files with a NAME.toml
+    /// sidecar (size, pix_fmt, fps) or NAME.sdp beside them.
+    #[arg(long)]
+    pub media: Option<PathBuf>,
+    /// TOML config: extra [[media]] paths and [[streams]] to push at start.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// RTSP listen address.
+    #[arg(long, default_value = "127.0.0.1:8554", value_parser = cli::parse_address)]
+    pub rtsp: SocketAddr,
+    /// HTTP API listen address.
+    #[arg(long, default_value = "127.0.0.1:8080", value_parser = cli::parse_address)]
+    pub http: SocketAddr,
+    /// API token (or NAGARE_TOKEN): required when --http is not loopback;
+    /// clients send 'Authorization: Bearer TOKEN'.
+    #[arg(long)]
+    pub token: Option<String>,
+    /// Address block media may be sent to besides the client's own address
+    /// (repeatable), e.g. 239.0.0.0/8 or 127.0.0.0/8.
+    #[arg(long, value_parser = access::parse_cidr)]
+    pub allow: Vec<Cidr>,
+    /// Refuse streams beyond this total rate (e.g. 2G, 500M).
+    #[arg(long, value_parser = cli::parse_bit_rate)]
+    pub max_rate: Option<u64>,
+    /// Refuse streams while the busiest pacing thread works more than this
+    /// share of its time (0 to 1).
+    #[arg(long, default_value_t = 0.9)]
+    pub max_load: f64,
+    /// Pacing threads (default: one per core).
+    #[arg(long)]
+    pub pacers: Option<usize>,
+    /// Run the pacing threads with real-time (SCHED_FIFO) priority, so a
+    /// busy machine cannot hold a datagram back by a scheduler tick; needs
+    /// root or CAP_SYS_NICE.
+    #[arg(long)]
+    pub realtime: bool,
+    /// RTSP sessions without a request or keep-alive this long are reaped.
+    #[arg(long, default_value = "60", value_parser = cli::parse_seconds)]
+    pub session_timeout: Duration,
+    /// Play time each MPEG-TS ring reads ahead, in milliseconds.
+    #[arg(long, default_value_t = 250)]
+    pub read_ahead_ms: u64,
+    /// Frames each raw video ring reads ahead.
+    #[arg(long, default_value_t = 4)]
+    pub ring_frames: usize,
+    /// Interleaved packets queued per TCP reader; a reader that lets it
+    /// fill is dropped.
+    #[arg(long, default_value_t = 2048)]
+    pub write_queue: usize,
+    /// Rate of MPEG-TS files without PCR (e.g. 6M).
+    #[arg(long, default_value = "6M", value_parser = cli::parse_bit_rate)]
+    pub ts_rate: u64,
+    /// Interface for multicast sends, by address (127.0.0.1) or name (lo).
+    #[arg(long, value_parser = cli::parse_interface)]
+    pub multicast_interface: Option<Interface>,
+    /// Print the final report as JSON on stdout when stopped.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `nagare serve`.
+pub fn main(args: ServeArgs) -> Result<ExitCode> {
+    let config = match &args.config {
+        Some(p) => read_config(p)?,
+        None => ServeConfig::default(),
+    };
+    let media = media::Catalog::scan(args.media.as_deref(), &config.media, BitRate(args.ts_rate))?;
+    let token = Token::new(
+        args.token
+            .clone()
+            .or_else(|| std::env::var("NAGARE_TOKEN").ok()),
+        args.http.ip().is_loopback(),
+    )?;
+    let rtsp_listener = TcpListener::bind(args.rtsp).with_context(|| {
+        format!(
+            "cannot listen for RTSP on {}: pick another --rtsp HOST:PORT",
+            args.rtsp
+        )
+    })?;
+    let http = tiny_http::Server::http(args.http).map_err(|e| {
+        anyhow!(
+            "cannot listen for HTTP on {}: {e}; pick another --http HOST:PORT",
+            args.http
+        )
+    })?;
+    let rtsp_addr = rtsp_listener.local_addr()?;
+    let http_addr = http
+        .server_addr()
+        .to_ip()
+        .context("the HTTP API listens on an IP address")?;
+    let server = Arc::new(build(&args, media, token)?);
+    eprintln!(
+        "nagare serve: {} paths; RTSP listening on rtsp://{rtsp_addr}/NAME; HTTP API listening on \
+         http://{http_addr}/; {} pacing threads",
+        server.media.len(),
+        server.pacers.threads()
+    );
+    eprintln!("nagare serve: rtsp listening on {rtsp_addr}");
+    eprintln!("nagare serve: http listening on {http_addr}");
+    start_configured(&server, &config)?;
+    let threads = spawn(&server, rtsp_listener, http)?;
+    while !server.stopping() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let report = shut_down(&server);
+    for t in threads {
+        let _ = t.join();
+    }
+    print_report(&report, args.json)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn read_config(path: &std::path::Path) -> Result<ServeConfig> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read --config '{}'", path.display()))?;
+    toml::from_str(&text).with_context(|| {
+        format!(
+            "--config '{}' does not parse: it holds [[media]] and [[streams]] tables (see README)",
+            path.display()
+        )
+    })
+}
+
+fn build(args: &ServeArgs, media: media::Catalog, token: Token) -> Result<Server> {
+    if !(args.max_load > 0.0 && args.max_load <= 1.0) {
+        anyhow::bail!("--max-load {} is out of range: 0 < L <= 1", args.max_load);
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let pacers = pacer::Pacers::start(args.pacers.unwrap_or(cores).clamp(1, 64), args.realtime)?;
+    let reader = reader::Reader::start(Duration::from_millis(args.read_ahead_ms), args.ring_frames)
+        .context("starting the read-ahead thread")?;
+    Ok(Server {
+        media,
+        table: table::Table::default(),
+        pacers,
+        reader,
+        admission: Arc::new(Admission::new(args.max_rate.map(BitRate), args.max_load)),
+        allow: AllowList::new(args.allow.clone()),
+        token,
+        stats: Stats::default(),
+        settings: Settings {
+            session_timeout: args.session_timeout,
+            write_queue: args.write_queue,
+            multicast_interface: args.multicast_interface.clone(),
+            send_buffer: 1 << 20,
+        },
+        started: Instant::now(),
+        stop: crate::stop_flag(),
+    })
+}
+
+/// Starts the config file's streams; their client is the host itself.
+fn start_configured(server: &Server, config: &ServeConfig) -> Result<()> {
+    let me = IpAddr::from([127, 0, 0, 1]);
+    for (k, req) in config.streams.iter().enumerate() {
+        let id = server.push(req, me).map_err(|r| {
+            anyhow!(
+                "--config stream {} ('{}'): {}",
+                k + 1,
+                req.source,
+                r.parts().1
+            )
+        })?;
+        eprintln!(
+            "nagare serve: stream {id}: {} to {}",
+            req.source,
+            req.destinations.join(", ")
+        );
+    }
+    Ok(())
+}
+
+fn spawn(
+    server: &Arc<Server>,
+    rtsp_listener: TcpListener,
+    http: tiny_http::Server,
+) -> Result<Vec<std::thread::JoinHandle<()>>> {
+    let s = server.clone();
+    let rtsp = std::thread::Builder::new()
+        .name("serve-rtsp-listen".into())
+        .spawn(move || rtsp::listen(s, rtsp_listener))?;
+    let s = server.clone();
+    let api = std::thread::Builder::new()
+        .name("serve-http".into())
+        .spawn(move || http::serve(s, http))?;
+    Ok(vec![rtsp, api])
+}
+
+/// Stops every flow and collects the final counters.
+fn shut_down(server: &Server) -> ServeReport {
+    let streams = server.stop_all();
+    let s = &server.stats;
+    ServeReport {
+        streams,
+        rtsp_connections: s.rtsp_connections.load(Ordering::Relaxed),
+        rtsp_refused: s.rtsp_refused.load(Ordering::Relaxed),
+        slow_readers_dropped: s.slow_readers.load(Ordering::Relaxed),
+        api_refused: s.api_refused.load(Ordering::Relaxed),
+        seconds: server.started.elapsed().as_secs_f64(),
+        cpu_seconds: crate::clock::cpu_seconds(),
+    }
+}
+
+fn print_report(r: &ServeReport, json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(r)?);
+        return Ok(());
+    }
+    eprintln!(
+        "serve: stopped after {:.1} s ({:.2} CPU s); RTSP connections {}, refused requests {}, \
+         slow readers dropped {}, API refusals {}",
+        r.seconds,
+        r.cpu_seconds,
+        r.rtsp_connections,
+        r.rtsp_refused,
+        r.slow_readers_dropped,
+        r.api_refused
+    );
+    for s in &r.streams {
+        let c = &s.counters;
+        eprintln!(
+            "serve: stream {} ({:?}, {}): packets {}, bytes {}, late {}, underruns {}, send errors {}, \
+             queue drops {}, loops {}",
+            s.id,
+            s.kind,
+            s.source,
+            c.packets,
+            c.bytes,
+            c.late,
+            c.underruns,
+            c.send_errors,
+            c.queue_drops,
+            c.loops
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,206 @@
+//! Where a stream's packets go: a UDP socket (unicast or multicast), or
+//! the bounded write queue of an RTSP client's TCP connection
+//! (interleaved `$` frames). A pacer never waits for either: a full UDP
+//! buffer is counted and the packet dropped, and a full TCP queue drops
+//! the reader (MediaMTX #162: one slow reader never stalls the others).
+
+use std::io;
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use anyhow::{Context, Result};
+use crossbeam_channel::{Sender, TrySendError};
+
+use crate::net::udp::{self, Interface, SendOptions};
+
+/// What became of a send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sent {
+    /// The datagrams left (or were queued).
+    Ok,
+    /// The kernel refused them (no listener, full buffer): counted, and
+    /// the stream goes on.
+    Refused,
+    /// The TCP reader's queue is full: it is disconnected.
+    ReaderDropped,
+}
+
+/// A UDP destination with its own connected socket.
+pub struct UdpOut {
+    sender: udp::Sender,
+    dest: SocketAddr,
+    gso: bool,
+}
+
+/// The write side of one RTSP TCP connection, shared by its connection
+/// thread (responses) and the pacers (media).
+pub struct TcpLink {
+    queue: Sender<Vec<u8>>,
+    stream: TcpStream,
+    dropped: AtomicBool,
+    /// Readers dropped server-wide, for metrics.
+    dropped_total: Arc<AtomicU64>,
+}
+
+impl TcpLink {
+    /// A link writing through `queue` (drained by the connection's writer
+    /// thread) on `stream`.
+    pub fn new(queue: Sender<Vec<u8>>, stream: TcpStream, dropped_total: Arc<AtomicU64>) -> Self {
+        TcpLink {
+            queue,
+            stream,
+            dropped: AtomicBool::new(false),
+            dropped_total,
+        }
+    }
+
+    /// Queues a response, waiting a little if media fills the queue.
+    pub fn respond(&self, bytes: Vec<u8>) -> bool {
+        self.queue
+            .send_timeout(bytes, std::time::Duration::from_secs(2))
+            .is_ok()
+    }
+
+    /// Whether the reader was dropped for being slow.
+    pub fn is_dropped(&self) -> bool {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Queues one interleaved frame; a full queue drops the reader: the
+    /// socket is shut down, so its threads see the connection end.
+    fn frame(&self, channel: u8, packet: &[&[u8]]) -> Sent {
+        if self.is_dropped() {
+            return Sent::ReaderDropped;
+        }
+        let len: usize = packet.iter().map(|p| p.len()).sum();
+        let Ok(len16) = u16::try_from(len) else {
+            return Sent::Refused;
+        };
+        let mut out = Vec::with_capacity(4 + len);
+        out.push(b'$');
+        out.push(channel);
+        out.extend_from_slice(&len16.to_be_bytes());
+        for p in packet {
+            out.extend_from_slice(p);
+        }
+        match self.queue.try_send(out) {
+            Ok(()) => Sent::Ok,
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                if !self.dropped.swap(true, Ordering::Relaxed) {
+                    self.dropped_total.fetch_add(1, Ordering::Relaxed);
+                    let _ = self.stream.shutdown(std::net::Shutdown::Both);
+                }
+                Sent::ReaderDropped
+            }
+        }
+    }
+}
+
+/// One destination of a stream.
+pub enum Output {
+    /// UDP, unicast or multicast.
+    Udp(UdpOut),
+    /// Interleaved on an RTSP connection, RTP on `channel`.
+    Tcp {
+        /// The connection.
+        link: Arc<TcpLink>,
+        /// RTP channel.
+        channel: u8,
+    },
+}
+
+impl Output {
+    /// A UDP destination (`interface` for multicast, `ttl` for its hops);
+    /// `buffer` is the send buffer to ask for.
+    pub fn udp(
+        dest: SocketAddr,
+        interface: Option<Interface>,
+        ttl: Option<u32>,
+        buffer: usize,
+    ) -> Result<Output> {
+        let opts = SendOptions {
+            interface,
+            ttl,
+            buffer_bytes: buffer,
+        };
+        let sender = udp::Sender::open(dest, &opts)
+            .with_context(|| format!("opening a socket to {dest}"))?;
+        let gso = sender.gso;
+        Ok(Output::Udp(UdpOut { sender, dest, gso }))
+    }
+
+    /// How it is shown in the table.
+    pub fn label(&self) -> String {
+        match self {
+            Output::Udp(u) => u.dest.to_string(),
+            Output::Tcp { link, channel } => match link.stream.peer_addr() {
+                Ok(a) => format!("tcp:{a}/channel {channel}"),
+                Err(_) => format!("tcp/channel {channel}"),
+            },
+        }
+    }
+
+    /// Sends one datagram (a TS datagram).
+    pub fn datagram(&mut self, bytes: &[u8]) -> Sent {
+        match self {
+            Output::Udp(u) => refused(u.sender.send(bytes)),
+            Output::Tcp { link, channel } => link.frame(*channel, &[bytes]),
+        }
+    }
+
+    /// Sends a train of datagrams, each the concatenation of its three
+    /// parts (header, data, padding), as one GSO send of `segment`-byte
+    /// datagrams where possible; `io` is reused scratch space.
+    pub fn train(
+        &mut self,
+        packets: &[[&[u8]; 3]],
+        segment: Option<usize>,
+        io: &mut TrainIo,
+    ) -> Sent {
+        match self {
+            Output::Udp(u) => {
+                io.iov.clear();
+                for p in packets {
+                    io.iov.extend(p.iter().map(|b| udp::iovec(b)));
+                }
+                let r = u
+                    .sender
+                    .send_train(&io.iov, 3, segment, &mut u.gso, &mut io.mmsg);
+                io.iov.clear();
+                refused(r)
+            }
+            Output::Tcp { link, channel } => {
+                for p in packets {
+                    let s = link.frame(*channel, p);
+                    if s != Sent::Ok {
+                        return s;
+                    }
+                }
+                Sent::Ok
+            }
+        }
+    }
+
+    /// Whether trains may use GSO.
+    pub fn gso(&self) -> bool {
+        match self {
+            Output::Udp(u) => u.gso,
+            Output::Tcp { .. } => false,
+        }
+    }
+}
+
+fn refused(r: io::Result<usize>) -> Sent {
+    match r {
+        Ok(_) => Sent::Ok,
+        Err(_) => Sent::Refused,
+    }
+}
+
+/// Scratch space for gathering trains: iovecs and message headers.
+#[derive(Default)]
+pub struct TrainIo {
+    iov: Vec<libc::iovec>,
+    mmsg: Vec<libc::mmsghdr>,
+}

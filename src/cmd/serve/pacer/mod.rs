@@ -1,0 +1,336 @@
+//! The pacing threads: one per core, each serving many flows from one
+//! schedule. Raw video flows share one nagare-proto `video::Sender` (a
+//! heap of next-release times); MPEG-TS flows share one heap of next
+//! departures that proto's `mpegts::Schedule` computes from each file's
+//! PCR. No thread and no spin per flow: a thread sleeps until the earliest
+//! deadline of all its flows, or until a command arrives.
+
+mod raw;
+mod ts;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, unbounded};
+use nagare_api::serve::{Encapsulation, Pacing, StreamState};
+use nagare_proto::{BitRate, Nanos};
+
+use super::media::Media;
+use super::output::Output;
+use super::reader::Ring;
+use super::table::{Counters, StreamId};
+use crate::clock::Origin;
+
+/// How far ahead of now a new flow's first packet is scheduled, so its
+/// ring holds data by then.
+pub const START_LEAD: Duration = Duration::from_millis(100);
+
+/// A reservation of admitted rate, given back when the flow ends.
+#[derive(Debug)]
+pub struct Reservation {
+    admission: Arc<super::access::Admission>,
+    rate: BitRate,
+}
+
+impl Reservation {
+    /// Takes `rate` from `admission`, or says why not.
+    pub fn take(
+        admission: &Arc<super::access::Admission>,
+        rate: BitRate,
+        load: f64,
+    ) -> std::result::Result<Reservation, String> {
+        admission.reserve(rate, load)?;
+        Ok(Reservation {
+            admission: admission.clone(),
+            rate,
+        })
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.admission.release(self.rate);
+    }
+}
+
+/// A stream's reservation, shared by its table entry and its flow: it is
+/// given back as soon as either lets go (the API stopped the stream, or
+/// the flow ended), not when the last of them is dropped.
+pub type Held = Arc<std::sync::Mutex<Option<Reservation>>>;
+
+/// Lets go of a held reservation.
+pub fn release(held: &Held) {
+    held.lock().unwrap_or_else(|p| p.into_inner()).take();
+}
+
+/// What makes a raw flow a `nagare cluster` leg: it is epoch-aligned
+/// (starts at a given epoch frame, whose content it sends for that frame),
+/// may send one stripe only, and may number its packets from the epoch.
+#[derive(Debug, Clone, Copy)]
+pub struct Leg {
+    /// The split and the stripe sent, if only one.
+    pub stripe: Option<(nagare_proto::video::stripe::Stripes, usize)>,
+    /// Fixed SSRC: sequence numbers locked to the epoch.
+    pub ssrc: Option<u32>,
+    /// The first epoch frame.
+    pub first_frame: u64,
+}
+
+/// Everything a flow needs to start.
+pub struct Start {
+    /// Its table id.
+    pub id: StreamId,
+    /// What it plays.
+    pub media: Arc<Media>,
+    /// Its read-ahead ring.
+    pub ring: Ring,
+    /// Where it goes.
+    pub outputs: Vec<Output>,
+    /// Raw video pacing.
+    pub pacing: Pacing,
+    /// RTP or plain UDP (TS only).
+    pub encapsulation: Encapsulation,
+    /// Its counters.
+    pub counters: Arc<Counters>,
+    /// Cluster leg settings (raw video only).
+    pub leg: Option<Leg>,
+    /// Its admitted rate, given back when the flow ends.
+    pub reservation: Held,
+}
+
+impl Drop for Start {
+    /// The flow is over (finished, failed or stopped): its rate is free.
+    fn drop(&mut self) {
+        release(&self.reservation);
+    }
+}
+
+enum Command {
+    Start(Box<Start>),
+    Pause(StreamId),
+    Resume(StreamId),
+    Stop(StreamId),
+}
+
+struct Handle {
+    commands: Sender<Command>,
+    /// Share of the last second spent working, as f64 bits.
+    load: Arc<AtomicU64>,
+    flows: AtomicUsize,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// The pacing threads and which flow each serves.
+pub struct Pacers {
+    handles: Vec<Handle>,
+    placed: std::sync::Mutex<std::collections::HashMap<StreamId, usize>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Pacers {
+    /// Starts `n` pacing threads (SCHED_FIFO with `realtime`).
+    pub fn start(n: usize, realtime: bool) -> Result<Pacers> {
+        if realtime {
+            // Checked here, on the caller's thread, so a refusal stops the
+            // server with its reason; the pacing threads inherit it.
+            crate::net::tuning::realtime()?;
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut handles = Vec::with_capacity(n);
+        for k in 0..n.max(1) {
+            let (commands, rx) = unbounded();
+            let load = Arc::new(AtomicU64::new(0f64.to_bits()));
+            let (load2, stop2) = (load.clone(), stop.clone());
+            let thread = std::thread::Builder::new()
+                .name(format!("serve-pacer-{k}"))
+                .spawn(move || Pacer::new(rx, load2).run(&stop2))
+                .context("starting a pacing thread")?;
+            handles.push(Handle {
+                commands,
+                load,
+                flows: AtomicUsize::new(0),
+                thread: Some(thread),
+            });
+        }
+        if realtime {
+            crate::net::tuning::ordinary();
+        }
+        Ok(Pacers {
+            handles,
+            placed: Default::default(),
+            stop,
+        })
+    }
+
+    /// Hands a flow to the pacing thread with the fewest flows.
+    pub fn start_flow(&self, start: Start) {
+        let k = (0..self.handles.len())
+            .min_by_key(|&k| self.handles[k].flows.load(Ordering::Relaxed))
+            .unwrap_or(0);
+        self.handles[k].flows.fetch_add(1, Ordering::Relaxed);
+        self.lock().insert(start.id, k);
+        let _ = self.handles[k]
+            .commands
+            .send(Command::Start(Box::new(start)));
+    }
+
+    /// Pauses a flow (keeps its position).
+    pub fn pause(&self, id: StreamId) {
+        self.send(id, Command::Pause(id));
+    }
+
+    /// Resumes a paused flow.
+    pub fn resume(&self, id: StreamId) {
+        self.send(id, Command::Resume(id));
+    }
+
+    /// Stops a flow for good.
+    pub fn stop_flow(&self, id: StreamId) {
+        if let Some(k) = self.lock().remove(&id) {
+            self.handles[k].flows.fetch_sub(1, Ordering::Relaxed);
+            let _ = self.handles[k].commands.send(Command::Stop(id));
+        }
+    }
+
+    /// The busiest thread's working share of the last second, 0 to 1.
+    pub fn load(&self) -> f64 {
+        self.handles
+            .iter()
+            .map(|h| f64::from_bits(h.load.load(Ordering::Relaxed)))
+            .fold(0.0, f64::max)
+    }
+
+    /// Number of pacing threads.
+    pub fn threads(&self) -> usize {
+        self.handles.len()
+    }
+
+    fn send(&self, id: StreamId, c: Command) {
+        if let Some(&k) = self.lock().get(&id) {
+            let _ = self.handles[k].commands.send(c);
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<StreamId, usize>> {
+        self.placed.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Drop for Pacers {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        for h in &mut self.handles {
+            // Wakes a thread waiting for a command.
+            let _ = h.commands.send(Command::Stop(0));
+            if let Some(t) = h.thread.take() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+/// Measures the share of wall time a thread spends working.
+struct LoadMeter {
+    window: Instant,
+    idle: Duration,
+    out: Arc<AtomicU64>,
+}
+
+impl LoadMeter {
+    fn idle(&mut self, d: Duration) {
+        self.idle += d;
+        let span = self.window.elapsed();
+        if span >= Duration::from_secs(1) {
+            let busy = 1.0 - self.idle.as_secs_f64() / span.as_secs_f64();
+            self.out
+                .store(busy.clamp(0.0, 1.0).to_bits(), Ordering::Relaxed);
+            self.window = Instant::now();
+            self.idle = Duration::ZERO;
+        }
+    }
+}
+
+/// One pacing thread's state.
+struct Pacer {
+    commands: Receiver<Command>,
+    origin: Origin,
+    raw: raw::RawFlows,
+    ts: ts::TsFlows,
+    meter: LoadMeter,
+}
+
+impl Pacer {
+    fn new(commands: Receiver<Command>, load: Arc<AtomicU64>) -> Pacer {
+        Pacer {
+            commands,
+            origin: Origin::now(),
+            raw: raw::RawFlows::default(),
+            ts: ts::TsFlows::default(),
+            meter: LoadMeter {
+                window: Instant::now(),
+                idle: Duration::ZERO,
+                out: load,
+            },
+        }
+    }
+
+    fn run(mut self, stop: &AtomicBool) {
+        crate::net::tuning::precise_timers();
+        while !stop.load(Ordering::Acquire) {
+            while let Ok(c) = self.commands.try_recv() {
+                self.command(c);
+            }
+            let now = self.origin.elapsed();
+            self.raw.step(now);
+            self.ts.step(now);
+            let next = [self.raw.next_deadline(), self.ts.next_deadline()]
+                .into_iter()
+                .flatten()
+                .min();
+            self.wait(next);
+        }
+        self.raw.stop_all();
+        self.ts.stop_all();
+    }
+
+    /// Sleeps until `next` (at most 100 ms) or a command, whichever first.
+    fn wait(&mut self, next: Option<Nanos>) {
+        let now = self.origin.elapsed();
+        let left = match next {
+            Some(at) if at <= now => return,
+            Some(at) => Duration::from(at.saturating_sub(now)).min(Duration::from_millis(100)),
+            None => Duration::from_millis(100),
+        };
+        let t0 = Instant::now();
+        match self.commands.recv_timeout(left) {
+            Ok(c) => self.command(c),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => std::thread::sleep(left),
+        }
+        self.meter.idle(t0.elapsed());
+    }
+
+    fn command(&mut self, c: Command) {
+        let now = self.origin.elapsed();
+        let lead = Nanos::from(START_LEAD);
+        match c {
+            Command::Start(s) if s.media.is_ts() => self.ts.start(*s, now + lead),
+            Command::Start(s) => self.raw.start(*s, &self.origin, START_LEAD),
+            Command::Pause(id) => {
+                self.raw.pause(id);
+                self.ts.pause(id, now);
+            }
+            Command::Resume(id) => {
+                self.raw.resume(id, &self.origin, START_LEAD);
+                self.ts.resume(id, now + lead);
+            }
+            Command::Stop(id) => {
+                self.raw.stop(id, StreamState::Finished);
+                self.ts.stop(id, StreamState::Finished);
+            }
+        }
+    }
+}

@@ -1,0 +1,371 @@
+//! Raw video flows of one pacing thread: one nagare-proto
+//! `video::Sender` schedules all of them; this driver answers its frame
+//! requests from each flow's ring and gathers each train's headers, frame
+//! slices and padding into one send per destination.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+use nagare_api::serve::StreamState;
+use nagare_proto::video::sender::{
+    Event, FlowId, FlowSpec, Input, Sender, Transmit, locked_seq_base,
+};
+use nagare_proto::video::st2110_20::Packetizer;
+use nagare_proto::{ExtSeq, FrameRate, Nanos, Ssrc};
+
+use super::super::media::Kind;
+use super::super::output::{Sent, TrainIo};
+use super::super::reader::{Chunk, Delivery};
+use super::super::table::{Counters, StreamId};
+use super::{Leg, Start};
+use crate::clock::{EpochStart, Origin};
+use crate::net::udp;
+
+/// One raw flow's driver state.
+struct RawFlow {
+    start: Start,
+    rate: FrameRate,
+    packetizer: Packetizer,
+    /// Frames in hand, by epoch frame number.
+    held: VecDeque<(u64, Chunk)>,
+    /// The frame the schedule asked for and when it is due.
+    pending: Option<(u64, Nanos)>,
+    /// Sequence number of the next packet (kept across PAUSE).
+    next_seq: u64,
+    headers: Vec<u8>,
+    stride: usize,
+    paused: bool,
+    /// A chunk taken ahead of its frame (epoch-aligned flows).
+    ahead: Option<Chunk>,
+    /// Stripe buffers to split frames into (one-stripe legs).
+    spare: Vec<Vec<u8>>,
+}
+
+impl RawFlow {
+    /// The chunk for epoch frame `frame`: an epoch-aligned flow drops
+    /// chunks of frames already given up and keeps one that comes early.
+    fn take(&mut self, frame: u64) -> Option<Delivery> {
+        let aligned = self.start.leg.is_some();
+        loop {
+            let d = match self.ahead.take() {
+                Some(c) => Delivery::Chunk(c),
+                None => self.start.ring.take()?,
+            };
+            match d {
+                Delivery::Chunk(c) if aligned && c.number < frame => {
+                    self.start.ring.give_back(c.data)
+                }
+                Delivery::Chunk(c) if aligned && c.number > frame => {
+                    self.ahead = Some(c);
+                    return None;
+                }
+                Delivery::Chunk(c) => return Some(Delivery::Chunk(self.cut(c))),
+                other => return Some(other),
+            }
+        }
+    }
+
+    /// A one-stripe leg's stripe of the frame in `c` (the frame buffer goes
+    /// back to the reader at once); other flows keep the frame.
+    fn cut(&mut self, c: Chunk) -> Chunk {
+        let Some((stripes, k)) = self.start.leg.and_then(|l| l.stripe) else {
+            return c;
+        };
+        let bytes = stripes.stripe_format().frame_bytes();
+        let mut out = self.spare.pop().unwrap_or_default();
+        out.resize(bytes, 0);
+        if stripes.split(&c.data[..c.len], k, &mut out).is_err() {
+            out.fill(0);
+        }
+        self.start.ring.give_back(c.data);
+        Chunk {
+            data: out,
+            len: bytes,
+            end_of_pass: c.end_of_pass,
+            number: c.number,
+        }
+    }
+
+    /// Hands a sent chunk's buffer back where it came from.
+    fn release(&mut self, c: Chunk) {
+        if self.start.leg.is_some_and(|l| l.stripe.is_some()) {
+            self.spare.push(c.data);
+        } else {
+            self.start.ring.give_back(c.data);
+        }
+    }
+}
+
+/// Every raw flow of one pacing thread.
+#[derive(Default)]
+pub(super) struct RawFlows {
+    sender: Sender,
+    flows: HashMap<FlowId, RawFlow>,
+    ids: HashMap<StreamId, FlowId>,
+    /// Paused flows, out of the schedule.
+    paused: HashMap<StreamId, RawFlow>,
+    io: TrainIoCell,
+}
+
+/// Scratch for trains, made on the pacing thread (it holds raw pointers,
+/// so it is not `Send`, and is never moved across threads).
+#[derive(Default)]
+struct TrainIoCell(Option<TrainIo>);
+
+impl RawFlows {
+    /// Adds a flow whose first frame leaves `lead` from now, on the epoch
+    /// grid.
+    pub(super) fn start(&mut self, start: Start, origin: &Origin, lead: Duration) {
+        let (mut format, rate) = match &start.media.kind {
+            Kind::Raw { format, rate, .. } | Kind::Pattern { format, rate } => (*format, *rate),
+            Kind::Ts { .. } => return,
+        };
+        if let Some((stripes, _)) = start.leg.and_then(|l| l.stripe) {
+            format = stripes.stripe_format();
+        }
+        let ssrc = Ssrc(
+            start
+                .leg
+                .and_then(|l| l.ssrc)
+                .unwrap_or_else(|| getrandom::u32().unwrap_or(0x6e61_6761)),
+        );
+        let Ok(packetizer) = Packetizer::new(format, start.pacing.packet_size, ssrc) else {
+            start.counters.set_state(StreamState::Failed);
+            return;
+        };
+        let packetizer = packetizer.uniform();
+        let stride = (0..packetizer.packets_per_frame())
+            .map(|i| packetizer.header_len(i))
+            .max()
+            .unwrap_or(0);
+        let flow = RawFlow {
+            start,
+            rate,
+            packetizer,
+            held: VecDeque::new(),
+            pending: None,
+            next_seq: u64::from(getrandom::u32().unwrap_or(0)),
+            headers: Vec::new(),
+            stride,
+            paused: false,
+            ahead: None,
+            spare: Vec::new(),
+        };
+        let at = match flow.start.leg {
+            Some(l) => origin.frame_start(rate, l.first_frame),
+            None => origin.epoch_start(rate, lead),
+        };
+        self.schedule(flow, at);
+    }
+
+    /// Puts `flow` on the schedule from epoch frame `at`.
+    fn schedule(&mut self, mut flow: RawFlow, at: EpochStart) {
+        let gso = flow.start.outputs.iter().all(|o| o.gso());
+        let cap = udp::train_cap(gso, flow.start.pacing.packet_size);
+        let mut spec = FlowSpec::video(flow.rate, flow.packetizer.clone())
+            .start(at.at, at.first_frame)
+            .first_seq(ExtSeq(flow.next_seq))
+            .trains(Nanos::from_micros(flow.start.pacing.burst_us), cap);
+        spec = leg_spec(spec, flow.start.leg);
+        let id = self.sender.add_flow(spec);
+        let max = self.sender.max_train(id).unwrap_or(1);
+        flow.headers = vec![0; flow.stride * max];
+        flow.paused = false;
+        flow.start.counters.set_state(StreamState::Playing);
+        self.ids.insert(flow.start.id, id);
+        self.flows.insert(id, flow);
+    }
+
+    /// Answers frame requests, sends every train due at `now`.
+    pub(super) fn step(&mut self, now: Nanos) {
+        self.events();
+        self.answer(now);
+        while let Some(t) = self.sender.poll_transmit(now) {
+            self.transmit(&t, now);
+            self.events();
+            self.answer(now);
+        }
+    }
+
+    /// The earliest train or frame deadline.
+    pub(super) fn next_deadline(&mut self) -> Option<Nanos> {
+        let need = self.flows.values().filter_map(|f| f.pending.map(|p| p.1));
+        self.sender.poll_timeout().into_iter().chain(need).min()
+    }
+
+    fn events(&mut self) {
+        while let Some(e) = self.sender.poll_event() {
+            match e {
+                Event::NeedFrame { flow, frame, at } => {
+                    if let Some(f) = self.flows.get_mut(&flow) {
+                        f.pending = Some((frame, at));
+                    }
+                }
+                Event::FrameSent { flow, frame } => {
+                    if let Some(f) = self.flows.get_mut(&flow)
+                        && let Some(pos) = f.held.iter().position(|h| h.0 == frame)
+                        && let Some((_, c)) = f.held.remove(pos)
+                    {
+                        f.release(c);
+                    }
+                }
+                Event::Finished { .. } => {}
+            }
+        }
+    }
+
+    /// Answers every pending frame request the ring can, and gives up the
+    /// slots that came due with an empty ring.
+    fn answer(&mut self, now: Nanos) {
+        let mut ended = Vec::new();
+        for (&id, f) in self.flows.iter_mut() {
+            let Some((frame, at)) = f.pending else {
+                continue;
+            };
+            let input = match f.take(frame) {
+                Some(Delivery::Chunk(c)) => {
+                    f.held.push_back((frame, c));
+                    Input::Frame { flow: id }
+                }
+                None if now < at => continue,
+                None => {
+                    Counters::add(&f.start.counters.underruns, 1);
+                    Input::Underrun { flow: id }
+                }
+                Some(Delivery::End) => {
+                    ended.push((id, StreamState::Finished));
+                    continue;
+                }
+                Some(Delivery::Failed(e)) => {
+                    eprintln!("nagare serve: stream {}: {e}", f.start.id);
+                    ended.push((id, StreamState::Failed));
+                    continue;
+                }
+            };
+            f.pending = None;
+            let _ = self.sender.handle_input(now, input);
+        }
+        for (id, state) in ended {
+            self.end(id, state);
+        }
+    }
+
+    /// Sends one train to every destination of its flow.
+    fn transmit(&mut self, t: &Transmit, now: Nanos) {
+        let Some(f) = self.flows.get_mut(&t.flow) else {
+            return;
+        };
+        let Some((_, frame)) = f.held.iter().find(|h| h.0 == t.frame) else {
+            return;
+        };
+        let mut packets: Vec<[&[u8]; 3]> = Vec::with_capacity(t.len());
+        let (mut bytes, mut uniform) = (0usize, true);
+        let size = f.start.pacing.packet_size;
+        for (j, chunk) in f
+            .headers
+            .chunks_exact_mut(f.stride)
+            .take(t.len())
+            .enumerate()
+        {
+            let i = t.packets.start + j;
+            let Ok(h) = self.sender.write_header(t, j, chunk) else {
+                return;
+            };
+            let data = &frame.data[f.packetizer.data_range(i)];
+            let pad = f.packetizer.padding(i);
+            let len = h + data.len() + pad.len();
+            bytes += len;
+            uniform &= j + 1 == t.len() || len == size;
+            packets.push([&chunk[..h], data, pad]);
+        }
+        let segment = (t.len() > 1 && uniform).then_some(size);
+        let io = self.io.0.get_or_insert_with(TrainIo::default);
+        let c = &f.start.counters;
+        let mut dropped = false;
+        for out in &mut f.start.outputs {
+            match out.train(&packets, segment, io) {
+                Sent::Ok => {
+                    Counters::add(&c.packets, t.len() as u64);
+                    Counters::add(&c.bytes, bytes as u64);
+                }
+                Sent::Refused => Counters::add(&c.send_errors, t.len() as u64),
+                Sent::ReaderDropped => {
+                    Counters::add(&c.queue_drops, t.len() as u64);
+                    dropped = true;
+                }
+            }
+        }
+        c.lateness(now.saturating_sub(t.at).as_nanos(), t.len() as u64);
+        f.next_seq += t.len() as u64;
+        if dropped {
+            self.end(t.flow, StreamState::Failed);
+        }
+    }
+
+    /// Takes a flow off the schedule, handing its frames back.
+    fn unschedule(&mut self, id: FlowId) -> Option<RawFlow> {
+        self.sender.remove_flow(id);
+        let mut f = self.flows.remove(&id)?;
+        self.ids.remove(&f.start.id);
+        let held: Vec<Chunk> = f.held.drain(..).map(|h| h.1).collect();
+        for c in held {
+            f.release(c);
+        }
+        f.pending = None;
+        Some(f)
+    }
+
+    fn end(&mut self, id: FlowId, state: StreamState) {
+        if let Some(f) = self.unschedule(id) {
+            f.start.counters.set_state(state);
+        }
+    }
+
+    pub(super) fn pause(&mut self, id: StreamId) {
+        if let Some(&fid) = self.ids.get(&id)
+            && let Some(mut f) = self.unschedule(fid)
+        {
+            f.paused = true;
+            f.start.counters.set_state(StreamState::Paused);
+            self.paused.insert(id, f);
+        }
+    }
+
+    pub(super) fn resume(&mut self, id: StreamId, origin: &Origin, lead: Duration) {
+        if let Some(f) = self.paused.remove(&id) {
+            let at = origin.epoch_start(f.rate, lead);
+            self.schedule(f, at);
+        }
+    }
+
+    pub(super) fn stop(&mut self, id: StreamId, state: StreamState) {
+        if let Some(&fid) = self.ids.get(&id) {
+            self.end(fid, state);
+        }
+        if let Some(f) = self.paused.remove(&id) {
+            f.start.counters.set_state(state);
+        }
+    }
+
+    pub(super) fn stop_all(&mut self) {
+        let ids: Vec<StreamId> = self.ids.keys().chain(self.paused.keys()).copied().collect();
+        for id in ids {
+            self.stop(id, StreamState::Finished);
+        }
+    }
+}
+
+/// A cluster leg's schedule: the stripe's stagger (as the whole sender
+/// would time it, so a node sending one stripe keeps that stripe's
+/// timing) and, with a fixed SSRC, sequence numbers locked to the epoch.
+fn leg_spec(spec: FlowSpec, leg: Option<Leg>) -> FlowSpec {
+    let Some(leg) = leg else { return spec };
+    let spec = match leg.stripe {
+        Some((stripes, k)) => spec.stripe(k, stripes.count()),
+        None => spec,
+    };
+    match leg.ssrc {
+        Some(ssrc) => spec.epoch_locked(locked_seq_base(Ssrc(ssrc))),
+        None => spec,
+    }
+}

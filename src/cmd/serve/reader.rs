@@ -1,0 +1,386 @@
+//! The read-ahead thread (seed 002's periodic disk reader): one thread
+//! fills every stream's ring, always serving the ring that will run dry
+//! first. A ring's deadline is now plus the play time it still holds
+//! (chunks waiting times one chunk's duration); among equal deadlines the
+//! higher priority reads first. So a busy disk delays the reads whose
+//! deadline is furthest away, and a stream whose ring did run dry shows
+//! it as underruns in its counters, never as a stalled pacer.
+
+use std::cmp::Reverse;
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, TryRecvError, bounded, select, unbounded};
+use nagare_proto::mpegts::DATAGRAM_LEN;
+use nagare_proto::video::pattern::Pattern;
+use nagare_proto::{ByteSize, Nanos};
+
+use super::media::{Kind, Media};
+use super::table::{Counters, StreamId};
+use crate::net::file::advise_sequential;
+
+/// Datagrams of TS per chunk: a chunk boundary is always a datagram
+/// boundary, so a datagram never spans two chunks.
+pub const TS_CHUNK_DATAGRAMS: usize = 16;
+
+/// One chunk of a stream: a raw frame, or up to
+/// [`TS_CHUNK_DATAGRAMS`] datagrams of TS.
+#[derive(Debug)]
+pub struct Chunk {
+    /// The buffer (only `..len` is data).
+    pub data: Vec<u8>,
+    /// Bytes of data.
+    pub len: usize,
+    /// The last chunk of a pass of the source.
+    pub end_of_pass: bool,
+    /// Its number: chunks read so far plus the first number the ring was
+    /// opened with (for an epoch-aligned raw stream, its epoch frame).
+    pub number: u64,
+}
+
+/// What a ring delivers.
+#[derive(Debug)]
+pub enum Delivery {
+    /// The next chunk.
+    Chunk(Chunk),
+    /// The source ended (no loop).
+    End,
+    /// Reading failed; the stream stops with this reason.
+    Failed(String),
+}
+
+/// The consumer end of a stream's ring, held by its pacer.
+#[derive(Debug)]
+pub struct Ring {
+    full: Receiver<Delivery>,
+    empty: Sender<Vec<u8>>,
+    wake: Sender<()>,
+    counters: Arc<Counters>,
+}
+
+impl Ring {
+    /// The next delivery, without waiting.
+    pub fn take(&self) -> Option<Delivery> {
+        let d = self.full.try_recv().ok();
+        self.counters
+            .ring_fill
+            .store(self.full.len() as u64, Ordering::Relaxed);
+        d
+    }
+
+    /// Hands a sent chunk's buffer back for the next read.
+    pub fn give_back(&self, buf: Vec<u8>) {
+        let _ = self.empty.try_send(buf);
+        let _ = self.wake.try_send(());
+    }
+}
+
+/// Where one stream's reading stands.
+struct Flow {
+    media: Arc<Media>,
+    looping: bool,
+    priority: u8,
+    full: Sender<Delivery>,
+    empty: Receiver<Vec<u8>>,
+    spare: Option<Vec<u8>>,
+    /// Play time of one chunk.
+    period: Nanos,
+    chunk_bytes: usize,
+    pattern: Option<Pattern>,
+    file: Option<File>,
+    /// Bytes read in this pass.
+    pos: u64,
+    /// Chunks read in all passes.
+    number: u64,
+    done: bool,
+    counters: Arc<Counters>,
+}
+
+enum Command {
+    Open(StreamId, Box<Flow>),
+    Close(StreamId),
+}
+
+/// The reader thread's handle.
+pub struct Reader {
+    commands: Sender<Command>,
+    wake: Sender<()>,
+    thread: Option<JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
+    read_ahead: Duration,
+    ring_frames: usize,
+}
+
+impl Reader {
+    /// Starts the thread. TS rings hold `read_ahead` of play time; raw
+    /// rings hold `ring_frames` frames.
+    pub fn start(read_ahead: Duration, ring_frames: usize) -> std::io::Result<Reader> {
+        let (commands, rx) = unbounded();
+        let (wake, wake_rx) = bounded(4096);
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("serve-reader".into())
+            .spawn(move || run(&rx, &wake_rx, &stop2))?;
+        Ok(Reader {
+            commands,
+            wake,
+            thread: Some(thread),
+            stop,
+            read_ahead,
+            ring_frames: ring_frames.max(2),
+        })
+    }
+
+    /// Starts reading `media` for stream `id` at chunk number `first`
+    /// (raw video: frame `first mod frames` of a file, frame `first` of the
+    /// pattern, so an epoch-aligned stream starts at its epoch frame);
+    /// returns the ring the pacer takes chunks from.
+    pub fn open(
+        &self,
+        id: StreamId,
+        media: Arc<Media>,
+        looping: bool,
+        priority: u8,
+        counters: Arc<Counters>,
+        first: u64,
+    ) -> Ring {
+        let (chunk_bytes, period, pattern) = match &media.kind {
+            Kind::Raw { format, rate, .. } => {
+                (format.frame_bytes(), period_of(rate.as_f64()), None)
+            }
+            Kind::Pattern { format, rate } => (
+                format.frame_bytes(),
+                period_of(rate.as_f64()),
+                Some(Pattern::new(*format)),
+            ),
+            Kind::Ts { rate, .. } => {
+                let bytes = TS_CHUNK_DATAGRAMS * DATAGRAM_LEN;
+                (bytes, rate.time_for(ByteSize::of_len(bytes)), None)
+            }
+        };
+        let capacity = if media.is_ts() {
+            let per = period.as_nanos().max(1);
+            (self.read_ahead.as_nanos() as u64 / per).clamp(4, 256) as usize
+        } else {
+            self.ring_frames
+        };
+        let (full_tx, full) = bounded(capacity + 1);
+        let (empty, empty_rx) = bounded(capacity);
+        for _ in 0..capacity {
+            let _ = empty.send(vec![0u8; chunk_bytes]);
+        }
+        counters
+            .ring_capacity
+            .store(capacity as u64, Ordering::Relaxed);
+        let pos = match &media.kind {
+            Kind::Raw { frames, .. } => (first % (*frames).max(1)) * chunk_bytes as u64,
+            _ => 0,
+        };
+        let flow = Flow {
+            media,
+            looping,
+            priority,
+            full: full_tx,
+            empty: empty_rx,
+            spare: None,
+            period,
+            chunk_bytes,
+            pattern,
+            file: None,
+            pos,
+            number: first,
+            done: false,
+            counters: counters.clone(),
+        };
+        let _ = self.commands.send(Command::Open(id, Box::new(flow)));
+        let _ = self.wake.try_send(());
+        Ring {
+            full,
+            empty,
+            wake: self.wake.clone(),
+            counters,
+        }
+    }
+
+    /// Stops reading for stream `id`.
+    pub fn close(&self, id: StreamId) {
+        let _ = self.commands.send(Command::Close(id));
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        let _ = self.wake.try_send(());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn period_of(fps: f64) -> Nanos {
+    Nanos::from_secs_f64(1.0 / fps.max(1e-3))
+}
+
+/// The thread: take commands, then read one chunk for every ring that has
+/// room, earliest deadline first; wait when every ring is full.
+fn run(commands: &Receiver<Command>, wake: &Receiver<()>, stop: &AtomicBool) {
+    let mut flows: HashMap<StreamId, Box<Flow>> = HashMap::new();
+    while !stop.load(Ordering::Acquire) {
+        loop {
+            match commands.try_recv() {
+                Ok(Command::Open(id, f)) => {
+                    flows.insert(id, f);
+                }
+                Ok(Command::Close(id)) => {
+                    flows.remove(&id);
+                }
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => return,
+            }
+        }
+        let order = due_order(&mut flows, Instant::now());
+        if order.is_empty() {
+            select! {
+                recv(wake) -> _ => {}
+                recv(commands) -> c => match c {
+                    Ok(Command::Open(id, f)) => { flows.insert(id, f); }
+                    Ok(Command::Close(id)) => { flows.remove(&id); }
+                    Err(_) => return,
+                },
+                default(Duration::from_millis(50)) => {}
+            }
+            continue;
+        }
+        for id in order {
+            if let Some(f) = flows.get_mut(&id) {
+                read_one(f);
+            }
+            if stop.load(Ordering::Acquire) {
+                return;
+            }
+        }
+        flows.retain(|_, f| !f.done);
+    }
+}
+
+/// Streams with a free buffer, by deadline (then priority).
+fn due_order(flows: &mut HashMap<StreamId, Box<Flow>>, now: Instant) -> Vec<StreamId> {
+    let _ = now;
+    let mut due: Vec<(u64, Reverse<u8>, StreamId)> = flows
+        .iter_mut()
+        .filter(|(_, f)| !f.done)
+        .filter_map(|(id, f)| {
+            if f.spare.is_none() {
+                f.spare = f.empty.try_recv().ok();
+            }
+            f.spare.as_ref()?;
+            // Play time left in the ring: when it runs dry.
+            let left = f.period.as_nanos().saturating_mul(f.full.len() as u64);
+            Some((left, Reverse(f.priority), *id))
+        })
+        .collect();
+    due.sort_unstable();
+    due.into_iter().map(|(_, _, id)| id).collect()
+}
+
+/// Reads the next chunk of `f` into its spare buffer and delivers it.
+fn read_one(f: &mut Flow) {
+    let Some(mut buf) = f.spare.take() else {
+        return;
+    };
+    buf.resize(f.chunk_bytes, 0);
+    let delivery = match fill(f, &mut buf) {
+        Ok(Some((len, end_of_pass))) => {
+            f.number += 1;
+            Delivery::Chunk(Chunk {
+                data: buf,
+                len,
+                end_of_pass,
+                number: f.number - 1,
+            })
+        }
+        Ok(None) => {
+            f.done = true;
+            Delivery::End
+        }
+        Err(e) => {
+            f.done = true;
+            Delivery::Failed(e)
+        }
+    };
+    if matches!(delivery, Delivery::Chunk(ref c) if c.end_of_pass) && !f.looping {
+        // The last chunk, then the end.
+        let _ = f.full.try_send(delivery);
+        let _ = f.full.try_send(Delivery::End);
+        f.done = true;
+        return;
+    }
+    if let Delivery::Chunk(c) = &delivery
+        && c.end_of_pass
+    {
+        Counters::add(&f.counters.loops, 1);
+    }
+    // The ring has one place more than buffers, so this never fails
+    // while the pacer hands buffers back.
+    let _ = f.full.try_send(delivery);
+}
+
+/// Reads one chunk: `(bytes, end of pass)`, or `None` at the end.
+fn fill(f: &mut Flow, buf: &mut [u8]) -> Result<Option<(usize, bool)>, String> {
+    match &f.media.kind {
+        Kind::Pattern { .. } => {
+            if let Some(p) = &f.pattern {
+                p.render(f.number, buf);
+            }
+            Ok(Some((buf.len(), false)))
+        }
+        Kind::Raw { path, frames, .. } => {
+            let total = frames * buf.len() as u64;
+            read_file(f, path.clone(), total, buf)
+        }
+        Kind::Ts { path, bytes, .. } => read_file(f, path.clone(), *bytes, buf),
+    }
+}
+
+/// The next `buf.len()` bytes (fewer at the end) of a file of `total`
+/// usable bytes, starting over at the end of a pass.
+fn read_file(
+    f: &mut Flow,
+    path: std::path::PathBuf,
+    total: u64,
+    buf: &mut [u8],
+) -> Result<Option<(usize, bool)>, String> {
+    if f.pos >= total {
+        if !f.looping {
+            return Ok(None);
+        }
+        f.pos = 0;
+        if let Some(h) = f.file.as_mut() {
+            h.seek(SeekFrom::Start(0))
+                .map_err(|e| format!("rewinding '{}': {e}", path.display()))?;
+        }
+    }
+    if f.file.is_none() {
+        let mut h = File::open(&path).map_err(|e| format!("opening '{}': {e}", path.display()))?;
+        advise_sequential(&h);
+        // An epoch-aligned stream starts mid-file.
+        if f.pos > 0 {
+            h.seek(SeekFrom::Start(f.pos))
+                .map_err(|e| format!("seeking '{}' to byte {}: {e}", path.display(), f.pos))?;
+        }
+        f.file = Some(h);
+    }
+    let want = (total - f.pos).min(buf.len() as u64) as usize;
+    let h = f.file.as_mut().ok_or("file not open")?;
+    h.read_exact(&mut buf[..want])
+        .map_err(|e| format!("reading '{}' at byte {}: {e}", path.display(), f.pos))?;
+    f.pos += want as u64;
+    Ok(Some((want, f.pos >= total)))
+}

@@ -1,0 +1,352 @@
+//! What every part of the daemon shares: the catalog, the stream table,
+//! the pacers and the reader, the access rules and the server-wide
+//! counters; and the two verbs that edit the table (launch and stop a
+//! stream), used alike by RTSP sessions, the HTTP API and the config file.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, anyhow, bail};
+use nagare_api::serve::{
+    Encapsulation, StreamInfo, StreamKind, StreamRequest, StreamState, StripeSpec,
+};
+use nagare_proto::video::stripe::Stripes;
+
+use super::access::{Admission, AllowList, Token};
+use super::media::{Catalog, Media};
+use super::output::Output;
+use super::pacer::{Held, Leg, Pacers, Reservation, START_LEAD, Start, release};
+use super::reader::Reader;
+use super::table::{Counters, Entry, StreamId, Table};
+use crate::net::udp::{Interface, parse_interface};
+
+/// Room beyond the pacer's start lead for the request to reach it.
+const LEG_MARGIN_NS: u128 = 20_000_000;
+/// How far ahead a leg's epoch_frame may be.
+const MAX_START_AHEAD_NS: u128 = 60_000_000_000;
+
+/// Server-wide counters.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// RTSP connections accepted.
+    pub rtsp_connections: AtomicU64,
+    /// RTSP sessions open now.
+    pub rtsp_sessions: AtomicI64,
+    /// RTSP requests answered with 4xx/5xx.
+    pub rtsp_refused: AtomicU64,
+    /// TCP readers dropped for a full write queue.
+    pub slow_readers: Arc<AtomicU64>,
+    /// API requests refused.
+    pub api_refused: AtomicU64,
+}
+
+/// Settings fixed at start.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// RTSP session timeout.
+    pub session_timeout: Duration,
+    /// Interleaved packets queued per TCP reader before it is dropped.
+    pub write_queue: usize,
+    /// Interface for multicast sends.
+    pub multicast_interface: Option<Interface>,
+    /// Socket send buffer per flow.
+    pub send_buffer: usize,
+}
+
+/// The daemon's shared state.
+pub struct Server {
+    /// Paths.
+    pub media: Catalog,
+    /// Streams.
+    pub table: Table,
+    /// Pacing threads.
+    pub pacers: Pacers,
+    /// Read-ahead thread.
+    pub reader: Reader,
+    /// Rate budget.
+    pub admission: Arc<Admission>,
+    /// Destinations clients may name.
+    pub allow: AllowList,
+    /// API token.
+    pub token: Token,
+    /// Counters.
+    pub stats: Stats,
+    /// Settings.
+    pub settings: Settings,
+    /// When it started.
+    pub started: Instant,
+    /// Set on SIGTERM / Ctrl-C.
+    pub stop: &'static AtomicBool,
+}
+
+/// A stream about to be launched.
+pub struct Launch {
+    /// What it plays.
+    pub media: Arc<Media>,
+    /// Where.
+    pub outputs: Vec<Output>,
+    /// Push or RTSP.
+    pub kind: StreamKind,
+    /// Read-ahead priority.
+    pub priority: u8,
+    /// Loop at the end.
+    pub looping: bool,
+    /// Raw pacing.
+    pub pacing: nagare_api::serve::Pacing,
+    /// RTP or UDP.
+    pub encapsulation: Encapsulation,
+    /// Admitted rate.
+    pub reservation: Option<Reservation>,
+    /// Cluster leg settings.
+    pub leg: Option<Leg>,
+    /// The request's stripe, SSRC and label, for the table.
+    pub tags: Tags,
+}
+
+/// What the table shows of a cluster leg.
+#[derive(Debug, Clone, Default)]
+pub struct Tags {
+    /// The stripe sent.
+    pub stripe: Option<StripeSpec>,
+    /// Fixed SSRC.
+    pub ssrc: Option<u32>,
+    /// Free label.
+    pub label: Option<String>,
+}
+
+impl Server {
+    /// Whether the server is stopping.
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Reserves `media`'s rate, or says why not.
+    pub fn admit(&self, media: &Media) -> Result<Reservation, String> {
+        Reservation::take(&self.admission, media.rate(), self.pacers.load())
+    }
+
+    /// Puts a stream in the table and starts reading and pacing it.
+    pub fn launch(&self, l: Launch) -> StreamId {
+        let counters = Arc::new(Counters::default());
+        let reservation: Held = Arc::new(std::sync::Mutex::new(l.reservation));
+        let entry = Entry {
+            kind: l.kind,
+            source: l.media.name.clone(),
+            destinations: l.outputs.iter().map(Output::label).collect(),
+            priority: l.priority,
+            rate: l.media.rate(),
+            looping: l.looping,
+            counters: counters.clone(),
+            reservation: reservation.clone(),
+            tags: l.tags,
+        };
+        let id = self.table.insert(entry);
+        let first = l.leg.map_or(0, |g| g.first_frame);
+        let ring = self.reader.open(
+            id,
+            l.media.clone(),
+            l.looping,
+            l.priority,
+            counters.clone(),
+            first,
+        );
+        self.pacers.start_flow(Start {
+            id,
+            media: l.media,
+            ring,
+            outputs: l.outputs,
+            pacing: l.pacing,
+            encapsulation: l.encapsulation,
+            counters,
+            leg: l.leg,
+            reservation,
+        });
+        id
+    }
+
+    /// Stops stream `id` and takes it out of the table; returns its last
+    /// view.
+    pub fn stop_stream(&self, id: StreamId) -> Option<StreamInfo> {
+        self.pacers.stop_flow(id);
+        self.reader.close(id);
+        let e = self.table.remove(id)?;
+        release(&e.reservation);
+        if matches!(
+            e.counters.state(),
+            StreamState::Playing | StreamState::Paused | StreamState::Ready
+        ) {
+            e.counters.set_state(StreamState::Finished);
+        }
+        Some(e.info(id))
+    }
+
+    /// Validates a push request from `client` and launches it.
+    pub fn push(&self, req: &StreamRequest, client: IpAddr) -> Result<StreamId, Refusal> {
+        let media = self.media.get(&req.source).ok_or_else(|| {
+            Refusal::NotFound(format!(
+                "no media '{}': GET /v3/paths/list lists the paths",
+                req.source
+            ))
+        })?;
+        if req.encapsulation == Encapsulation::Udp && !media.is_ts() {
+            return Err(Refusal::Bad(
+                "encapsulation \"udp\" is for MPEG-TS sources; raw video goes over RTP".into(),
+            ));
+        }
+        let dests = self.destinations(req, client)?;
+        let interface = match &req.interface {
+            Some(i) => Some(parse_interface(i).map_err(|e| Refusal::Bad(format!("{e:#}")))?),
+            None => self.settings.multicast_interface.clone(),
+        };
+        let mut outputs = Vec::with_capacity(dests.len());
+        for d in dests {
+            if d.ip().is_multicast() && interface.is_none() {
+                return Err(Refusal::Bad(format!(
+                    "multicast destination {d} needs an interface: give \"interface\" or start \
+                     the server with --multicast-interface"
+                )));
+            }
+            let o = Output::udp(d, interface.clone(), None, self.settings.send_buffer)
+                .map_err(|e| Refusal::Bad(format!("{e:#}")))?;
+            outputs.push(o);
+        }
+        let leg = self.leg(req, &media).map_err(Refusal::Bad)?;
+        let reservation = self.admit(&media).map_err(Refusal::Admission)?;
+        Ok(self.launch(Launch {
+            media,
+            outputs,
+            kind: StreamKind::Push,
+            priority: req.priority,
+            looping: req.looping,
+            pacing: req.pacing,
+            encapsulation: req.encapsulation,
+            reservation: Some(reservation),
+            leg,
+            tags: Tags {
+                stripe: req.stripe,
+                ssrc: req.ssrc,
+                label: req.label.clone(),
+            },
+        }))
+    }
+
+    /// The cluster leg a request asks for (stripe, SSRC or start frame),
+    /// checked against its media, or why not.
+    fn leg(&self, req: &StreamRequest, media: &Media) -> Result<Option<Leg>, String> {
+        if req.stripe.is_none() && req.ssrc.is_none() && req.epoch_frame.is_none() {
+            return Ok(None);
+        }
+        let Some((format, rate)) = media.raw_format() else {
+            return Err(format!(
+                "'{}' is MPEG-TS: stripe, ssrc and epoch_frame are for raw video and patterns",
+                req.source
+            ));
+        };
+        let stripe = match req.stripe {
+            None => None,
+            Some(s) => {
+                let stripes = Stripes::new(format, s.split, s.count).map_err(|e| {
+                    format!(
+                        "stripe split {} count {} does not fit {}x{}: {e}",
+                        s.split, s.count, format.width, format.height
+                    )
+                })?;
+                if s.index >= s.count {
+                    return Err(format!(
+                        "stripe index {} is not one of {} stripes: give 0..={}",
+                        s.index,
+                        s.count,
+                        s.count - 1
+                    ));
+                }
+                Some((stripes, s.index))
+            }
+        };
+        let now = crate::clock::epoch_ns();
+        let soonest = rate.frame_at_or_after_ns(now + START_LEAD.as_nanos() + LEG_MARGIN_NS);
+        let first_frame = req.epoch_frame.unwrap_or(soonest).max(soonest);
+        if rate.frame_start_ns(first_frame) > now + MAX_START_AHEAD_NS {
+            return Err(format!(
+                "epoch_frame {first_frame} starts more than a minute from now: give a frame \
+                 within the next minute"
+            ));
+        }
+        Ok(Some(Leg {
+            stripe,
+            ssrc: req.ssrc,
+            first_frame,
+        }))
+    }
+
+    /// The request's destinations, each allowed for `client`.
+    fn destinations(
+        &self,
+        req: &StreamRequest,
+        client: IpAddr,
+    ) -> Result<Vec<SocketAddr>, Refusal> {
+        if req.destinations.is_empty() || req.destinations.len() > 64 {
+            return Err(Refusal::Bad(format!(
+                "{} destinations: give 1 to 64 HOST:PORT",
+                req.destinations.len()
+            )));
+        }
+        let mut out = Vec::with_capacity(req.destinations.len());
+        for text in &req.destinations {
+            let d = parse_destination(text).map_err(|e| Refusal::Bad(format!("{e:#}")))?;
+            if !self.allow.permits(client, d.ip()) {
+                return Err(Refusal::Forbidden(self.allow.refusal(client, d.ip())));
+            }
+            out.push(d);
+        }
+        Ok(out)
+    }
+
+    /// Stops every stream (SIGTERM) and returns their final views.
+    pub fn stop_all(&self) -> Vec<StreamInfo> {
+        let ids: Vec<StreamId> = self.table.entries().into_iter().map(|(id, _)| id).collect();
+        ids.into_iter()
+            .filter_map(|id| self.stop_stream(id))
+            .collect()
+    }
+}
+
+/// Why a push request was refused (mapped to an HTTP status).
+#[derive(Debug)]
+pub enum Refusal {
+    /// 400.
+    Bad(String),
+    /// 403: a destination outside the allow-list.
+    Forbidden(String),
+    /// 404.
+    NotFound(String),
+    /// 503: admission.
+    Admission(String),
+}
+
+impl Refusal {
+    /// Status and message.
+    pub fn parts(&self) -> (u16, &str) {
+        match self {
+            Refusal::Bad(m) => (400, m),
+            Refusal::Forbidden(m) => (403, m),
+            Refusal::NotFound(m) => (404, m),
+            Refusal::Admission(m) => (503, m),
+        }
+    }
+}
+
+/// `ADDR:PORT` with a literal address (no name lookups from requests).
+fn parse_destination(text: &str) -> Result<SocketAddr> {
+    let a: SocketAddr = text.trim().parse().map_err(|_| {
+        anyhow!("destination '{text}' is not ADDR:PORT such as 127.0.0.1:5000 or [::1]:5000")
+    })?;
+    if a.port() == 0 {
+        bail!("destination '{text}' has port 0: give the receiver's port");
+    }
+    if a.ip().is_unspecified() {
+        bail!("destination '{text}' is the unspecified address: give the receiver's address");
+    }
+    Ok(a)
+}

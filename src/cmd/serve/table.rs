@@ -1,0 +1,180 @@
+//! The stream table (seed 002): one entry per push stream or RTSP
+//! session. The HTTP API and the RTSP sessions only edit it and tell the
+//! pacers; the pacers and the reader publish each stream's counters into
+//! its [`Counters`] of atomics, which the API and /metrics read without
+//! ever taking a lock the media path holds.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use nagare_api::serve::{StreamCounters, StreamInfo, StreamKind, StreamState};
+use nagare_proto::BitRate;
+
+/// A stream's number in the table (never reused while the server runs).
+pub type StreamId = u64;
+
+/// Live counters of one stream, written by its pacer and reader.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Datagrams sent.
+    pub packets: AtomicU64,
+    /// Payload bytes sent.
+    pub bytes: AtomicU64,
+    /// Datagrams sent more than 100 µs after their slot.
+    pub late: AtomicU64,
+    /// Largest lateness, ns.
+    pub max_late_ns: AtomicU64,
+    /// Frames or chunks not read in time.
+    pub underruns: AtomicU64,
+    /// Chunks in the ring now.
+    pub ring_fill: AtomicU64,
+    /// Ring capacity.
+    pub ring_capacity: AtomicU64,
+    /// Sends the kernel refused.
+    pub send_errors: AtomicU64,
+    /// Interleaved packets dropped for a full write queue.
+    pub queue_drops: AtomicU64,
+    /// Passes begun after the first.
+    pub loops: AtomicU64,
+    state: AtomicU8,
+}
+
+impl Counters {
+    /// Adds `n` to a counter.
+    pub fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Records the lateness of `packets` datagrams sent together.
+    pub fn lateness(&self, ns: u64, packets: u64) {
+        if ns > 100_000 {
+            self.late.fetch_add(packets, Ordering::Relaxed);
+        }
+        self.max_late_ns.fetch_max(ns, Ordering::Relaxed);
+    }
+
+    /// Moves the stream to `state`.
+    pub fn set_state(&self, state: StreamState) {
+        self.state.store(state as u8, Ordering::Relaxed);
+    }
+
+    /// Its state now.
+    pub fn state(&self) -> StreamState {
+        match self.state.load(Ordering::Relaxed) {
+            s if s == StreamState::Playing as u8 => StreamState::Playing,
+            s if s == StreamState::Paused as u8 => StreamState::Paused,
+            s if s == StreamState::Finished as u8 => StreamState::Finished,
+            s if s == StreamState::Failed as u8 => StreamState::Failed,
+            _ => StreamState::Ready,
+        }
+    }
+
+    /// A copy for the API.
+    pub fn snapshot(&self) -> StreamCounters {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        StreamCounters {
+            packets: get(&self.packets),
+            bytes: get(&self.bytes),
+            late: get(&self.late),
+            max_late_us: get(&self.max_late_ns) / 1000,
+            underruns: get(&self.underruns),
+            ring_fill: get(&self.ring_fill),
+            ring_capacity: get(&self.ring_capacity),
+            send_errors: get(&self.send_errors),
+            queue_drops: get(&self.queue_drops),
+            loops: get(&self.loops),
+        }
+    }
+}
+
+/// One stream of the table.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// Push or RTSP.
+    pub kind: StreamKind,
+    /// Catalog path.
+    pub source: String,
+    /// Destinations, for display.
+    pub destinations: Vec<String>,
+    /// Read-ahead priority.
+    pub priority: u8,
+    /// Nominal rate (reserved at admission).
+    pub rate: BitRate,
+    /// Loops.
+    pub looping: bool,
+    /// Live counters.
+    pub counters: Arc<Counters>,
+    /// Its admitted rate (shared with its flow).
+    pub reservation: super::pacer::Held,
+    /// Cluster leg details.
+    pub tags: super::server::Tags,
+}
+
+impl Entry {
+    /// The API's view of entry `id`.
+    pub fn info(&self, id: StreamId) -> StreamInfo {
+        StreamInfo {
+            id,
+            kind: self.kind,
+            source: self.source.clone(),
+            destinations: self.destinations.clone(),
+            state: self.counters.state(),
+            priority: self.priority,
+            rate_bps: self.rate.bps(),
+            looping: self.looping,
+            counters: self.counters.snapshot(),
+            stripe: self.tags.stripe,
+            ssrc: self.tags.ssrc,
+            label: self.tags.label.clone(),
+        }
+    }
+}
+
+/// Every stream, live and finished (finished ones stay listed, with
+/// their final counters, until stopped through the API).
+#[derive(Debug, Default)]
+pub struct Table {
+    entries: Mutex<BTreeMap<StreamId, Entry>>,
+    next: AtomicU64,
+}
+
+impl Table {
+    /// Adds `entry`; returns its id.
+    pub fn insert(&self, entry: Entry) -> StreamId {
+        let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        self.lock().insert(id, entry);
+        id
+    }
+
+    /// Removes entry `id`, returning it.
+    pub fn remove(&self, id: StreamId) -> Option<Entry> {
+        self.lock().remove(&id)
+    }
+
+    /// A copy of entry `id`.
+    pub fn get(&self, id: StreamId) -> Option<Entry> {
+        self.lock().get(&id).cloned()
+    }
+
+    /// Every entry's API view, by id.
+    pub fn infos(&self) -> Vec<StreamInfo> {
+        self.lock().iter().map(|(id, e)| e.info(*id)).collect()
+    }
+
+    /// Ids and copies of every entry.
+    pub fn entries(&self) -> Vec<(StreamId, Entry)> {
+        self.lock().iter().map(|(id, e)| (*id, e.clone())).collect()
+    }
+
+    /// Streams in the table.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<StreamId, Entry>> {
+        // A panic elsewhere never leaves the map half-edited (every edit
+        // is one insert or remove), so a poisoned lock is still usable.
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}

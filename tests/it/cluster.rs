@@ -1,0 +1,377 @@
+//! `nagare cluster` against real `nagare serve` nodes on 127.0.0.x: one
+//! 256x128 uyvy422 25 fps raw file split 2SI into 4 stripes, each node
+//! reading the same media directory (seed 000's shared storage), and
+//! `nagare recv --stripes 4` putting the frames back together.
+
+use nagare_api::cluster::{ClusterLog, ClusterStatus};
+use nagare_api::stripes::StripesReport;
+
+use crate::common::{Running, Scratch, nagare, noise, parse_report, sigterm};
+
+const W: usize = 256;
+const H: usize = 128;
+const FRAME: usize = W * H * 2;
+/// Frames in the source file: epoch frame f carries file frame f mod 7.
+const FILE_FRAMES: usize = 7;
+const TOKEN: &str = "node-b-token";
+
+/// A base port with the next `n - 1` free as well (on 127.0.0.1).
+fn consecutive_free_ports(n: u16) -> u16 {
+    loop {
+        let p = crate::common::free_udp_port();
+        if p < 60000 && (1..n).all(|k| std::net::UdpSocket::bind(("127.0.0.1", p + k)).is_ok()) {
+            return p;
+        }
+    }
+}
+
+/// The media directory, the serve nodes and the receiver's ports.
+struct Bed {
+    s: Scratch,
+    source: Vec<u8>,
+    nodes: Vec<(String, Running, String)>,
+    base: u16,
+    dup: u16,
+}
+
+impl Bed {
+    /// Media and `names.len()` serve nodes on 127.0.0.(20+i); node `b`
+    /// wants a token.
+    fn new(tag: &str, names: &[&str]) -> Bed {
+        let s = Scratch::new(tag);
+        let media = s.path("media");
+        std::fs::create_dir_all(&media).unwrap();
+        let source = noise(FRAME * FILE_FRAMES, 10);
+        std::fs::write(media.join("clip.yuv"), &source).unwrap();
+        std::fs::write(
+            media.join("clip.yuv.toml"),
+            "size = \"256x128\"\npix_fmt = \"uyvy422\"\nfps = \"25\"\n",
+        )
+        .unwrap();
+        let mut nodes = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            let ip = format!("127.0.0.{}", 20 + i);
+            let mut cmd = nagare();
+            cmd.args(["serve", "--pacers", "1", "--media"])
+                .arg(&media)
+                .args(["--http", &format!("{ip}:0"), "--rtsp", &format!("{ip}:0")]);
+            if *name == "b" {
+                cmd.args(["--token", TOKEN]);
+            }
+            let mut r = Running::spawn(cmd);
+            let line = r.wait_for("http listening on ");
+            let addr = line
+                .rsplit("listening on ")
+                .next()
+                .unwrap()
+                .trim()
+                .to_string();
+            nodes.push((name.to_string(), r, format!("http://{addr}")));
+        }
+        let base = consecutive_free_ports(4);
+        let dup = loop {
+            // Both picks were free a moment ago; they must not overlap.
+            let d = consecutive_free_ports(4);
+            if d.abs_diff(base) >= 4 {
+                break d;
+            }
+        };
+        Bed {
+            s,
+            source,
+            nodes,
+            base,
+            dup,
+        }
+    }
+
+    /// Writes cluster.toml: `failover`, and per node its stripes and
+    /// whether it is an alternate; `token` is what the file says for b.
+    fn config(&self, failover: &str, layout: &[(&[usize], bool)], token: &str) -> String {
+        let mut t = format!(
+            "name = \"wall\"\nfailover = \"{failover}\"\npoll_ms = 100\ndead_after_ms = 400\n\n\
+             [stream]\nsource = \"clip.yuv\"\nsize = \"256x128\"\npix_fmt = \"uyvy422\"\n\
+             fps = \"25\"\nsplit = \"2si\"\nstripes = 4\npacket_size = 1200\n"
+        );
+        for k in 0..4 {
+            t += &format!(
+                "\n[[destination]]\nto = \"127.0.0.1:{}\"\ndup = \"127.0.0.1:{}\"\n",
+                self.base + k,
+                self.dup + k
+            );
+        }
+        for ((name, _, url), (stripes, alternate)) in self.nodes.iter().zip(layout) {
+            t += &format!(
+                "\n[[node]]\nname = \"{name}\"\nurl = \"{url}\"\nstripes = {stripes:?}\nalternate = {alternate}\n"
+            );
+            if name == "b" {
+                t += &format!("token = \"{token}\"\n");
+            }
+        }
+        let path = self.s.path("cluster.toml");
+        std::fs::write(&path, t).unwrap();
+        path.to_str().unwrap().to_string()
+    }
+
+    /// `recv --stripes 4` for `frames` frames, with the second legs.
+    fn recv(&self, frames: u64) -> Running {
+        let mut cmd = nagare();
+        cmd.args([
+            "recv",
+            "--stripes",
+            "4",
+            "--split",
+            "2si",
+            "--size",
+            "256x128",
+        ])
+        .args([
+            "--pix-fmt",
+            "uyvy422",
+            "--fps",
+            "25",
+            "--timeout",
+            "5",
+            "--json",
+        ])
+        .args(["--listen", &format!("127.0.0.1:{}", self.base)])
+        .args(["--dup", &format!("127.0.0.1:{}", self.dup)])
+        .args(["--frames", &frames.to_string(), "-o"])
+        .arg(self.s.path("out.yuv"));
+        let mut r = Running::spawn(cmd);
+        r.listening();
+        r
+    }
+
+    fn cluster(&self, config: &str, args: &[&str]) -> std::process::Command {
+        let mut c = nagare();
+        c.args(["cluster", "--config", config]).args(args);
+        c
+    }
+
+    fn start(&self, config: &str) -> (Running, u64) {
+        let mut r = Running::spawn(self.cluster(config, &["start", "--json"]));
+        let line = r.wait_for("at epoch frame ");
+        let frame = line.rsplit(' ').next().unwrap().parse().unwrap();
+        (r, frame)
+    }
+
+    fn kill(&mut self, name: &str) {
+        let n = self.nodes.iter_mut().find(|n| n.0 == name).unwrap();
+        n.1.child.kill().unwrap();
+        let _ = n.1.child.wait();
+    }
+
+    fn status(&self, config: &str) -> (bool, ClusterStatus) {
+        let out = self
+            .cluster(config, &["status", "--json"])
+            .output()
+            .unwrap();
+        let st: ClusterStatus = parse_report(&String::from_utf8_lossy(&out.stdout));
+        (out.status.success(), st)
+    }
+
+    /// The recorded frames as file frame indices (panics on a frame that
+    /// is no file frame: a torn or misaligned reassembly).
+    fn recorded(&self) -> Vec<usize> {
+        let out = std::fs::read(self.s.path("out.yuv")).unwrap();
+        assert_eq!(out.len() % FRAME, 0);
+        out.chunks_exact(FRAME)
+            .enumerate()
+            .map(|(i, f)| {
+                (0..FILE_FRAMES)
+                    .find(|&k| &self.source[k * FRAME..(k + 1) * FRAME] == f)
+                    .unwrap_or_else(|| panic!("recorded frame {i} is not a frame of the source"))
+            })
+            .collect()
+    }
+}
+
+impl Drop for Bed {
+    fn drop(&mut self) {
+        for n in &mut self.nodes {
+            let _ = n.1.child.kill();
+            let _ = n.1.child.wait();
+        }
+    }
+}
+
+fn finish_recv(r: Running) -> StripesReport {
+    let (status, stdout, err) = r.finish();
+    assert!(status.success(), "{status}: {stdout}\n{err}");
+    parse_report(&stdout)
+}
+
+/// The receiver's report, showing the controller's log if it failed.
+fn finish_recv_or(recv: Running, start: Running) -> (StripesReport, Running) {
+    let (status, stdout, err) = recv.finish();
+    if !status.success() {
+        let (_, log) = stop_start(start);
+        panic!("{status}: {stdout}\n{err}\n{log}");
+    }
+    (parse_report(&stdout), start)
+}
+
+fn stop_start(r: Running) -> (ClusterLog, String) {
+    sigterm(&r.child);
+    let (_, stdout, err) = r.finish();
+    eprintln!("cluster start said:\n{err}");
+    (parse_report(&stdout), err)
+}
+
+#[test]
+fn four_nodes_send_one_frame_byte_identical_on_one_timestamp() {
+    let bed = Bed::new("cluster-start", &["a", "b", "c", "d"]);
+    let one = |k: usize| -> (&'static [usize], bool) {
+        const S: [&[usize]; 4] = [&[0], &[1], &[2], &[3]];
+        (S[k], false)
+    };
+    let config = bed.config("manual", &[one(0), one(1), one(2), one(3)], TOKEN);
+    let recv = bed.recv(40);
+    let (start, epoch_frame) = bed.start(&config);
+    let rep = finish_recv(recv);
+    assert!(rep.all_complete, "{rep:#?}");
+    assert_eq!(rep.frames_complete, 40);
+    // All stripes of a frame carry one RTP timestamp, that of its epoch
+    // frame (90 kHz, 3600 ticks a frame at 25 fps).
+    let ts = (epoch_frame.wrapping_mul(3600) & 0xffff_ffff) as u32;
+    for s in &rep.per_stripe {
+        assert_eq!(s.first_timestamp, Some(ts), "stripe {}", s.stripe);
+        assert_eq!(s.packets_lost, 0);
+    }
+    let frames = bed.recorded();
+    assert_eq!(frames.len(), 40);
+    for (i, f) in frames.iter().enumerate() {
+        assert_eq!(*f, (epoch_frame as usize + i) % FILE_FRAMES, "frame {i}");
+    }
+    let (ok, st) = bed.status(&config);
+    assert!(ok, "{st:#?}");
+    for n in &st.nodes {
+        assert_eq!(n.legs.len(), 1, "{n:#?}");
+        assert!(n.rate_bps > 0 && n.legs[0].packets > 0, "{n:#?}");
+        assert!(n.clock_offset_ns.is_some() && !n.clock_warning, "{n:#?}");
+    }
+    let (log, _) = stop_start(start);
+    assert_eq!(log.epoch_frame, Some(epoch_frame));
+    assert!(log.failed.is_empty(), "{log:#?}");
+    // Stopped: no leg is left on any node.
+    let (_, st) = bed.status(&config);
+    assert!(st.nodes.iter().all(|n| n.legs.is_empty()), "{st:#?}");
+}
+
+const A: &[usize] = &[0, 1];
+const B: &[usize] = &[2, 3];
+const ALL: &[usize] = &[0, 1, 2, 3];
+
+#[test]
+fn a_node_killed_with_a_hot_standby_loses_no_frame() {
+    let mut bed = Bed::new("cluster-hot", &["a", "b", "spare"]);
+    let config = bed.config("hot", &[(A, false), (B, false), (ALL, true)], TOKEN);
+    let recv = bed.recv(100);
+    let (mut start, _) = bed.start(&config);
+    start.wait_for("node spare: sending stripe 1");
+    bed.kill("a");
+    start.wait_for("stripe 1: hot failover from node a to node spare");
+    let rep = finish_recv(recv);
+    assert!(rep.all_complete, "{rep:#?}");
+    assert_eq!(rep.frames_complete, 100);
+    for s in &rep.per_stripe {
+        assert_eq!((s.packets_lost, s.unrecovered), (0, 0), "{s:#?}");
+    }
+    // Node a's legs stopped mid-stream; the standby's legs carried on.
+    let s0 = &rep.per_stripe[0];
+    assert!(s0.legs[0].received < s0.legs[1].received, "{s0:#?}");
+    let (log, err) = stop_start(start);
+    assert_eq!(log.failed, vec!["a".to_string()], "{err}");
+    assert!(err.contains("node a: failed: no answer"), "{err}");
+}
+
+#[test]
+fn cold_failover_loses_a_bounded_number_of_frames() {
+    let mut bed = Bed::new("cluster-cold", &["a", "b", "spare"]);
+    let config = bed.config("cold", &[(A, false), (B, false), (&[], true)], TOKEN);
+    let recv = bed.recv(125);
+    let (mut start, _) = bed.start(&config);
+    start.wait_for("node b: sending stripe 3");
+    bed.kill("a");
+    start.wait_for("stripe 1: cold failover from node a to node spare");
+    // recv exits 1: frames were incomplete.
+    let (status, stdout, err) = recv.finish();
+    assert_eq!(status.code(), Some(1), "{err}");
+    let rep: StripesReport = parse_report(&stdout);
+    let lost = rep.frames_incomplete.count + rep.frames_lost.count;
+    eprintln!(
+        "cold failover: {lost} of 125 frames lost ({} incomplete, {} lost whole)",
+        rep.frames_incomplete.count, rep.frames_lost.count
+    );
+    // Dead after 400 ms, polled every 100 ms, a 120 ms start lead: about
+    // 16 frames at 25 fps; allow a loaded machine three times that.
+    assert!(lost > 0 && lost <= 50, "{rep:#?}");
+    assert_eq!(rep.frames_complete + lost, 125);
+    // Only the failed node's stripes miss frames.
+    for f in &rep.failures {
+        assert!(
+            f.missing.iter().chain(&f.incomplete).all(|k| A.contains(k)),
+            "{f:#?}"
+        );
+    }
+    let (log, _) = stop_start(start);
+    assert_eq!(log.senders[0], vec!["spare".to_string()]);
+}
+
+#[test]
+fn a_stripe_moves_to_another_node_under_load_without_losing_a_frame() {
+    let bed = Bed::new("cluster-move", &["a", "b", "spare"]);
+    let config = bed.config("manual", &[(A, false), (B, false), (&[], true)], TOKEN);
+    let recv = bed.recv(100);
+    let (mut start, _) = bed.start(&config);
+    start.wait_for("node b: sending stripe 3");
+    let out = bed
+        .cluster(&config, &["move", "1", "spare", "--json"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let log: ClusterLog = parse_report(&String::from_utf8_lossy(&out.stdout));
+    assert!(
+        log.events
+            .contains(&"stripe 1: moved from node a to node spare".to_string()),
+        "{log:#?}"
+    );
+    assert_eq!(log.senders[1], vec!["spare".to_string()]);
+    let (rep, start) = finish_recv_or(recv, start);
+    assert!(rep.all_complete, "{rep:#?}");
+    assert_eq!(rep.frames_complete, 100);
+    let s1 = &rep.per_stripe[1];
+    assert_eq!((s1.packets_lost, s1.unrecovered), (0, 0), "{s1:#?}");
+    // Both legs carried the stripe for a while.
+    assert!(
+        s1.legs[0].received > 0 && s1.legs[1].received > 0,
+        "{s1:#?}"
+    );
+    let (_, st) = bed.status(&config);
+    assert_eq!(st.senders[1], vec!["spare".to_string()], "{st:#?}");
+    stop_start(start);
+}
+
+#[test]
+fn a_wrong_token_is_named_by_node() {
+    let bed = Bed::new("cluster-token", &["a", "b"]);
+    let config = bed.config("manual", &[(A, false), (B, false)], "not-the-token");
+    let (ok, st) = bed.status(&config);
+    assert!(!ok);
+    let b = &st.nodes[1];
+    assert!(!b.ok);
+    let e = b.error.as_deref().unwrap_or("");
+    assert!(e.starts_with("401 wrong token"), "{st:#?}");
+    assert!(st.nodes[0].ok, "{st:#?}");
+    let text = bed.cluster(&config, &["status"]).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("node b: 401 wrong token"), "{text}");
+    // `start` names the refusing node and leaves its stripes unsent.
+    let mut start = Running::spawn(bed.cluster(&config, &["start", "--json"]));
+    start.wait_for("node b: failed: refused: 401 wrong token");
+    let (log, _) = stop_start(start);
+    assert_eq!(log.failed, vec!["b".to_string()]);
+    assert!(log.senders[2].is_empty() && log.senders[0] == vec!["a".to_string()]);
+}

@@ -1,0 +1,160 @@
+//! Recording onto a disk that fills up, and into segment files: recv
+//! names the OS error and the path, leaves whole frames on disk (cutting
+//! or padding the partial one), still prints its report, and exits 2.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use nagare_api::video::{EndedBy, RecvReport, SendReport};
+
+use crate::common::{Running, Scratch, nagare, noise, parse_report};
+
+const SIZE: &str = "320x18";
+/// Bytes of one 320x18 UYVY frame: not a whole number of pages, so the
+/// frame that does not fit is written in part before the disk is full.
+const FRAME: usize = 320 * 18 * 2;
+
+/// A small tmpfs mounted for one test, unmounted on drop.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    /// Mounts `kib` KiB of tmpfs under `dir`; `None` (after saying why)
+    /// where mounting is not allowed (not root, or no CAP_SYS_ADMIN).
+    fn mount(dir: &Path, kib: u64) -> Option<Tmpfs> {
+        let at = dir.join("tmpfs");
+        std::fs::create_dir_all(&at).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
+            .arg(&at)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!(
+                "skipping: cannot mount a {kib} KiB tmpfs at {} (needs root with CAP_SYS_ADMIN)",
+                at.display()
+            );
+            return None;
+        }
+        Some(Tmpfs(at))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// Sends `frames` frames of `input` to a recv started with `recv_args`;
+/// returns recv's status, report, stderr, and send's report.
+fn record(
+    input: &Path,
+    frames: u64,
+    recv_args: &[&str],
+) -> (std::process::ExitStatus, RecvReport, String, SendReport) {
+    let n = frames.to_string();
+    let mut recv = nagare();
+    recv.args(["recv", "--listen", "127.0.0.1:0", "--size", SIZE])
+        .args(["--pix-fmt", "uyvy422", "--fps", "100", "--frames", &n])
+        .args(["--timeout", "5", "--json"])
+        .args(recv_args);
+    let mut r = Running::spawn(recv);
+    let addr = r.listening().to_string();
+    let send = nagare()
+        .arg("send")
+        .arg(input)
+        .args(["--to", &addr, "--size", SIZE, "--pix-fmt", "uyvy422"])
+        .args(["--fps", "100", "--frames", &n, "--json"])
+        .output()
+        .unwrap();
+    assert!(send.status.success(), "{send:?}");
+    let sent = parse_report(&String::from_utf8_lossy(&send.stdout));
+    let (status, out, err) = r.finish();
+    (status, parse_report(&out), err, sent)
+}
+
+#[test]
+fn a_full_disk_is_named_and_the_file_keeps_whole_frames() {
+    let s = Scratch::new("full-disk");
+    let input = noise(FRAME * 8, 3);
+    std::fs::write(s.path("in.uyvy"), &input).unwrap();
+    // 64 KiB holds 5 frames of 11,520 bytes and 7,936 bytes of the 6th.
+    let Some(fs) = Tmpfs::mount(&s.0, 64) else {
+        return;
+    };
+    let copy = fs.0.join("copy.uyvy");
+    let (status, report, err, _) = record(&s.path("in.uyvy"), 8, &["-o", copy.to_str().unwrap()]);
+    assert_eq!(status.code(), Some(2), "{err}");
+    let want = format!(
+        "No space left on device (os error 28) writing {} after 5 frames (cut the partial frame)",
+        copy.display()
+    );
+    assert!(err.contains(&want), "expected {want:?} in: {err}");
+    assert_eq!(report.ended_by, EndedBy::OutputError);
+    assert_eq!(
+        report.output_error.as_deref().map(|e| e.contains(&want)),
+        Some(true)
+    );
+    assert_eq!(report.frames_written, 5);
+    assert!(!report.all_complete);
+    // The report is printed in full even so.
+    assert!(report.frames_complete >= 6, "{report:?}");
+    let on_disk = std::fs::read(&copy).unwrap();
+    assert_eq!(on_disk.len(), 5 * FRAME);
+    assert!(
+        on_disk == input[..5 * FRAME],
+        "the 5 frames differ from the input"
+    );
+    drop(fs);
+
+    // With --incomplete keep the partial frame is padded with zeros.
+    let Some(fs) = Tmpfs::mount(&s.0, 64) else {
+        return;
+    };
+    let copy = fs.0.join("copy.uyvy");
+    let args = ["-o", copy.to_str().unwrap(), "--incomplete", "keep"];
+    let (status, report, err, _) = record(&s.path("in.uyvy"), 8, &args);
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("after 5 frames (padded the partial frame with zeros)"),
+        "{err}"
+    );
+    assert_eq!(report.frames_written, 6);
+    let on_disk = std::fs::read(&copy).unwrap();
+    assert_eq!(on_disk.len(), 6 * FRAME);
+    assert!(on_disk[..5 * FRAME] == input[..5 * FRAME]);
+    let written = 16 * 4096 - 5 * FRAME; // what the 6th write got onto the disk
+    assert!(on_disk[5 * FRAME..5 * FRAME + written] == input[5 * FRAME..5 * FRAME + written]);
+    assert!(on_disk[5 * FRAME + written..].iter().all(|&b| b == 0));
+}
+
+#[test]
+fn segments_are_whole_files_named_with_a_counter() {
+    let s = Scratch::new("segments");
+    let input = noise(FRAME * 8, 4);
+    std::fs::write(s.path("in.uyvy"), &input).unwrap();
+    let copy = s.path("copy.uyvy");
+    let args = ["-o", copy.to_str().unwrap(), "--segment-frames", "3"];
+    let (status, report, err, _) = record(&s.path("in.uyvy"), 8, &args);
+    assert!(status.success(), "{err}");
+    assert_eq!(report.frames_written, 8);
+    let mut names: Vec<String> = std::fs::read_dir(&s.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("copy"))
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["copy-000000.uyvy", "copy-000001.uyvy", "copy-000002.uyvy"]
+    );
+    let joined: Vec<u8> = names
+        .iter()
+        .flat_map(|n| std::fs::read(s.path(n)).unwrap())
+        .collect();
+    assert_eq!(
+        std::fs::metadata(s.path(&names[2])).unwrap().len(),
+        2 * FRAME as u64
+    );
+    assert!(joined == input, "segments joined differ from the input");
+}

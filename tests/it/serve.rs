@@ -1,0 +1,8 @@
+//! `nagare serve`: real RTSP players, the HTTP API and its refusals, RTSP
+//! sessions, and 100 concurrent streams, all on loopback.
+
+mod api;
+mod harness;
+mod load;
+mod players;
+mod rtsp;

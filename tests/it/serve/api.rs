@@ -1,0 +1,273 @@
+//! The HTTP API: push streams created, listed, inspected and stopped;
+//! the config file; and every refusal (admission, allow-list, token).
+
+use std::net::UdpSocket;
+use std::time::{Duration, Instant};
+
+use nagare_api::serve::{PathList, ServeReport, StreamInfo, StreamList, StreamState};
+
+use super::harness::{FRAMES, Media, Rtsp, Serve, http};
+use crate::common::{Running, nagare, wait_until};
+
+/// Receives datagrams until `count` arrived or `quiet` passes without one
+/// (bounded by 30 s in all); returns them.
+fn receive(sock: &UdpSocket, count: usize, quiet: Duration) -> Vec<Vec<u8>> {
+    sock.set_read_timeout(Some(quiet)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    while got.len() < count && Instant::now() < deadline {
+        match sock.recv(&mut buf) {
+            Ok(n) => got.push(buf[..n].to_vec()),
+            Err(_) => break,
+        }
+    }
+    got
+}
+
+fn push_body(source: &str, dest: &str) -> String {
+    format!(r#"{{"source": "{source}", "destinations": ["{dest}"], "priority": 7}}"#)
+}
+
+#[test]
+fn push_streams_are_created_listed_inspected_and_stopped() {
+    let media = Media::new("serve-api");
+    let serve = Serve::start(&media, &[]);
+    let paths: PathList = serve.api_json("GET", "/v3/paths/list", None, 200);
+    let names: Vec<&str> = paths.items.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(names, ["bars", "clip.yuv"]);
+    assert_eq!(paths.item_count, 2);
+
+    let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let dest = rx.local_addr().unwrap().to_string();
+    let made: StreamInfo = serve.api_json(
+        "POST",
+        "/v1/streams",
+        Some(&push_body("clip.yuv", &dest)),
+        201,
+    );
+    assert_eq!(
+        (made.priority, made.destinations.clone()),
+        (7, vec![dest.clone()])
+    );
+    let got = receive(&rx, usize::MAX, Duration::from_secs(3));
+    // Every datagram is RTP payload type 96; the last of each frame has
+    // the marker bit.
+    assert!(got.iter().all(|d| d.len() > 12 && d[1] & 0x7f == 96));
+    let frames = got.iter().filter(|d| d[1] & 0x80 != 0).count();
+    assert_eq!(frames, FRAMES);
+    let done = wait_until("the push stream to finish", Duration::from_secs(10), || {
+        let s: StreamInfo = serve.api_json("GET", &format!("/v1/streams/{}", made.id), None, 200);
+        (s.state == StreamState::Finished).then_some(s)
+    });
+    assert_eq!(done.counters.packets, got.len() as u64);
+    assert_eq!(done.counters.underruns, 0);
+    let bytes: usize = got.iter().map(Vec::len).sum();
+    assert_eq!(done.counters.bytes, bytes as u64);
+
+    let live: StreamInfo =
+        serve.api_json("POST", "/v1/streams", Some(&push_body("bars", &dest)), 201);
+    let list: StreamList = serve.api_json("GET", "/v1/streams", None, 200);
+    assert_eq!(list.streams.len(), 2);
+    assert_eq!(serve.metric("nagare_paths_readers"), 2.0);
+    assert_eq!(receive(&rx, 20, Duration::from_secs(5)).len(), 20);
+    let stopped: StreamInfo =
+        serve.api_json("DELETE", &format!("/v1/streams/{}", live.id), None, 200);
+    assert_eq!(stopped.state, StreamState::Finished);
+    assert!(stopped.counters.packets >= 20);
+    let (status, _) = serve.api("DELETE", &format!("/v1/streams/{}", live.id), None);
+    assert_eq!(status, 404);
+    assert!(serve.metric("nagare_stream_packets_total") >= done.counters.packets as f64);
+    let (status, text) = serve.api("GET", "/healthz", None);
+    assert_eq!(status, 200, "{text}");
+}
+
+#[test]
+fn config_streams_start_with_the_server_and_sigterm_prints_final_counters() {
+    let media = Media::new("serve-config");
+    let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let config = media.dir.path("serve.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[media]]\nname = \"tiny\"\nsource = \"pattern:bars\"\nsize = \"64x36\"\n\
+             pix_fmt = \"uyvy422\"\nfps = \"25\"\n\n[[streams]]\nsource = \"tiny\"\n\
+             destinations = [\"{}\"]\n",
+            rx.local_addr().unwrap()
+        ),
+    )
+    .unwrap();
+    let mut cmd = nagare();
+    cmd.args(["serve", "--media", &media.path(), "--json"])
+        .args(["--config", config.to_str().unwrap()])
+        .args(["--rtsp", "127.0.0.1:0", "--http", "127.0.0.1:0"]);
+    let mut run = Running::spawn(cmd);
+    run.wait_for("http listening on ");
+    assert_eq!(receive(&rx, 10, Duration::from_secs(5)).len(), 10);
+    // SAFETY: plain kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(run.child.id() as i32, libc::SIGTERM);
+    }
+    let (status, out, err) = run.finish();
+    assert!(status.success(), "{err}");
+    let report: ServeReport = serde_json::from_str(&out).unwrap();
+    assert_eq!(report.streams.len(), 1);
+    assert_eq!(report.streams[0].source, "tiny");
+    assert!(report.streams[0].counters.packets >= 10);
+}
+
+#[test]
+fn admission_refuses_what_max_rate_cannot_carry() {
+    let media = Media::new("serve-admit");
+    // clip.yuv is 30.72 Mbit/s: one fits in 40M, two do not.
+    let serve = Serve::start(&media, &["--max-rate", "40M"]);
+    let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let dest = rx.local_addr().unwrap().to_string();
+    let body =
+        r#"{"source": "clip.yuv", "destinations": ["DEST"], "loop": true}"#.replace("DEST", &dest);
+    let first: StreamInfo = serve.api_json("POST", "/v1/streams", Some(&body), 201);
+    let (status, text) = serve.api("POST", "/v1/streams", Some(&body));
+    assert_eq!(status, 503, "{text}");
+    assert!(text.contains("--max-rate"), "{text}");
+    // RTSP SETUP is refused too, with 453.
+    let mut c = Rtsp::connect(serve.rtsp);
+    let url = serve.url("clip.yuv");
+    let r = c.request(
+        "SETUP",
+        &format!("{url}/trackID=0"),
+        &[("Transport", "RTP/AVP;unicast;client_port=40000-40001")],
+    );
+    assert_eq!(r.status, 453, "{r:?}");
+    // Stopping the first frees its rate.
+    serve.api_json::<StreamInfo>("DELETE", &format!("/v1/streams/{}", first.id), None, 200);
+    let again: StreamInfo = serve.api_json("POST", "/v1/streams", Some(&body), 201);
+    assert_ne!(again.id, first.id);
+}
+
+#[test]
+fn destinations_outside_the_allow_list_are_refused() {
+    let media = Media::new("serve-allow");
+    let serve = Serve::start(&media, &[]);
+    // The client is 127.0.0.1: 127.0.0.2 is someone else.
+    let (status, text) = serve.api(
+        "POST",
+        "/v1/streams",
+        Some(&push_body("bars", "127.0.0.2:5000")),
+    );
+    assert_eq!(status, 403, "{text}");
+    assert!(text.contains("--allow"), "{text}");
+    let mut c = Rtsp::connect(serve.rtsp);
+    let url = serve.url("bars");
+    let r = c.request(
+        "SETUP",
+        &format!("{url}/trackID=0"),
+        &[(
+            "Transport",
+            "RTP/AVP;unicast;destination=127.0.0.2;client_port=40000-40001",
+        )],
+    );
+    assert_eq!(r.status, 403, "{r:?}");
+    assert_eq!(
+        serve
+            .api("GET", "/v1/streams", None)
+            .1
+            .matches("\"id\"")
+            .count(),
+        0
+    );
+    drop(serve);
+
+    // With --allow, the same requests pass.
+    let serve = Serve::start(&media, &["--allow", "127.0.0.0/8"]);
+    let made: StreamInfo = serve.api_json(
+        "POST",
+        "/v1/streams",
+        Some(&push_body("bars", "127.0.0.2:5000")),
+        201,
+    );
+    serve.api_json::<StreamInfo>("DELETE", &format!("/v1/streams/{}", made.id), None, 200);
+    let mut c = Rtsp::connect(serve.rtsp);
+    let r = c.request(
+        "SETUP",
+        &format!("{}/trackID=0", serve.url("bars")),
+        &[(
+            "Transport",
+            "RTP/AVP;unicast;destination=127.0.0.2;client_port=40000-40001",
+        )],
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+}
+
+#[test]
+fn the_api_wants_the_token_when_one_is_set() {
+    let media = Media::new("serve-token");
+    let serve = Serve::start(&media, &["--token", "correct-horse-battery"]);
+    for token in [None, Some("wrong-token-here")] {
+        let (status, text) = http(serve.http, "GET", "/v1/streams", None, token);
+        assert_eq!(status, 401, "{text}");
+        assert!(text.contains("token"), "{text}");
+        let (status, _) = http(
+            serve.http,
+            "POST",
+            "/v1/streams",
+            Some(&push_body("bars", "127.0.0.1:5000")),
+            token,
+        );
+        assert_eq!(status, 401);
+    }
+    // /healthz answers without it; the rest with it.
+    assert_eq!(http(serve.http, "GET", "/healthz", None, None).0, 200);
+    assert_eq!(serve.api("GET", "/v1/streams", None).0, 200);
+    assert_eq!(serve.metric("nagare_api_refused_total"), 4.0);
+}
+
+#[test]
+fn a_non_loopback_api_without_a_token_does_not_start() {
+    let media = Media::new("serve-notoken");
+    let out = nagare()
+        .args(["serve", "--media", &media.path()])
+        .args(["--rtsp", "127.0.0.1:0", "--http", "0.0.0.0:0"])
+        .env_remove("NAGARE_TOKEN")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--token"), "{err}");
+}
+
+#[test]
+fn bad_api_requests_get_4xx_with_a_reason() {
+    let media = Media::new("serve-badapi");
+    let serve = Serve::start(&media, &[]);
+    for (method, path, body, want) in [
+        ("POST", "/v1/streams", Some("{not json"), 400),
+        ("POST", "/v1/streams", Some(r#"{"source": "bars"}"#), 400),
+        (
+            "POST",
+            "/v1/streams",
+            Some(&push_body("nope.ts", "127.0.0.1:5000")[..]),
+            404,
+        ),
+        (
+            "POST",
+            "/v1/streams",
+            Some(&push_body("bars", "localhost:5000")[..]),
+            400,
+        ),
+        (
+            "POST",
+            "/v1/streams",
+            Some(&push_body("bars", "127.0.0.1:0")[..]),
+            400,
+        ),
+        ("GET", "/v1/streams/abc", None, 404),
+        ("GET", "/v1/streams/99", None, 404),
+        ("PUT", "/v1/streams", None, 405),
+        ("GET", "/nope", None, 404),
+    ] {
+        let (status, text) = serve.api(method, path, body);
+        assert_eq!(status, want, "{method} {path} {body:?}: {text}");
+        let e: nagare_api::serve::ApiError = serde_json::from_str(&text).unwrap();
+        assert!(!e.error.is_empty());
+    }
+}

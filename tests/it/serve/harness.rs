@@ -1,0 +1,306 @@
+//! A `nagare serve` under test, and the minimal HTTP and RTSP clients the
+//! tests speak to it with (std only: what is tested is the server).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use crate::common::{Running, Scratch, nagare, noise};
+
+pub const W: usize = 320;
+pub const H: usize = 240;
+pub const FRAMES: usize = 10;
+/// A raw clip: `FRAMES` frames of 320x240 uyvy422 at 25 fps.
+pub const FRAME_BYTES: usize = W * H * 2;
+
+/// A media directory with `clip.yuv` (+ sidecar) and, when FFmpeg is
+/// there, `clip.ts`.
+pub struct Media {
+    pub dir: Scratch,
+    pub clip: Vec<u8>,
+}
+
+impl Media {
+    pub fn new(tag: &str) -> Media {
+        let dir = Scratch::new(tag);
+        let clip = noise(FRAME_BYTES * FRAMES, 91);
+        std::fs::write(dir.path("clip.yuv"), &clip).unwrap();
+        std::fs::write(
+            dir.path("clip.yuv.toml"),
+            "size = \"320x240\"\npix_fmt = \"uyvy422\"\nfps = \"25\"\n",
+        )
+        .unwrap();
+        Media { dir, clip }
+    }
+
+    /// Adds `clip.ts`: 4 s of MPEG-2 test video at a 1.5 Mbit/s mux rate.
+    pub fn with_ts(self) -> Media {
+        let out = std::process::Command::new("ffmpeg")
+            .args(["-loglevel", "error", "-f", "lavfi", "-i"])
+            .args([
+                "testsrc=size=320x240:rate=25",
+                "-t",
+                "4",
+                "-c:v",
+                "mpeg2video",
+            ])
+            .args(["-b:v", "1M", "-f", "mpegts", "-muxrate", "1500000", "-y"])
+            .arg(self.dir.path("clip.ts"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        self
+    }
+
+    pub fn path(&self) -> String {
+        self.dir.0.to_str().unwrap().to_string()
+    }
+}
+
+/// A running server on ephemeral loopback ports.
+pub struct Serve {
+    run: Option<Running>,
+    pub rtsp: SocketAddr,
+    pub http: SocketAddr,
+    pub token: Option<String>,
+}
+
+impl Serve {
+    pub fn start(media: &Media, extra: &[&str]) -> Serve {
+        let mut cmd = nagare();
+        cmd.args(["serve", "--media", &media.path()])
+            .args(["--rtsp", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+            .args(extra);
+        let mut run = Running::spawn(cmd);
+        let addr = |run: &mut Running, what: &str| -> SocketAddr {
+            let line = run.wait_for(&format!("{what} listening on "));
+            line.rsplit(' ').next().unwrap().trim().parse().unwrap()
+        };
+        let rtsp = addr(&mut run, "rtsp");
+        let http = addr(&mut run, "http");
+        let token = extra
+            .iter()
+            .position(|a| *a == "--token")
+            .map(|i| extra[i + 1].to_string());
+        Serve {
+            run: Some(run),
+            rtsp,
+            http,
+            token,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("rtsp://{}/{path}", self.rtsp)
+    }
+
+    /// An API call with the server's token (if any).
+    pub fn api(&self, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
+        http(self.http, method, path, body, self.token.as_deref())
+    }
+
+    /// A typed API answer, asserting the status.
+    pub fn api_json<T: serde::de::DeserializeOwned>(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&str>,
+        status: u16,
+    ) -> T {
+        let (got, text) = self.api(method, path, body);
+        assert_eq!(got, status, "{method} {path}: {text}");
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+    }
+
+    /// One metric's value (summed over its series) from /metrics.
+    pub fn metric(&self, name: &str) -> f64 {
+        let (status, text) = self.api("GET", "/metrics", None);
+        assert_eq!(status, 200, "{text}");
+        text.lines()
+            .filter(|l| l.starts_with(name) && !l.starts_with('#'))
+            .filter(|l| {
+                let rest = &l[name.len()..];
+                rest.starts_with(' ') || rest.starts_with('{')
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
+    /// SIGTERM, then the exit status and all of stderr.
+    pub fn terminate(mut self) -> (std::process::ExitStatus, String, String) {
+        let run = self.run.take().expect("running");
+        // SAFETY: plain kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(run.child.id() as i32, libc::SIGTERM);
+        }
+        run.finish()
+    }
+}
+
+impl Drop for Serve {
+    /// A test that fails (or never terminates it) leaves no server behind.
+    fn drop(&mut self) {
+        if let Some(run) = self.run.as_mut() {
+            let _ = run.child.kill();
+            let _ = run.child.wait();
+        }
+    }
+}
+
+/// One HTTP/1.1 request (Connection: close); returns status and body.
+pub fn http(
+    to: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+    token: Option<&str>,
+) -> (u16, String) {
+    let mut s = TcpStream::connect(to).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let body = body.unwrap_or("");
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {to}\r\nConnection: close\r\n{auth}\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {text:?}"));
+    let body = text.split_once("\r\n\r\n").map_or("", |b| b.1).to_string();
+    (status, body)
+}
+
+/// An RTSP response.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The session id of a SETUP answer.
+    pub fn session(&self) -> String {
+        let s = self.header("Session").expect("Session header");
+        s.split(';').next().unwrap().trim().to_string()
+    }
+}
+
+/// A bare RTSP/1.0 client on one connection.
+pub struct Rtsp {
+    pub reader: BufReader<TcpStream>,
+    pub stream: TcpStream,
+    cseq: u32,
+}
+
+impl Rtsp {
+    pub fn connect(to: SocketAddr) -> Rtsp {
+        let stream = TcpStream::connect(to).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        Rtsp {
+            reader: BufReader::new(stream.try_clone().unwrap()),
+            stream,
+            cseq: 0,
+        }
+    }
+
+    pub fn request(&mut self, method: &str, url: &str, headers: &[(&str, &str)]) -> Reply {
+        self.cseq += 1;
+        let mut text = format!("{method} {url} RTSP/1.0\r\nCSeq: {}\r\n", self.cseq);
+        for (n, v) in headers {
+            text.push_str(&format!("{n}: {v}\r\n"));
+        }
+        text.push_str("\r\n");
+        self.stream.write_all(text.as_bytes()).unwrap();
+        self.reply()
+    }
+
+    /// Sends raw bytes (for malformed requests).
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).unwrap();
+    }
+
+    /// The next response, skipping interleaved `$` frames.
+    pub fn reply(&mut self) -> Reply {
+        loop {
+            let buf = self.reader.fill_buf().unwrap();
+            assert!(!buf.is_empty(), "connection closed before a response");
+            if buf[0] == b'$' {
+                let mut head = [0u8; 4];
+                self.reader.read_exact(&mut head).unwrap();
+                let len = u16::from_be_bytes([head[2], head[3]]) as usize;
+                let mut skip = vec![0u8; len];
+                self.reader.read_exact(&mut skip).unwrap();
+                continue;
+            }
+            break;
+        }
+        let mut line = String::new();
+        self.reader.read_line(&mut line).unwrap();
+        let status = line
+            .split(' ')
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or_else(|| panic!("bad status line {line:?}"));
+        let mut headers = Vec::new();
+        loop {
+            let mut h = String::new();
+            self.reader.read_line(&mut h).unwrap();
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            if let Some((n, v)) = h.split_once(':') {
+                headers.push((n.trim().to_string(), v.trim().to_string()));
+            }
+        }
+        let len = headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case("Content-Length"))
+            .map_or(0, |(_, v)| v.parse().unwrap());
+        let mut body = vec![0u8; len];
+        self.reader.read_exact(&mut body).unwrap();
+        Reply {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    /// DESCRIBE, SETUP (with `transport`) and PLAY of `url`; returns the
+    /// session id.
+    pub fn play(&mut self, url: &str, transport: &str) -> String {
+        let d = self.request("DESCRIBE", url, &[("Accept", "application/sdp")]);
+        assert_eq!(d.status, 200, "{d:?}");
+        let s = self.request(
+            "SETUP",
+            &format!("{url}/trackID=0"),
+            &[("Transport", transport)],
+        );
+        assert_eq!(s.status, 200, "{s:?}");
+        let session = s.session();
+        let p = self.request("PLAY", url, &[("Session", &session), ("Range", "npt=0-")]);
+        assert_eq!(p.status, 200, "{p:?}");
+        session
+    }
+}

@@ -1,0 +1,182 @@
+//! Real RTSP clients against `nagare serve`: FFmpeg (UDP and TCP),
+//! GStreamer's rtspsrc, ffprobe on MPEG-TS, and VLC.
+
+use std::process::{Command, Stdio};
+
+use super::harness::{FRAME_BYTES, FRAMES, Media, Serve};
+use crate::common::{Scratch, require, wait_bounded};
+
+/// FFmpeg's RTSP client reads until its probe is satisfied, which a
+/// 10-frame clip never does; looping the clip (`?loop=1`) and asking for
+/// exactly its frames ends the pull at the file's end.
+fn ffmpeg_pull(serve: &Serve, transport: &str, out: &std::path::Path) {
+    let mut ff = Command::new("ffmpeg")
+        .args(["-loglevel", "error", "-rtsp_transport", transport])
+        .args(["-i", &serve.url("clip.yuv?loop=1")])
+        .args(["-frames:v", &FRAMES.to_string()])
+        .args([
+            "-c:v", "rawvideo", "-pix_fmt", "uyvy422", "-f", "rawvideo", "-y",
+        ])
+        .arg(out)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let status = wait_bounded(&mut ff, 60, "ffmpeg");
+    assert!(
+        status.success(),
+        "ffmpeg -rtsp_transport {transport} failed"
+    );
+}
+
+/// Waits (bounded) for a spawned child, returning its output.
+fn wait_output(mut child: std::process::Child, secs: u64) -> std::process::Output {
+    let mut err = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut err, &mut v);
+        v
+    });
+    let status = wait_bounded(&mut child, secs, "ffmpeg");
+    std::process::Output {
+        status,
+        stdout: Vec::new(),
+        stderr: reader.join().unwrap(),
+    }
+}
+
+#[test]
+fn ffmpeg_pulls_a_raw_stream_byte_identical_over_udp_and_tcp() {
+    if !require("ffmpeg") {
+        return;
+    }
+    let media = Media::new("serve-ff");
+    let serve = Serve::start(&media, &[]);
+    let s = Scratch::new("serve-ff-out");
+    for transport in ["udp", "tcp"] {
+        let out = s.path(&format!("{transport}.yuv"));
+        ffmpeg_pull(&serve, transport, &out);
+        let got = std::fs::read(&out).unwrap();
+        assert_eq!(got.len(), media.clip.len(), "over {transport}");
+        assert!(
+            got == media.clip,
+            "frames over {transport} differ from the file"
+        );
+    }
+    let (status, _, err) = serve.terminate();
+    assert!(status.success(), "{err}");
+    assert!(err.contains("serve: stopped after"), "{err}");
+}
+
+#[test]
+fn gstreamer_rtspsrc_pulls_a_raw_stream_byte_identical() {
+    if !require("gst-launch-1.0") {
+        return;
+    }
+    let media = Media::new("serve-gst");
+    let serve = Serve::start(&media, &[]);
+    let s = Scratch::new("serve-gst-out");
+    let out = s.path("gst.yuv");
+    // identity sends EOS in place of buffer FRAMES + 1: the first pass
+    // of the looped clip, whole.
+    let mut gst = Command::new("gst-launch-1.0")
+        .args(["-q", "rtspsrc"])
+        .arg(format!("location={}", serve.url("clip.yuv?loop=1")))
+        .args(["protocols=tcp", "!", "rtpvrawdepay", "!", "identity"])
+        .arg(format!("eos-after={}", FRAMES + 1))
+        .args(["!", "filesink"])
+        .arg(format!("location={}", out.display()))
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_bounded(&mut gst, 60, "gst-launch").success());
+    let got = std::fs::read(&out).unwrap();
+    assert_eq!(got.len(), FRAME_BYTES * FRAMES);
+    assert!(got == media.clip, "GStreamer's frames differ from the file");
+}
+
+#[test]
+fn ffprobe_and_ffmpeg_read_a_ts_path_without_continuity_errors() {
+    if !require("ffmpeg") || !require("ffprobe") {
+        return;
+    }
+    let media = Media::new("serve-ts").with_ts();
+    let serve = Serve::start(&media, &[]);
+    let probe = Command::new("ffprobe")
+        .args(["-v", "error", "-rtsp_transport", "tcp"])
+        .args(["-show_entries", "stream=codec_name", "-of", "csv=p=0"])
+        .arg(serve.url("clip.ts"))
+        .output()
+        .unwrap();
+    assert!(probe.status.success());
+    let text = String::from_utf8_lossy(&probe.stdout);
+    assert!(text.contains("mpeg2video"), "{text}");
+    // Six seconds of the looped 4 s file through the TS demuxer, which
+    // reports every continuity counter jump: the loop restamps them, so
+    // the second pass joins without one. (Frames, not -t: the PES
+    // timestamps start over with each pass, so output time never reaches
+    // a -t past the file's length.)
+    for transport in ["udp", "tcp"] {
+        let ff = Command::new("ffmpeg")
+            .args(["-v", "warning", "-rtsp_transport", transport])
+            .args(["-i", &serve.url("clip.ts?loop=1"), "-frames:v", "150"])
+            .args(["-c", "copy", "-f", "null", "-"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = wait_output(ff, 60);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        assert!(!err.to_lowercase().contains("continuity"), "{err}");
+        assert!(!err.contains("Packet corrupt"), "{err}");
+    }
+}
+
+#[test]
+fn vlc_plays_a_ts_path() {
+    if !require("cvlc") || !require("ffmpeg") {
+        return;
+    }
+    let media = Media::new("serve-vlc").with_ts();
+    let serve = Serve::start(&media, &[]);
+    let home = Scratch::new("serve-vlc-home");
+    let out = home.path("vlc.ts");
+    // VLC refuses to run as root: drop to nobody when root (CI is).
+    let root = unsafe { libc::geteuid() } == 0;
+    let mut cmd = if root {
+        std::fs::set_permissions(&home.0, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+            .unwrap();
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "cvlc"]);
+        c
+    } else {
+        Command::new("cvlc")
+    };
+    // Debian's VLC opens rtsp:// with its SAT>IP module, which expects
+    // MPEG-TS over RTP: what a .ts path serves.
+    let run = cmd
+        .env("HOME", &home.0)
+        .args([
+            "--no-video",
+            "--aout",
+            "dummy",
+            "--run-time=3",
+            "--play-and-exit",
+        ])
+        .arg(serve.url("clip.ts?loop=1"))
+        .arg(format!(
+            "--sout=#std{{access=file,mux=ts,dst={}}}",
+            out.display()
+        ))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{err}");
+    let bad: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("error") && !l.contains("interface"))
+        .collect();
+    assert!(bad.is_empty(), "VLC reported errors: {bad:#?}");
+    let len = std::fs::metadata(&out).map_or(0, |m| m.len());
+    assert!(len > 100 * 188, "VLC recorded only {len} bytes");
+}

@@ -1,0 +1,520 @@
+//! ST 2110 conformance: the SDP nagare writes passes AMWA's sdpoker with
+//! its strictest ST 2110 checks.
+
+use nagare_proto::sdp::{RefClock, SdpStream};
+use nagare_proto::video::st2110_21::SenderType;
+
+use crate::common::{Scratch, assert_ok, free_udp_port, nagare, require};
+
+/// sdpoker's strict run on `path`: its complaints, if any.
+fn sdpoker(path: &std::path::Path) -> Result<(), String> {
+    let out = std::process::Command::new("sdpoker")
+        .args([
+            "--shaping",
+            "true",
+            "--whitespace",
+            "true",
+            "--should",
+            "true",
+        ])
+        .arg(path)
+        .output()
+        .expect("running sdpoker");
+    let err = String::from_utf8_lossy(&out.stderr);
+    // sdpoker exits 0 on some internal failures, printing the exception.
+    if out.status.success() && !err.contains("Error") {
+        Ok(())
+    } else {
+        Err(format!("{err}{}", String::from_utf8_lossy(&out.stdout)))
+    }
+}
+
+/// Sends one frame with `args` and returns the SDPs written (`sdps`
+/// names them, relative to the scratch directory).
+fn send_sdps(s: &Scratch, args: &[&str], sdps: &[&str]) -> Vec<(std::path::PathBuf, SdpStream)> {
+    let sdp = s.path("out.sdp");
+    let out = nagare()
+        .args(["send", "pattern:bars", "--frames", "1"])
+        .args(["--sdp", sdp.to_str().unwrap()])
+        .args(args)
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    sdps.iter()
+        .map(|name| {
+            let path = s.path(name);
+            let text = std::fs::read_to_string(&path).unwrap();
+            (path, SdpStream::parse(&text).unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn every_sdp_send_writes_passes_sdpoker() {
+    if !require("sdpoker") {
+        return;
+    }
+    let s = Scratch::new("sdpoker");
+    let port = free_udp_port().to_string();
+    let to = format!("127.0.0.1:{port}");
+    let group = format!("239.255.21.10:{port}");
+    let v6 = format!("[::1]:{port}");
+    let ptp = "39-A7-94-FF-FE-07-CB-D0:37";
+    let cases: [(&[&str], &[&str]); 6] = [
+        (
+            &[
+                "--to",
+                &to,
+                "--size",
+                "1920x1080",
+                "--pix-fmt",
+                "uyvp",
+                "--fps",
+                "60000/1001",
+            ],
+            &["out.sdp"],
+        ),
+        (
+            &[
+                "--to",
+                &to,
+                "--size",
+                "64x48",
+                "--pix-fmt",
+                "rgb24",
+                "--fps",
+                "50",
+                "--ptp",
+                ptp,
+            ],
+            &["out.sdp"],
+        ),
+        (
+            &[
+                "--to",
+                &group,
+                "--interface",
+                "lo",
+                "--ttl",
+                "4",
+                "--size",
+                "720x576",
+            ],
+            &["out.sdp"],
+        ),
+        (
+            &[
+                "--to",
+                &v6,
+                "--size",
+                "320x240",
+                "--pix-fmt",
+                "uyvy422",
+                "--fps",
+                "30000/1001",
+            ],
+            &["out.sdp"],
+        ),
+        (
+            &[
+                "--to",
+                &to,
+                "--size",
+                "3840x2160",
+                "--pix-fmt",
+                "uyvp",
+                "--fps",
+                "50",
+            ],
+            &["out.sdp"],
+        ),
+        (
+            &[
+                "--to",
+                &to,
+                "--size",
+                "640x480",
+                "--pix-fmt",
+                "rgb24",
+                "--fps",
+                "25",
+            ],
+            &["out-0.sdp", "out-1.sdp"],
+        ),
+    ];
+    for (k, (args, sdps)) in cases.iter().enumerate() {
+        let mut args = args.to_vec();
+        if k == 2 {
+            args.extend(["--pix-fmt", "uyvy422", "--fps", "25"]);
+        }
+        if k == 5 {
+            args.extend(["--stripes", "2"]);
+        }
+        let want = match k {
+            0 => SenderType::N,
+            3 => SenderType::NL,
+            _ => SenderType::W,
+        };
+        let tp = want.name().to_lowercase();
+        if k != 4 {
+            args.extend(["--tp", &tp]);
+        }
+        for (path, stream) in send_sdps(&s, &args, sdps) {
+            let text = std::fs::read_to_string(&path).unwrap();
+            if let Err(e) = sdpoker(&path) {
+                panic!("sdpoker refuses the SDP of send {args:?}:\n{e}\n{text}");
+            }
+            assert!(text.contains("; \r\na=ts-refclk:"), "{text}");
+            assert_eq!(stream.sender_type, Some(want), "{text}");
+            match stream.clock {
+                Some(RefClock::Ptp(p)) if k == 1 => assert_eq!(p.to_string(), ptp),
+                Some(RefClock::LocalMac(_)) if k != 1 => {}
+                other => panic!("case {k}: clock {other:?} in\n{text}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn a_train_longer_than_the_type_allows_is_refused_with_the_limits() {
+    let out = nagare()
+        .args([
+            "send",
+            "pattern:bars",
+            "--to",
+            "127.0.0.1:9",
+            "--size",
+            "1920x1080",
+        ])
+        .args([
+            "--pix-fmt",
+            "uyvp",
+            "--fps",
+            "60000/1001",
+            "--packet-size",
+            "1220",
+        ])
+        .args(["--tp", "n", "--train", "7"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--train 7 with --tp n: a train of 7 packets is out of range 1..=6"),
+        "{err}"
+    );
+    assert!(
+        err.contains("(CMAX 6, VRX_FULL 9 for 4320 packets a frame)"),
+        "{err}"
+    );
+    let out = nagare()
+        .args([
+            "send",
+            "pattern:bars",
+            "--to",
+            "127.0.0.1:9",
+            "--size",
+            "64x48",
+        ])
+        .args(["--pix-fmt", "rgb24", "--fps", "25", "--tp", "x"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("give n (narrow gapped), nl (narrow linear) or w (wide)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_bad_ptp_clock_is_refused_with_the_form_to_use() {
+    let out = nagare()
+        .args([
+            "send",
+            "pattern:bars",
+            "--to",
+            "127.0.0.1:9",
+            "--size",
+            "64x48",
+        ])
+        .args(["--pix-fmt", "rgb24", "--fps", "25", "--ptp", "39:A7:94:FF"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("39-A7-94-FF-FE-07-CB-D0"), "{err}");
+}
+
+/// An Ethernet/IPv4/UDP frame to 127.0.0.1:`port` holding `payload`.
+fn udp_frame(port: u16, payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![0u8; 12];
+    f.extend_from_slice(&[0x08, 0x00]);
+    let total = (28 + payload.len()) as u16;
+    f.extend_from_slice(&[0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0]);
+    f[16..18].copy_from_slice(&total.to_be_bytes());
+    f.extend_from_slice(&[127, 0, 0, 1, 127, 0, 0, 1]);
+    f.extend_from_slice(&40000u16.to_be_bytes());
+    f.extend_from_slice(&port.to_be_bytes());
+    f.extend_from_slice(&(8 + payload.len() as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.extend_from_slice(payload);
+    f
+}
+
+/// An RTP packet with an RFC 4175 ESN and a little payload.
+fn rtp(seq: u32, ts: u32, marker: bool) -> Vec<u8> {
+    let mut p = vec![0x80, 96 | if marker { 0x80 } else { 0 }];
+    p.extend_from_slice(&(seq as u16).to_be_bytes());
+    p.extend_from_slice(&ts.to_be_bytes());
+    p.extend_from_slice(&0x1234_5678u32.to_be_bytes());
+    p.extend_from_slice(&((seq >> 16) as u16).to_be_bytes());
+    p.extend_from_slice(&[0; 30]);
+    p
+}
+
+/// A nanosecond pcap of `records` (capture time, frame).
+fn pcap(records: &[(u64, Vec<u8>)]) -> Vec<u8> {
+    let mut f = 0xa1b2_3c4du32.to_le_bytes().to_vec();
+    f.extend_from_slice(&[2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    f.extend_from_slice(&65535u32.to_le_bytes());
+    f.extend_from_slice(&1u32.to_le_bytes());
+    for (ns, data) in records {
+        f.extend_from_slice(&((ns / 1_000_000_000) as u32).to_le_bytes());
+        f.extend_from_slice(&((ns % 1_000_000_000) as u32).to_le_bytes());
+        f.extend_from_slice(&(data.len() as u32).to_le_bytes());
+        f.extend_from_slice(&(data.len() as u32).to_le_bytes());
+        f.extend_from_slice(data);
+    }
+    f
+}
+
+/// Five frames of 1080p50 in 960 packets: gapped TRS is exactly 20 µs
+/// and TROdefault 43/1125 of 20 ms = 764 444.4 ns. Packet j of epoch frame
+/// N arrives at ⌊N · 20 ms + TROdefault⌋ + j · 20 µs, one read period
+/// after the one before, so the gapped receiver holds 1 packet and the
+/// bucket (drained every 18 939.4 ns) empties between packets. Then:
+/// frame 2 sends packets 100..=109 together (Cinst 0..9, VRX 10); frame 3
+/// is stamped 90 ticks (1 ms) late; frame 4 loses packet 500.
+fn hand_made_capture() -> Vec<u8> {
+    const N0: u64 = 87_500_000_000; // 2025-06-15 at 50 fps
+    let port = 5004;
+    let arrival = |n: u64, j: u64| n * 20_000_000 + 764_444 + j * 20_000;
+    let stamp = |n: u64| (n * 1800) as u32;
+    let mut seq = 7u32 << 16;
+    let mut records = vec![
+        (
+            arrival(N0 - 1, 959),
+            udp_frame(port, &rtp(seq, stamp(N0 - 1), true)),
+        ),
+        // An ARP frame and a datagram to another port are not the stream.
+        (arrival(N0 - 1, 959) + 5, vec![0xff; 42]),
+        (arrival(N0 - 1, 959) + 6, udp_frame(9, &rtp(1, 2, false))),
+    ];
+    for f in 0..5u64 {
+        let n = N0 + f;
+        let ts = stamp(n) + if f == 3 { 90 } else { 0 };
+        for j in 0..960u64 {
+            seq += 1;
+            if f == 4 && j == 500 {
+                continue;
+            }
+            let at = if f == 2 && (100..110).contains(&j) {
+                arrival(n, 100)
+            } else {
+                arrival(n, j)
+            };
+            records.push((at, udp_frame(port, &rtp(seq, ts, j == 959))));
+        }
+    }
+    pcap(&records)
+}
+
+#[test]
+fn a_capture_is_judged_as_worked_out_by_hand() {
+    use nagare_api::st2110::AnalyzeReport;
+    use nagare_proto::video::st2110_21::{Compliance, Limits, ReadSchedule};
+    let s = Scratch::new("analyze-pcap");
+    let file = s.path("five.pcap");
+    std::fs::write(&file, hand_made_capture()).unwrap();
+    let plot = s.path("five.png");
+    let run = |tp: &str| {
+        nagare()
+            .args([
+                "analyze",
+                "--pcap",
+                file.to_str().unwrap(),
+                "--port",
+                "5004",
+            ])
+            .args(["--size", "1920x1080", "--fps", "50", "--tp", tp, "--json"])
+            .args(["--plot", plot.to_str().unwrap()])
+            .output()
+            .unwrap()
+    };
+    let out = run("w");
+    assert_ok(&out);
+    let r: AnalyzeReport = crate::common::parse_report(&String::from_utf8_lossy(&out.stdout));
+    let m = r.model.as_ref().expect("a model");
+    assert_eq!(m.packets, 960, "learned from the frame starts");
+    assert_eq!(
+        m.limits,
+        Limits {
+            cmax_n: 4,
+            cmax_nl: 4,
+            cmax_w: 16,
+            vrx_full_n: 8,
+            vrx_full_w: 720
+        }
+    );
+    assert!((m.trs_ns - 20_000.0).abs() < 1e-6 && (m.tr_offset_ns - 764_444.44).abs() < 0.01);
+    assert_eq!(
+        (r.frames, r.packets, r.lost, r.seq_errors),
+        (5, 1 + 5 * 960 - 1, 1, 1)
+    );
+    assert_eq!(r.other, 2);
+    assert_eq!(
+        (
+            r.frame_verdicts.n,
+            r.frame_verdicts.w,
+            r.frame_verdicts.not_compliant
+        ),
+        (4, 1, 0)
+    );
+    let v = r.verdict.as_ref().unwrap();
+    assert_eq!(
+        (v.compliance, v.schedule),
+        (Compliance::Wide, ReadSchedule::Gapped)
+    );
+    // Within one packet of the hand values: Cinst 9, VRX 0 (after the
+    // loss) to 10.
+    assert!(v.cinst_peak.abs_diff(9) <= 1, "{}", v.text);
+    assert!(
+        v.vrx.peak.abs_diff(10) <= 1 && v.vrx.min.abs_diff(0) <= 1,
+        "{}",
+        v.text
+    );
+    assert_eq!(
+        v.text,
+        "W (gapped): Cinst peak 9 > CMAX_N 4; within CMAX_W 16; VRX peak 10 > VRX_FULL_N 8; within VRX_FULL_W 720"
+    );
+    assert_eq!(r.declared_met, Some(true));
+    // FPT is TROdefault, to the nanosecond the capture keeps.
+    assert!((r.fpt_us.min - 764.444).abs() < 0.002 && (r.fpt_us.max - 764.444).abs() < 0.002);
+    assert_eq!(
+        (r.rtp_offset_ticks.min, r.rtp_offset_ticks.max),
+        (Some(0), Some(90))
+    );
+    // Latency: FPT, or 1 ms less for the frame stamped late.
+    assert_eq!(
+        (r.latency_us.min, r.latency_us.max),
+        (Some(-236), Some(764))
+    );
+    assert_eq!(
+        (r.rtp_delta_ticks.min, r.rtp_delta_ticks.max),
+        (Some(1710), Some(1890))
+    );
+    let cinst_9: Vec<_> = r.cinst_histogram.iter().filter(|b| b[0] == 9).collect();
+    assert_eq!(cinst_9, [&[9, 1]]);
+    let png = std::fs::read(&plot).unwrap();
+    assert_eq!(&png[1..4], b"PNG");
+    // Held to N, the same capture fails, and says by how much.
+    let out = run("n");
+    assert_eq!(out.status.code(), Some(1));
+    let r: AnalyzeReport = crate::common::parse_report(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(r.declared_met, Some(false));
+}
+
+#[test]
+fn a_corrupt_capture_is_refused_with_the_fix() {
+    let s = Scratch::new("analyze-bad");
+    let file = s.path("bad.pcap");
+    std::fs::write(&file, b"GIF89a and then some bytes that are no capture").unwrap();
+    let out = nagare()
+        .args([
+            "analyze",
+            "--pcap",
+            file.to_str().unwrap(),
+            "--size",
+            "64x48",
+            "--fps",
+            "25",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not a pcap or pcapng capture"), "{err}");
+    assert!(err.contains("tcpdump -w FILE"), "{err}");
+}
+
+#[test]
+fn recv_analyze_judges_the_stream_it_records() {
+    use nagare_api::video::{RecvReport, SendReport};
+    let s = Scratch::new("recv-analyze");
+    let sdp = s.path("s.sdp");
+    let frames = 30u64;
+    let port = free_udp_port();
+    // The SDP first (one frame to nowhere), so recv learns rate and TP.
+    let out = nagare()
+        .args(["send", "pattern:bars", "--to", &format!("127.0.0.1:{port}")])
+        .args(["--size", "320x240", "--pix-fmt", "uyvy422", "--fps", "50"])
+        .args([
+            "--tp",
+            "nl",
+            "--frames",
+            "1",
+            "--sdp",
+            sdp.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let mut recv = nagare();
+    recv.args([
+        "recv",
+        "--sdp",
+        sdp.to_str().unwrap(),
+        "--analyze",
+        "--json",
+    ])
+    .args(["--frames", &frames.to_string(), "--timeout", "5"]);
+    let mut r = crate::common::Running::spawn(recv);
+    r.listening();
+    let out = nagare()
+        .args(["send", "pattern:bars", "--to", &format!("127.0.0.1:{port}")])
+        .args(["--size", "320x240", "--pix-fmt", "uyvy422", "--fps", "50"])
+        .args(["--tp", "nl", "--frames", &frames.to_string(), "--json"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let sent: SendReport = crate::common::parse_report(&String::from_utf8_lossy(&out.stdout));
+    let (status, out, err) = r.finish();
+    assert!(status.success(), "{err}");
+    let got: RecvReport = crate::common::parse_report(&out);
+    assert_eq!(got.frames_complete, frames);
+    assert!(!got.gro, "analysis needs a stamp per datagram");
+    let a = got.analysis.expect("recv --analyze reports an analysis");
+    let m = a.model.expect("a model");
+    assert_eq!(u64::from(m.packets), sent.packets_per_frame);
+    assert_eq!(a.declared, Some(SenderType::NL));
+    // The first frame waits for a boundary; every other one is judged.
+    assert_eq!(a.frames, frames - 1);
+    assert_eq!((a.lost, a.seq_errors), (0, 0));
+    assert!(a.verdict.is_some() && a.declared_met.is_some());
+    // nagare stamps frames on the epoch grid: a frame's first packet
+    // arrives in its own epoch frame (offset 0) or, from a sender late by
+    // more than a frame on a loaded machine, a whole frame later.
+    let (lo, hi) = (
+        a.rtp_offset_ticks.min.unwrap(),
+        a.rtp_offset_ticks.max.unwrap(),
+    );
+    assert!(hi <= 0 && lo % 1800 == 0 && hi % 1800 == 0, "{lo}..{hi}");
+    assert_eq!(
+        (a.rtp_delta_ticks.min, a.rtp_delta_ticks.max),
+        (Some(1800), Some(1800))
+    );
+    // The sender's own judgement is there too.
+    let ideal = sent.st2110_21.expect("send judges its stream");
+    assert_eq!(ideal.declared, Some(SenderType::NL));
+    assert_eq!(ideal.frames, frames - 1);
+}
