@@ -90,7 +90,8 @@ pub struct JoinArgs {
     /// keeps it out of the process list).
     #[arg(long)]
     key: Option<String>,
-    /// Append every received frame (raw, packed) to this file.
+    /// Append every received frame (raw, packed) to this file; `-` writes
+    /// them to standard output.
     #[arg(long, short, value_name = "FILE")]
     output: Option<PathBuf>,
     /// Show the screen in an X11 window.
