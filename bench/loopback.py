@@ -22,6 +22,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -90,7 +91,9 @@ def nagare_streams(n, fps, seconds, stripes=False, realtime=False):
     packets = sum(s["packets_sent"] for s in sent)
     lost = sum(r["packets_lost"] for r in recv)
     missing_frames = sum(r["frames_lost"]["count"] + r["frames_incomplete"]["count"] for r in recv)
-    rate = sum(r["rate_bps"] for r in recv)
+    # Bytes the receivers counted over the measured first-to-last packet
+    # time; concurrent receivers share one span, the longest of theirs.
+    rate = received_rate(sum(r["bytes"] for r in recv), max(r["seconds"] for r in recv))
     cpu_s = sum(s["cpu"] for s in sent)
     cpu_r = sum(r["cpu"] for r in recv)
     gbit = sum(s["bytes_sent"] for s in sent) * 8 / 1e9
@@ -112,9 +115,32 @@ def nagare_streams(n, fps, seconds, stripes=False, realtime=False):
     }
 
 
+def received_rate(byte_count, span_s):
+    """The one rate definition of this table: bytes the receiver counted,
+    over the receiver's measured time from first to last arrival."""
+    return byte_count * 8 / span_s if span_s > 0 else 0.0
+
+
+def iperf_received(server_json):
+    """Bytes the iperf3 server received and the span they came in: from
+    the start of its first interval with data to the end of its last
+    (iperf3 has no per-packet times; 0.1 s intervals bound the error)."""
+    try:
+        ivs = [i["sum"] for i in json.loads(server_json)["intervals"]]
+    except (ValueError, KeyError, TypeError):
+        return 0, 0.0
+    busy = [i for i in ivs if i.get("bytes", 0) > 0]
+    if not busy:
+        return 0, 0.0
+    return sum(i["bytes"] for i in busy), busy[-1]["end"] - busy[0]["start"]
+
+
 def iperf_streams(n, seconds):
-    servers = [subprocess.Popen(["iperf3", "-s", "-1", "-p", str(BASE + 100 + k), "-B", "127.0.0.1"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for k in range(n)]
+    # The servers (receivers) report what arrived, in 0.1 s intervals.
+    servers = [subprocess.Popen(["iperf3", "-s", "-1", "-J", "-i", "0.1", "-p", str(BASE + 100 + k),
+                                 "-B", "127.0.0.1"],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+               for k in range(n)]
     time.sleep(0.5)
     clients = [timed(["iperf3", "-u", "-c", "127.0.0.1", "-p", str(BASE + 100 + k), "-l", str(PKT),
                       "-b", str(RATE), "-t", str(int(seconds)), "-J"]) for k in range(n)]
@@ -127,15 +153,18 @@ def iperf_streams(n, seconds):
             res.append((s, d["end"].get("cpu_utilization_percent", {}), cpu))
         except (ValueError, KeyError):
             res.append(None)
+    got = []
     for s in servers:
         try:
-            s.wait(timeout=10)
+            out, _ = s.communicate(timeout=10)
         except subprocess.TimeoutExpired:
             s.kill()
+            out, _ = s.communicate()
+        got.append(iperf_received(out))
     ok = [r for r in res if r]
     packets = sum(r[0]["packets"] for r in ok)
     lost = sum(r[0]["lost_packets"] for r in ok)
-    rate = sum(r[0]["bits_per_second"] * (1 - r[0]["lost_percent"] / 100) for r in ok)
+    rate = received_rate(sum(b for b, _ in got), max((t for _, t in got), default=0.0))
     gbit = sum(r[0]["bytes"] for r in ok) * 8 / 1e9
     # iperf3 reports its own and the remote side's CPU in percent of the run.
     cpu_s = sum(r[2] for r in ok)
@@ -156,13 +185,27 @@ def iperf_streams(n, seconds):
     }
 
 
+def stamp_lines(p, pattern, stamps):
+    """Reads p's stdout as it comes, noting when each line matching
+    pattern arrived (stdbuf -oL keeps gst-launch from holding lines back)."""
+    for line in p.stdout:
+        if re.search(pattern, line):
+            stamps.append(time.monotonic())
+
+
 def gst_streams(n, seconds):
     frames = int(FPS * seconds)
     caps = (f"application/x-rtp,media=video,clock-rate=90000,encoding-name=RAW,sampling=YCbCr-4:2:2,"
             f"depth=(string)8,width=(string){W},height=(string){H},payload=96")
-    recvs = [timed(["gst-launch-1.0", "-e", "-v", "udpsrc", f"port={BASE + 200 + k}", "address=127.0.0.1",
+    recvs = [timed(["stdbuf", "-oL", "gst-launch-1.0", "-e", "-v", "udpsrc", f"port={BASE + 200 + k}", "address=127.0.0.1",
                     "buffer-size=268435456", f"caps={caps}", "!", "rtpvrawdepay", "!",
                     "fakesink", "silent=false", "sync=false"]) for k in range(n)]
+    # When each depayloaded frame reached the sink, per receiver.
+    stamps = [[] for _ in recvs]
+    readers = [threading.Thread(target=stamp_lines, args=(p, r"chain\s+\*+", st), daemon=True)
+               for p, st in zip(recvs, stamps)]
+    for t in readers:
+        t.start()
     time.sleep(1.0)
     sends = [timed(["gst-launch-1.0", "-q", "videotestsrc", "is-live=true", "pattern=black",
                     f"num-buffers={frames}", "!",
@@ -174,17 +217,24 @@ def gst_streams(n, seconds):
         _, _, cpu = finish(p)
         cpu_s += cpu
     time.sleep(1.0)
-    got, cpu_r = 0, 0.0
+    cpu_r = 0.0
     for p in recvs:
         os.killpg(p.pid, 2)  # SIGINT: gst-launch -e sends EOS and exits
-        out, err, cpu = finish(p, timeout=30)
-        got += len(re.findall(r"chain\s+\*+", out + err))
+        p.wait(timeout=30)
+        for t in readers:
+            t.join(timeout=5)
+        _, _, cpu = finish(p, timeout=30)
         cpu_r += cpu
+    got = sum(len(st) for st in stamps)
     want = frames * n
     gbit = want * FRAME * 8 / 1e9
+    # Frames after each receiver's first, over its first-to-last time: the
+    # first frame's bytes came before its stamp.
+    after_first = sum(max(len(st) - 1, 0) for st in stamps) * FRAME
+    span = max((st[-1] - st[0] for st in stamps if len(st) > 1), default=0.0)
     return {
         "tool": f"GStreamer ({n} stream{'s' if n > 1 else ''})",
-        "rate": got * FRAME * 8 / seconds,
+        "rate": received_rate(after_first, span),
         "packets": None,
         "lost": None,
         "loss_pct": None,
@@ -255,7 +305,9 @@ def main():
     print(f"\nHighest lossless rate of one stream: {best / 1e9:.2f} Gbit/s")
     print("\nNotes: 'bad frames' for GStreamer counts frames that never left rtpvrawdepay; it does not")
     print("flag frames with packets missing, so its count is a lower bound. iperf3's receive CPU is its")
-    print("own remote_total percentage. nagare's rate is what the receivers got, first to last packet.")
+    print("own remote_total percentage. Every rate is bytes the receivers counted over their measured")
+    print("first-to-last time: nagare's from its receivers' byte counts and packet times, iperf3's from")
+    print("its server's 0.1 s intervals with data, GStreamer's from when each frame reached the sink.")
 
 
 if __name__ == "__main__":

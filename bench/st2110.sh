@@ -40,22 +40,23 @@ row() {
   wait "$ap" || true
   python3 - "$tmp/a.json" "$name" "$size" "$fps" <<'PY'
 import json, sys
-path, name, size, fps = sys.argv[1:5]
+path, sender, size, fps = sys.argv[1:5]
 try:
     r = json.load(open(path))
     a = r.get("analysis", r)
 except Exception:
-    print(f"| {size}@{fps} | {name} | error | | | | | |")
+    print(f"| {size}@{fps} | {sender} | error | | | | | |")
     sys.exit()
 v = a.get("verdict")
 m = a.get("model") or {}
 lim = m.get("limits", {})
 if not v:
-    print(f"| {size}@{fps} | {name} | no verdict ({a.get('error')}) | | | | | |")
+    print(f"| {size}@{fps} | {sender} | no verdict ({a.get('error')}) | | | | | |")
     sys.exit()
 vrx = v["vrx"]
+name = {"Narrow": "N", "NarrowLinear": "NL", "Wide": "W", "NotCompliant": "not compliant"}
 fv = a["frame_verdicts"]
-print(f"| {size}@{fps} | {name} | {v['compliance']} ({v['schedule']}) | {v['cinst_peak']} "
+print(f"| {size}@{fps} | {sender} | {name[v['compliance']]} ({v['schedule']}) | {v['cinst_peak']} "
       f"| {vrx['peak']} / {vrx['min']} | {m.get('packets')} | CMAX {lim.get('cmax_n')}/{lim.get('cmax_nl')}/{lim.get('cmax_w')}, "
       f"VRX_FULL {lim.get('vrx_full_n')}/{lim.get('vrx_full_w')} "
       f"| {fv['n']}/{fv['nl']}/{fv['w']}/{fv['not_compliant']} of {a['frames']} |")

@@ -11,7 +11,8 @@
 # speed; nagare-proto forbids unsafe code, so ASan mostly guards the
 # harness).
 # Inputs found go to fuzz/corpus/<target> (untracked) starting from the
-# committed seeds in fuzz/seeds/<target>; crashes go to
+# committed seeds in fuzz/seeds/<target> and the minimised corpus
+# fuzz/nightly.sh keeps in fuzz/kept/<target>; crashes go to
 # fuzz/artifacts/<target>/ and make the script exit non-zero at the end.
 # Not meant for CI: it runs for minutes and needs cargo-fuzz installed.
 set -uo pipefail
@@ -37,6 +38,7 @@ targets=("$@")
 for t in "${targets[@]}"; do
     mkdir -p "fuzz/corpus/$t"
     dirs=("fuzz/corpus/$t")
+    [ -d "fuzz/kept/$t" ] && dirs+=("fuzz/kept/$t")
     [ -d "fuzz/seeds/$t" ] && dirs+=("fuzz/seeds/$t")
     log="fuzz/artifacts/logs/$t.log"
     echo "== $t for ${secs}s (log: $log)"
@@ -51,9 +53,13 @@ for t in "${targets[@]}"; do
     fi
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
     rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -n 1)
-    summary+=("$(printf '%-22s %-7s %12s execs %8s execs/s' "$t" "$status" "${runs:-?}" "${rate:-?}")")
+    # libFuzzer's last status line carries the edge coverage.
+    cov=$(grep -o 'cov: [0-9]*' "$log" | tail -n 1 | cut -d' ' -f2)
+    summary+=("$(printf '| `%s` | %s | %s | %s | %s |' "$t" "$status" "${rate:-?}" "${runs:-?}" "${cov:-?}")")
 done
 
+echo "| target | status | execs/s | execs in ${secs} s | coverage (edges) |"
+echo "|---|---|---:|---:|---:|"
 printf '%s\n' "${summary[@]}"
 if [ ${#failed[@]} -gt 0 ]; then
     echo "crashes in: ${failed[*]} (inputs under fuzz/artifacts/<target>/)" >&2

@@ -7,12 +7,13 @@
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 mod cli;
 mod clock;
 mod cmd;
 mod net;
+mod plot;
 mod progress;
 mod signal;
 mod source;
@@ -55,6 +56,10 @@ enum Command {
     /// One stream striped over several serve nodes: start, stop, status,
     /// and hitless move of a stripe between nodes (cluster.toml).
     Cluster(cmd::cluster::ClusterArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(cmd::shell::CompletionsArgs),
+    /// Print the man page (roff), of nagare or of one subcommand.
+    Man(cmd::shell::ManArgs),
 }
 
 /// This build's version: the crate's, and the git commit it was built
@@ -82,6 +87,8 @@ fn main() -> ExitCode {
         Command::Serve(a) => cmd::serve::main(a),
         Command::Loadtest(a) => cmd::loadtest::main(a),
         Command::Cluster(a) => cmd::cluster::main(a),
+        Command::Completions(a) => cmd::shell::completions(&a, Cli::command()),
+        Command::Man(a) => cmd::shell::man(&a, Cli::command()),
     };
     match result {
         Ok(code) => code,

@@ -95,11 +95,20 @@ const ACCEPT_TICK: Duration = Duration::from_millis(100);
 /// asked for: a daemon's accept loop that still ends on SIGTERM. A
 /// connection is taken the moment it arrives (poll(2), not a sleep).
 pub fn accept(listener: &TcpListener) -> Option<std::io::Result<(TcpStream, SocketAddr)>> {
+    accept_while(listener, || true)
+}
+
+/// Like [`accept`], also ending (`None`) once `more` says no: a daemon
+/// told to serve a number of clients.
+pub fn accept_while(
+    listener: &TcpListener,
+    more: impl Fn() -> bool,
+) -> Option<std::io::Result<(TcpStream, SocketAddr)>> {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     use std::os::fd::AsFd;
     let tick = PollTimeout::try_from(ACCEPT_TICK).unwrap_or(PollTimeout::MAX);
     loop {
-        if stopping() {
+        if stopping() || !more() {
             return None;
         }
         let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];

@@ -31,6 +31,9 @@ pub enum Source {
     },
     /// A directory with one file per frame, sorted by name.
     Dir(Vec<PathBuf>),
+    /// A pipe, FIFO or other stream (`-` is standard input): frames are
+    /// read as they come, until it ends; it cannot be replayed.
+    Pipe(PathBuf),
     /// The synthetic scrolling-bars pattern.
     Pattern(Box<Pattern>),
 }
@@ -47,12 +50,19 @@ impl Source {
             }
             return Ok(Source::Pattern(Box::new(Pattern::new(format))));
         }
+        if input == "-" {
+            return Source::pipe(Path::new("/dev/stdin"), direct);
+        }
         let path = Path::new(input);
         let meta = std::fs::metadata(path).with_context(|| {
             format!("cannot read input '{input}': give a raw video file, a directory of frames, or pattern:bars")
         })?;
         if meta.is_dir() {
             return Source::open_dir(input, format);
+        }
+        if !meta.is_file() {
+            // /dev/stdin, a FIFO, a socket: a stream with no length.
+            return Source::pipe(path, direct);
         }
         File::open(path).with_context(|| format!("cannot open input '{input}'"))?;
         Source::check_file(input, meta.len(), format, direct)?;
@@ -61,6 +71,23 @@ impl Source {
             frames: meta.len() / frame,
             direct,
         })
+    }
+
+    /// A stream at `path`, read in order, once.
+    fn pipe(path: &Path, direct: bool) -> Result<Source> {
+        if direct {
+            bail!(
+                "--direct reads files at aligned offsets; '{}' is a pipe or stream: drop --direct",
+                path.display()
+            );
+        }
+        File::open(path).with_context(|| format!("cannot open input '{}'", path.display()))?;
+        Ok(Source::Pipe(path.to_path_buf()))
+    }
+
+    /// Whether the input can be read only once, in order (a pipe).
+    pub fn is_stream(&self) -> bool {
+        matches!(self, Source::Pipe(_))
     }
 
     /// A directory of frame files, each exactly one frame long.
@@ -135,12 +162,13 @@ impl Source {
         Ok(())
     }
 
-    /// Frames available in one pass (None for the endless pattern).
+    /// Frames available in one pass (None for the endless pattern, and
+    /// for a pipe, which says only when it ends).
     pub fn frames(&self) -> Option<u64> {
         match self {
             Source::File { frames, .. } => Some(*frames),
             Source::Dir(files) => Some(files.len() as u64),
-            Source::Pattern(_) => None,
+            Source::Pattern(_) | Source::Pipe(_) => None,
         }
     }
 }
@@ -303,12 +331,19 @@ fn read_loop(
         if !plan.read_delay.is_zero() {
             std::thread::sleep(plan.read_delay);
         }
-        match (&mut plan.arrange, &mut scratch) {
+        let got = match (&mut plan.arrange, &mut scratch) {
             (Some(arrange), Some(raw)) => {
-                fill(source, input, in_pass, &mut file, raw)?;
-                arrange(raw, &mut buf);
+                let got = fill(source, input, in_pass, &mut file, raw)?;
+                if got {
+                    arrange(raw, &mut buf);
+                }
+                got
             }
             _ => fill(source, input, in_pass, &mut file, &mut buf)?,
+        };
+        if !got {
+            // The pipe ended between frames.
+            return Ok(());
         }
         if full.send(Slot::Frame(FrameBuf { data: buf })).is_err() {
             return Ok(());
@@ -318,16 +353,27 @@ fn read_loop(
 }
 
 /// Reads frame `number` (`in_pass` within one pass of the input) into
-/// `buf`; `file` is the raw file kept open between frames, reopened at
-/// the start of each pass.
+/// `buf`; `file` is the raw file (or pipe) kept open between frames, a
+/// file reopened at the start of each pass. Returns false when a pipe
+/// ended before the frame began.
 fn fill(
     source: &Source,
     number: u64,
     in_pass: Option<u64>,
     file: &mut Option<File>,
     buf: &mut [u8],
-) -> Result<()> {
+) -> Result<bool> {
     match source {
+        Source::Pipe(path) => {
+            if file.is_none() {
+                *file = Some(
+                    File::open(path).with_context(|| format!("opening '{}'", path.display()))?,
+                );
+            }
+            if let Some(h) = file.as_mut() {
+                return read_frame(h, buf, number, path);
+            }
+        }
         Source::Pattern(p) => p.render(number, buf),
         Source::Dir(files) => {
             let f = in_pass
@@ -359,5 +405,32 @@ fn fill(
             }
         }
     }
-    Ok(())
+    Ok(true)
+}
+
+/// Reads one whole frame from a pipe: false if it ended before the frame
+/// began; an error naming the likely cause if it ended within it.
+fn read_frame(h: &mut File, buf: &mut [u8], number: u64, path: &Path) -> Result<bool> {
+    let mut got = 0;
+    while got < buf.len() {
+        match h.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("reading frame {number} from '{}'", path.display()));
+            }
+        }
+    }
+    match got {
+        0 => Ok(false),
+        n if n == buf.len() => Ok(true),
+        n => bail!(
+            "'{}' ended within frame {number}: {n} of its {} bytes came; check --size and \
+             --pix-fmt against what the writer sends",
+            path.display(),
+            buf.len()
+        ),
+    }
 }

@@ -11,7 +11,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use nagare_proto::video::receiver::Incomplete;
 use nagare_proto::video::st2110_21::SenderType;
 use nagare_proto::video::stripe::Rule;
@@ -165,6 +165,26 @@ pub fn parse_seconds(text: &str) -> Result<Duration> {
 /// ([`crate::net::udp::parse_addr`]).
 pub fn parse_address(text: &str) -> Result<SocketAddr> {
     crate::net::udp::parse_addr(text, "address")
+}
+
+/// Where `-o/--output` sends frames: `-` is standard output (for a pipe
+/// into ffmpeg or ffplay), anything else a file created (or truncated).
+pub fn open_output(path: &std::path::Path) -> Result<Box<dyn std::io::Write + Send>> {
+    if is_stdio(path) {
+        return Ok(Box::new(std::io::stdout()));
+    }
+    let f = std::fs::File::create(path).with_context(|| {
+        format!(
+            "cannot create output '{}': check that its directory exists and is writable",
+            path.display()
+        )
+    })?;
+    Ok(Box::new(f))
+}
+
+/// Whether `path` means standard input or output (`-`).
+pub fn is_stdio(path: &std::path::Path) -> bool {
+    path.as_os_str() == "-"
 }
 
 #[cfg(test)]

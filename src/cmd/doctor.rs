@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, anyhow, bail};
 use nagare_api::doctor::{Check, CheckKind, Report};
 use nagare_proto::sdp::SdpStream;
+use nagare_proto::video::st2110_20::DEFAULT_PACKET_SIZE;
 use nagare_proto::{BitRate, ByteSize};
 
 use crate::cli::{parse_address, parse_bit_rate, parse_interface, parse_packet_size};
@@ -26,8 +27,9 @@ pub struct DoctorArgs {
     /// Take rate, destination and group from the stream's SDP.
     #[arg(long)]
     pub sdp: Option<PathBuf>,
-    /// UDP payload per packet (checked against the MTU).
-    #[arg(long, default_value_t = 8800, value_parser = parse_packet_size)]
+    /// UDP payload per packet (checked against the MTU); the default is
+    /// send's, 1440 (a 1500-byte MTU); give 8800 for jumbo frames.
+    #[arg(long, default_value_t = DEFAULT_PACKET_SIZE, value_parser = parse_packet_size)]
     pub packet_size: usize,
     /// Where the stream goes (unicast host or multicast group), HOST:PORT;
     /// picks the interface to check.
@@ -152,7 +154,10 @@ fn scalar_check(
             kind: knob.kind,
             name: format!("{} ({why})", knob.key),
             current: cur.map_or("unreadable".into(), |c| c.to_string()),
-            needed: format!(">= {need} (seed 000 Table 4: {})", knob.table4),
+            needed: format!(
+                ">= {need} (the 8K stream server paper's Table 4: {})",
+                knob.table4
+            ),
             ok,
             fix: setting.as_ref().map(Setting::command),
         },
@@ -186,7 +191,10 @@ fn udp_mem_check(buffer: ByteSize, read: &dyn Fn(&str) -> Option<String>) -> Fin
             kind: UDP_MEM.kind,
             name: format!("{} (UDP memory, pages)", UDP_MEM.key),
             current: cur.unwrap_or_else(|| "unreadable".into()),
-            needed: format!("pressure >= {pages} (seed 000 Table 4: {})", UDP_MEM.table4),
+            needed: format!(
+                "pressure >= {pages} (the 8K stream server paper's Table 4: {})",
+                UDP_MEM.table4
+            ),
             ok,
             fix: setting.as_ref().map(Setting::command),
         },
@@ -263,12 +271,16 @@ fn multicast_flag_check(link: &Link, group: IpAddr) -> Check {
     Check {
         kind: CheckKind::MulticastFlag,
         name: format!("{name} can carry multicast group {group}"),
-        current: if link.multicast {
-            "MULTICAST flag set".into()
-        } else {
-            "no MULTICAST flag".into()
+        current: match (link.multicast, link.loopback) {
+            (true, _) => "MULTICAST flag set".into(),
+            (false, true) => "no MULTICAST flag; loopback delivers multicast on this host".into(),
+            (false, false) => "no MULTICAST flag".into(),
         },
-        needed: "MULTICAST flag".into(),
+        needed: if link.loopback {
+            "MULTICAST flag, or loopback".into()
+        } else {
+            "MULTICAST flag".into()
+        },
         ok,
         fix: (!ok).then(|| format!("ip link set dev {name} multicast on")),
     }

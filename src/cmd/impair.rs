@@ -283,9 +283,11 @@ fn spawn_tcp(
     Ok(())
 }
 
+/// The counters, on stderr like every subcommand's summary (stdout is for
+/// --json).
 fn print_summary(r: &Report) {
     let c = &r.counters;
-    println!(
+    eprintln!(
         "received {} ({} stream), forwarded {}, dropped {} (random {}, gilbert {}, scripted {}, queue {}, overflow {}) in {} episodes, duplicated {}, reordered {}, replies {}",
         c.received,
         c.stream,

@@ -12,4 +12,5 @@ pub mod recv;
 pub mod recv_stripes;
 pub mod send;
 pub mod serve;
+pub mod shell;
 pub mod tree;

@@ -32,7 +32,9 @@ use crate::source::{Arrange, FrameRing, ReadPlan, Slot, Source};
 #[derive(clap::Args, Debug, Clone)]
 pub struct SendArgs {
     /// Raw video file (frames back to back), a directory with one file per
-    /// frame (sorted by name), or pattern:bars for a moving test pattern.
+    /// frame (sorted by name), pattern:bars for a moving test pattern, or
+    /// `-` (or a pipe such as /dev/stdin) to read frames as they come
+    /// (`ffmpeg ... -f rawvideo - | nagare send - ...`).
     pub input: String,
     /// Destination HOST:PORT (unicast or multicast group; IPv4 or IPv6).
     #[arg(long)]
@@ -87,11 +89,14 @@ pub struct SendArgs {
     #[arg(long, value_enum, default_value_t = Pacing::Precise)]
     pub pacing: Pacing,
     /// Send packet by packet (sendmmsg) even where UDP GSO is available.
+    /// Use it to capture the stream on this host (tcpdump, Wireshark):
+    /// with GSO a capture on lo sees one super-datagram per train, and a
+    /// dissector then reports most packets lost.
     #[arg(long)]
     pub no_gso: bool,
     /// Split each frame into N stripes (see --split), each its own RTP
     /// stream to the next port (PORT, PORT+1, ...) with its own SDP, like
-    /// seed 000's 8 nodes each sending one stripe; all stripes share one
+    /// the 8 nodes of the 8K stream server paper (README [1]) each sending one stripe; all stripes share one
     /// schedule and RTP timestamp.
     #[arg(long, default_value_t = 1)]
     pub stripes: usize,
@@ -396,6 +401,12 @@ fn clock_mac(local: Option<std::net::IpAddr>) -> Result<[u8; 6]> {
 /// Runs a sender until its frames are sent, the input ends, or `stop`.
 pub fn run(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport> {
     let source = Source::open(&cfg.input, cfg.format, cfg.direct)?;
+    if source.is_stream() && cfg.looping {
+        bail!(
+            "--loop replays the input, but '{}' is a pipe, read once: drop --loop",
+            cfg.input
+        );
+    }
     if let (Some(avail), Some(want), false) = (source.frames(), cfg.frames, cfg.looping)
         && want > avail
     {
@@ -412,9 +423,13 @@ pub fn run(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport> {
         ));
         (origin, origin.epoch_start(cfg.rate, lead))
     });
+    let looping = cfg.looping || cfg.frames.is_none() && cfg.input.starts_with("pattern:");
     let plan = ReadPlan {
-        limit: cfg.frames,
-        looping: cfg.looping || cfg.frames.is_none() && cfg.input.starts_with("pattern:"),
+        // An epoch-locked sender drops the ring frames of slots it gave
+        // up, so a looping reader reads on and the schedule's frame limit
+        // ends the send.
+        limit: cfg.frames.filter(|_| !(looping && planned.is_some())),
+        looping,
         read_delay: cfg.read_delay,
         first: planned.map_or(0, |(_, s)| s.first_frame),
         arrange: arrangement(cfg)?,
@@ -887,11 +902,15 @@ impl<'a> Driver<'a> {
             Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
                 if flow.refused == 0 {
                     eprintln!(
-                        "nagare send: note: {} refused packets (nothing listening there yet); still sending",
+                        "nagare send: note: {} refused packets (nothing listening there yet); \
+                         still sending, refused packets are counted, not sent",
                         flow.dest
                     );
                 }
+                // The kernel turned the train down (an ICMP port
+                // unreachable came back): those packets never left.
                 flow.refused += t.len() as u64;
+                return Ok(());
             }
             Err(e) => return Err(e).with_context(|| format!("sending to {}", flow.dest)),
         }
@@ -1015,6 +1034,13 @@ pub fn print_summary(r: &SendReport) {
         if r.gso { "UDP GSO" } else { "sendmmsg" },
         cpu_per_gbit(r),
     );
+    if r.refused > 0 {
+        eprintln!(
+            "send: {} packets refused by the kernel and not sent: nothing was listening at the \
+             destination (ICMP port unreachable); start the receiver first",
+            r.refused
+        );
+    }
     if let Some(a) = &r.st2110_21 {
         eprintln!("{}", pacing_verdict(a));
     }

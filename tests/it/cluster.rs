@@ -375,3 +375,272 @@ fn a_wrong_token_is_named_by_node() {
     assert_eq!(log.failed, vec!["b".to_string()]);
     assert!(log.senders[2].is_empty() && log.senders[0] == vec!["a".to_string()]);
 }
+
+/// Three namespaces made for one test: the serve node (`s0`,
+/// 10.1.0.2), a pimd router (`r0` 10.1.0.1, `r1` 10.2.0.1) and a receiver
+/// (`c0`, 10.2.0.2, IGMPv2 so pimd hears its joins); removed on drop.
+struct RoutedNet {
+    ns: [String; 3],
+    pimd: Option<std::process::Child>,
+    _dir: Scratch,
+}
+
+fn ip(args: &[&str]) -> bool {
+    std::process::Command::new("ip")
+        .args(args)
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+impl RoutedNet {
+    fn new() -> Option<RoutedNet> {
+        if !crate::common::require("pimd") {
+            return None;
+        }
+        let id = std::process::id();
+        let ns = [
+            format!("nagare-ms-{id}"),
+            format!("nagare-mr-{id}"),
+            format!("nagare-mc-{id}"),
+        ];
+        if !ip(&["netns", "add", &ns[0]]) {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI runs as root with iproute2"
+            );
+            eprintln!("skipping: cannot create a network namespace (not root?)");
+            return None;
+        }
+        let dir = Scratch::new("cluster-pimd");
+        let mut net = RoutedNet {
+            ns: ns.clone(),
+            pimd: None,
+            _dir: dir,
+        };
+        let [s, r, c] = &ns;
+        for n in [r, c] {
+            assert!(ip(&["netns", "add", n]));
+        }
+        let steps: Vec<Vec<&str>> = vec![
+            vec![
+                "link", "add", "s0", "netns", s, "type", "veth", "peer", "name", "r0", "netns", r,
+            ],
+            vec![
+                "link", "add", "c0", "netns", c, "type", "veth", "peer", "name", "r1", "netns", r,
+            ],
+            vec!["-n", s, "addr", "add", "10.1.0.2/24", "dev", "s0"],
+            vec!["-n", r, "addr", "add", "10.1.0.1/24", "dev", "r0"],
+            vec!["-n", r, "addr", "add", "10.2.0.1/24", "dev", "r1"],
+            vec!["-n", c, "addr", "add", "10.2.0.2/24", "dev", "c0"],
+            vec!["-n", s, "link", "set", "s0", "up"],
+            vec!["-n", r, "link", "set", "r0", "up"],
+            vec!["-n", r, "link", "set", "r1", "up"],
+            vec!["-n", c, "link", "set", "c0", "up"],
+            vec!["-n", s, "link", "set", "lo", "up"],
+            vec!["-n", c, "link", "set", "lo", "up"],
+            vec!["-n", s, "route", "add", "default", "via", "10.1.0.1"],
+            vec!["-n", c, "route", "add", "default", "via", "10.2.0.1"],
+            vec!["netns", "exec", r, "sysctl", "-qw", "net.ipv4.ip_forward=1"],
+            vec![
+                "netns",
+                "exec",
+                c,
+                "sysctl",
+                "-qw",
+                "net.ipv4.conf.all.force_igmp_version=2",
+            ],
+        ];
+        for a in &steps {
+            assert!(ip(a), "ip {a:?} failed");
+        }
+        let conf = net._dir.path("pimd.conf");
+        std::fs::write(
+            &conf,
+            "phyint r0 enable\nphyint r1 enable\nrp-address 10.1.0.1 224.0.0.0/4\nspt-threshold infinity\n",
+        )
+        .unwrap();
+        let pimd = std::process::Command::new("ip")
+            .args(["netns", "exec", r, "pimd", "-f", "-c"])
+            .arg(&conf)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("starting pimd");
+        net.pimd = Some(pimd);
+        crate::common::wait_until("pimd's VIFs", std::time::Duration::from_secs(10), || {
+            (net.vif("r1").is_some()).then_some(())
+        });
+        Some(net)
+    }
+
+    /// A command inside namespace `i` (0 node, 2 receiver).
+    fn nagare(&self, i: usize) -> std::process::Command {
+        let mut c = std::process::Command::new("ip");
+        c.args(["netns", "exec", &self.ns[i], env!("CARGO_BIN_EXE_nagare")]);
+        c
+    }
+
+    /// The router's (bytes in, bytes out) of multicast it routed on `vif`.
+    fn vif(&self, name: &str) -> Option<(u64, u64)> {
+        let out = std::process::Command::new("ip")
+            .args(["netns", "exec", &self.ns[1], "cat", "/proc/net/ip_mr_vif"])
+            .output()
+            .ok()?;
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        text.lines().find_map(|l| {
+            let c: Vec<&str> = l.split_whitespace().collect();
+            (c.get(1) == Some(&name))
+                .then(|| (c[2].parse().unwrap_or(0), c[4].parse().unwrap_or(0)))
+        })
+    }
+
+    /// Packets the router received on `r0` (everything, routed or not).
+    fn rx_packets(&self) -> u64 {
+        let out = std::process::Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.ns[1],
+                "cat",
+                "/sys/class/net/r0/statistics/rx_packets",
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for RoutedNet {
+    fn drop(&mut self) {
+        if let Some(mut p) = self.pimd.take() {
+            let _ = p.kill();
+            let _ = p.wait();
+        }
+        for n in &self.ns {
+            let _ = ip(&["netns", "del", n]);
+        }
+    }
+}
+
+/// Unfinished (issue 10 item 4): the first half passes (with nobody
+/// joined, pimd forwards none of the stripes that reach it), but in the
+/// second half a pimd started seconds before does not pick up the
+/// receiver's IGMPv2 join in time, so nothing crosses. By hand, with pimd
+/// up for a minute and the receiver joined before the source starts, the
+/// frames do cross complete. Run with `--ignored` while fixing.
+#[test]
+#[ignore = "pimd misses the early join; see the doc comment"]
+fn stripes_cross_a_pimd_router_only_after_a_receiver_joins() {
+    let Some(net) = RoutedNet::new() else { return };
+    let s = Scratch::new("cluster-routed");
+    let media = s.path("media");
+    std::fs::create_dir_all(&media).unwrap();
+    let source = noise(FRAME * FILE_FRAMES, 11);
+    std::fs::write(media.join("clip.yuv"), &source).unwrap();
+    std::fs::write(
+        media.join("clip.yuv.toml"),
+        "size = \"256x128\"\npix_fmt = \"uyvy422\"\nfps = \"25\"\n",
+    )
+    .unwrap();
+    let mut serve = net.nagare(0);
+    serve
+        .args([
+            "serve",
+            "--pacers",
+            "1",
+            "--allow",
+            "239.0.0.0/8",
+            "--media",
+        ])
+        .arg(&media)
+        .args(["--http", "127.0.0.1:0", "--rtsp", "127.0.0.1:0"]);
+    let mut node = Running::spawn(serve);
+    let line = node.wait_for("http listening on ");
+    let url = format!(
+        "http://{}",
+        line.rsplit("listening on ").next().unwrap().trim()
+    );
+    let cluster = |group: &str| -> Running {
+        let mut t = String::from(
+            "failover = \"manual\"\npoll_ms = 100\ndead_after_ms = 1000\n[stream]\n\
+             source = \"clip.yuv\"\nsize = \"256x128\"\npix_fmt = \"uyvy422\"\nfps = \"25\"\n\
+             split = \"2si\"\nstripes = 4\npacket_size = 1200\n",
+        );
+        for k in 0..4 {
+            t += &format!(
+                "[[destination]]\nto = \"{group}:{}\"\ninterface = \"10.1.0.2\"\nttl = 8\n",
+                5000 + k
+            );
+        }
+        t += &format!("[[node]]\nname = \"n\"\nurl = \"{url}\"\nstripes = [0, 1, 2, 3]\n");
+        let config = s.path(&format!("cluster-{group}.toml"));
+        std::fs::write(&config, t).unwrap();
+        let mut start = net.nagare(0);
+        start
+            .args(["cluster", "--config"])
+            .arg(&config)
+            .args(["start", "--json"]);
+        let mut start = Running::spawn(start);
+        start.wait_for("node n: sending stripe 3");
+        start
+    };
+    // No receiver of 239.1.1.1: its stripes reach the router, which
+    // forwards nothing.
+    let start = cluster("239.1.1.1");
+    let before = net.rx_packets();
+    crate::common::wait_until(
+        "stripes reaching the router",
+        std::time::Duration::from_secs(10),
+        || (net.rx_packets() > before + 200).then_some(()),
+    );
+    assert_eq!(net.vif("r1").unwrap().1, 0, "forwarded with nobody joined");
+    stop_start(start);
+    // A receiver joins 239.1.1.2, then its stripes start: the router
+    // brings them across. (pimd 2.3 left a group whose source was already
+    // flowing before the join unforwarded in our runs, hence a second
+    // group.)
+    let mut recv = net.nagare(2);
+    recv.args([
+        "recv",
+        "--stripes",
+        "4",
+        "--split",
+        "2si",
+        "--size",
+        "256x128",
+    ])
+    .args([
+        "--pix-fmt",
+        "uyvy422",
+        "--fps",
+        "25",
+        "--timeout",
+        "5",
+        "--json",
+    ])
+    .args(["--listen", "239.1.1.2:5000", "--interface", "10.2.0.2"])
+    .args(["--frames", "30", "-o"])
+    .arg(s.path("out.yuv"));
+    let mut r = Running::spawn(recv);
+    r.listening();
+    let start = cluster("239.1.1.2");
+    let (_, stdout, err) = r.finish();
+    let rep: StripesReport = parse_report(&stdout);
+    // The first frame may be cut by the join; every later one is whole.
+    assert!(rep.frames_complete >= 28, "{rep:#?}\n{err}");
+    let out = std::fs::read(s.path("out.yuv")).unwrap();
+    assert!(!out.is_empty());
+    for f in out.chunks_exact(FRAME) {
+        assert!(
+            source.chunks_exact(FRAME).any(|g| g == f),
+            "a recorded frame is no source frame"
+        );
+    }
+    assert!(net.vif("r1").unwrap().1 > 0);
+    stop_start(start);
+    sigterm(&node.child);
+    let _ = node.finish();
+}

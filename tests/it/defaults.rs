@@ -73,3 +73,25 @@ fn tree_listens_on_loopback_by_default_and_says_where() {
     sigterm(&source);
     assert_eq!(wait_bounded(&mut source, 20, "tree source").code(), Some(0));
 }
+
+#[test]
+fn join_takes_a_lag_limit_and_refuses_a_useless_one() {
+    let out = nagare()
+        .args([
+            "tree",
+            "join",
+            "127.0.0.1:9",
+            "--key",
+            KEY,
+            "--lag-limit",
+            "10",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--lag-limit 10 KiB cannot hold a frame of screen updates; give at least 64"),
+        "{err}"
+    );
+}

@@ -730,7 +730,9 @@ fn ctrl_c_and_sigterm_report_what_ran_as_partial() {
             serde_json::from_str(&text).unwrap_or_else(|e| panic!("no report ({e}): {text}"));
         assert!(v.interrupted && v.verdict.partial, "{v:?}");
         assert_eq!(v.planned_duration_s, 30.0);
-        assert!(v.duration_s >= 1.0 && v.duration_s < 29.0, "{v:?}");
+        // What ran by the schedule of the packets sent (a loaded machine
+        // may have stalled the sender): more than nothing, less than planned.
+        assert!(v.duration_s > 0.0 && v.duration_s < 29.0, "{v:?}");
         assert!(
             v.verdict.reasons[0].starts_with("interrupted after"),
             "{:?}",

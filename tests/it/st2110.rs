@@ -518,3 +518,90 @@ fn recv_analyze_judges_the_stream_it_records() {
     assert_eq!(ideal.declared, Some(SenderType::NL));
     assert_eq!(ideal.frames, frames - 1);
 }
+
+#[test]
+fn a_tcpdump_capture_of_nagare_send_is_analysed() {
+    use nagare_api::st2110::AnalyzeReport;
+    use nagare_api::video::SendReport;
+    use std::io::{BufRead, BufReader};
+    if !require("tcpdump") {
+        return;
+    }
+    let s = Scratch::new("tcpdump");
+    let file = s.path("lo.pcap");
+    // A socket on the port, so no send is refused (tcpdump binds none);
+    // what it drops when full was captured already.
+    let sink = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = sink.local_addr().unwrap().port();
+    let frames = 12u64;
+    // 320x240 4:2:2 8-bit, a 640-byte line and its 20 bytes of headers
+    // per packet: 240 a frame.
+    let packets = frames * 240;
+    /// tcpdump is killed however the test ends.
+    struct Dump(std::process::Child);
+    impl Drop for Dump {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut dump = std::process::Command::new("tcpdump")
+        .args([
+            "-i",
+            "lo",
+            "-n",
+            "-U",
+            "-B",
+            "16384",
+            "--time-stamp-precision=nano",
+            "-c",
+        ])
+        .arg(packets.to_string())
+        .arg("-w")
+        .arg(&file)
+        .args(["udp", "and", "dst", "port", &port.to_string()])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("running tcpdump");
+    let mut err = BufReader::new(dump.stderr.take().unwrap());
+    let mut dump = Dump(dump);
+    // tcpdump says "listening on lo" once its filter is in place.
+    let mut line = String::new();
+    while err.read_line(&mut line).unwrap() > 0 && !line.contains("listening on") {
+        line.clear();
+    }
+    assert!(
+        line.contains("listening on"),
+        "tcpdump did not start: {line}"
+    );
+    // Without GSO: tcpdump on lo sees a UDP GSO train as one unsegmented
+    // datagram, as no receiver does.
+    let out = nagare()
+        .args(["send", "pattern:bars", "--to", &format!("127.0.0.1:{port}")])
+        .args(["--size", "320x240", "--pix-fmt", "uyvy422", "--fps", "50"])
+        .args(["--packet-size", "660", "--tp", "w", "--no-gso", "--json"])
+        .args(["--frames", &frames.to_string()])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let sent: SendReport = crate::common::parse_report(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(sent.packets_per_frame, 240);
+    let status = crate::common::wait_bounded(&mut dump.0, 20, "tcpdump");
+    assert!(status.success());
+    let out = nagare()
+        .args(["analyze", "--pcap", file.to_str().unwrap(), "--json"])
+        .args(["--size", "320x240", "--fps", "50", "--tp", "w"])
+        .output()
+        .unwrap();
+    let r: AnalyzeReport = crate::common::parse_report(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(r.model.as_ref().map(|m| m.packets), Some(240));
+    // The first frame waits for a boundary.
+    assert_eq!((r.frames, r.packets, r.lost), (frames - 1, packets, 0));
+    assert_eq!(r.ssrc, Some(sent.ssrc.0));
+    // What the capture saw and what the sender judged agree on the
+    // frame structure; pacing figures differ by the kernel's delivery.
+    let ideal = sent.st2110_21.unwrap();
+    assert_eq!(ideal.frames, r.frames);
+    assert_eq!(r.rtp_delta_ticks.min, Some(1800));
+    assert_eq!(r.rtp_delta_ticks.max, Some(1800));
+}

@@ -20,6 +20,7 @@
 //! to = "239.1.0.1:5000"      # unicast or multicast HOST:PORT
 //! dup = "239.2.0.1:5000"     # optional second-leg address (ST 2022-7)
 //! interface = "10.0.0.5"     # multicast needs the nodes' interface
+//! ttl = 8                    # optional multicast TTL (default 1: link-local)
 //!
 //! [[node]]
 //! name = "a"
@@ -93,6 +94,9 @@ pub struct DestinationSection {
     /// The nodes' multicast interface (address or name).
     #[serde(default)]
     pub interface: Option<String>,
+    /// Multicast TTL (default 1; routed multicast needs more).
+    #[serde(default)]
+    pub ttl: Option<u32>,
 }
 
 /// One serve node.

@@ -86,6 +86,10 @@ pub struct StreamRequest {
     /// Free text shown in the stream table (the cluster names its legs).
     #[serde(default)]
     pub label: Option<String>,
+    /// Multicast TTL (default 1: the local link only; a multicast router
+    /// between the server and its receivers needs more).
+    #[serde(default)]
+    pub ttl: Option<u32>,
     /// First epoch frame to send (frames since the Unix epoch at the
     /// source's rate), so nodes started one after another begin on the
     /// same frame; default: the next frame boundary after a short lead.

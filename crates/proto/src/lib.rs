@@ -12,6 +12,7 @@
 pub mod capture;
 pub mod cluster;
 pub mod framing;
+pub mod lobby;
 pub mod mpegts;
 pub mod netem;
 pub mod probe;

@@ -153,6 +153,7 @@ impl Cluster {
             priority: 200,
             looping: true,
             interface: self.config.destinations[k].interface.clone(),
+            ttl: self.config.destinations[k].ttl,
             stripe: Some(StripeSpec {
                 split: s.split,
                 count: s.stripes,

@@ -205,6 +205,7 @@ pub fn push(api: SocketAddr, source: &str, sink: SocketAddr, token: Option<&str>
         ssrc: None,
         label: None,
         epoch_frame: None,
+        ttl: None,
     })?;
     let (status, text) = http(api, "POST", "/v1/streams", &body, token)?;
     if status != 201 {

@@ -125,7 +125,7 @@ fn run_test(
 
 /// Creates every output file the flags name, so a bad path fails now.
 fn check_outputs(a: &ClientArgs) -> Result<()> {
-    for (flag, path) in [("--log", &a.log), ("--plot", &a.plot)] {
+    for (flag, path) in [("--log", &a.log), ("--plot", &a.plot), ("--html", &a.html)] {
         if let Some(p) = path {
             std::fs::File::create(p).with_context(|| {
                 format!(
@@ -139,7 +139,7 @@ fn check_outputs(a: &ClientArgs) -> Result<()> {
     Ok(())
 }
 
-/// Writes the --log, --plot files (after the report printed).
+/// Writes the --log, --plot and --html files (after the report printed).
 fn write_outputs(a: &ClientArgs, report: &Report, mut records: Vec<Arrival>) -> Result<()> {
     if let Some(path) = &a.log {
         records.sort_by_key(|r| r.received_at);
@@ -147,6 +147,9 @@ fn write_outputs(a: &ClientArgs, report: &Report, mut records: Vec<Arrival>) -> 
     }
     if let Some(path) = &a.plot {
         super::plot::draw(path, report)?;
+    }
+    if let Some(path) = &a.html {
+        super::html::write(path, report)?;
     }
     Ok(())
 }

@@ -72,9 +72,19 @@ impl Link {
     /// A link over the control connection `conn` and, unless the session
     /// only talks on `conn`, the test-stream socket `udp`.
     pub fn new(conn: TcpStream, udp: Option<&UdpSocket>) -> Result<Link> {
+        Link::with_prefix(conn, udp, Vec::new())
+    }
+
+    /// Like [`Link::new`], for a connection whose first `prefix` bytes were
+    /// already read (a server reads the hello before it commits a thread
+    /// and the test slot to a client).
+    pub fn with_prefix(conn: TcpStream, udp: Option<&UdpSocket>, prefix: Vec<u8>) -> Result<Link> {
         conn.set_nodelay(true)?;
         conn.set_write_timeout(Some(WRITE_TIMEOUT))?;
-        let control = spawn_reader(conn.try_clone()?);
+        // The hello's deadline set a read timeout; the session keeps time
+        // from here.
+        conn.set_read_timeout(None)?;
+        let control = spawn_reader(conn.try_clone()?, prefix);
         let (udp, stream_sock) = match udp {
             Some(sock) => {
                 let dup = sock
@@ -309,8 +319,11 @@ impl Drop for Link {
 }
 
 /// Reads the control connection on its own thread until it ends.
-fn spawn_reader(mut conn: TcpStream) -> Receiver<ControlRead> {
+fn spawn_reader(mut conn: TcpStream, prefix: Vec<u8>) -> Receiver<ControlRead> {
     let (tx, rx) = crossbeam_channel::bounded(64);
+    if !prefix.is_empty() {
+        let _ = tx.try_send(ControlRead::Bytes(prefix));
+    }
     std::thread::spawn(move || {
         let mut buf = vec![0u8; 64 << 10];
         loop {

@@ -95,11 +95,17 @@ fn live_line(stream: &str, iv: &LiveInterval) -> String {
 
 /// Prints the report as tables.
 pub fn print_human(r: &Report) {
+    let o = human_text(r);
+    // A closed pipe (| head) is not an error worth a panic.
+    let _ = std::io::stdout().lock().write_all(o.as_bytes());
+}
+
+/// The report as tables, as printed.
+pub fn human_text(r: &Report) -> String {
     let mut o = String::new();
     // Writing into a String cannot fail.
     let _ = human(&mut o, r);
-    // A closed pipe (| head) is not an error worth a panic.
-    let _ = std::io::stdout().lock().write_all(o.as_bytes());
+    o
 }
 
 fn human(o: &mut String, r: &Report) -> fmt::Result {

@@ -35,11 +35,13 @@ pub struct RecvArgs {
     /// Address to listen on, HOST:PORT (a multicast group joins it).
     #[arg(long, conflicts_with = "sdp", required_unless_present_any = ["sdp", "cluster"])]
     pub listen: Option<String>,
-    /// Frame size WIDTHxHEIGHT (with --listen).
-    #[arg(long, requires = "listen", value_parser = cli::parse_size)]
+    /// Frame size WIDTHxHEIGHT (with --listen; with --sdp, checked
+    /// against the SDP's).
+    #[arg(long, value_parser = cli::parse_size)]
     pub size: Option<Size>,
-    /// Pixel format (with --listen): uyvy422, uyvp, rgb24.
-    #[arg(long = "pix-fmt", requires = "listen", value_parser = cli::parse_pix_fmt)]
+    /// Pixel format (with --listen): uyvy422, uyvp, rgb24 (with --sdp,
+    /// checked against the SDP's).
+    #[arg(long = "pix-fmt", value_parser = cli::parse_pix_fmt)]
     pub pix_fmt: Option<PixelFormat>,
     /// Frame rate, used to number frames and count lost ones (otherwise
     /// learned from the SDP or the stream).
@@ -62,7 +64,8 @@ pub struct RecvArgs {
     /// record it as a new take instead of stopping with an error.
     #[arg(long)]
     pub follow_ssrc: bool,
-    /// Record frames to this raw file.
+    /// Record frames to this raw file; `-` writes them to standard output
+    /// (`nagare recv -o - | ffmpeg -f rawvideo ... -i -`).
     #[arg(long, short)]
     pub output: Option<PathBuf>,
     /// Append to the output file instead of replacing it (a partial frame
@@ -161,6 +164,33 @@ pub struct RecvConfig {
 
 impl RecvArgs {
     /// Validates the arguments.
+    /// With --sdp, a --size or --pix-fmt given too must say what the SDP
+    /// says: silently preferring one would record the wrong frames.
+    fn agrees_with(&self, f: &VideoFormat, path: &std::path::Path) -> Result<()> {
+        if let Some(s) = self.size
+            && (s.width, s.height) != (f.width, f.height)
+        {
+            bail!(
+                "--size {s} disagrees with the SDP '{}', which says {}x{}: drop --size (the SDP \
+                 describes the stream) or fix the SDP",
+                path.display(),
+                f.width,
+                f.height
+            );
+        }
+        if let Some(p) = self.pix_fmt
+            && p != f.pixel_format
+        {
+            bail!(
+                "--pix-fmt {p} disagrees with the SDP '{}', which says {}: drop --pix-fmt (the \
+                 SDP describes the stream) or fix the SDP",
+                path.display(),
+                f.pixel_format
+            );
+        }
+        Ok(())
+    }
+
     pub fn config(&self) -> Result<RecvConfig> {
         let interface = self.interface.clone();
         let mut source: Option<IpAddr> = self
@@ -187,6 +217,7 @@ impl RecvArgs {
                 if source.is_none() {
                     source = sdp.source;
                 }
+                self.agrees_with(&sdp.format, path)?;
                 declared = sdp.sender_type;
                 (SocketAddr::new(sdp.address, sdp.port), sdp.format, sdp.rate)
             }
@@ -716,12 +747,33 @@ pub fn print_summary(r: &RecvReport) {
     );
 }
 
+/// Why most of a stream failed to parse, when that looks like a format
+/// mismatch rather than loss: packets whose lines or offsets fall outside
+/// the frame this receiver expects are malformed, and their frames then
+/// count as incomplete or lost.
+pub fn format_hint(r: &RecvReport, f: &VideoFormat) -> Option<String> {
+    let seen = r.packets_received + r.packets_malformed;
+    let mostly_bad = r.packets_malformed > 0 && r.packets_malformed * 10 >= seen;
+    (mostly_bad && r.frames_complete * 2 <= r.frames_incomplete.count + r.frames_lost.count + 1)
+        .then(|| {
+            format!(
+                "recv: hint: {} of {seen} packets did not fit a {}x{} {} frame: the sender most \
+                 likely sends another size or pixel format; give recv the sender's --size and \
+                 --pix-fmt, or its SDP with --sdp",
+                r.packets_malformed, f.width, f.height, f.pixel_format
+            )
+        })
+}
+
 /// `nagare recv`.
 pub fn main(args: RecvArgs) -> Result<std::process::ExitCode> {
     if super::recv_stripes::wanted(&args)? {
         return super::recv_stripes::main(args);
     }
     let cfg = args.config()?;
+    if args.json && cfg.output.as_deref().is_some_and(crate::cli::is_stdio) {
+        bail!("--json prints on stdout, where -o - writes the frames: drop one, or give -o a file");
+    }
     let bound = Bound::open(&cfg)?;
     for n in bound.notices() {
         eprintln!("nagare recv: note: {n}");
@@ -742,6 +794,9 @@ pub fn main(args: RecvArgs) -> Result<std::process::ExitCode> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_summary(&report);
+    }
+    if let Some(h) = format_hint(&report, &cfg.format) {
+        eprintln!("{h}");
     }
     if let Some(e) = &report.output_error {
         eprintln!("nagare recv: error: {e}");

@@ -71,7 +71,9 @@ impl Recording {
             bail!("a recording needs frames of at least one byte");
         }
         let (writing, final_path) = segment_paths(&plan, 0);
-        let file = if plan.append {
+        let file = if crate::cli::is_stdio(&plan.path) {
+            stdout_file(&plan)?
+        } else if plan.append {
             open_append(&writing, plan.frame_bytes)?
         } else {
             File::create(&writing)
@@ -220,6 +222,20 @@ fn open_append(path: &Path, frame_bytes: u64) -> Result<File> {
 /// The path a segment is written to and the one it is renamed to:
 /// `copy.uyvy` stays itself without segmenting, else segment 3 is
 /// `copy-000003.uyvy`, written as `copy-000003.uyvy.part`.
+/// `-o -`: the frames go to standard output (a pipe into FFmpeg), which
+/// can be neither appended to nor split into segments.
+fn stdout_file(plan: &Plan) -> Result<File> {
+    use std::os::fd::AsFd;
+    if plan.append || plan.segmenting != Segmenting::None {
+        bail!("-o - writes to standard output: it cannot take --append or --segment-*");
+    }
+    let fd = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .context("duplicating standard output for the frames")?;
+    Ok(File::from(fd))
+}
+
 fn segment_paths(plan: &Plan, segment: u64) -> (PathBuf, PathBuf) {
     if plan.segmenting == Segmenting::None {
         return (plan.path.clone(), plan.path.clone());

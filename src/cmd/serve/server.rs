@@ -212,7 +212,7 @@ impl Server {
                      the server with --multicast-interface"
                 )));
             }
-            let o = Output::udp(d, interface.clone(), None, self.settings.send_buffer)
+            let o = Output::udp(d, interface.clone(), req.ttl, self.settings.send_buffer)
                 .map_err(|e| Refusal::Bad(format!("{e:#}")))?;
             outputs.push(o);
         }

@@ -16,7 +16,9 @@ use anyhow::{Context, anyhow};
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use nagare_proto::Nanos;
 use nagare_proto::framing::{self, HEADER_LEN};
-use nagare_proto::tree::{Close, DialId, LinkId, LinkInput, Message, Nonce, Role, Transmit};
+use nagare_proto::tree::{
+    Close, DialId, LinkId, LinkInput, MAX_HANDSHAKE_MESSAGE, Message, Nonce, Role, Transmit,
+};
 
 /// How long opening a connection may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -248,9 +250,12 @@ impl Links {
         let reader = stream.try_clone().context("cloning a connection")?;
         let writer = stream.try_clone().context("cloning a connection")?;
         let tx = self.tx.clone();
+        // Before it has proved itself, a newcomer may send one message of
+        // handshake size: a hostile length prefix allocates nothing.
+        let first_max = accepted.then_some(MAX_HANDSHAKE_MESSAGE);
         std::thread::Builder::new()
             .name(format!("read-{}", link.0))
-            .spawn(move || read_loop(reader, link, &tx, stall))?;
+            .spawn(move || read_loop(reader, link, &tx, stall, first_max))?;
         let (wtx, wrx) = unbounded();
         let tx = self.tx.clone();
         let thread = std::thread::Builder::new()
@@ -269,18 +274,27 @@ impl Links {
 }
 
 /// Reads one framed message (header included), refusing oversized ones
-/// before allocating.
-pub fn read_message(stream: &mut impl Read) -> anyhow::Result<Vec<u8>> {
+/// (by the framing's limit, and over `max` bytes) before allocating.
+fn read_message(stream: &mut impl Read, max: usize) -> anyhow::Result<Vec<u8>> {
     let mut header = [0u8; HEADER_LEN];
     stream.read_exact(&mut header)?;
     let len = framing::body_len(header)?;
+    if len > max {
+        anyhow::bail!("a {len}-byte message before the handshake (at most {max})");
+    }
     let mut msg = vec![0u8; HEADER_LEN + len];
     msg[..HEADER_LEN].copy_from_slice(&header);
     stream.read_exact(&mut msg[HEADER_LEN..])?;
     Ok(msg)
 }
 
-fn read_loop(mut stream: TcpStream, link: LinkId, tx: &Sender<Arrival>, stall: Option<Duration>) {
+fn read_loop(
+    mut stream: TcpStream,
+    link: LinkId,
+    tx: &Sender<Arrival>,
+    stall: Option<Duration>,
+    first_max: Option<usize>,
+) {
     let mut stall = stall;
     let mut read = 0u64;
     loop {
@@ -289,8 +303,9 @@ fn read_loop(mut stream: TcpStream, link: LinkId, tx: &Sender<Arrival>, stall: O
                 std::thread::sleep(d);
             }
         }
+        let max = if read == 0 { first_max } else { None };
         read += 1;
-        let input = match read_message(&mut stream) {
+        let input = match read_message(&mut stream, max.unwrap_or(usize::MAX)) {
             Ok(m) => LinkInput::Received {
                 link,
                 msg: Arc::from(m),

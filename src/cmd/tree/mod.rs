@@ -17,7 +17,7 @@ use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Subcommand};
-use nagare_proto::tree::{KEY_LEN, SessionKey};
+use nagare_proto::tree::{KEY_LEN, Limits, SessionKey};
 
 /// Arguments of `nagare tree`.
 #[derive(Args)]
@@ -74,9 +74,9 @@ pub struct SourceArgs {
     /// Write statistics as JSON here when the stream ends.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
-    /// Test only: queue limit per child in KiB (default 8192), so a test
-    /// can make a stalled child lag with little data.
-    #[arg(long, hide = true)]
+    /// Most KiB queued for one child before it counts as lagging: it is
+    /// dropped from the live stream and caught up later (default 8192).
+    #[arg(long = "lag-limit", alias = "lag-limit-kib", value_name = "KIB")]
     lag_limit_kib: Option<usize>,
 }
 
@@ -90,7 +90,8 @@ pub struct JoinArgs {
     /// keeps it out of the process list).
     #[arg(long)]
     key: Option<String>,
-    /// Append every received frame (raw, packed) to this file.
+    /// Append every received frame (raw, packed) to this file; `-` writes
+    /// them to standard output.
     #[arg(long, short, value_name = "FILE")]
     output: Option<PathBuf>,
     /// Show the screen in an X11 window.
@@ -109,6 +110,10 @@ pub struct JoinArgs {
     /// Write statistics as JSON here when leaving.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
+    /// Most KiB queued for one of this peer's children before it counts
+    /// as lagging (default 8192), as on the source.
+    #[arg(long = "lag-limit", value_name = "KIB")]
+    lag_limit_kib: Option<usize>,
     /// Test only: stop reading from the parent for this many
     /// milliseconds, once, after the first few messages (a slow child).
     #[arg(long, hide = true, default_value_t = 0)]
@@ -129,6 +134,23 @@ fn now_us() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
+/// Relay queue limits from `--lag-limit KIB`: resume at an eighth.
+fn lag_limits(kib: Option<usize>) -> anyhow::Result<Limits> {
+    let Some(kib) = kib else {
+        return Ok(Limits::default());
+    };
+    if kib < 64 {
+        anyhow::bail!(
+            "--lag-limit {kib} KiB cannot hold a frame of screen updates; give at least 64"
+        );
+    }
+    let lag = kib.saturating_mul(1024);
+    Ok(Limits {
+        lag,
+        resume: lag / 8,
+    })
 }
 
 fn parse_key(text: &str) -> anyhow::Result<SessionKey> {

@@ -2,7 +2,6 @@
 //! re-attach) over real sockets, and record, show and report the frames
 //! it decodes.
 
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::process::ExitCode;
@@ -14,7 +13,7 @@ use nagare_proto::Nanos;
 use nagare_proto::screen::CompletedFrame;
 use nagare_proto::stats::Distribution;
 use nagare_proto::tree::peer::{AttachFailure, Event, Failure, Input, Loss};
-use nagare_proto::tree::{DialId, Limits, Peer, PeerConfig, Transmit};
+use nagare_proto::tree::{DialId, Peer, PeerConfig, Transmit};
 
 use super::links::Links;
 use super::{JoinArgs, fingerprint, now_us, parse_key};
@@ -58,11 +57,7 @@ pub fn run(args: JoinArgs) -> anyhow::Result<ExitCode> {
         listener.local_addr()?
     );
     let output = match &args.output {
-        Some(p) => {
-            Some(BufWriter::new(File::create(p).with_context(|| {
-                format!("creating output file {}", p.display())
-            })?))
-        }
+        Some(p) => Some(BufWriter::new(crate::cli::open_output(p)?)),
         None => None,
     };
     let stall = (args.stall_ms > 0).then(|| Duration::from_millis(args.stall_ms));
@@ -72,7 +67,7 @@ pub fn run(args: JoinArgs) -> anyhow::Result<ExitCode> {
         key,
         source,
         relay_port,
-        limits: Limits::default(),
+        limits: super::lag_limits(args.lag_limit_kib)?,
         give_up: Nanos::from_secs(args.timeout.max(1)),
     };
     let mut session = Session {
@@ -81,6 +76,7 @@ pub fn run(args: JoinArgs) -> anyhow::Result<ExitCode> {
         source,
         frames: args.frames,
         output,
+        frames_on_stdout: args.output.as_deref().is_some_and(crate::cli::is_stdio),
         want_view: args.view,
         #[cfg(feature = "x11")]
         viewer: None,
@@ -121,7 +117,9 @@ struct Session {
     links: Links,
     source: SocketAddr,
     frames: Option<u64>,
-    output: Option<BufWriter<File>>,
+    output: Option<BufWriter<Box<dyn Write + Send>>>,
+    /// `-o -`: the frames go to stdout, the log lines to stderr.
+    frames_on_stdout: bool,
     want_view: bool,
     #[cfg(feature = "x11")]
     viewer: Option<super::view::Viewer>,
@@ -187,10 +185,16 @@ impl Session {
                 moved,
             } => {
                 let verb = if moved { "moved" } else { "placed" };
-                println!(
+                let line = format!(
                     "{verb} {} slot {} depth {} under {}",
                     p.peer, p.slot, p.depth, p.parent
                 );
+                // With -o -, stdout carries the frames alone.
+                if self.frames_on_stdout {
+                    eprintln!("{line}");
+                } else {
+                    println!("{line}");
+                }
             }
             Event::Attached { format, .. } => self.open_view(format),
             Event::AttachFailed { parent, addr, why } => {

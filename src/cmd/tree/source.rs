@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use nagare_api::tree::SourceReport;
 use nagare_proto::tree::coordinator::{Event, Input};
-use nagare_proto::tree::{Coordinator, CoordinatorConfig, Limits};
+use nagare_proto::tree::{Coordinator, CoordinatorConfig};
 use nagare_proto::{FrameRate, Nanos, VideoFormat};
 
 use super::capture::Capture;
@@ -37,13 +37,7 @@ pub fn run(args: SourceArgs) -> anyhow::Result<ExitCode> {
         &args.size,
         &args.pix_fmt,
     )?;
-    let limits = match args.lag_limit_kib {
-        Some(kib) => Limits {
-            lag: kib.saturating_mul(1024),
-            resume: kib.saturating_mul(1024) / 8,
-        },
-        None => Limits::default(),
-    };
+    let limits = super::lag_limits(args.lag_limit_kib)?;
     let mut coord = Coordinator::new(CoordinatorConfig {
         key,
         format,

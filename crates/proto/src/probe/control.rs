@@ -103,6 +103,10 @@ pub enum ControlMessage {
 
 /// Largest control frame body (one JSON message or one batch of records).
 pub const MAX_FRAME_LEN: usize = 1 << 20;
+/// Largest first frame (the client's hello) a server reads before the
+/// client is known: the hello is a few hundred bytes of JSON, so a length
+/// prefix beyond this is refused before anything is allocated.
+pub const MAX_HELLO_LEN: usize = 16 << 10;
 /// Bytes of a control frame header: type byte and 32-bit big-endian length.
 pub const FRAME_HEADER_LEN: usize = 5;
 /// Bytes of one record in a records frame.

@@ -32,7 +32,8 @@ pub mod wire;
 pub use analysis::{SenderLog, analyze};
 pub use control::{
     ControlMessage, FRAME_HEADER_LEN, Frame, FrameDecoder, FrameHeader, FrameKind, MAX_FRAME_LEN,
-    RECORD_LEN, RECORDS_PER_FRAME, Refusal, records_frame, records_from_bytes, records_to_frames,
+    MAX_HELLO_LEN, RECORD_LEN, RECORDS_PER_FRAME, Refusal, records_frame, records_from_bytes,
+    records_to_frames,
 };
 pub use error::{Error, MessageKind, Param, Stage};
 pub use live::LiveMeter;

@@ -38,7 +38,9 @@ pub const GENERIC: Profile = Profile {
     name: "generic",
     description: "any stream: loss at most 0.1%, PDV p99.9 at most 50 ms",
     rate_bps: 6_000_000,
-    packet_size: 1316,
+    // nagare's one default UDP payload (send, probe, doctor): 1440 bytes
+    // fit a 1500-byte MTU under IPv6, UDP and RTP headers.
+    packet_size: 1440,
     fps: None,
     playout_us: 50_000,
     max_loss_rate: 1e-3,

@@ -14,9 +14,20 @@ use crate::units::Nanos;
 /// How long a new connection may take to prove itself.
 pub const HANDSHAKE_TIMEOUT: Nanos = Nanos::from_secs(5);
 
-/// Connections waiting to prove themselves at once; more are closed
-/// unanswered, so a flood of idle connections costs bounded memory.
-pub const MAX_PENDING: usize = 256;
+/// Connections waiting to prove themselves at once. A newcomer beyond it
+/// evicts the one that has waited longest (closed unanswered), so a flood
+/// of idle or trickling connections costs bounded memory and still
+/// cannot lock out a peer that answers its challenge at once.
+pub const MAX_PENDING: usize = 64;
+
+/// Connections from one address waiting at once; beyond it the oldest
+/// from that address is evicted.
+pub const MAX_PENDING_PER_ADDRESS: usize = 16;
+
+/// Largest message a connection may send before it has proved itself:
+/// a join or attach request is under 100 bytes, so a length prefix
+/// beyond this is refused before anything is allocated for it.
+pub const MAX_HANDSHAKE_MESSAGE: usize = 512;
 
 /// Why a connection was turned away.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,17 +124,26 @@ impl Admission {
         }
     }
 
-    /// Challenges a new connection; `None` when too many are pending (the
-    /// caller closes it unanswered).
+    /// Challenges a new connection; also returns the pending links it
+    /// evicted to make room (the caller closes them unanswered).
     pub(crate) fn accept(
         &mut self,
         now: Nanos,
         link: LinkId,
         from: SocketAddr,
         nonce: Nonce,
-    ) -> Option<Message> {
+    ) -> (Message, Vec<(LinkId, SocketAddr)>) {
+        let mut evicted = Vec::new();
+        let same = self
+            .pending
+            .values()
+            .filter(|p| p.from.ip() == from.ip())
+            .count();
+        if same >= MAX_PENDING_PER_ADDRESS {
+            evicted.extend(self.evict(Some(from)));
+        }
         if self.pending.len() >= MAX_PENDING {
-            return None;
+            evicted.extend(self.evict(None));
         }
         let deadline = now + HANDSHAKE_TIMEOUT;
         self.pending.insert(
@@ -134,7 +154,20 @@ impl Admission {
                 deadline,
             },
         );
-        Some(Control::Challenge { nonce }.to_bytes().into())
+        (Control::Challenge { nonce }.to_bytes().into(), evicted)
+    }
+
+    /// Removes the pending link that has waited longest (from `from`'s
+    /// address, if given).
+    fn evict(&mut self, from: Option<SocketAddr>) -> Option<(LinkId, SocketAddr)> {
+        let (&link, p) = self
+            .pending
+            .iter()
+            .filter(|(_, p)| from.is_none_or(|f| p.from.ip() == f.ip()))
+            .min_by_key(|(l, p)| (p.deadline, **l))?;
+        let from = p.from;
+        self.pending.remove(&link);
+        Some((link, from))
     }
 
     /// Whether `link` is waiting to prove itself.
@@ -217,7 +250,7 @@ mod tests {
     fn verdicts() {
         let mut a = Admission::new(KEY, true);
         let nonce = [5; 32];
-        assert!(a.accept(Nanos(0), LinkId(1), from(), nonce).is_some());
+        assert!(a.accept(Nanos(0), LinkId(1), from(), nonce).1.is_empty());
         let join = Control::Join {
             proof: proof(&KEY, &nonce, Role::Join),
             relay_port: 7000,
@@ -252,13 +285,38 @@ mod tests {
         );
     }
 
+    fn at(last: u8) -> SocketAddr {
+        SocketAddr::from(([10, 0, 1, last], 40000))
+    }
+
     #[test]
-    fn deadlines_and_the_pending_cap() {
+    fn the_longest_waiting_is_evicted_per_address_and_in_all() {
         let mut a = Admission::new(KEY, true);
-        for i in 0..MAX_PENDING as u64 {
-            assert!(a.accept(Nanos(i), LinkId(i), from(), [0; 32]).is_some());
+        let n = MAX_PENDING_PER_ADDRESS as u64;
+        for i in 0..n {
+            assert!(a.accept(Nanos(i), LinkId(i), from(), [0; 32]).1.is_empty());
         }
-        assert!(a.accept(Nanos(0), LinkId(999), from(), [0; 32]).is_none());
+        // One address cannot hold more than its share.
+        let (_, out) = a.accept(Nanos(n), LinkId(n), from(), [0; 32]);
+        assert_eq!(out, [(LinkId(0), from())]);
+        // Other addresses fill the rest; then the oldest anywhere goes.
+        let mut id = 100;
+        while a.pending.len() < MAX_PENDING {
+            let (_, out) = a.accept(Nanos(id), LinkId(id), at(id as u8), [0; 32]);
+            assert!(out.is_empty());
+            id += 1;
+        }
+        let (_, out) = a.accept(Nanos(id), LinkId(id), at(250), [0; 32]);
+        assert_eq!(out, [(LinkId(1), from())]);
+        assert_eq!(a.pending.len(), MAX_PENDING);
+    }
+
+    #[test]
+    fn deadlines_are_for_the_whole_handshake() {
+        let mut a = Admission::new(KEY, true);
+        for i in 0..3 {
+            a.accept(Nanos(i), LinkId(i), from(), [0; 32]);
+        }
         assert_eq!(a.poll_timeout(), Some(HANDSHAKE_TIMEOUT));
         let late = a.expire(HANDSHAKE_TIMEOUT + Nanos(1));
         assert_eq!(late.len(), 2);

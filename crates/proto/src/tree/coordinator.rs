@@ -248,10 +248,11 @@ impl Coordinator {
     fn link(&mut self, now: Nanos, input: LinkInput) {
         match input {
             LinkInput::Accepted { link, from, nonce } => {
-                match self.admission.accept(now, link, from, nonce) {
-                    Some(challenge) => self.send(link, challenge),
-                    None => self.refuse(link, from, Refusal::Busy),
+                let (challenge, evicted) = self.admission.accept(now, link, from, nonce);
+                for (old, from) in evicted {
+                    self.refuse(old, from, Refusal::Busy);
                 }
+                self.send(link, challenge);
             }
             LinkInput::Received { link, msg } => self.received(now, link, &msg),
             LinkInput::Sent { link } => self.fanout.sent(link),

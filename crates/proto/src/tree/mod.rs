@@ -28,7 +28,9 @@ mod tests;
 pub mod topology;
 pub mod wire;
 
-pub use admission::{HANDSHAKE_TIMEOUT, MAX_PENDING, Refusal};
+pub use admission::{
+    HANDSHAKE_TIMEOUT, MAX_HANDSHAKE_MESSAGE, MAX_PENDING, MAX_PENDING_PER_ADDRESS, Refusal,
+};
 pub use auth::{KEY_LEN, Nonce, Role, SessionKey, proof, proof_matches};
 pub use coordinator::{Coordinator, CoordinatorConfig, SourceStats};
 pub use error::Error;

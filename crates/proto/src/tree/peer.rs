@@ -448,15 +448,15 @@ impl Peer {
     fn link(&mut self, now: Nanos, input: LinkInput) {
         match input {
             LinkInput::Accepted { link, from, nonce } => {
-                let challenge = if self.stopping {
-                    None
-                } else {
-                    self.admission.accept(now, link, from, nonce)
-                };
-                match challenge {
-                    Some(c) => self.send(link, c),
-                    None => self.refuse(link, from, Refusal::Busy),
+                if self.stopping {
+                    self.refuse(link, from, Refusal::Busy);
+                    return;
                 }
+                let (challenge, evicted) = self.admission.accept(now, link, from, nonce);
+                for (old, from) in evicted {
+                    self.refuse(old, from, Refusal::Busy);
+                }
+                self.send(link, challenge);
             }
             LinkInput::Connected { dial, link } => self.connected(now, dial, link),
             LinkInput::ConnectFailed { dial } => match (self.join, self.upstream) {
