@@ -1,17 +1,22 @@
-//! The raw video receive machine fed any datagrams: RTP checks, SSRC
-//! lock, sequence extension, duplicates, reassembly and the frame limit.
+//! The raw video receive machine fed any datagrams: RTP checks, stream
+//! selection (probation, source filter, takeovers), sequence extension,
+//! duplicates, reassembly and the frame limit.
 //!
 //! Input: `format (3) | opts (1) | limit (1)` then datagrams as
 //! `gap (1) | len (2) | bytes`, each arriving `gap` microseconds after the
-//! one before. `opts` bit 0 zero-fills (keep incomplete frames), bit 1
-//! sets the frame limit to `limit`, bit 2 recycles every frame buffer,
-//! bit 3 makes it patient (ST 2022-7 tolerance of `opts >> 4` frames).
+//! one before, from 10.0.0.1 (even `gap`) or 10.0.0.2 (odd). `opts` bit 0
+//! zero-fills (keep incomplete frames), bit 1 sets the frame limit to
+//! `limit`, bit 2 recycles every frame buffer, bit 3 follows takeovers as
+//! new takes, bit 4 takes only 10.0.0.1 as the stream, bits 5-7 make it
+//! patient (ST 2022-7 tolerance of `opts >> 5` frames).
 //! Invariants: no panic; frames are `frame_bytes` long; frame and lost
 //! indices strictly increase and stay below the limit; every distinct
 //! stream packet is counted once; with a limit, `finish` accounts for
 //! exactly that many frames.
 
 #![no_main]
+
+use std::net::{IpAddr, SocketAddr};
 
 use libfuzzer_sys::fuzz_target;
 use nagare_fuzz::{Reader, small_format};
@@ -53,23 +58,27 @@ fuzz_target!(|data: &[u8]| {
     let opts = input.u8();
     let limit = (opts & 2 != 0).then(|| u64::from(input.u8()));
     let recycle = opts & 4 != 0;
+    let source = (opts & 16 != 0).then(|| IpAddr::from([10, 0, 0, 1]));
     let mut r = Receiver::new(Config {
         format,
         rate: None,
         incomplete: if opts & 1 != 0 { Incomplete::Keep } else { Incomplete::Drop },
         frame_limit: limit,
-    });
-    if opts & 8 != 0 {
-        r.set_tolerance(usize::from(opts >> 4));
+    })
+    .with_selection(source, opts & 8 != 0);
+    if opts >> 5 != 0 {
+        r.set_tolerance(usize::from(opts >> 5));
     }
     let mut seen = Seen::default();
     let mut now = Nanos::ZERO;
     let mut datagrams = 0u64;
     while input.remaining() > 0 {
-        now = now + Nanos::from_micros(u64::from(input.u8()));
+        let gap = input.u8();
+        now = now + Nanos::from_micros(u64::from(gap));
+        let from = Some(SocketAddr::from(([10, 0, 0, 1 + (gap & 1)], 5000)));
         let len = usize::from(input.u16());
         let bytes = input.bytes(len);
-        r.handle_input(now, Datagram { bytes, from: None });
+        r.handle_input(now, Datagram { bytes, from });
         datagrams += 1;
         drain(&mut r, &mut seen, format.frame_bytes(), recycle);
     }
