@@ -56,13 +56,50 @@ pub fn draw(path: &Path, report: &AnalyzeReport, points: &[FramePoint]) -> Resul
 
 type Area<'a> = DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>;
 
-/// A dashed-looking limit line across the time axis, labelled.
-fn limit<'a, DB: DrawingBackend + 'a>(
-    chart: &mut ChartContext<
-        'a,
-        DB,
-        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
-    >,
+type Chart<'a, 'b> = ChartContext<
+    'a,
+    BitMapBackend<'b>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// One panel in the common style: caption, axes over `x` and `y` with
+/// ticks, and the mesh labelled with `units` (x, y).
+fn panel<'a, 'b>(
+    area: &'a Area<'b>,
+    caption: &str,
+    x: std::ops::Range<f64>,
+    y: std::ops::Range<f64>,
+    units: (&str, &str),
+) -> Result<Chart<'a, 'b>> {
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 16))
+        .margin(10)
+        .x_label_area_size(30)
+        .y_label_area_size(50)
+        .build_cartesian_2d(x, y)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc(units.0)
+        .y_desc(units.1)
+        .draw()
+        .map_err(err)?;
+    Ok(chart)
+}
+
+/// The panel's legend box.
+fn legend<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>) -> Result<()> {
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)
+}
+
+/// A limit line across the time axis, labelled.
+fn limit(
+    chart: &mut Chart<'_, '_>,
     end: f64,
     value: f64,
     name: &str,
@@ -73,7 +110,7 @@ fn limit<'a, DB: DrawingBackend + 'a>(
             [(0.0, value), (end, value)],
             color.stroke_width(1),
         ))
-        .map_err(|e| anyhow!("{e:?}"))?
+        .map_err(err)?
         .label(format!("{name} {value}"))
         .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color));
     Ok(())
@@ -83,19 +120,13 @@ fn cinst(area: &Area<'_>, r: &AnalyzeReport, points: &[FramePoint], end: f64) ->
     let limits = r.model.as_ref().map(|m| m.limits);
     let top = points.iter().map(|p| p.cinst_peak).max().unwrap_or(0);
     let top = top.max(limits.map_or(0, |l| l.cmax_w)) as f64 * 1.15 + 1.0;
-    let mut chart = ChartBuilder::on(area)
-        .caption("Cinst peak per frame", ("sans-serif", 16))
-        .margin(10)
-        .x_label_area_size(30)
-        .y_label_area_size(50)
-        .build_cartesian_2d(0.0..end, 0.0..top)
-        .map_err(err)?;
-    chart
-        .configure_mesh()
-        .x_desc("seconds")
-        .y_desc("packets")
-        .draw()
-        .map_err(err)?;
+    let mut chart = panel(
+        area,
+        "Cinst peak per frame",
+        0.0..end,
+        0.0..top,
+        ("seconds", "packets"),
+    )?;
     chart
         .draw_series(LineSeries::new(
             points.iter().map(|p| (p.t, p.cinst_peak as f64)),
@@ -109,12 +140,7 @@ fn cinst(area: &Area<'_>, r: &AnalyzeReport, points: &[FramePoint], end: f64) ->
         limit(&mut chart, end, l.cmax_nl as f64, "CMAX_NL", CYAN)?;
         limit(&mut chart, end, l.cmax_w as f64, "CMAX_W", RED)?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(err)?;
+    legend(&mut chart)?;
     Ok(())
 }
 
@@ -137,22 +163,13 @@ fn vrx(area: &Area<'_>, r: &AnalyzeReport, points: &[FramePoint], end: f64) -> R
     let full_n = limits.map_or(0, |l| l.vrx_full_n) as i64;
     let top = hi.max(full_n) as f64 * 1.15 + 1.0;
     let name = if schedule_linear { "linear" } else { "gapped" };
-    let mut chart = ChartBuilder::on(area)
-        .caption(
-            format!("VRX per frame ({name} receiver)"),
-            ("sans-serif", 16),
-        )
-        .margin(10)
-        .x_label_area_size(30)
-        .y_label_area_size(50)
-        .build_cartesian_2d(0.0..end, (lo as f64 - 1.0)..top)
-        .map_err(err)?;
-    chart
-        .configure_mesh()
-        .x_desc("seconds")
-        .y_desc("packets")
-        .draw()
-        .map_err(err)?;
+    let mut chart = panel(
+        area,
+        &format!("VRX per frame ({name} receiver)"),
+        0.0..end,
+        (lo as f64 - 1.0)..top,
+        ("seconds", "packets"),
+    )?;
     chart
         .draw_series(LineSeries::new(
             points.iter().map(|p| (p.t, pick(p).peak as f64)),
@@ -176,12 +193,7 @@ fn vrx(area: &Area<'_>, r: &AnalyzeReport, points: &[FramePoint], end: f64) -> R
             limit(&mut chart, end, l.vrx_full_w as f64, "VRX_FULL_W", RED)?;
         }
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(err)?;
+    legend(&mut chart)?;
     Ok(())
 }
 
@@ -194,22 +206,13 @@ fn fpt(area: &Area<'_>, r: &AnalyzeReport) -> Result<()> {
     let x0 = bins.first().map_or(0, |b| b[0]) as f64;
     let x1 = bins.last().map_or(1, |b| b[0]) as f64 + width;
     let top = bins.iter().map(|b| b[1]).max().unwrap_or(1) as f64 * 1.15 + 1.0;
-    let mut chart = ChartBuilder::on(area)
-        .caption(
-            "FPT (first packet time after the frame's epoch start)",
-            ("sans-serif", 16),
-        )
-        .margin(10)
-        .x_label_area_size(30)
-        .y_label_area_size(50)
-        .build_cartesian_2d(x0..x1, 0.0..top)
-        .map_err(err)?;
-    chart
-        .configure_mesh()
-        .x_desc("µs")
-        .y_desc("frames")
-        .draw()
-        .map_err(err)?;
+    let mut chart = panel(
+        area,
+        "FPT (first packet time after the frame's epoch start)",
+        x0..x1,
+        0.0..top,
+        ("µs", "frames"),
+    )?;
     chart
         .draw_series(bins.iter().map(|b| {
             let x = b[0] as f64;
@@ -227,12 +230,7 @@ fn fpt(area: &Area<'_>, r: &AnalyzeReport) -> Result<()> {
                 .map_err(err)?
                 .label(format!("TRoffset {tro:.1} µs"))
                 .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], RED));
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK)
-                .draw()
-                .map_err(err)?;
+            legend(&mut chart)?;
         }
     }
     Ok(())
