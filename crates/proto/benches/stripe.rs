@@ -1,0 +1,46 @@
+//! 2SI split and merge of an 8K 10-bit frame into 8 stripes: the gather
+//! `nagare send --split 2si` does for a file source (the reader thread,
+//! every frame) and for pattern:bars (once per cycle frame), and the
+//! scatter `nagare recv --stripes 8 --split 2si` does for every stripe
+//! of every frame.
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use nagare_proto::video::stripe::{Rule, Stripes};
+use nagare_proto::{PixelFormat, VideoFormat};
+
+fn two_sample_interleave(c: &mut Criterion) {
+    let mut g = c.benchmark_group("stripe_2si");
+    g.sample_size(10);
+    for (pf, name) in [(PixelFormat::Uyvp, "uyvp"), (PixelFormat::Uyvy422, "uyvy")] {
+        let format = VideoFormat::new(7680, 4320, pf).unwrap();
+        let s = Stripes::new(format, Rule::TwoSampleInterleave, 8).unwrap();
+        let frame: Vec<u8> = (0..format.frame_bytes()).map(|i| (i * 7) as u8).collect();
+        let n = s.stripe_format().frame_bytes();
+        let mut stripes = vec![0u8; 8 * n];
+        g.throughput(Throughput::Bytes(format.frame_bytes() as u64));
+        g.bench_function(format!("split_8k_{name}"), |b| {
+            b.iter(|| {
+                for (k, out) in stripes.chunks_exact_mut(n).enumerate() {
+                    s.split(&frame, k, out).unwrap();
+                }
+            })
+        });
+        let mut back = vec![0u8; format.frame_bytes()];
+        // The floor: one plain copy of the frame's bytes.
+        g.bench_function(format!("memcpy_8k_{name}"), |b| {
+            b.iter(|| back.copy_from_slice(&frame))
+        });
+        g.bench_function(format!("merge_8k_{name}"), |b| {
+            b.iter(|| {
+                for (k, part) in stripes.chunks_exact(n).enumerate() {
+                    s.merge(part, k, &mut back).unwrap();
+                }
+            })
+        });
+        assert!(back == frame);
+    }
+    g.finish();
+}
+
+criterion_group!(benches, two_sample_interleave);
+criterion_main!(benches);
