@@ -2,7 +2,8 @@
 //! `nagare send --split 2si` does for a file source (the reader thread,
 //! every frame) and for pattern:bars (once per cycle frame), and the
 //! scatter `nagare recv --stripes 8 --split 2si` does for every stripe
-//! of every frame.
+//! of every frame (one stripe at a time, or all at once as the
+//! assembler does).
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use nagare_proto::video::stripe::{Rule, Stripes};
@@ -36,6 +37,12 @@ fn two_sample_interleave(c: &mut Criterion) {
                     s.merge(part, k, &mut back).unwrap();
                 }
             })
+        });
+        assert!(back == frame);
+        // What the assembler does with a whole frame's stripes.
+        back.fill(0);
+        g.bench_function(format!("merge_all_8k_{name}"), |b| {
+            b.iter(|| s.merge_all(&stripes, &mut back).unwrap())
         });
         assert!(back == frame);
     }

@@ -238,6 +238,43 @@ impl Stripes {
         Ok(())
     }
 
+    /// Copies every stripe (`stripes`: all of them back to back, in
+    /// stripe order) into `frame`, writing each frame byte once. For 2SI
+    /// the two stripes that share a frame line are interleaved into it in
+    /// one pass, where [`merge`](Self::merge) of one stripe must read the
+    /// line back to keep the other's pairs (twice the memory traffic).
+    pub fn merge_all(&self, stripes: &[u8], frame: &mut [u8]) -> Result<(), Error> {
+        let n = self.stripe.frame_bytes();
+        let sizes = [
+            (frame.len(), self.frame.frame_bytes()),
+            (stripes.len(), n * self.count),
+        ];
+        for (got, expected) in sizes {
+            if got != expected {
+                return Err(Error::FrameSize { expected, got });
+            }
+        }
+        if self.rule != Rule::TwoSampleInterleave {
+            for (k, stripe) in stripes.chunks_exact(n).enumerate() {
+                self.merge(stripe, k, frame)?;
+            }
+            return Ok(());
+        }
+        let (fl, sl) = (self.frame.line_bytes(), self.stripe.line_bytes());
+        let lines = self.stripe.height as usize;
+        for (y, row) in frame.chunks_exact_mut(fl).enumerate() {
+            // Frame line y = 2 (band × lines + y_stripe) + sub / 2: the
+            // line of sub-images 2(y mod 2) and 2(y mod 2) + 1.
+            let (half, t) = (y % 2, y / 2);
+            let (band, y_stripe) = (t / lines, t % lines);
+            let first = 2 * half * self.bands + band;
+            let at = |k: usize| k * n + y_stripe * sl;
+            let (a, b) = (at(first), at(first + self.bands));
+            interleave(self.pair, &stripes[a..a + sl], &stripes[b..b + sl], row);
+        }
+        Ok(())
+    }
+
     fn check(&self, frame: &[u8], k: usize, stripe: &[u8]) -> Result<(), Error> {
         if k >= self.count {
             return Err(Error::NoSuchStripe(k as u32));
@@ -368,6 +405,46 @@ fn window(b: &[u8], at: usize) -> [u8; 16] {
     w
 }
 
+/// A 2SI frame line from its two stripes' lines: pairs of `a` and `b`
+/// alternate, `a`'s first.
+fn interleave(pair: usize, a: &[u8], b: &[u8], row: &mut [u8]) {
+    match pair {
+        4 => wide_interleave::<4>(a, b, row),
+        5 => wide_interleave::<5>(a, b, row),
+        _ => interleave_pairs(pair, a, b, row),
+    }
+}
+
+fn interleave_pairs(pair: usize, a: &[u8], b: &[u8], row: &mut [u8]) {
+    let pairs = a.chunks_exact(pair).zip(b.chunks_exact(pair));
+    for (out, (x, y)) in row.chunks_exact_mut(2 * pair).zip(pairs) {
+        out[..pair].copy_from_slice(x);
+        out[pair..].copy_from_slice(y);
+    }
+}
+
+/// [`interleave`] for pairs of `P` ≤ 5 bytes: two pairs of each stripe
+/// per step, joined in one register into the line's next `4P` bytes.
+fn wide_interleave<const P: usize>(a: &[u8], b: &[u8], row: &mut [u8]) {
+    let mask = (1u128 << (8 * P)) - 1;
+    let wide = wide_pairs::<P>(row.len(), a.len().min(b.len()));
+    for j in 0..wide {
+        let (x, y) = (
+            u128::from_le_bytes(window(a, 2 * P * j)),
+            u128::from_le_bytes(window(b, 2 * P * j)),
+        );
+        let (a1, b1) = ((x >> (8 * P)) & mask, (y >> (8 * P)) & mask);
+        let joined = (x & mask) | ((y & mask) << (8 * P)) | (a1 << (16 * P)) | (b1 << (24 * P));
+        let out = &mut row[4 * P * j..4 * P * (j + 1)];
+        out[..16].copy_from_slice(&joined.to_le_bytes());
+        // Five-byte pairs make 20 bytes: the last four are b1's top.
+        let top = (b1 >> (128 - 24 * P)).to_le_bytes();
+        out[16..].copy_from_slice(&top[..4 * P - 16]);
+    }
+    let done = 2 * P * wide;
+    interleave_pairs(P, &a[done..], &b[done..], &mut row[2 * done..]);
+}
+
 /// The inverse of [`gather`]: `input`'s pairs into every other pair of
 /// `line`.
 fn scatter(pair: usize, input: &[u8], line: &mut [u8]) {
@@ -459,7 +536,7 @@ mod tests {
                 continue;
             };
             let frame = numbered(f);
-            let mut merged = vec![0; frame.len()];
+            let (mut merged, mut all) = (vec![0; frame.len()], Vec::new());
             for k in 0..8 {
                 let mut fast = vec![0; s.stripe_format().frame_bytes()];
                 s.split(&frame, k, &mut fast).unwrap();
@@ -469,8 +546,12 @@ mod tests {
                 });
                 assert_eq!(fast, slow, "{pf:?} width {w} stripe {k}");
                 s.merge(&fast, k, &mut merged).unwrap();
+                all.extend_from_slice(&fast);
             }
             assert_eq!(merged, frame, "{pf:?} width {w}");
+            let mut whole = vec![0; frame.len()];
+            s.merge_all(&all, &mut whole).unwrap();
+            assert_eq!(whole, frame, "{pf:?} width {w}: merge_all");
         }
     }
 
