@@ -417,7 +417,9 @@ fn send_gso_batch(
     let mut sent = 0;
     for group in iov.chunks(per * GSO_MESSAGES) {
         hdrs.clear();
-        for (chunk, cmsg) in group.chunks(per).zip(cmsgs.iter_mut()) {
+        let mut datagrams = [0usize; GSO_MESSAGES];
+        for ((chunk, cmsg), count) in group.chunks(per).zip(cmsgs.iter_mut()).zip(&mut datagrams) {
+            *count = chunk.len().div_ceil(parts.max(1));
             hdrs.push(libc::mmsghdr {
                 msg_hdr: gso_msghdr(chunk, seg, cmsg, dest),
                 msg_len: 0,
@@ -434,9 +436,9 @@ fn send_gso_batch(
             match usize::try_from(n) {
                 Ok(0) => return Ok(sent),
                 Ok(n) => {
-                    for h in &left[..n] {
-                        sent += h.msg_hdr.msg_iovlen as usize / parts.max(1);
-                    }
+                    sent += datagrams[done..(done + n).min(GSO_MESSAGES)]
+                        .iter()
+                        .sum::<usize>();
                     done += n;
                 }
                 Err(_) if sent > 0 => return Ok(sent),
