@@ -235,29 +235,7 @@ impl World {
 
     fn transmit(&mut self, n: usize, t: Transmit) {
         match t {
-            Transmit::Send { link, msg } => {
-                let Some(end) = self.ends.get_mut(&link) else {
-                    return;
-                };
-                let wire = Nanos(msg.len() as u64 * 1_000_000_000 / BYTES_PER_SEC);
-                end.free_at = end.free_at.max(self.now) + wire;
-                let (written, remote) = (end.free_at, end.remote);
-                self.schedule(written, n, LinkInput::Sent { link });
-                if let Some(r) = self.ends.get(&remote) {
-                    let node = r.node;
-                    // A driver reads one framed message (record) at a time.
-                    for m in nagare_proto::framing::messages(&msg) {
-                        self.schedule(
-                            written + LATENCY,
-                            node,
-                            LinkInput::Received {
-                                link: remote,
-                                msg: m.into(),
-                            },
-                        );
-                    }
-                }
-            }
+            Transmit::Send { link, msg } => self.send(n, link, &msg),
             Transmit::Close { link, how: _ } => self.close(link),
             Transmit::Connect { dial, addr, .. } => {
                 let target = self.nodes.iter().position(|x| {
@@ -312,6 +290,31 @@ impl World {
                         dial,
                         link: a,
                         seed: [a.0 as u8; 32],
+                    },
+                );
+            }
+        }
+    }
+
+    /// Writes `msg` on `link`: reported sent once the link has carried
+    /// it, read by the other end record by record, as a driver reads.
+    fn send(&mut self, n: usize, link: LinkId, msg: &[u8]) {
+        let Some(end) = self.ends.get_mut(&link) else {
+            return;
+        };
+        let wire = Nanos(msg.len() as u64 * 1_000_000_000 / BYTES_PER_SEC);
+        end.free_at = end.free_at.max(self.now) + wire;
+        let (written, remote) = (end.free_at, end.remote);
+        self.schedule(written, n, LinkInput::Sent { link });
+        if let Some(r) = self.ends.get(&remote) {
+            let node = r.node;
+            for m in nagare_proto::framing::messages(msg) {
+                self.schedule(
+                    written + LATENCY,
+                    node,
+                    LinkInput::Received {
+                        link: remote,
+                        msg: m.into(),
                     },
                 );
             }

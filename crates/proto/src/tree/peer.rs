@@ -554,6 +554,8 @@ impl Peer {
             return match self.upstream {
                 Upstream::Attached { addr, .. } => {
                     self.events.push_back(Event::BadData { parent, error });
+                    // Frames stop until the new link is up: a recovery.
+                    self.lost_at.get_or_insert(now);
                     self.drop_upstream();
                     self.attach(now, addr)
                 }
@@ -687,7 +689,9 @@ impl Peer {
                     let attach: Message = attach.to_bytes().into();
                     self.send(link, attach.clone());
                     let key = self.cfg.key;
-                    if let Err(e) = self.secure.initiate(link, &key, Role::Attach, &msg, &attach)
+                    if let Err(e) = self
+                        .secure
+                        .initiate(link, &key, Role::Attach, &msg, &attach)
                     {
                         return self.attach_failed(now, AttachFailure::Protocol(e));
                     }
