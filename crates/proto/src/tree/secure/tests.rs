@@ -56,14 +56,11 @@ fn records(mut bytes: &[u8]) -> Vec<Vec<u8>> {
 
 /// Feeds every record; the result of the last.
 fn deliver(to: &mut SecureLink, sealed: &[u8]) -> Result<Opened, Error> {
-    let mut last = Ok(Opened::Partial);
+    let mut last = Opened::Partial;
     for r in records(sealed) {
-        last = to.open(&r);
-        if last.is_err() {
-            return last;
-        }
+        last = to.open(&r)?;
     }
-    last
+    Ok(last)
 }
 
 /// A tile chunk a bit over `len` bytes with a recognisable pattern.
