@@ -548,8 +548,8 @@ impl Peer {
     /// (the parent's is bad data: re-attach; the source's breaks the
     /// protocol unless placed already).
     fn link_failed(&mut self, now: Nanos, link: LinkId, error: Error) {
-        self.close(link, Close::Abort);
         if self.upstream.link() == Some(link) {
+            // Dropping the upstream closes the link.
             let parent = self.parent;
             return match self.upstream {
                 Upstream::Attached { addr, .. } => {
@@ -562,6 +562,7 @@ impl Peer {
                 _ => self.attach_failed(now, AttachFailure::Protocol(error)),
             };
         }
+        self.close(link, Close::Abort);
         match self.join {
             Join::Challenged { link: l, .. } | Join::Placing { link: l, .. } if l == link => {
                 self.join = Join::Gone;
