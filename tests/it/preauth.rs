@@ -124,7 +124,10 @@ fn three_hundred_trickling_connections_keep_a_tree_source_small() {
     // No thread per waiting connection: the source runs a fixed handful
     // (main, accept, preauth; the peer's two links' readers and writers
     // and whatever is still closing), not one or two per newcomer.
-    assert!(threads < 20, "{threads} threads for 300 waiting connections");
+    assert!(
+        threads < 20,
+        "{threads} threads for 300 waiting connections"
+    );
     drop(held);
     sigterm(&source);
     assert_eq!(wait_bounded(&mut source, 20, "tree source").code(), Some(0));
