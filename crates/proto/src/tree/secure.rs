@@ -516,8 +516,17 @@ impl Secure {
                 l.writes.push_back(false);
                 self.out.push_back(Transmit::Send { link, msg: sealed });
             }
+            Transmit::Close {
+                link,
+                how: Close::Flush,
+            } if self.holds(link) => {
+                // After what was held (a refusal, say "the tree is full",
+                // goes out sealed once the handshake is done).
+                if let Some(l) = self.links.get_mut(&link) {
+                    l.held.push(t);
+                }
+            }
             Transmit::Close { link, .. } => {
-                // What was held cannot go out without the handshake.
                 self.links.remove(&link);
                 self.out.push_back(t);
             }
@@ -536,6 +545,14 @@ impl Secure {
             .get(&link)
             .and_then(|l| l.channel.as_ref())
             .is_some_and(SecureLink::is_open)
+    }
+
+    /// Whether `link` is in its handshake (what is sent waits).
+    fn holds(&self, link: LinkId) -> bool {
+        self.links
+            .get(&link)
+            .and_then(|l| l.channel.as_ref())
+            .is_some_and(|c| !c.is_open())
     }
 
     fn own(&mut self, link: LinkId, msg: Vec<u8>) {

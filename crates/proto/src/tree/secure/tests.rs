@@ -354,3 +354,64 @@ fn the_same_seeds_give_the_same_bytes() {
     let msg = tiles(100);
     assert_eq!(a1.seal(&msg).unwrap(), a2.seal(&msg).unwrap());
 }
+
+#[test]
+fn a_refusal_after_admission_goes_out_sealed_before_the_close() {
+    let link = LinkId(2);
+    let mut acc = Secure::new();
+    acc.input(LinkInput::Accepted {
+        link,
+        from: "10.0.0.9:4000".parse().unwrap(),
+        nonce: NONCE,
+        seed: [5; 32],
+    })
+    .unwrap();
+    acc.respond(link, &KEY, &NONCE, Role::Attach, &request())
+        .unwrap();
+    let refused: Message = Control::Refused {
+        reason: "the tree is full".into(),
+    }
+    .to_bytes()
+    .into();
+    acc.push(Transmit::Send {
+        link,
+        msg: refused.clone(),
+    });
+    let flush = Transmit::Close {
+        link,
+        how: Close::Flush,
+    };
+    acc.push(flush.clone());
+    assert_eq!(acc.poll_transmit(), None, "nothing before the handshake");
+    let (mut dialer, hello) = SecureLink::initiator(
+        &KEY,
+        &NONCE,
+        Role::Attach,
+        &challenge(),
+        &request(),
+        [1; 32],
+    )
+    .unwrap();
+    acc.input(LinkInput::Received {
+        link,
+        msg: hello.into(),
+    })
+    .unwrap();
+    let out: Vec<Transmit> = std::iter::from_fn(|| acc.poll_transmit()).collect();
+    let [
+        Transmit::Send { msg: ref reply, .. },
+        Transmit::Send {
+            msg: ref sealed, ..
+        },
+        ref close,
+    ] = out[..]
+    else {
+        panic!("{out:?}");
+    };
+    assert_eq!(close, &flush);
+    assert_eq!(dialer.open(reply), Ok(Opened::Established));
+    assert_eq!(
+        deliver(&mut dialer, sealed),
+        Ok(Opened::Message(refused.to_vec()))
+    );
+}
