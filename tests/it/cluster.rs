@@ -598,9 +598,8 @@ fn stripes_cross_a_pimd_router_only_after_a_receiver_joins() {
     // Nobody joined: the router resolves the stripes' route (in from the
     // node's side) and forwards a thousand packets of them nowhere.
     let secs = std::time::Duration::from_secs;
-    let oifs = crate::common::wait_until("pimd's route for the stripes", secs(10), || {
-        net.oifs(GROUP)
-    });
+    let oifs =
+        crate::common::wait_until("pimd's route for the stripes", secs(10), || net.oifs(GROUP));
     assert!(!oifs.contains(&"r1".to_string()), "{oifs:?}");
     let (before, _) = net.vif("r0").unwrap();
     crate::common::wait_until("stripes reaching the router", secs(10), || {
@@ -628,7 +627,12 @@ fn stripes_cross_a_pimd_router_only_after_a_receiver_joins() {
         "5",
         "--json",
     ])
-    .args(["--listen", &format!("{GROUP}:5000"), "--interface", "10.2.0.2"])
+    .args([
+        "--listen",
+        &format!("{GROUP}:5000"),
+        "--interface",
+        "10.2.0.2",
+    ])
     .args(["--frames", "30", "-o"])
     .arg(s.path("out.yuv"));
     let (_, stdout, err) = Running::spawn(recv).finish();

@@ -236,6 +236,11 @@ struct Stripe {
     legs: Vec<Leg>,
     /// A move under way: (from, to).
     moving: Option<(usize, usize)>,
+    /// Set when its last known leg vanished: which nodes have answered a
+    /// poll since. Another process (a `move`) may have started a leg this
+    /// controller has not seen yet, so "no node sends it" waits until
+    /// every live node has answered without it.
+    unconfirmed: Option<Vec<bool>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -407,6 +412,7 @@ impl Controller {
                 });
             }
             s.moving = None;
+            s.unconfirmed = None;
         }
         self.running = false;
     }
@@ -454,6 +460,7 @@ impl Controller {
                 return;
             }
         }
+        self.confirm_orphans(Some((node, status)));
     }
 
     /// Updates one leg from its node's report; an error names why the
@@ -469,9 +476,10 @@ impl Controller {
             // Not (yet) listed: a just-started leg may not show; a leg
             // that was running and vanished was stopped elsewhere.
             if leg.packets.is_some() {
-                self.stripes[stripe].legs.remove(pos);
-                if self.stripes[stripe].legs.is_empty() {
-                    self.events.push_back(Event::Orphaned { stripe });
+                let s = &mut self.stripes[stripe];
+                s.legs.remove(pos);
+                if s.legs.is_empty() {
+                    s.unconfirmed = Some(vec![false; self.nodes.len()]);
                 }
             }
             return Ok(());
@@ -513,6 +521,34 @@ impl Controller {
         self.events.push_back(Event::Moved { stripe, from, to });
     }
 
+    /// Reports the stripes whose last leg vanished and that no live node
+    /// has since been seen sending; `answered` is the node (and its
+    /// status) that just answered a poll, None after a node failed.
+    fn confirm_orphans(&mut self, answered: Option<(usize, &NodeStatus)>) {
+        for (stripe, s) in self.stripes.iter_mut().enumerate() {
+            let Some(heard) = s.unconfirmed.as_mut() else {
+                continue;
+            };
+            if let Some((node, status)) = answered {
+                if status.stripes.iter().any(|x| x.stripe == stripe) {
+                    // Somebody sends it (adopted as a leg when adopting).
+                    s.unconfirmed = None;
+                    continue;
+                }
+                heard[node] = true;
+            }
+            if !s.legs.is_empty() {
+                s.unconfirmed = None;
+                continue;
+            }
+            let nodes = &self.nodes;
+            if heard.iter().zip(nodes).all(|(&h, n)| h || n.failed) {
+                s.unconfirmed = None;
+                self.events.push_back(Event::Orphaned { stripe });
+            }
+        }
+    }
+
     fn adopt(&mut self, node: usize, status: &NodeStatus) {
         for seen in &status.stripes {
             if let Some(s) = self.stripes.get_mut(seen.stripe)
@@ -549,6 +585,8 @@ impl Controller {
             }
             self.replace(now, stripe, node);
         }
+        // A stripe waiting only for this node's answer is orphaned now.
+        self.confirm_orphans(None);
     }
 
     /// After `from` dropped out of `stripe`: promote a running standby, or
