@@ -18,6 +18,7 @@
 //! and the frames in between are lost (the receiver counts them).
 
 mod error;
+pub mod label;
 #[cfg(test)]
 mod tests;
 
@@ -90,6 +91,48 @@ pub struct NodeStatus {
     pub stripes: Vec<StripeStatus>,
     /// Its clock minus the controller's, when it said its time.
     pub clock_offset_ns: Option<i64>,
+}
+
+/// One stream of a node's table, as much as the controller reads of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Listed<'a> {
+    /// Its label (see [`label`]), if it has one.
+    pub label: Option<&'a str>,
+    /// Whether it is set up or playing (not paused, finished or failed).
+    pub live: bool,
+    /// Packets sent so far.
+    pub packets: u64,
+    /// Frame slots given up with an empty read-ahead ring.
+    pub underruns: u64,
+}
+
+impl NodeStatus {
+    /// What a node's stream `table` says about cluster `name` of `stripes`
+    /// stripes: every live stream of one of its stripes that has sent a
+    /// packet (one waiting for its first frame is not sending yet), in
+    /// table order. Streams of anybody else are ignored.
+    pub fn from_table<'a>(
+        name: &str,
+        stripes: usize,
+        table: impl IntoIterator<Item = Listed<'a>>,
+        clock_offset_ns: Option<i64>,
+    ) -> NodeStatus {
+        let stripes = table
+            .into_iter()
+            .filter(|s| s.live && s.packets > 0)
+            .filter_map(|s| {
+                Some(StripeStatus {
+                    stripe: label::stripe_of(name, stripes, s.label?)?,
+                    packets: s.packets,
+                    underruns: s.underruns,
+                })
+            })
+            .collect();
+        NodeStatus {
+            stripes,
+            clock_offset_ns,
+        }
+    }
 }
 
 /// What the driver tells the controller.

@@ -424,3 +424,39 @@ fn an_orphan_waits_for_a_silent_node_until_it_has_failed() {
         .position(|e| *e == Event::Orphaned { stripe: 3 });
     assert!(failed.unwrap() < orphaned.unwrap(), "{:?}", w.events);
 }
+
+#[test]
+fn a_node_table_gives_the_live_sending_legs_of_this_cluster_only() {
+    let row = |label: Option<&'static str>, live: bool, packets: u64| Listed {
+        label,
+        live,
+        packets,
+        underruns: 7,
+    };
+    let table = [
+        row(Some("wall/stripe 2"), true, 10),
+        row(Some("wall/stripe 1"), false, 10), // paused or finished
+        row(Some("wall/stripe 3"), true, 0),   // not started yet
+        row(Some("other/stripe 0"), true, 10), // another cluster
+        row(None, true, 10),                   // somebody's plain stream
+        row(Some("wall/stripe 4"), true, 10),  // beyond the split
+        row(Some("wall/stripe 0"), true, 3),
+    ];
+    let s = NodeStatus::from_table("wall", 4, table, Some(-5));
+    assert_eq!(
+        s.stripes,
+        vec![
+            StripeStatus {
+                stripe: 2,
+                packets: 10,
+                underruns: 7
+            },
+            StripeStatus {
+                stripe: 0,
+                packets: 3,
+                underruns: 7
+            }
+        ]
+    );
+    assert_eq!(s.clock_offset_ns, Some(-5));
+}
