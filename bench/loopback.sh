@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Loopback benchmark of nagare against iperf3, GStreamer and FFmpeg (issue 4 and 14
-# targets). Prints markdown tables; takes about 16 x SECONDS + 1 minute.
+# Loopback benchmark of nagare against iperf3, GStreamer and FFmpeg (issues 4
+# and 14). Prints markdown tables; takes about 16 x SECONDS + 1 minute.
 # Usage: bench/loopback.sh [SECONDS]   (default 60)
 set -euo pipefail
 cd "$(dirname "$0")/.."
