@@ -267,6 +267,7 @@ fn control_seeds(out: &Out) {
         burst_us: DEFAULT_BURST_US,
         interval_ms: 100,
         streams: 1,
+        bidir: false,
     };
     let mut stream = ControlMessage::Hello {
         version: PROTOCOL_VERSION,

@@ -331,6 +331,7 @@ pub fn session_params(reverse: bool) -> TestParams {
         interval_ms: 100,
         burst_us: DEFAULT_BURST_US,
         streams: 1,
+        bidir: false,
     }
 }
 

@@ -336,6 +336,7 @@ fn light() -> TestParams {
         interval_ms: 100,
         burst_us: DEFAULT_BURST_US,
         streams: 1,
+        bidir: false,
     }
 }
 

@@ -38,7 +38,7 @@ pub use control::{
 pub use error::{Error, MessageKind, Param, Stage};
 pub use live::LiveMeter;
 pub use params::{
-    DEFAULT_BURST_US, MAX_BURST_US, MAX_DURATION_MS, MAX_INTERVAL_MS, MAX_INTERVALS,
+    DEFAULT_BURST_US, Direction, MAX_BURST_US, MAX_DURATION_MS, MAX_INTERVAL_MS, MAX_INTERVALS,
     MAX_PACKET_SIZE, MAX_PACKETS, MAX_PLAYOUT_US, MAX_RATE_BPS, MAX_STREAMS, MIN_DURATION_MS,
     MIN_PACKET_SIZE, MIN_RATE_BPS, Schedule, TestParams, parse_fps,
 };
@@ -48,7 +48,7 @@ pub use report::{
     RunLength, SenderReport,
 };
 pub use session::{
-    ClientConfig, Event, Input, Results, ServerConfig, Session, StreamPlan, Transmit,
+    ClientConfig, Event, Input, Leg, Results, ServerConfig, Session, StreamPlan, Transmit,
 };
 pub use total::{receiver_total, sender_total};
 pub use wire::{

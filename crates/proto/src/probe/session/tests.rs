@@ -5,7 +5,7 @@
 use super::*;
 use crate::probe::control::FrameDecoder;
 use crate::probe::error::MessageKind;
-use crate::probe::params::DEFAULT_BURST_US;
+use crate::probe::params::{DEFAULT_BURST_US, Direction};
 use crate::probe::wire::{DataHeader, PROTOCOL_VERSION};
 
 const T0: Nanos = Nanos::ZERO;
@@ -31,6 +31,7 @@ fn params() -> TestParams {
         interval_ms: 100,
         burst_us: DEFAULT_BURST_US,
         streams: 1,
+        bidir: false,
     }
 }
 
@@ -282,7 +283,13 @@ fn only_the_peers_datagrams_of_this_session_count() {
     assert_eq!(*records, 0);
     assert_eq!(
         events,
-        vec![Event::Interval(intervals.clone()), Event::Finished]
+        vec![
+            Event::Interval {
+                direction: Direction::ClientToServer,
+                intervals: intervals.clone()
+            },
+            Event::Finished
+        ]
     );
 }
 
