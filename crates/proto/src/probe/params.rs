@@ -435,6 +435,27 @@ mod tests {
     }
 
     #[test]
+    fn bidir_is_one_way_or_the_other_not_reverse_too() {
+        let both = TestParams {
+            bidir: true,
+            ..params()
+        };
+        assert!(both.validate().is_ok());
+        assert!(both.client_sends() && both.server_sends());
+        let e = TestParams {
+            reverse: true,
+            ..both
+        }
+        .validate();
+        assert_eq!(e, Err(Error::ReverseBidir));
+        // A client that predates the field asks for a one-way test.
+        let mut v = serde_json::to_value(params()).unwrap();
+        v.as_object_mut().unwrap().remove("bidir");
+        let old: TestParams = serde_json::from_value(v).unwrap();
+        assert!(!old.bidir && old.client_sends() && !old.server_sends());
+    }
+
+    #[test]
     fn burst_window_defaults_and_is_bounded() {
         // A client that predates the field gets the default window.
         let mut v = serde_json::to_value(params()).unwrap();
