@@ -277,7 +277,7 @@ impl Session {
                 stage: Stage::Open,
                 after: OPEN_TIMEOUT,
             }),
-            Phase::Stream { done: Some(d), .. } if now >= d + DRAIN => self.server_results(),
+            Phase::Stream { done: Some(d), .. } if now >= d + DRAIN => self.server_results(now),
             Phase::Stream { deadline, .. } if now >= deadline => self.fail(Error::Timeout {
                 stage: Stage::Stream,
                 after: duration + TEST_GRACE,
@@ -293,7 +293,7 @@ impl Session {
 
     /// Forward mode, the stream drained: the report, then the records if
     /// the client asked for them.
-    fn server_results(&mut self) {
+    fn server_results(&mut self, now: Nanos) {
         let deadline = match self.phase {
             Phase::Stream { deadline, .. } => deadline,
             _ => return,
@@ -315,6 +315,13 @@ impl Session {
         self.records_out = Some((records, 0));
         // Bidir: its own stream may still run; its done is the last word.
         self.phase = if self.bidir() && self.told.0.is_none() {
+            if now >= deadline {
+                let after = self.test.map_or(Nanos::ZERO, |t| t.params.duration()) + TEST_GRACE;
+                return self.fail(Error::Timeout {
+                    stage: Stage::Stream,
+                    after,
+                });
+            }
             Phase::Finishing { deadline }
         } else {
             Phase::Sending
