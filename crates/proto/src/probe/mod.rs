@@ -2,8 +2,9 @@
 //!
 //! A client and a server run one test over a TCP control connection and a
 //! UDP test stream on the same port: a paced RTP stream of the asked shape
-//! in either direction, echo datagrams for the round-trip time, and a
-//! report of everything the receiver saw, judged against a stream profile.
+//! in either direction or both at once (`bidir`), echo datagrams for the
+//! round-trip time, and a report of everything the receiver saw, judged
+//! against a stream profile.
 //!
 //! Modules, each depending only on those above it:
 //!
