@@ -624,6 +624,11 @@ fn bidir_server_receives_then_streams_to_the_opened_address() {
         panic!("{events:?}");
     };
     assert_eq!((plan.to, plan.session), (client_addr(), 42));
+    bidir_server_reports_then_says_done(s, now);
+}
+
+/// The rest of a bidir server's test, from its stream's start at `now`.
+fn bidir_server_reports_then_says_done(mut s: Session, now: Nanos) {
     // The client's count of the server's stream is logged as such.
     let iv = ControlMessage::Interval {
         intervals: vec![LiveInterval::default()],
