@@ -632,7 +632,11 @@ fn replayed_answer_is_refused_and_the_key_never_travels() {
         "no handshake answer"
     );
     let sealed = read_raw(&mut s);
-    assert_eq!(sealed[4], Kind::Sealed as u8, "the placement is in the clear");
+    assert_eq!(
+        sealed[4],
+        Kind::Sealed as u8,
+        "the placement is in the clear"
+    );
     let Ok(Opened::Message(placed)) = channel.open(&sealed) else {
         panic!("the placement does not open");
     };

@@ -282,8 +282,7 @@ impl Links {
 /// of a link's encryption keys.
 fn random() -> anyhow::Result<[u8; 32]> {
     let mut bytes = [0; 32];
-    getrandom::fill(&mut bytes)
-        .map_err(|e| anyhow!("the system's random source failed ({e})"))?;
+    getrandom::fill(&mut bytes).map_err(|e| anyhow!("the system's random source failed ({e})"))?;
     Ok(bytes)
 }
 

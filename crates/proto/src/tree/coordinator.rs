@@ -343,7 +343,8 @@ impl Coordinator {
         // Everything after the request is encrypted.
         let key = *self.admission.key();
         if let Err(error) = self.secure.respond(link, &key, &nonce, role, msg) {
-            self.events.push_back(Event::LinkDropped { peer: None, error });
+            self.events
+                .push_back(Event::LinkDropped { peer: None, error });
             return self.close(link, Close::Abort);
         }
         match verdict {

@@ -687,7 +687,9 @@ impl Peer {
                     let attach: Message = attach.to_bytes().into();
                     self.send(link, attach.clone());
                     let key = self.cfg.key;
-                    if let Err(e) = self.secure.initiate(link, &key, Role::Attach, &msg, &attach)
+                    if let Err(e) = self
+                        .secure
+                        .initiate(link, &key, Role::Attach, &msg, &attach)
                     {
                         return self.attach_failed(now, AttachFailure::Protocol(e));
                     }

@@ -209,7 +209,9 @@ impl SecureLink {
         let psk = psk(key, nonce, role);
         let mut hs = handshake(&psk, &prologue(challenge, request), seed, true)?;
         let mut buf = [0u8; 96];
-        let n = hs.write_message(&[], &mut buf).map_err(|_| Error::Handshake)?;
+        let n = hs
+            .write_message(&[], &mut buf)
+            .map_err(|_| Error::Handshake)?;
         let link = SecureLink {
             state: State::Initiating(Box::new(hs)),
         };
@@ -264,7 +266,9 @@ impl SecureLink {
                 hs.read_message(body, &mut scratch)
                     .map_err(|_| Error::Handshake)?;
                 let mut buf = [0u8; 96];
-                let n = hs.write_message(&[], &mut buf).map_err(|_| Error::Handshake)?;
+                let n = hs
+                    .write_message(&[], &mut buf)
+                    .map_err(|_| Error::Handshake)?;
                 self.establish()?;
                 Ok(Opened::Reply(framed(Kind::Handshake, &buf[..n])))
             }
@@ -458,7 +462,8 @@ impl Secure {
             return Err(Error::Handshake);
         };
         let nonce: Nonce = body.try_into().map_err(|_| Error::Handshake)?;
-        let (channel, hello) = SecureLink::initiator(key, &nonce, role, challenge, request, l.seed)?;
+        let (channel, hello) =
+            SecureLink::initiator(key, &nonce, role, challenge, request, l.seed)?;
         l.channel = Some(channel);
         self.own(link, hello);
         Ok(())

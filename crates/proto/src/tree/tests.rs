@@ -7,9 +7,9 @@ use super::coordinator::{self, Coordinator, CoordinatorConfig, SETTLING};
 use super::peer::{self, Event, Failure, Loss, Peer, PeerConfig, SILENCE, SILENCE_PER_HOP};
 use super::*;
 use crate::framing::{self, Kind};
-use std::collections::{BTreeMap, VecDeque};
 use crate::units::Nanos;
 use crate::video::format::{PixelFormat, VideoFormat};
+use std::collections::{BTreeMap, VecDeque};
 
 const KEY: SessionKey = [9; 16];
 
@@ -103,7 +103,12 @@ impl Wire {
         }
     }
 
-    fn outbound(&mut self, t: Transmit, pending: &mut VecDeque<LinkInput>, out: &mut Vec<Transmit>) {
+    fn outbound(
+        &mut self,
+        t: Transmit,
+        pending: &mut VecDeque<LinkInput>,
+        out: &mut Vec<Transmit>,
+    ) {
         let Transmit::Send { link, msg } = t else {
             if let Transmit::Close { link, .. } = t {
                 self.far.remove(&link);
@@ -120,7 +125,10 @@ impl Wire {
                 let far = self.far.get_mut(&link).expect("sealed before a handshake");
                 for r in framing::messages(&msg) {
                     if let Ok(secure::Opened::Message(m)) = far.open(r) {
-                        out.push(Transmit::Send { link, msg: m.into() });
+                        out.push(Transmit::Send {
+                            link,
+                            msg: m.into(),
+                        });
                     }
                 }
             }

@@ -24,10 +24,17 @@ fn challenge() -> Vec<u8> {
 
 /// A dialer and an acceptor through the handshake.
 fn pair() -> (SecureLink, SecureLink) {
-    let (mut dialer, hello) =
-        SecureLink::initiator(&KEY, &NONCE, Role::Attach, &challenge(), &request(), [1; 32])
-            .unwrap();
-    let mut acceptor = SecureLink::responder(&KEY, &NONCE, Role::Attach, &request(), [2; 32]).unwrap();
+    let (mut dialer, hello) = SecureLink::initiator(
+        &KEY,
+        &NONCE,
+        Role::Attach,
+        &challenge(),
+        &request(),
+        [1; 32],
+    )
+    .unwrap();
+    let mut acceptor =
+        SecureLink::responder(&KEY, &NONCE, Role::Attach, &request(), [2; 32]).unwrap();
     let Ok(Opened::Reply(reply)) = acceptor.open(&hello) else {
         panic!("no reply");
     };
@@ -68,13 +75,23 @@ fn tiles(len: usize) -> Vec<u8> {
 #[test]
 fn messages_round_trip_both_ways_and_big_ones_are_split() {
     let (mut d, mut a) = pair();
-    for len in [0, 1, RECORD_PIECE - 5, RECORD_PIECE - 4, 3 * RECORD_PIECE + 17, 1 << 19] {
+    for len in [
+        0,
+        1,
+        RECORD_PIECE - 5,
+        RECORD_PIECE - 4,
+        3 * RECORD_PIECE + 17,
+        1 << 19,
+    ] {
         let msg = tiles(len);
         let sealed = a.seal(&msg).unwrap();
         let recs = records(&sealed);
         assert_eq!(recs.len(), msg.len().div_ceil(RECORD_PIECE));
         for r in &recs {
-            assert!(r.len() - HEADER_LEN - 1 <= MAX_RECORD, "record over Noise's limit");
+            assert!(
+                r.len() - HEADER_LEN - 1 <= MAX_RECORD,
+                "record over Noise's limit"
+            );
             assert_eq!(r[HEADER_LEN], Kind::Sealed as u8);
         }
         assert_eq!(deliver(&mut d, &sealed), Ok(Opened::Message(msg.clone())));
@@ -141,12 +158,19 @@ fn replayed_reordered_and_missing_records_are_detected() {
 
 #[test]
 fn another_key_or_a_tampered_handshake_fails_it() {
-    let (_, hello) =
-        SecureLink::initiator(&KEY, &NONCE, Role::Attach, &challenge(), &request(), [1; 32])
-            .unwrap();
+    let (_, hello) = SecureLink::initiator(
+        &KEY,
+        &NONCE,
+        Role::Attach,
+        &challenge(),
+        &request(),
+        [1; 32],
+    )
+    .unwrap();
     let mut other = [7; 16];
     other[0] = 8;
-    let mut wrong = SecureLink::responder(&other, &NONCE, Role::Attach, &request(), [2; 32]).unwrap();
+    let mut wrong =
+        SecureLink::responder(&other, &NONCE, Role::Attach, &request(), [2; 32]).unwrap();
     assert_eq!(wrong.open(&hello), Err(Error::Handshake));
     // Same key, but the cleartext request was altered on the way.
     let mut altered = request();
@@ -170,10 +194,19 @@ fn cleartext_on_an_encrypted_link_is_refused() {
     let end = Control::End.to_bytes();
     assert_eq!(d.open(&end), Err(Error::Unencrypted(Kind::End)));
     // A refusal is the one cleartext a dialer may get instead of the answer.
-    let (mut d, _) =
-        SecureLink::initiator(&KEY, &NONCE, Role::Attach, &challenge(), &request(), [1; 32])
-            .unwrap();
-    let refused = Control::Refused { reason: "no".into() }.to_bytes();
+    let (mut d, _) = SecureLink::initiator(
+        &KEY,
+        &NONCE,
+        Role::Attach,
+        &challenge(),
+        &request(),
+        [1; 32],
+    )
+    .unwrap();
+    let refused = Control::Refused {
+        reason: "no".into(),
+    }
+    .to_bytes();
     assert_eq!(d.open(&refused), Ok(Opened::Refusal(refused.clone())));
     // Not to the acceptor, and not once open.
     assert_eq!(a.open(&refused), Err(Error::Unencrypted(Kind::Refused)));
@@ -185,10 +218,7 @@ fn a_sealed_record_that_is_not_a_framed_message_is_refused() {
     // Seal raw bytes that are not a framed message.
     let mut a = a;
     let sealed = a.seal(&[0, 0, 0, 9, 1]).unwrap();
-    assert!(matches!(
-        deliver(&mut d, &sealed),
-        Err(Error::Framing(_))
-    ));
+    assert!(matches!(deliver(&mut d, &sealed), Err(Error::Framing(_))));
 }
 
 #[test]
@@ -230,8 +260,7 @@ fn secure_layer_holds_until_the_handshake_and_hides_its_own_writes() {
     // The acceptor admits it; its welcome is held until the handshake.
     acc.respond(link, &KEY, &NONCE, Role::Attach, &req).unwrap();
     let welcome: Message = Control::Welcome {
-        format: crate::video::format::VideoFormat::new(64, 64, crate::PixelFormat::Rgb24)
-            .unwrap(),
+        format: crate::video::format::VideoFormat::new(64, 64, crate::PixelFormat::Rgb24).unwrap(),
     }
     .to_bytes()
     .into();
@@ -276,10 +305,7 @@ fn secure_layer_holds_until_the_handshake_and_hides_its_own_writes() {
             link,
             msg: sends[1].clone()
         }),
-        Ok(Some(LinkInput::Received {
-            link,
-            msg: welcome
-        }))
+        Ok(Some(LinkInput::Received { link, msg: welcome }))
     );
     // A flipped byte: the link is named and forgotten.
     acc.push(Transmit::Send {
