@@ -245,11 +245,17 @@ impl World {
                 self.schedule(written, n, LinkInput::Sent { link });
                 if let Some(r) = self.ends.get(&remote) {
                     let node = r.node;
-                    self.schedule(
-                        written + LATENCY,
-                        node,
-                        LinkInput::Received { link: remote, msg },
-                    );
+                    // A driver reads one framed message (record) at a time.
+                    for m in nagare_proto::framing::messages(&msg) {
+                        self.schedule(
+                            written + LATENCY,
+                            node,
+                            LinkInput::Received {
+                                link: remote,
+                                msg: m.into(),
+                            },
+                        );
+                    }
                 }
             }
             Transmit::Close { link, how: _ } => self.close(link),
@@ -296,12 +302,17 @@ impl World {
                         link: b,
                         from,
                         nonce,
+                        seed: [b.0 as u8; 32],
                     },
                 );
                 self.schedule(
                     self.now + LATENCY,
                     n,
-                    LinkInput::Connected { dial, link: a },
+                    LinkInput::Connected {
+                        dial,
+                        link: a,
+                        seed: [a.0 as u8; 32],
+                    },
                 );
             }
         }

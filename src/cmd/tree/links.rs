@@ -140,11 +140,15 @@ impl Links {
     fn arrive(&mut self, arrival: Arrival) -> anyhow::Result<Option<LinkInput>> {
         Ok(match arrival {
             Arrival::Accepted(stream, from) => {
-                let mut nonce: Nonce = [0; 32];
-                getrandom::fill(&mut nonce)
-                    .map_err(|e| anyhow!("the system's random source failed ({e})"))?;
+                let nonce: Nonce = random()?;
+                let seed = random()?;
                 let link = self.register(stream, true, None)?;
-                Some(LinkInput::Accepted { link, from, nonce })
+                Some(LinkInput::Accepted {
+                    link,
+                    from,
+                    nonce,
+                    seed,
+                })
             }
             Arrival::Dialed(dial, role, Ok(stream)) => {
                 let stall = if role == Role::Attach {
@@ -153,7 +157,8 @@ impl Links {
                     None
                 };
                 let link = self.register(stream, false, stall)?;
-                Some(LinkInput::Connected { dial, link })
+                let seed = random()?;
+                Some(LinkInput::Connected { dial, link, seed })
             }
             Arrival::Dialed(dial, _, Err(e)) => {
                 self.dial_errors.insert(dial, e);
@@ -271,6 +276,14 @@ impl Links {
         );
         Ok(link)
     }
+}
+
+/// 32 bytes from the system's random source: a challenge, or the seed
+/// of a link's encryption keys.
+fn random() -> anyhow::Result<[u8; 32]> {
+    let mut bytes = [0; 32];
+    getrandom::fill(&mut bytes).map_err(|e| anyhow!("the system's random source failed ({e})"))?;
+    Ok(bytes)
 }
 
 /// Reads one framed message (header included), refusing oversized ones

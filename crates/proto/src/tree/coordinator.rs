@@ -10,11 +10,13 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::{Ipv4Addr, SocketAddr};
 
+use super::Error;
 use super::admission::{Admission, Refusal, Verdict};
-use super::auth::SessionKey;
+use super::auth::{Role, SessionKey};
 use super::fanout::Fanout;
 use super::link::{Close, LinkId, LinkInput, Message, Transmit};
 use super::relay::{Chunk, Limits};
+use super::secure::Secure;
 use super::topology::{Placement, Repair, Topology};
 use super::wire::{Control, PeerId};
 use crate::screen::{self, Encoder};
@@ -111,6 +113,14 @@ pub enum Event {
         /// Why.
         why: Refusal,
     },
+    /// An admitted link's encryption failed (a tampered, replayed or
+    /// reordered record, or a failed handshake): it was dropped.
+    LinkDropped {
+        /// The peer on it, if it was a peer's control link.
+        peer: Option<PeerId>,
+        /// What failed.
+        error: Error,
+    },
 }
 
 /// What the source has sent, for its report.
@@ -148,7 +158,8 @@ pub struct Coordinator {
     ending: bool,
     finished: bool,
     stats: SourceStats,
-    out: VecDeque<Transmit>,
+    /// Every transmit goes through the links' encryption.
+    secure: Secure,
     events: VecDeque<Event>,
 }
 
@@ -170,7 +181,7 @@ impl Coordinator {
             ending: false,
             finished: false,
             stats: SourceStats::default(),
-            out: VecDeque::new(),
+            secure: Secure::new(),
             events: VecDeque::new(),
         })
     }
@@ -198,14 +209,14 @@ impl Coordinator {
 
     /// The next thing to write, connect or close.
     pub fn poll_transmit(&mut self, _now: Nanos) -> Option<Transmit> {
-        if let Some(t) = self.out.pop_front() {
-            return Some(t);
-        }
-        let t = self.fanout.poll_transmit();
-        if t.is_some() {
+        loop {
+            if let Some(t) = self.secure.poll_transmit() {
+                return Some(t);
+            }
+            let t = self.fanout.poll_transmit()?;
+            self.secure.push(t);
             self.check_finished();
         }
-        t
     }
 
     /// The next thing that happened.
@@ -246,8 +257,20 @@ impl Coordinator {
     }
 
     fn link(&mut self, now: Nanos, input: LinkInput) {
+        let input = match self.secure.input(input) {
+            Ok(Some(input)) => input,
+            Ok(None) => return,
+            Err((link, error)) => {
+                let peer = self.by_link.get(&link).copied();
+                self.events.push_back(Event::LinkDropped { peer, error });
+                self.close(link, Close::Abort);
+                return self.closed(now, link);
+            }
+        };
         match input {
-            LinkInput::Accepted { link, from, nonce } => {
+            LinkInput::Accepted {
+                link, from, nonce, ..
+            } => {
                 let (challenge, evicted) = self.admission.accept(now, link, from, nonce);
                 for (old, from) in evicted {
                     self.refuse(old, from, Refusal::Busy);
@@ -309,9 +332,21 @@ impl Coordinator {
     }
 
     fn admitted(&mut self, link: LinkId, msg: &[u8]) {
-        let Some((from, verdict)) = self.admission.receive(link, msg) else {
+        let Some((from, nonce, verdict)) = self.admission.receive(link, msg) else {
             return;
         };
+        let role = match verdict {
+            Verdict::Join { .. } => Role::Join,
+            Verdict::Attach { .. } => Role::Attach,
+            Verdict::Refused(why) => return self.refuse(link, from, why),
+        };
+        // Everything after the request is encrypted.
+        let key = *self.admission.key();
+        if let Err(error) = self.secure.respond(link, &key, &nonce, role, msg) {
+            self.events
+                .push_back(Event::LinkDropped { peer: None, error });
+            return self.close(link, Close::Abort);
+        }
         match verdict {
             Verdict::Join { relay } => self.join(link, relay),
             Verdict::Attach { peer, version } => {
@@ -456,10 +491,10 @@ impl Coordinator {
     }
 
     fn send(&mut self, link: LinkId, msg: Message) {
-        self.out.push_back(Transmit::Send { link, msg });
+        self.secure.push(Transmit::Send { link, msg });
     }
 
     fn close(&mut self, link: LinkId, how: Close) {
-        self.out.push_back(Transmit::Close { link, how });
+        self.secure.push(Transmit::Close { link, how });
     }
 }
