@@ -357,7 +357,7 @@ def main():
               f"loss {n['loss_pct']:.3f}% vs {i['loss_pct']:.3f}%, send CPU per Gbit "
               f"{n['cpu_send_per_gbit'] / max(i['cpu_send_per_gbit'], 1e-9):.2f}x")
     print()
-    print("Rate sweep, one nagare stream (10 s each):")
+    print(f"Rate sweep, one nagare stream ({min(SECONDS, 10):g} s each):")
     print("| fps | offered | received | packets lost | bad frames | pacing p99 µs |")
     print("|---|---|---|---|---|---|")
     best = 0.0

@@ -149,40 +149,45 @@ fn human(o: &mut String, r: &Report) -> fmt::Result {
     Ok(())
 }
 
+/// One cell of the side-by-side table: a direction's number as text.
+type Cell = fn(&DirectionReport) -> String;
+
+/// p50/p99/max of a distribution.
+fn q3(q: &Quantiles) -> String {
+    format!("{:.3}/{:.3}/{:.3}", q.p50, q.p99, q.max)
+}
+
 /// `--bidir`: both directions' numbers in two columns.
 fn side_by_side(o: &mut String, ds: &[DirectionReport]) -> fmt::Result {
-    let cell = |f: &dyn Fn(&DirectionReport) -> String| -> String {
-        ds.iter().map(|d| format!(" {:>22}", f(d))).collect()
-    };
-    let q3 = |q: &Quantiles| format!("{:.3}/{:.3}/{:.3}", q.p50, q.p99, q.max);
-    let rows: [(&str, &dyn Fn(&DirectionReport) -> String); 14] = [
-        ("", &|d| d.direction.to_string()),
-        ("verdict", &|d| verdict_word(&d.verdict).to_string()),
-        ("set Mbit/s", &|d| {
+    let cell = |f: Cell| -> String { ds.iter().map(|d| format!(" {:>22}", f(d))).collect() };
+    let rows: [(&str, Cell); 14] = [
+        ("", |d| d.direction.to_string()),
+        ("verdict", |d| verdict_word(&d.verdict).to_string()),
+        ("set Mbit/s", |d| {
             format!("{:.3}", mbps(d.set_bandwidth_bps))
         }),
-        ("sent Mbit/s", &|d| {
+        ("sent Mbit/s", |d| {
             format!("{:.3}", mbps(d.sender_achieved_bps))
         }),
-        ("received Mbit/s", &|d| {
+        ("received Mbit/s", |d| {
             format!("{:.3}", mbps(d.receiver.effective_bandwidth_bps))
         }),
-        ("sent", &|d| d.receiver.sent.to_string()),
-        ("received", &|d| d.receiver.received.to_string()),
-        ("lost", &|d| d.receiver.lost.to_string()),
-        ("loss (%)", &|d| {
+        ("sent", |d| d.receiver.sent.to_string()),
+        ("received", |d| d.receiver.received.to_string()),
+        ("lost", |d| d.receiver.lost.to_string()),
+        ("loss (%)", |d| {
             format!("{:.4}", d.receiver.loss_rate * 100.0)
         }),
-        ("rcv drops", &|d| d.receiver.receiver_drops.to_string()),
-        ("late / dup / reord", &|d| {
+        ("rcv drops", |d| d.receiver.receiver_drops.to_string()),
+        ("late / dup / reord", |d| {
             let x = &d.receiver;
             format!("{} / {} / {}", x.late, x.duplicates, x.reordered)
         }),
-        ("jitter ms (RFC 3550)", &|d| {
+        ("jitter ms (RFC 3550)", |d| {
             format!("{:.4}", d.receiver.jitter_rfc3550_ms)
         }),
-        ("PDV ms p50/p99/max", &|d| q3(&d.receiver.pdv_ms)),
-        ("|IPDV| ms p50/p99/max", &|d| q3(&d.receiver.ipdv_ms)),
+        ("PDV ms p50/p99/max", |d| q3(&d.receiver.pdv_ms)),
+        ("|IPDV| ms p50/p99/max", |d| q3(&d.receiver.ipdv_ms)),
     ];
     writeln!(o)?;
     for (name, f) in rows {
