@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use crossbeam_channel::{Receiver, Sender, bounded};
+use crossbeam_channel::{Receiver, Sender, TryRecvError, bounded};
 use nagare_proto::VideoFormat;
 use nagare_proto::video::pattern::Pattern;
 
@@ -190,7 +190,7 @@ pub enum Slot {
 /// Rearranges a frame as read (`from`) into the buffer sent (`to`), on
 /// the reader thread: how stripes that are not one contiguous run of the
 /// frame (2SI, quadrants) are gathered without costing the pacing thread.
-pub type Arrange = Box<dyn FnMut(&[u8], &mut [u8]) + Send>;
+pub type Arrange = Box<dyn Fn(&[u8], &mut [u8]) + Send + Sync>;
 
 /// What the reader thread reads.
 #[derive(Default)]
@@ -207,6 +207,149 @@ pub struct ReadPlan {
     pub first: u64,
     /// Rearranges every frame read.
     pub arrange: Option<Arrange>,
+}
+
+/// A frame the sender holds: read into a ring buffer (handed back once
+/// sent) or one of a cycle's frames (shared, never copied).
+pub enum FrameData {
+    /// A ring buffer, filled by the reader thread.
+    Read(AlignedBuf),
+    /// A frame of a [`FrameCycle`].
+    Cycled(Arc<AlignedBuf>),
+}
+
+impl std::ops::Deref for FrameData {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            FrameData::Read(b) => b,
+            FrameData::Cycled(b) => b,
+        }
+    }
+}
+
+/// What the frame source had when asked.
+pub enum Take {
+    /// The next frame.
+    Frame(FrameData),
+    /// None yet (the reader is behind).
+    Empty,
+    /// The input ended.
+    End,
+}
+
+/// Where the sender takes its frames from.
+pub enum Frames {
+    /// Read ahead on the reader thread.
+    Ring(FrameRing),
+    /// Rendered once and played in a loop.
+    Cycle(FrameCycle),
+}
+
+impl Frames {
+    /// Starts `source` as `plan` says. The pattern is rendered (and
+    /// arranged into stripes) once into `capacity` frames that play in a
+    /// loop: rendering and a 2SI gather of every 8K frame cost a core
+    /// at 30 fps, and the frames are there before the schedule starts.
+    /// Anything else is read ahead into a ring of `capacity` frames.
+    pub fn start(source: Source, format: VideoFormat, capacity: usize, plan: ReadPlan) -> Frames {
+        match source {
+            Source::Pattern(p) => Frames::Cycle(FrameCycle::render(&p, format, capacity, plan)),
+            other => Frames::Ring(FrameRing::start_with(other, format, capacity, plan)),
+        }
+    }
+
+    /// The next frame, without waiting.
+    pub fn take(&mut self) -> Result<Take> {
+        match self {
+            Frames::Ring(ring) => ring.take(),
+            Frames::Cycle(cycle) => Ok(cycle.take()),
+        }
+    }
+
+    /// Hands a frame back once it is sent (a ring buffer is read into
+    /// again; a cycle's frame stays where it is).
+    pub fn give_back(&self, data: FrameData) {
+        if let (Frames::Ring(ring), FrameData::Read(buf)) = (self, data) {
+            // The channel has a place for every buffer.
+            let _ = ring.empty.try_send(buf);
+        }
+    }
+
+    /// Frames ready to send without waiting.
+    pub fn fill(&self) -> usize {
+        match self {
+            Frames::Ring(ring) => ring.fill(),
+            Frames::Cycle(cycle) => cycle.frames.len(),
+        }
+    }
+
+    /// Whether `want` frames are ready, or no more will come.
+    pub fn primed(&self, want: usize) -> bool {
+        match self {
+            Frames::Ring(ring) => ring.fill() >= want || ring.reader_done(),
+            Frames::Cycle(_) => true,
+        }
+    }
+}
+
+/// Frames rendered once, arranged as sent, and played in a loop: input
+/// frame `f` is cycle frame `f mod n`, so a sender costs no reading,
+/// rendering or copying per frame, and epoch-locked senders of the same
+/// cycle send identical frames.
+pub struct FrameCycle {
+    frames: Vec<Arc<AlignedBuf>>,
+    /// Input frame number of the next take.
+    next: u64,
+    /// Input frame number at which the cycle ends (`None`: never).
+    end: Option<u64>,
+}
+
+impl FrameCycle {
+    /// Renders `count` frames of `pattern` (pattern frames 0..count),
+    /// arranged by `plan.arrange`, each page touched once here rather than
+    /// on the schedule; a thread per frame up to the CPUs there are.
+    pub fn render(pattern: &Pattern, format: VideoFormat, count: usize, plan: ReadPlan) -> Self {
+        let count = count.max(1);
+        let n = format.frame_bytes();
+        let arrange = plan.arrange.as_ref();
+        let threads = std::thread::available_parallelism().map_or(1, |c| c.get().min(count));
+        let mut frames: Vec<Option<AlignedBuf>> = (0..count).map(|_| None).collect();
+        std::thread::scope(|s| {
+            for (t, part) in frames.chunks_mut(count.div_ceil(threads)).enumerate() {
+                s.spawn(move || {
+                    let mut raw = arrange.map(|_| AlignedBuf::new(n));
+                    for (i, slot) in part.iter_mut().enumerate() {
+                        let number = (t * count.div_ceil(threads) + i) as u64;
+                        let mut buf = AlignedBuf::new(n);
+                        match (raw.as_mut(), arrange) {
+                            (Some(raw), Some(arrange)) => {
+                                pattern.render(number, raw);
+                                arrange(raw, &mut buf);
+                            }
+                            _ => pattern.render(number, &mut buf),
+                        }
+                        *slot = Some(buf);
+                    }
+                });
+            }
+        });
+        FrameCycle {
+            frames: frames.into_iter().flatten().map(Arc::new).collect(),
+            next: plan.first,
+            end: plan.limit.map(|l| plan.first.wrapping_add(l)),
+        }
+    }
+
+    /// The next frame of the cycle, or the end.
+    fn take(&mut self) -> Take {
+        if self.end.is_some_and(|e| self.next >= e) || self.frames.is_empty() {
+            return Take::End;
+        }
+        let k = (self.next % self.frames.len() as u64) as usize;
+        self.next += 1;
+        Take::Frame(FrameData::Cycled(self.frames[k].clone()))
+    }
 }
 
 /// The bounded ring between reader and sender, with a return path for
@@ -268,6 +411,21 @@ impl FrameRing {
     /// Frames waiting in the ring.
     pub fn fill(&self) -> usize {
         self.full.len()
+    }
+
+    /// The next frame from the ring, without waiting.
+    pub fn take(&self) -> Result<Take> {
+        match self.full.try_recv() {
+            Ok(Slot::Frame(f)) => Ok(Take::Frame(FrameData::Read(f.data))),
+            Ok(Slot::Failed(e)) => bail!("{e}"),
+            Err(TryRecvError::Empty) if !self.reader_done() => Ok(Take::Empty),
+            // The reader may have finished right after try_recv.
+            Err(_) => match self.full.try_recv() {
+                Ok(Slot::Frame(f)) => Ok(Take::Frame(FrameData::Read(f.data))),
+                Ok(Slot::Failed(e)) => bail!("{e}"),
+                Err(_) => Ok(Take::End),
+            },
+        }
     }
 }
 
@@ -331,7 +489,7 @@ fn read_loop(
         if !plan.read_delay.is_zero() {
             std::thread::sleep(plan.read_delay);
         }
-        let got = match (&mut plan.arrange, &mut scratch) {
+        let got = match (&plan.arrange, &mut scratch) {
             (Some(arrange), Some(raw)) => {
                 let got = fill(source, input, in_pass, &mut file, raw)?;
                 if got {

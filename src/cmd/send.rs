@@ -12,7 +12,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
-use crossbeam_channel::TryRecvError;
 use nagare_api::video::SendReport;
 use nagare_proto::sdp::{PtpClock, RefClock, SdpStream};
 use nagare_proto::video::sender::{self as schedule, Event, FlowId, FlowSpec, Input, Transmit};
@@ -24,10 +23,9 @@ use nagare_proto::{BitRate, ByteSize, ExtSeq, FrameRate, Nanos, PixelFormat, Ssr
 use crate::cli::{self, Size};
 use crate::clock::{EpochStart, Origin, Pacing};
 use crate::cmd::analyze::ideal::IdealReceiver;
-use crate::net::file::AlignedBuf;
 use crate::net::udp::{self, Interface, SendOptions, Sender, iovec};
 use crate::progress::{Ticker, bitrate};
-use crate::source::{Arrange, FrameRing, ReadPlan, Slot, Source};
+use crate::source::{Arrange, FrameData, Frames, ReadPlan, Source, Take};
 /// Command-line arguments of `nagare send`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct SendArgs {
@@ -434,7 +432,7 @@ pub fn run(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport> {
         first: planned.map_or(0, |(_, s)| s.first_frame),
         arrange: arrangement(cfg)?,
     };
-    let ring = FrameRing::start_with(source, cfg.format, cfg.buffer_frames, plan);
+    let mut frames = Frames::start(source, cfg.format, cfg.buffer_frames, plan);
     // Only the sending thread is tuned; the reader keeps default priority.
     crate::net::tuning::precise_timers();
     if let Some(cpu) = cfg.cpu {
@@ -444,12 +442,12 @@ pub fn run(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport> {
         crate::net::tuning::realtime()?;
     }
     // Fill the ring before the first frame so early frames never underrun.
-    while ring.fill() < cfg.buffer_frames && !ring.reader_done() && !stop.load(Ordering::Relaxed) {
+    while !frames.primed(cfg.buffer_frames) && !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(1));
     }
     let mut driver = Driver::new(cfg, sockets, planned)?;
     let cpu = crate::clock::thread_cpu_seconds();
-    let result = driver.run(&ring, stop);
+    let result = driver.run(&mut frames, stop);
     driver.ticker.finish();
     let mut report = driver.report();
     report.send_cpu_seconds = crate::clock::thread_cpu_seconds() - cpu;
@@ -621,16 +619,9 @@ struct Flow {
 struct Held {
     frame: u64,
     /// `None` for an underrun.
-    data: Option<AlignedBuf>,
+    data: Option<FrameData>,
     /// Flows that still need it.
     users: usize,
-}
-
-/// What the ring had when asked.
-enum Take {
-    Frame(AlignedBuf),
-    Empty,
-    End,
 }
 
 /// Buffers for gathering one train: headers back to back, and the iovecs
@@ -743,7 +734,7 @@ impl<'a> Driver<'a> {
     }
 
     /// Sends until every flow finished, the input ended, or `stop`.
-    fn run(&mut self, ring: &FrameRing, stop: &AtomicBool) -> Result<()> {
+    fn run(&mut self, ring: &mut Frames, stop: &AtomicBool) -> Result<()> {
         let mut ended = false;
         loop {
             // A signal ends the stream like the end of the input: the
@@ -776,7 +767,7 @@ impl<'a> Driver<'a> {
 
     /// Takes the schedule's events: frame requests wait in `pending`, a
     /// frame every flow has sent goes back to the ring.
-    fn events(&mut self, ring: &FrameRing) {
+    fn events(&mut self, ring: &Frames) {
         while let Some(e) = self.schedule.poll_event() {
             match e {
                 Event::NeedFrame { flow, frame, at } => self.pending.push_back((flow, frame, at)),
@@ -789,7 +780,7 @@ impl<'a> Driver<'a> {
     /// Answers frame requests in order; an empty ring becomes an underrun
     /// once the frame is due (the schedule never shifts). Returns false at
     /// the end of the input.
-    fn answer(&mut self, ring: &FrameRing, now: Nanos) -> Result<bool> {
+    fn answer(&mut self, ring: &mut Frames, now: Nanos) -> Result<bool> {
         while let Some(&(flow, frame, at)) = self.pending.front() {
             let have = match self.held.iter().find(|h| h.frame == frame) {
                 Some(h) => h.data.is_some(),
@@ -825,12 +816,12 @@ impl<'a> Driver<'a> {
 
     /// The ring's frame for epoch frame `frame`; an epoch-locked sender
     /// drops frames of slots already given up.
-    fn take_for(&mut self, ring: &FrameRing, frame: u64) -> Result<Take> {
+    fn take_for(&mut self, ring: &mut Frames, frame: u64) -> Result<Take> {
         loop {
-            match (take(ring)?, self.ring_next.as_mut()) {
+            match (ring.take()?, self.ring_next.as_mut()) {
                 (Take::Frame(f), Some(next)) if *next < frame => {
                     *next += 1;
-                    let _ = ring.empty.try_send(f);
+                    ring.give_back(f);
                 }
                 (Take::Frame(f), Some(next)) => {
                     *next += 1;
@@ -842,7 +833,7 @@ impl<'a> Driver<'a> {
     }
 
     /// One flow is done with `frame`; the last one hands it back.
-    fn release(&mut self, frame: u64, ring: &FrameRing) {
+    fn release(&mut self, frame: u64, ring: &Frames) {
         let Some(pos) = self.held.iter().position(|h| h.frame == frame) else {
             return;
         };
@@ -859,7 +850,7 @@ impl<'a> Driver<'a> {
                 self.checksums.push(xxhash_rust::xxh3::xxh3_64(&data));
             }
             self.frames_sent += 1;
-            let _ = ring.empty.try_send(data);
+            ring.give_back(data);
         }
     }
 
@@ -987,21 +978,6 @@ impl<'a> Driver<'a> {
             checksums: self.checksums.clone(),
             st2110_21: self.ideal.take().map(IdealReceiver::finish),
         }
-    }
-}
-
-/// The next frame from the ring, without waiting.
-fn take(ring: &FrameRing) -> Result<Take> {
-    match ring.full.try_recv() {
-        Ok(Slot::Frame(f)) => Ok(Take::Frame(f.data)),
-        Ok(Slot::Failed(e)) => bail!("{e}"),
-        Err(TryRecvError::Empty) if !ring.reader_done() => Ok(Take::Empty),
-        // The reader may have finished right after try_recv.
-        Err(_) => match ring.full.try_recv() {
-            Ok(Slot::Frame(f)) => Ok(Take::Frame(f.data)),
-            Ok(Slot::Failed(e)) => bail!("{e}"),
-            Err(_) => Ok(Take::End),
-        },
     }
 }
 

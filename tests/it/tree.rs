@@ -688,6 +688,71 @@ fn replayed_answer_is_refused_and_the_key_never_travels() {
     assert!(matches!(read_wire(&mut a), Control::Refused { .. }));
 }
 
+#[test]
+fn join_writes_frames_to_stdout_for_a_consumer_bit_exact() {
+    // tree join -o - | cat: the consumer gets the frames alone (log lines
+    // go to stderr), byte for byte the source's pattern.
+    let dir = Scratch::new("tree-stdout");
+    let mut procs = Procs::default();
+    let src_report = dir.path("source.json");
+    let peer_report_path = dir.path("peer.json");
+    let frames = 10;
+    let addr = start_source(
+        &mut procs,
+        &[
+            "pattern:bars",
+            "--size",
+            "160x120",
+            "--fps",
+            "30",
+            "--frames",
+            &frames.to_string(),
+            "--wait-peers",
+            "1",
+            "--report",
+            src_report.to_str().unwrap(),
+        ],
+    );
+    let mut peer = nagare()
+        .args(["tree", "join", &addr, "--listen", "127.0.0.1:0"])
+        .args(["--timeout", "20", "-o", "-", "--report"])
+        .arg(&peer_report_path)
+        .env("NAGARE_TREE_KEY", KEY)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let frames_out = peer.stdout.take().unwrap();
+    procs.push(peer);
+    let mut consumer = std::process::Command::new("cat")
+        .stdin(Stdio::from(frames_out))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut got = Vec::new();
+    // Ends when the peer exits (the stream's end, or its --timeout).
+    consumer
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_end(&mut got)
+        .unwrap();
+    assert!(consumer.wait().unwrap().success());
+    let ok = procs.wait_all(Duration::from_secs(30));
+    assert!(ok.iter().all(|&o| o), "exit statuses: {ok:?}");
+    let f = VideoFormat::new(160, 120, PixelFormat::Rgb24).unwrap();
+    let p = Pattern::new(f);
+    let mut want = vec![0u8; f.frame_bytes() * frames as usize];
+    for (n, frame) in want.chunks_mut(f.frame_bytes()).enumerate() {
+        p.render(n as u64, frame);
+    }
+    assert_eq!(got.len(), want.len(), "{} frames' bytes", frames);
+    assert!(got == want, "the piped frames differ from the pattern");
+    let r = peer_report(&peer_report_path);
+    assert_eq!(r.fingerprints, source_report(&src_report).fingerprints);
+    assert!(r.ended && r.lost == 0, "{r:?}");
+}
+
 /// A man in the middle on loopback: relays every connection to `to`,
 /// message by message (every tree message is framed), and flips the last
 /// byte of message `flip_at` (1-based) from the server on connection
