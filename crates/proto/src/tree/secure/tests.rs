@@ -258,7 +258,8 @@ fn layers(link: LinkId) -> (Secure, Secure, Message, Vec<Message>) {
     let out: Vec<Transmit> = std::iter::from_fn(|| dial.poll_transmit()).collect();
     assert_eq!(out.len(), 2, "request, then the handshake");
     // The acceptor admits it; its welcome is held until the handshake.
-    acc.respond(link, &KEY, &NONCE, Role::Attach, &req).unwrap();
+    acc.respond(Nanos(0), link, &KEY, &NONCE, Role::Attach, &req)
+        .unwrap();
     let format = crate::video::format::VideoFormat::new(64, 64, crate::PixelFormat::Rgb24);
     let welcome: Message = Control::Welcome {
         format: format.unwrap(),
@@ -366,7 +367,7 @@ fn a_refusal_after_admission_goes_out_sealed_before_the_close() {
         seed: [5; 32],
     })
     .unwrap();
-    acc.respond(link, &KEY, &NONCE, Role::Attach, &request())
+    acc.respond(Nanos(0), link, &KEY, &NONCE, Role::Attach, &request())
         .unwrap();
     let refused: Message = Control::Refused {
         reason: "the tree is full".into(),
@@ -414,4 +415,41 @@ fn a_refusal_after_admission_goes_out_sealed_before_the_close() {
         deliver(&mut dialer, sealed),
         Ok(Opened::Message(refused.to_vec()))
     );
+}
+
+#[test]
+fn an_admitted_newcomer_that_never_shakes_hands_is_dropped_in_time() {
+    let (a, b) = (LinkId(1), LinkId(2));
+    let mut acc = Secure::new();
+    for (link, at) in [(a, Nanos(0)), (b, Nanos(100))] {
+        acc.input(LinkInput::Accepted {
+            link,
+            from: "10.0.0.9:4000".parse().unwrap(),
+            nonce: NONCE,
+            seed: [5; 32],
+        })
+        .unwrap();
+        acc.respond(at, link, &KEY, &NONCE, Role::Attach, &request())
+            .unwrap();
+    }
+    assert_eq!(acc.poll_timeout(), Some(HANDSHAKE_TIMEOUT));
+    // b completes its handshake: only a is left to time out.
+    let (_, hello) = SecureLink::initiator(
+        &KEY,
+        &NONCE,
+        Role::Attach,
+        &challenge(),
+        &request(),
+        [1; 32],
+    )
+    .unwrap();
+    acc.input(LinkInput::Received {
+        link: b,
+        msg: hello.into(),
+    })
+    .unwrap();
+    assert_eq!(acc.expire(HANDSHAKE_TIMEOUT - Nanos(1)), []);
+    assert_eq!(acc.expire(HANDSHAKE_TIMEOUT), [a]);
+    assert_eq!(acc.poll_timeout(), None);
+    assert!(acc.is_open(b));
 }
