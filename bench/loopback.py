@@ -8,8 +8,13 @@ Workloads (8800-byte packets, loopback only):
      receiver processes, and as one sender process with --stripes 8
   3. a rate sweep of one stream (48, 96, 144, 192 fps) for the highest
      lossless rate
-and the same through `iperf3 -u -l 8800 -b RATE` and through GStreamer
-(rtpvrawpay -> udpsink / udpsrc -> rtpvrawdepay).
+  4. the whole 8K 30p 4:2:2 10-bit frame (7680x4320, 19.9 Gbit/s of video)
+     on this one VM, for every tool that can attempt it
+and the same through `iperf3 -u -l 8800 -b RATE`, through GStreamer
+(rtpvrawpay -> udpsink / udpsrc -> rtpvrawdepay) and through FFmpeg's RTP
+muxer (received by `nagare recv`, which counts its bytes and times).
+UltraGrid is not in this run: it is neither packaged in Debian 12 nor
+buildable from crates, and this machine reaches only package registries.
 
 Usage: bench/loopback.sh [SECONDS]   (default 60 s per workload)
 Nothing here is a pass/fail test: timings on shared VMs are noisy.
@@ -26,7 +31,7 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-NAGARE = os.path.join(ROOT, "target", "release", "nagare")
+NAGARE = os.environ.get("NAGARE", os.path.join(ROOT, "target", "release", "nagare"))
 SECONDS = float(sys.argv[1]) if len(sys.argv) > 1 else float(os.environ.get("DURATION", 60))
 W, H, PIX, FPS, PKT = 7680, 540, "uyvy422", 48, 8800
 FRAME = W * H * 2
@@ -58,24 +63,31 @@ def finish(p, timeout=None):
     return out, err, cpu
 
 
-def nagare_streams(n, fps, seconds, stripes=False, realtime=False):
+def nagare_streams(n, fps, seconds, stripes=False, realtime=False, pix=PIX, whole=False):
     """n sender/receiver pairs, or with stripes one sender of n stripes;
-    realtime runs the sending and receiving threads with SCHED_FIFO."""
+    realtime runs the sending and receiving threads with SCHED_FIFO; whole
+    sends the stripes to one `recv --stripes n` that rebuilds each whole
+    frame and writes it out (to /dev/null: 2.5 GB/s fits no disk here)."""
     frames = int(fps * seconds)
     rt = ["--realtime"] if realtime else []
     recvs = []
-    for k in range(n):
-        recvs.append(timed([NAGARE, "recv", "--listen", f"127.0.0.1:{BASE + k}", "--size", f"{W}x{H}",
-                            "--pix-fmt", PIX, "--fps", str(fps), "--frames", str(frames),
-                            "--timeout", "5", "--json"] + rt))
+    if whole:
+        recvs.append(timed([NAGARE, "recv", "--listen", f"127.0.0.1:{BASE}", "--stripes", str(n),
+                            "--size", f"{W}x{H * n}", "--pix-fmt", pix, "--fps", str(fps),
+                            "--frames", str(frames), "--timeout", "5", "--json", "-o", "/dev/null"] + rt))
+    else:
+        for k in range(n):
+            recvs.append(timed([NAGARE, "recv", "--listen", f"127.0.0.1:{BASE + k}", "--size", f"{W}x{H}",
+                                "--pix-fmt", pix, "--fps", str(fps), "--frames", str(frames),
+                                "--timeout", "5", "--json"] + rt))
     time.sleep(0.5)
     if stripes:
         sends = [timed([NAGARE, "send", "pattern:bars", "--to", f"127.0.0.1:{BASE}", "--size", f"{W}x{H * n}",
-                        "--stripes", str(n), "--pix-fmt", PIX, "--fps", str(fps), "--frames", str(frames),
+                        "--stripes", str(n), "--pix-fmt", pix, "--fps", str(fps), "--frames", str(frames),
                         "--packet-size", str(PKT), "--json"] + rt)]
     else:
         sends = [timed([NAGARE, "send", "pattern:bars", "--to", f"127.0.0.1:{BASE + k}", "--size", f"{W}x{H}",
-                        "--pix-fmt", PIX, "--fps", str(fps), "--frames", str(frames), "--packet-size", str(PKT),
+                        "--pix-fmt", pix, "--fps", str(fps), "--frames", str(frames), "--packet-size", str(PKT),
                         "--json"] + rt) for k in range(n)]
     sent, recv = [], []
     for p in sends:
@@ -89,7 +101,9 @@ def nagare_streams(n, fps, seconds, stripes=False, realtime=False):
         d["cpu"] = cpu
         recv.append(d)
     packets = sum(s["packets_sent"] for s in sent)
-    lost = sum(r["packets_lost"] for r in recv)
+    # A stripes receiver reports losses per stripe and has no jitter figure.
+    lost = sum(r["packets_lost"] if "packets_lost" in r else sum(x["packets_lost"] for x in r["per_stripe"])
+               for r in recv)
     missing_frames = sum(r["frames_lost"]["count"] + r["frames_incomplete"]["count"] for r in recv)
     # Bytes the receivers counted over the measured first-to-last packet
     # time; concurrent receivers share one span, the longest of theirs.
@@ -98,6 +112,7 @@ def nagare_streams(n, fps, seconds, stripes=False, realtime=False):
     cpu_r = sum(r["cpu"] for r in recv)
     gbit = sum(s["bytes_sent"] for s in sent) * 8 / 1e9
     label = f"nagare (1 process, {n} stripes" if stripes else f"nagare ({n} stream{'s' if n > 1 else ''}"
+    label += ", one recv rebuilding frames" if whole else ""
     label += ", realtime)" if realtime else ")"
     return {
         "tool": label,
@@ -111,7 +126,58 @@ def nagare_streams(n, fps, seconds, stripes=False, realtime=False):
         "max_us": max(s["lateness_us"]["max"] for s in sent),
         "cpu_send_per_gbit": cpu_s / max(gbit, 1e-9),
         "cpu_recv_per_gbit": cpu_r / max(gbit, 1e-9),
-        "jitter_ms": max(r["jitter_ms"] for r in recv),
+        "jitter_ms": max((r["jitter_ms"] for r in recv if "jitter_ms" in r), default=None),
+    }
+
+
+def nagare_receivers(n, port0, w, h, pix, fps, frames):
+    """n `nagare recv` processes that count another tool's bytes and
+    whole frames, each over its measured first-to-last packet time."""
+    return [timed([NAGARE, "recv", "--listen", f"127.0.0.1:{port0 + k}", "--size", f"{w}x{h}",
+                   "--pix-fmt", pix, "--fps", str(fps), "--frames", str(frames),
+                   "--timeout", "5", "--json"]) for k in range(n)]
+
+
+def ffmpeg_streams(n, seconds, fps=FPS, ten_bit=False):
+    """n FFmpeg RTP muxers (-re: paced by frame, not by packet) at the same
+    size and rate as nagare's rows, each received by `nagare recv`. 10-bit
+    goes through FFmpeg's bitpacked encoder, the RFC 4175 pgroup layout."""
+    frames = int(fps * seconds)
+    port0 = BASE + 300
+    recvs = nagare_receivers(n, port0, W, H, "uyvp" if ten_bit else PIX, fps, frames)
+    time.sleep(0.5)
+    codec = ["-pix_fmt", "yuv422p10", "-c:v", "bitpacked"] if ten_bit else ["-pix_fmt", PIX, "-c:v", "rawvideo"]
+    sends = [timed(["ffmpeg", "-nostdin", "-loglevel", "error", "-re", "-f", "lavfi",
+                    "-i", f"color=c=black:size={W}x{H}:rate={fps}", "-frames:v", str(frames)] + codec +
+                   ["-f", "rtp", f"rtp://127.0.0.1:{port0 + k}?pkt_size={PKT}"]) for k in range(n)]
+    cpu_s = sum(finish(p)[2] for p in sends)
+    recv = []
+    for p in recvs:
+        out, _, cpu = finish(p, timeout=60)
+        try:
+            d = json.loads(out)
+        except ValueError:
+            d = {"bytes": 0, "seconds": 0.0, "packets_received": 0, "packets_lost": 0,
+                 "frames_complete": 0, "jitter_ms": None}
+        d["cpu"] = cpu
+        recv.append(d)
+    received = sum(r["bytes"] for r in recv)
+    gbit = received * 8 / 1e9
+    packets = sum(r["packets_received"] + r["packets_lost"] for r in recv)
+    lost = sum(r["packets_lost"] for r in recv)
+    return {
+        "tool": f"FFmpeg RTP muxer ({n} stream{'s' if n > 1 else ''}{', 10-bit' if ten_bit else ''})",
+        "rate": received_rate(received, max(r["seconds"] for r in recv)),
+        "packets": packets,
+        "lost": lost,
+        "loss_pct": 100.0 * lost / max(packets, 1),
+        "frames_bad": frames * n - sum(r["frames_complete"] for r in recv),
+        "late": None,
+        "p99_us": None,
+        "max_us": None,
+        "cpu_send_per_gbit": cpu_s / max(gbit, 1e-9),
+        "cpu_recv_per_gbit": sum(r["cpu"] for r in recv) / max(gbit, 1e-9),
+        "jitter_ms": max((r["jitter_ms"] for r in recv if r.get("jitter_ms") is not None), default=None),
     }
 
 
@@ -135,7 +201,7 @@ def iperf_received(server_json):
     return sum(i["bytes"] for i in busy), busy[-1]["end"] - busy[0]["start"]
 
 
-def iperf_streams(n, seconds):
+def iperf_streams(n, seconds, rate=RATE, label=""):
     # The servers (receivers) report what arrived, in 0.1 s intervals.
     servers = [subprocess.Popen(["iperf3", "-s", "-1", "-J", "-i", "0.1", "-p", str(BASE + 100 + k),
                                  "-B", "127.0.0.1"],
@@ -143,7 +209,7 @@ def iperf_streams(n, seconds):
                for k in range(n)]
     time.sleep(0.5)
     clients = [timed(["iperf3", "-u", "-c", "127.0.0.1", "-p", str(BASE + 100 + k), "-l", str(PKT),
-                      "-b", str(RATE), "-t", str(int(seconds)), "-J"]) for k in range(n)]
+                      "-b", str(int(rate)), "-t", str(int(seconds)), "-J"]) for k in range(n)]
     res = []
     for p in clients:
         out, err, cpu = finish(p)
@@ -170,7 +236,7 @@ def iperf_streams(n, seconds):
     cpu_s = sum(r[2] for r in ok)
     cpu_r = sum(r[1].get("remote_total", 0) / 100 * seconds for r in ok)
     return {
-        "tool": f"iperf3 -u ({n} stream{'s' if n > 1 else ''})",
+        "tool": f"iperf3 -u ({n} stream{'s' if n > 1 else ''}{label})",
         "rate": rate,
         "packets": packets,
         "lost": lost,
@@ -193,10 +259,12 @@ def stamp_lines(p, pattern, stamps):
             stamps.append(time.monotonic())
 
 
-def gst_streams(n, seconds):
-    frames = int(FPS * seconds)
+def gst_streams(n, seconds, fps=FPS, ten_bit=False):
+    frames = int(fps * seconds)
+    depth, fmt_name = (10, "UYVP") if ten_bit else (8, "UYVY")
+    frame_bytes = W * H * depth // 4
     caps = (f"application/x-rtp,media=video,clock-rate=90000,encoding-name=RAW,sampling=YCbCr-4:2:2,"
-            f"depth=(string)8,width=(string){W},height=(string){H},payload=96")
+            f"depth=(string){depth},width=(string){W},height=(string){H},payload=96")
     recvs = [timed(["stdbuf", "-oL", "gst-launch-1.0", "-e", "-v", "udpsrc", f"port={BASE + 200 + k}", "address=127.0.0.1",
                     "buffer-size=268435456", f"caps={caps}", "!", "rtpvrawdepay", "!",
                     "fakesink", "silent=false", "sync=false"]) for k in range(n)]
@@ -209,7 +277,7 @@ def gst_streams(n, seconds):
     time.sleep(1.0)
     sends = [timed(["gst-launch-1.0", "-q", "videotestsrc", "is-live=true", "pattern=black",
                     f"num-buffers={frames}", "!",
-                    f"video/x-raw,format=UYVY,width={W},height={H},framerate={FPS}/1", "!",
+                    f"video/x-raw,format={fmt_name},width={W},height={H},framerate={fps}/1", "!",
                     "rtpvrawpay", f"mtu={PKT + 28}", "!", "udpsink", "host=127.0.0.1",
                     f"port={BASE + 200 + k}", "buffer-size=67108864"]) for k in range(n)]
     cpu_s = 0.0
@@ -227,13 +295,13 @@ def gst_streams(n, seconds):
         cpu_r += cpu
     got = sum(len(st) for st in stamps)
     want = frames * n
-    gbit = want * FRAME * 8 / 1e9
+    gbit = want * frame_bytes * 8 / 1e9
     # Frames after each receiver's first, over its first-to-last time: the
     # first frame's bytes came before its stamp.
-    after_first = sum(max(len(st) - 1, 0) for st in stamps) * FRAME
+    after_first = sum(max(len(st) - 1, 0) for st in stamps) * frame_bytes
     span = max((st[-1] - st[0] for st in stamps if len(st) > 1), default=0.0)
     return {
-        "tool": f"GStreamer ({n} stream{'s' if n > 1 else ''})",
+        "tool": f"GStreamer ({n} stream{'s' if n > 1 else ''}{', 10-bit' if ten_bit else ''})",
         "rate": received_rate(after_first, span),
         "packets": None,
         "lost": None,
@@ -266,6 +334,8 @@ def main():
         print(f"  done: {rows[-1]['tool']}", file=sys.stderr, flush=True)
         rows.append(gst_streams(n, SECONDS))
         print(f"  done: {rows[-1]['tool']}", file=sys.stderr, flush=True)
+        rows.append(ffmpeg_streams(n, SECONDS))
+        print(f"  done: {rows[-1]['tool']}", file=sys.stderr, flush=True)
         if n > 1:
             rows.append(nagare_streams(n, FPS, SECONDS, stripes=True))
             print(f"  done: {rows[-1]['tool']}", file=sys.stderr, flush=True)
@@ -274,15 +344,11 @@ def main():
         # protected from the scheduler.
         rows.append(nagare_streams(1, FPS, SECONDS, realtime=True))
         rows.append(nagare_streams(8, FPS, SECONDS, stripes=True, realtime=True))
+    print_rows(rows)
+    whole = whole_8k(SECONDS)
     print()
-    print("| tool | received rate | packets | lost | loss % | bad frames | sender late pkts | "
-          "pacing p99 µs | pacing max µs | jitter ms | CPU s/Gbit send | CPU s/Gbit recv |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['tool']} | {r['rate'] / 1e9:.2f} Gbit/s | {fmt(r['packets'], '{}')} | "
-              f"{fmt(r['lost'], '{}')} | {fmt(r['loss_pct'], '{:.3f}')} | {fmt(r['frames_bad'], '{}')} | "
-              f"{fmt(r['late'], '{}')} | {fmt(r['p99_us'], '{:.1f}')} | {fmt(r['max_us'], '{:.1f}')} | "
-              f"{fmt(r['jitter_ms'], '{:.3f}')} | {r['cpu_send_per_gbit']:.3f} | {r['cpu_recv_per_gbit']:.3f} |")
+    print(f"Whole 8K 30p 4:2:2 10-bit (7680x4320 uyvp, {WHOLE_RATE / 1e9:.2f} Gbit/s of video), one VM:")
+    print_rows(whole)
     one = {r["tool"].split(" (")[0]: r for r in rows if r["tool"].endswith("(1 stream)")}
     if "nagare" in one and "iperf3 -u" in one:
         n, i = one["nagare"], one["iperf3 -u"]
@@ -291,7 +357,7 @@ def main():
               f"loss {n['loss_pct']:.3f}% vs {i['loss_pct']:.3f}%, send CPU per Gbit "
               f"{n['cpu_send_per_gbit'] / max(i['cpu_send_per_gbit'], 1e-9):.2f}x")
     print()
-    print("Rate sweep, one nagare stream (10 s each):")
+    print(f"Rate sweep, one nagare stream ({min(SECONDS, 10):g} s each):")
     print("| fps | offered | received | packets lost | bad frames | pacing p99 µs |")
     print("|---|---|---|---|---|---|")
     best = 0.0
@@ -307,8 +373,41 @@ def main():
     print("flag frames with packets missing, so its count is a lower bound. iperf3's receive CPU is its")
     print("own remote_total percentage. Every rate is bytes the receivers counted over their measured")
     print("first-to-last time: nagare's from its receivers' byte counts and packet times, iperf3's from")
-    print("its server's 0.1 s intervals with data, GStreamer's from when each frame reached the sink.")
+    print("its server's 0.1 s intervals with data, GStreamer's from when each frame reached the sink,")
+    print("FFmpeg's from the `nagare recv` that received it. FFmpeg and GStreamer pace by frame (-re,")
+    print("is-live), not by packet. UltraGrid: not packaged in Debian 12, not buildable from crates.")
 
+
+
+def print_rows(rows):
+    print()
+    print("| tool | received rate | packets | lost | loss % | bad frames | sender late pkts | "
+          "pacing p99 µs | pacing max µs | jitter ms | CPU s/Gbit send | CPU s/Gbit recv |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['tool']} | {r['rate'] / 1e9:.2f} Gbit/s | {fmt(r['packets'], '{}')} | "
+              f"{fmt(r['lost'], '{}')} | {fmt(r['loss_pct'], '{:.3f}')} | {fmt(r['frames_bad'], '{}')} | "
+              f"{fmt(r['late'], '{}')} | {fmt(r['p99_us'], '{:.1f}')} | {fmt(r['max_us'], '{:.1f}')} | "
+              f"{fmt(r['jitter_ms'], '{:.3f}')} | {r['cpu_send_per_gbit']:.3f} | {r['cpu_recv_per_gbit']:.3f} |")
+
+
+WHOLE_RATE = 7680 * 4320 * 10 // 4 * 8 * 30  # bits/s of 8K30p 4:2:2 10-bit video
+
+
+def whole_8k(seconds):
+    """Every tool that can attempt it carries the whole 8K 30p 10-bit
+    frame as 8 stripes of 7680x540: nagare as one sender process to one
+    receiver rebuilding and writing whole frames, GStreamer and FFmpeg as 8
+    pipelines each (neither can split a frame or rebuild one), iperf3 as 8
+    UDP streams at an eighth of the rate each."""
+    rows = []
+    for row in (lambda: nagare_streams(8, 30, seconds, stripes=True, pix="uyvp", whole=True),
+                lambda: iperf_streams(8, seconds, rate=WHOLE_RATE / 8, label=", 2.49 Gbit/s each"),
+                lambda: gst_streams(8, seconds, fps=30, ten_bit=True),
+                lambda: ffmpeg_streams(8, seconds, fps=30, ten_bit=True)):
+        rows.append(row())
+        print(f"  done: {rows[-1]['tool']}", file=sys.stderr, flush=True)
+    return rows
 
 if __name__ == "__main__":
     main()

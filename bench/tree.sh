@@ -8,17 +8,29 @@
 # 2. A tree of PEERS peer processes over loopback: end-to-end latency by
 #    depth (so per hop), frames delivered to every peer, frames lost and
 #    recovery time after killing the inner node in slot 1.
+# 3. CPU cost per peer of an incompressible stream (noise, every link
+#    Noise-encrypted): CPU seconds per second of stream and per Gbit
+#    received plus relayed, for the source and each of CPU_PEERS peers
+#    (default 6), from each process's own user+system time (getrusage:
+#    the utime+stime of /proc/<pid>/stat) in its --report.
 #
 # Needs: Xvfb, xterm, xdotool, cjpeg (Debian: xvfb xterm xdotool
 # libjpeg-turbo-progs), python3. Not a test: nothing here passes or fails.
-# Usage: bench/tree.sh [PEERS] [SECONDS]
+# Usage: [NAGARE=binary] bench/tree.sh [--cpu-only] [PEERS] [SECONDS]
+#   --cpu-only: part 3 alone (needs only python3), SECONDS of stream.
 set -euo pipefail
 
+CPU_ONLY=0
+if [ "${1:-}" = "--cpu-only" ]; then CPU_ONLY=1; shift; fi
 PEERS=${1:-100}
 SECS=${2:-10}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml"
-NAGARE="$ROOT/target/release/nagare"
+# NAGARE=path/to/nagare skips the release build (a smoke run on a busy
+# machine); numbers for the record come from the release build.
+if [ -z "${NAGARE:-}" ]; then
+    cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml"
+    NAGARE="$ROOT/target/release/nagare"
+fi
 WORK=$(mktemp -d /tmp/nagare-tree-bench.XXXXXX)
 KEY=00112233445566778899aabbccddeeff
 PIDS=()
@@ -29,10 +41,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-for tool in Xvfb xterm xdotool cjpeg python3; do
-    command -v "$tool" >/dev/null || { echo "bench/tree.sh needs $tool" >&2; exit 1; }
-done
-
 addr_of() { # wait for a source's "listening ADDR" line
     for _ in $(seq 100); do
         a=$(sed -n 's/^listening //p' "$1" 2>/dev/null | head -1)
@@ -41,6 +49,73 @@ addr_of() { # wait for a source's "listening ADDR" line
     done
     echo "source did not start: $(cat "$1")" >&2; exit 1
 }
+
+cpu_section() { # part 3: CPU per peer over encrypted links
+    local peers=${CPU_PEERS:-6} fps=30 w=640 h=360
+    local frames=$(( fps * SECS ))
+    # Noise does not compress: the tree carries the raw rate (166 Mbit/s).
+    python3 -c "import os, sys; sys.stdout.buffer.write(os.urandom($w * $h * 3 * $frames))" \
+        > "$WORK/noise.rgb"
+    "$NAGARE" tree source "$WORK/noise.rgb" --size ${w}x${h} --fps $fps --key $KEY \
+        --listen 127.0.0.1:0 --wait-peers "$peers" --report "$WORK/cpu-src.json" \
+        > "$WORK/cpu-src.out" 2>/dev/null &
+    local src=$! a pids=()
+    PIDS+=($src)
+    a=$(addr_of "$WORK/cpu-src.out")
+    for i in $(seq 1 "$peers"); do
+        "$NAGARE" tree join "$a" --key $KEY --listen 127.0.0.1:0 --timeout 60 \
+            --report "$WORK/cpu$i.json" > "$WORK/cpu$i.out" 2>/dev/null &
+        pids+=($!)
+        PIDS+=($!)
+        # One at a time, so peer i sits in slot i.
+        for _ in $(seq 200); do grep -q '^placed' "$WORK/cpu$i.out" 2>/dev/null && break; sleep 0.02; done
+    done
+    wait "$src" || true
+    for p in "${pids[@]}"; do wait "$p" || true; done
+    rm -f "$WORK/noise.rgb"
+    python3 - "$WORK" "$peers" <<'EOF'
+import json, os, sys
+work, peers = sys.argv[1], int(sys.argv[2])
+load = lambda f: json.load(open(os.path.join(work, f)))
+src = load("cpu-src.json")
+reps = {}
+for i in range(1, peers + 1):
+    try:
+        reps[i] = load(f"cpu{i}.json")
+    except Exception:
+        pass
+secs = src["seconds"]
+slots = {r["slot"] for r in reps.values()}
+kids = lambda slot: sum(1 for c in (2 * slot + 1, 2 * slot + 2) if c in slots)
+print(f"### CPU per peer, {src['width']}x{src['height']} noise at {src['fps']:.1f} fps over "
+      f"encrypted links (Noise NNpsk0 ChaChaPoly), {peers} peers, {secs:.1f} s\n")
+print("| process | slot | depth | children | Mbit/s in | CPU-s per s of stream | CPU-s per Gbit in+out |")
+print("|---|---:|---:|---:|---:|---:|---:|")
+sent_gbit = src["bytes"] * 8 * kids(0) / 1e9
+print(f"| source (capture+encode+seal) | 0 | 0 | {kids(0)} | - | {src['cpu_seconds'] / secs:.3f} | "
+      f"{src['cpu_seconds'] / max(sent_gbit, 1e-9):.2f} |")
+for i, r in sorted(reps.items(), key=lambda x: x[1]["slot"]):
+    k = kids(r["slot"])
+    gbit = r["bytes_received"] * 8 * (1 + k) / 1e9
+    print(f"| peer {i} (open+decode+seal) | {r['slot']} | {r['depth']} | {k} | "
+          f"{r['bytes_received'] * 8 / secs / 1e6:.1f} | {r['cpu_seconds'] / secs:.3f} | "
+          f"{r['cpu_seconds'] / max(gbit, 1e-9):.2f} |")
+missing = peers - len(reps)
+if missing:
+    print(f"\n{missing} peer(s) wrote no report.")
+print("\nCPU is each process's own user+system time over its whole run (joining and waiting included);"
+      " the source's also covers reading the file and encoding.")
+EOF
+}
+
+if [ "$CPU_ONLY" = 1 ]; then
+    cpu_section
+    exit 0
+fi
+
+for tool in Xvfb xterm xdotool cjpeg python3; do
+    command -v "$tool" >/dev/null || { echo "bench/tree.sh needs $tool" >&2; exit 1; }
+done
 
 # --- desktop under Xvfb ----------------------------------------------------
 exec 3> "$WORK/display"
@@ -197,3 +272,5 @@ print(f"\nSurvivors that reached the last frame: {len(complete)} of {len(alive)}
       f"recovery (parent lost -> next whole frame): "
       + (f"median {st.median(rec):.0f} ms, max {max(rec):.0f} ms" if rec else "none measured"))
 EOF
+
+cpu_section

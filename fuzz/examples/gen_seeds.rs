@@ -17,7 +17,7 @@ use nagare_fuzz::{
 use nagare_proto::Nanos;
 use nagare_proto::framing::{Kind, split};
 use nagare_proto::probe::{
-    Arrival, ControlMessage, DEFAULT_BURST_US, DataHeader, ECHO_LEN, Echo, EchoKind,
+    Arrival, ControlMessage, DEFAULT_BURST_US, DataHeader, ECHO_LEN, Echo, EchoKind, LiveInterval,
     PROTOCOL_VERSION, Refusal, SenderReport, TestParams, analyze, records_to_frames,
 };
 use nagare_proto::screen::Encoder;
@@ -267,6 +267,7 @@ fn control_seeds(out: &Out) {
         burst_us: DEFAULT_BURST_US,
         interval_ms: 100,
         streams: 1,
+        bidir: false,
     };
     let mut stream = ControlMessage::Hello {
         version: PROTOCOL_VERSION,
@@ -326,6 +327,46 @@ fn control_seeds(out: &Out) {
         }
         .to_frame(),
     );
+    // Live intervals of two parallel streams, as a receiver sends them
+    // while the stream runs.
+    let live = |stream, lost| LiveInterval {
+        stream,
+        start_s: 1.0,
+        end_s: 1.5,
+        received: 2000 - lost,
+        lost,
+        bytes: (2000 - lost) * 1200,
+        rate_bps: 38_361_600.0,
+        jitter_ms: 0.0123,
+    };
+    out.write(
+        "probe_control",
+        "interval",
+        &ControlMessage::Interval {
+            intervals: vec![live(0, 0), live(1, 16)],
+        }
+        .to_frame(),
+    );
+    // A bidir hello (protocol 4) and its welcome.
+    let mut stream = ControlMessage::Hello {
+        version: PROTOCOL_VERSION,
+        token: None,
+        params: TestParams {
+            bidir: true,
+            records: false,
+            streams: 2,
+            ..params
+        },
+    }
+    .to_frame();
+    stream.extend(
+        ControlMessage::Welcome {
+            version: PROTOCOL_VERSION,
+            session: 7,
+        }
+        .to_frame(),
+    );
+    out.write("probe_control", "bidir_hello_welcome", &stream);
 }
 
 /// seq_list and metrics_analyze.
@@ -367,11 +408,11 @@ fn analyze_seeds(out: &Out) {
 /// probe_session: whole conversations of each side, as the peer's bytes.
 fn session_seeds(out: &Out) {
     let frame = |m: ControlMessage| m.to_frame();
-    let hello = |reverse| {
+    let hello = |reverse, bidir| {
         frame(ControlMessage::Hello {
             version: PROTOCOL_VERSION,
             token: Some("s3cret".into()),
-            params: session_params(reverse),
+            params: session_params(reverse, bidir),
         })
     };
     let done = |sent| {
@@ -383,7 +424,7 @@ fn session_seeds(out: &Out) {
         })
     };
     let mut s = SessionScript::new(1 | 8)
-        .control(&hello(false))
+        .control(&hello(false, false))
         .echo(0, SESSION_ID, 1);
     for seq in [0, 1, 3, 2, 2, 7] {
         s = s.data(SESSION_ID, seq);
@@ -391,7 +432,7 @@ fn session_seeds(out: &Out) {
     let s = s.data(SESSION_ID + 1, 4).control(&done(10)).timeouts(2);
     out.write("probe_session", "server_forward", &s.0);
     let s = SessionScript::new(1 | 2 | 8)
-        .control(&hello(true))
+        .control(&hello(true, false))
         .echo(2, SESSION_ID, 0)
         .echo(0, SESSION_ID, 1)
         .control(&frame(ControlMessage::Abort {
@@ -400,7 +441,7 @@ fn session_seeds(out: &Out) {
         .stream_finished()
         .timeouts(1);
     out.write("probe_session", "server_reverse", &s.0);
-    let s = SessionScript::new(1 | 4).control(&hello(false));
+    let s = SessionScript::new(1 | 4).control(&hello(false, false));
     out.write("probe_session", "server_busy", &s.0);
     let welcome = frame(ControlMessage::Welcome {
         version: PROTOCOL_VERSION,
@@ -432,6 +473,61 @@ fn session_seeds(out: &Out) {
     }
     let s = s.interrupt().control(&done(4)).tick(400);
     out.write("probe_session", "client_reverse", &s.0);
+    bidir_session_seeds(out, &done, &report);
+}
+
+/// probe_session, bidir: both sides send and receive at once.
+fn bidir_session_seeds(out: &Out, done: &dyn Fn(u64) -> Vec<u8>, report: &[u8]) {
+    let interval = ControlMessage::Interval {
+        intervals: vec![LiveInterval {
+            received: 3,
+            ..LiveInterval::default()
+        }],
+    }
+    .to_frame();
+    let hello = ControlMessage::Hello {
+        version: PROTOCOL_VERSION,
+        token: Some("s3cret".into()),
+        params: session_params(false, true),
+    }
+    .to_frame();
+    // The client's stream starts before its open reaches the server.
+    let mut s = SessionScript::new(1 | 8)
+        .control(&hello)
+        .data(SESSION_ID, 0)
+        .echo(2, SESSION_ID, 0)
+        .echo(0, SESSION_ID, 1);
+    for seq in [1, 3, 2] {
+        s = s.data(SESSION_ID, seq);
+    }
+    let s = s
+        .control(&interval)
+        .control(&done(5))
+        .timeouts(1)
+        .stream_finished()
+        .control(&interval)
+        .timeouts(1);
+    out.write("probe_session", "server_bidir", &s.0);
+    let welcome = ControlMessage::Welcome {
+        version: PROTOCOL_VERSION,
+        session: 9,
+    }
+    .to_frame();
+    let mut s = SessionScript::new(16 | 8)
+        .control(&welcome)
+        .echo(1, 9, 0)
+        .timeouts(12);
+    for seq in [0, 1, 3] {
+        s = s.data(9, seq);
+    }
+    let s = s
+        .control(&interval)
+        .stream_finished()
+        .control(&done(4))
+        .timeouts(1)
+        .control(report)
+        .tick(400);
+    out.write("probe_session", "client_bidir", &s.0);
 }
 
 fn tree_seeds(out: &Out) {

@@ -128,6 +128,7 @@ fn params(r: &mut Reader<'_>) -> (TestParams, u16) {
         burst_us: probe::DEFAULT_BURST_US,
         interval_ms: span(u64::from(interval), 10, probe::MAX_INTERVAL_MS),
         streams: 1,
+        bidir: false,
     };
     (params, sent)
 }

@@ -2,7 +2,8 @@
 //! datagrams and timer ticks, as a hostile peer could send them.
 //!
 //! Input: `mode (1)`: bit 0 server, bit 1 reverse test, bit 2 busy server,
-//! bit 3 a token required / given; then actions until the input ends, each
+//! bit 3 a token required / given, bit 4 a bidir test (with bit 1 too,
+//! one the client refuses to ask for); then actions until the input ends, each
 //! `tag (1) | ...`:
 //! - 0..=3: control bytes, `len (2) | bytes`;
 //! - 4: a datagram from the peer, `len (1) | bytes`;
@@ -38,8 +39,12 @@ static ALLOC: CountingAlloc = CountingAlloc;
 fn session(mode: u8, peer: SocketAddr) -> Session {
     let token = (mode & 8 != 0).then(|| "s3cret".to_string());
     if mode & 1 == 0 {
+        let bidir = mode & 16 != 0;
+        // Reverse and bidir at once: a bidir client then, as the client
+        // refuses to ask for both (the server side meets that hello in
+        // the control bytes).
         let config = ClientConfig {
-            params: session_params(mode & 2 != 0),
+            params: session_params(mode & 2 != 0 && !bidir, bidir),
             token,
         };
         return Session::client(Nanos::ZERO, peer, config).expect("valid params");
@@ -73,8 +78,8 @@ impl Watch {
                 }
                 Event::StopStream => assert!(self.streaming, "stop without a stream"),
                 // Live interval lines come while the test runs (protocol
-                // 3); they are not final.
-                Event::Accepted { .. } | Event::Interval(_) => {}
+                // 3), of both directions with bidir (4); they are not final.
+                Event::Accepted { .. } | Event::Interval { .. } => {}
                 _ => self.ended = true,
             }
         }

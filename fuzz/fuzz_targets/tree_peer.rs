@@ -12,6 +12,10 @@
 //! 11 a write is reported done, 12 a link closes, 13 `arg * 50 ms` pass,
 //! 14 the peer is told to leave, 15 a refusal on the control or parent
 //! link.
+//! The target is also every link's other end of the encryption: it
+//! answers the peer's handshakes, seals what it hands in once a link's
+//! handshake is done (op 8's arbitrary messages too) and opens what the
+//! peer seals.
 //! Invariants: no panic; every send goes to an open link and is a framed
 //! control or screen message that parses; a join and an attach carry
 //! valid proofs for the challenges sent; closes name open links; after a
@@ -27,12 +31,13 @@ use std::net::SocketAddr;
 
 use libfuzzer_sys::fuzz_target;
 use nagare_fuzz::{CountingAlloc, Reader, fnv1a, screen_format, screen_picture};
-use nagare_proto::framing::split;
+use nagare_proto::framing::{Kind, messages, split};
 use nagare_proto::screen::{Encoder, ScreenMessage, TILE};
 use nagare_proto::tree::peer::{Event, Input};
+use nagare_proto::tree::secure::Opened;
 use nagare_proto::tree::{
-    Control, DialId, Limits, LinkId, LinkInput, Peer, PeerConfig, PeerId, Role, Transmit, proof,
-    proof_matches,
+    Control, DialId, Limits, LinkId, LinkInput, Peer, PeerConfig, PeerId, Role, SecureLink,
+    Transmit, proof, proof_matches,
 };
 use nagare_proto::{Nanos, VideoFormat};
 
@@ -62,6 +67,12 @@ struct Harness {
     chunks: VecDeque<Vec<u8>>,
     tainted: bool,
     last_frame: Option<u64>,
+    /// The far end of each link's encryption, once its handshake began.
+    far: BTreeMap<LinkId, SecureLink>,
+    /// The join or attach the peer sent on each link it dialled.
+    requests: BTreeMap<LinkId, Vec<u8>>,
+    /// Handshake answers to hand in once the peer's writes are drained.
+    replies: Vec<(LinkId, Vec<u8>)>,
 }
 
 impl Harness {
@@ -91,8 +102,12 @@ impl Harness {
                 Transmit::Connect { dial, role, .. } => self.dials.push_back((dial, role)),
                 Transmit::Close { link, .. } => {
                     assert!(self.open.remove(&link), "closed {link:?}, not open");
+                    self.far.remove(&link);
                 }
             }
+        }
+        for (link, reply) in std::mem::take(&mut self.replies) {
+            self.deliver_raw(Some(link), reply);
         }
         while let Some(e) = self.peer.poll_event() {
             if let Event::Frame(f) = e {
@@ -108,9 +123,55 @@ impl Harness {
         }
     }
 
-    /// Checks one message the peer wrote.
+    /// Checks one write of the peer: handshake messages are answered,
+    /// sealed records opened and their messages checked.
     fn sent(&mut self, link: LinkId, msg: &[u8]) {
         assert!(self.open.contains(&link), "sent on {link:?}, not open");
+        // A write is one framed message, or the records of a sealed one.
+        let first = messages(msg).next().expect("the peer frames what it writes");
+        let (kind, _) = split(first).expect("the peer frames what it writes");
+        match kind {
+            Kind::Handshake => self.handshake(link, msg),
+            Kind::Sealed => {
+                let far = self.far.get_mut(&link).expect("sealed after a handshake");
+                let mut plain = Vec::new();
+                for r in messages(msg) {
+                    if let Ok(Opened::Message(m)) = far.open(r) {
+                        plain.push(m);
+                    }
+                }
+                for m in plain {
+                    self.sent_plain(link, &m);
+                }
+            }
+            _ => self.sent_plain(link, msg),
+        }
+    }
+
+    /// The peer's handshake: as acceptor of its dial, or the answer to a
+    /// child's.
+    fn handshake(&mut self, link: LinkId, msg: &[u8]) {
+        if let Some(far) = self.far.get_mut(&link) {
+            assert!(matches!(far.open(msg), Ok(Opened::Established)));
+            return;
+        }
+        let nonce = *self.given.get(&link).expect("a handshake after a challenge");
+        let request = self.requests.get(&link).expect("a handshake after a request");
+        let role = match split(request).expect("a framed request").0 {
+            Kind::Join => Role::Join,
+            _ => Role::Attach,
+        };
+        let mut far =
+            SecureLink::responder(&KEY, &nonce, role, request, [9; 32]).expect("a responder");
+        let Ok(Opened::Reply(reply)) = far.open(msg) else {
+            panic!("the peer's handshake was refused");
+        };
+        self.far.insert(link, far);
+        self.replies.push((link, reply));
+    }
+
+    /// Checks one cleartext (or opened) message the peer wrote.
+    fn sent_plain(&mut self, link: LinkId, msg: &[u8]) {
         let (kind, body) = split(msg).expect("the peer frames what it sends");
         if kind.is_screen() {
             ScreenMessage::parse(kind, body).expect("relayed chunks decode");
@@ -123,10 +184,12 @@ impl Harness {
             Some(Control::Join { proof, .. }) => {
                 let nonce = self.given.get(&link).expect("join after a challenge");
                 assert!(proof_matches(&KEY, nonce, Role::Join, &proof));
+                self.requests.insert(link, msg.to_vec());
             }
             Some(Control::Attach { proof, .. }) => {
                 let nonce = self.given.get(&link).expect("attach after a challenge");
                 assert!(proof_matches(&KEY, nonce, Role::Attach, &proof));
+                self.requests.insert(link, msg.to_vec());
             }
             _ => {}
         }
@@ -139,7 +202,22 @@ impl Harness {
         l
     }
 
+    /// Hands `msg` in on `link`, sealed once the link's handshake is done.
     fn deliver(&mut self, link: Option<LinkId>, msg: Vec<u8>) {
+        let far = link.and_then(|l| self.far.get_mut(&l)).filter(|f| f.is_open());
+        let Some(far) = far else {
+            return self.deliver_raw(link, msg);
+        };
+        let Ok(sealed) = far.seal(&msg) else {
+            return;
+        };
+        for r in messages(&sealed) {
+            self.deliver_raw(link, r.to_vec());
+        }
+    }
+
+    /// Hands `msg` in on `link` as it is.
+    fn deliver_raw(&mut self, link: Option<LinkId>, msg: Vec<u8>) {
         if let Some(link) = link.filter(|l| self.open.contains(l)) {
             self.link(LinkInput::Received {
                 link,
@@ -214,8 +292,18 @@ impl Harness {
             proof: proof(&KEY, &nonce, role),
             peer: PeerId(20 + u32::from(arg & 3)),
             version: version.map(|v| v as u64),
+        }
+        .to_bytes();
+        self.deliver_raw(Some(link), msg.clone());
+        // The child's side of the handshake follows its request.
+        let challenge = Control::Challenge { nonce }.to_bytes();
+        let Ok((far, hello)) =
+            SecureLink::initiator(&KEY, &nonce, Role::Attach, &challenge, &msg, [arg; 32])
+        else {
+            return;
         };
-        self.deliver(Some(link), msg.to_bytes());
+        self.far.insert(link, far);
+        self.deliver_raw(Some(link), hello);
     }
 
     /// An arbitrary link: control, parent, or a child.
@@ -246,7 +334,11 @@ fn protocol_step(h: &mut Harness, op: u8, arg: u8) {
                 Role::Join => h.control = Some(link),
                 Role::Attach => h.upstream = Some(link),
             }
-            h.link(LinkInput::Connected { dial, link });
+            h.link(LinkInput::Connected {
+                dial,
+                link,
+                seed: [arg; 32],
+            });
         }
         2 => h.challenge(h.control, arg),
         3 => h.challenge(h.upstream, arg),
@@ -289,7 +381,12 @@ fn other_step(h: &mut Harness, r: &mut Reader<'_>, op: u8, arg: u8) {
             h.children.push(link);
             let from = ([10, 0, 1, arg], 40000).into();
             let nonce = [arg ^ 0x5a; 32];
-            h.link(LinkInput::Accepted { link, from, nonce });
+            h.link(LinkInput::Accepted {
+                link,
+                from,
+                nonce,
+                seed: [arg ^ 0xa5; 32],
+            });
         }
         10 => h.attach_child(arg),
         11 | 12 => {
@@ -351,6 +448,9 @@ fuzz_target!(|data: &[u8]| {
         chunks: VecDeque::new(),
         tainted: false,
         last_frame: None,
+        far: BTreeMap::new(),
+        requests: BTreeMap::new(),
+        replies: Vec::new(),
     };
     h.drain();
     let base = CountingAlloc::live();

@@ -318,7 +318,7 @@ pub mod st2110_21 {
 
 /// The test every `probe_session` input runs (a small plan, so records and
 /// arrivals stay small), forward or reverse.
-pub fn session_params(reverse: bool) -> TestParams {
+pub fn session_params(reverse: bool, bidir: bool) -> TestParams {
     TestParams {
         rate_bps: 1_000_000,
         duration_ms: 200,
@@ -331,6 +331,7 @@ pub fn session_params(reverse: bool) -> TestParams {
         interval_ms: 100,
         burst_us: DEFAULT_BURST_US,
         streams: 1,
+        bidir,
     }
 }
 
@@ -341,7 +342,8 @@ pub const SESSION_ID: u64 = 42;
 pub struct SessionScript(pub Vec<u8>);
 
 impl SessionScript {
-    /// A script for `mode` (bit 0 server, 1 reverse, 2 busy, 3 token).
+    /// A script for `mode` (bit 0 server, 1 reverse, 2 busy, 3 token,
+    /// 4 bidir).
     pub fn new(mode: u8) -> SessionScript {
         SessionScript(vec![mode])
     }

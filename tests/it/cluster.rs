@@ -376,12 +376,13 @@ fn a_wrong_token_is_named_by_node() {
     assert!(log.senders[2].is_empty() && log.senders[0] == vec!["a".to_string()]);
 }
 
-/// Three namespaces made for one test: the serve node (`s0`,
-/// 10.1.0.2), a pimd router (`r0` 10.1.0.1, `r1` 10.2.0.1) and a receiver
-/// (`c0`, 10.2.0.2, IGMPv2 so pimd hears its joins); removed on drop.
+/// Three namespaces made for one test: the serve node (`s0`, 10.1.0.2),
+/// a pimd router (`r0` 10.1.0.1, `r1` 10.2.0.1; itself the static
+/// rendezvous point for 224.0.0.0/4) and a receiver (`c0`, 10.2.0.2);
+/// removed on drop.
 struct RoutedNet {
     ns: [String; 3],
-    pimd: Option<std::process::Child>,
+    pimd: Option<Running>,
     _dir: Scratch,
 }
 
@@ -392,7 +393,12 @@ fn ip(args: &[&str]) -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// The source's address in the node namespace.
+const ROUTED_SOURCE: &str = "10.1.0.2";
+
 impl RoutedNet {
+    /// The namespaces, their veths and a pimd that knows its RP (which
+    /// takes pimd 2.3 about 15 s, see `await_rp`).
     fn new() -> Option<RoutedNet> {
         if !crate::common::require("pimd") {
             return None;
@@ -421,7 +427,32 @@ impl RoutedNet {
         for n in [r, c] {
             assert!(ip(&["netns", "add", n]));
         }
-        let steps: Vec<Vec<&str>> = vec![
+        for a in &Self::links(s, r, c) {
+            assert!(ip(a), "ip {a:?} failed");
+        }
+        let conf = net._dir.path("pimd.conf");
+        std::fs::write(
+            &conf,
+            "phyint r0 enable\nphyint r1 enable\nrp-address 10.1.0.1 224.0.0.0/4\nspt-threshold infinity\n",
+        )
+        .unwrap();
+        // Foreground, logging to stderr: `rp` prints the RP set every few
+        // seconds, `groups` each join and kernel route (shown when a wait
+        // below fails).
+        let mut pimd = std::process::Command::new("ip");
+        pimd.args(["netns", "exec", r, "pimd", "-f", "--debug=rp,groups", "-c"])
+            .arg(&conf);
+        net.pimd = Some(Running::spawn(pimd));
+        crate::common::wait_until("pimd's VIFs", std::time::Duration::from_secs(10), || {
+            (net.vif("r1").is_some()).then_some(())
+        });
+        net.await_rp();
+        Some(net)
+    }
+
+    /// The `ip` steps that wire source — router — receiver.
+    fn links<'a>(s: &'a str, r: &'a str, c: &'a str) -> Vec<Vec<&'a str>> {
+        vec![
             vec![
                 "link", "add", "s0", "netns", s, "type", "veth", "peer", "name", "r0", "netns", r,
             ],
@@ -441,36 +472,77 @@ impl RoutedNet {
             vec!["-n", s, "route", "add", "default", "via", "10.1.0.1"],
             vec!["-n", c, "route", "add", "default", "via", "10.2.0.1"],
             vec!["netns", "exec", r, "sysctl", "-qw", "net.ipv4.ip_forward=1"],
-            vec![
-                "netns",
-                "exec",
-                c,
-                "sysctl",
-                "-qw",
-                "net.ipv4.conf.all.force_igmp_version=2",
-            ],
-        ];
-        for a in &steps {
-            assert!(ip(a), "ip {a:?} failed");
-        }
-        let conf = net._dir.path("pimd.conf");
+        ]
+    }
+
+    /// Waits until pimd has taken its static RP. pimd 2.3 holds every
+    /// `rp-address` back until it has run 15 s (main.c adds them once
+    /// `now > boottime + 15`); until then it has no RP for the group, so
+    /// it builds no route for a join and forwards nothing, which is what
+    /// made this test flaky. Its RP-set dump then lists "10.1.0.1 ... 224/4".
+    fn await_rp(&mut self) {
+        let pimd = self.pimd.as_mut().unwrap();
+        let line = pimd.wait_for_within("224/4", std::time::Duration::from_secs(60));
+        assert!(line.starts_with("10.1.0.1 "), "unexpected RP: {line}");
+    }
+
+    /// One serve node in the node namespace sending 4 stripes of a noise
+    /// clip to `group` (ports 5000..5003) through `nagare cluster start`:
+    /// the clip, the node, the controller and its config (which names the
+    /// receiver's interface for `recv --cluster`).
+    fn send(&self, s: &Scratch, group: &str) -> (Vec<u8>, Running, Running, std::path::PathBuf) {
+        let media = s.path("media");
+        std::fs::create_dir_all(&media).unwrap();
+        let source = noise(FRAME * FILE_FRAMES, 11);
+        std::fs::write(media.join("clip.yuv"), &source).unwrap();
         std::fs::write(
-            &conf,
-            "phyint r0 enable\nphyint r1 enable\nrp-address 10.1.0.1 224.0.0.0/4\nspt-threshold infinity\n",
+            media.join("clip.yuv.toml"),
+            "size = \"256x128\"\npix_fmt = \"uyvy422\"\nfps = \"25\"\n",
         )
         .unwrap();
-        let pimd = std::process::Command::new("ip")
-            .args(["netns", "exec", r, "pimd", "-f", "-c"])
-            .arg(&conf)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("starting pimd");
-        net.pimd = Some(pimd);
-        crate::common::wait_until("pimd's VIFs", std::time::Duration::from_secs(10), || {
-            (net.vif("r1").is_some()).then_some(())
-        });
-        Some(net)
+        let mut serve = self.nagare(0);
+        serve
+            .args([
+                "serve",
+                "--pacers",
+                "1",
+                "--allow",
+                "239.0.0.0/8",
+                "--media",
+            ])
+            .arg(&media)
+            .args(["--http", "127.0.0.1:0", "--rtsp", "127.0.0.1:0"]);
+        let mut node = Running::spawn(serve);
+        let line = node.wait_for("http listening on ");
+        let url = format!(
+            "http://{}",
+            line.rsplit("listening on ").next().unwrap().trim()
+        );
+        let mut t = String::from(
+            "failover = \"manual\"\npoll_ms = 100\ndead_after_ms = 1000\n[stream]\n\
+         source = \"clip.yuv\"\nsize = \"256x128\"\npix_fmt = \"uyvy422\"\nfps = \"25\"\n\
+         split = \"2si\"\nstripes = 4\npacket_size = 1200\n",
+        );
+        for k in 0..4 {
+            t += &format!(
+                "[[destination]]\nto = \"{group}:{}\"\ninterface = \"{ROUTED_SOURCE}\"\nttl = 8\n",
+                5000 + k
+            );
+        }
+        t += &format!("[[node]]\nname = \"n\"\nurl = \"{url}\"\nstripes = [0, 1, 2, 3]\n");
+        // The receiver's interface, for `recv --cluster` (the destinations'
+        // is the node's, on the other side of the router).
+        t += "[receiver]\ninterface = \"10.2.0.2\"\n";
+        let config = s.path("cluster.toml");
+        std::fs::write(&config, t).unwrap();
+        let mut start = self.nagare(0);
+        start
+            .args(["cluster", "--config"])
+            .arg(&config)
+            .args(["start", "--json"]);
+        let mut start = Running::spawn(start);
+        start.wait_for("node n: sending stripe 3");
+        (source, node, start, config)
     }
 
     /// A command inside namespace `i` (0 node, 2 receiver).
@@ -480,7 +552,8 @@ impl RoutedNet {
         c
     }
 
-    /// The router's (bytes in, bytes out) of multicast it routed on `vif`.
+    /// The router's (packets in, packets out) of multicast it routed on
+    /// `vif`, from the kernel's `/proc/net/ip_mr_vif`.
     fn vif(&self, name: &str) -> Option<(u64, u64)> {
         let out = std::process::Command::new("ip")
             .args(["netns", "exec", &self.ns[1], "cat", "/proc/net/ip_mr_vif"])
@@ -490,34 +563,33 @@ impl RoutedNet {
         text.lines().find_map(|l| {
             let c: Vec<&str> = l.split_whitespace().collect();
             (c.get(1) == Some(&name))
-                .then(|| (c[2].parse().unwrap_or(0), c[4].parse().unwrap_or(0)))
+                .then(|| (c[3].parse().unwrap_or(0), c[5].parse().unwrap_or(0)))
         })
     }
 
-    /// Packets the router received on `r0` (everything, routed or not).
-    fn rx_packets(&self) -> u64 {
+    /// The outgoing interfaces of the kernel's resolved (source, `group`)
+    /// route in the router (`ip mroute`), or None while it has none.
+    fn oifs(&self, group: &str) -> Option<Vec<String>> {
         let out = std::process::Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.ns[1],
-                "cat",
-                "/sys/class/net/r0/statistics/rx_packets",
-            ])
+            .args(["-n", &self.ns[1], "mroute", "show"])
             .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout)
-            .trim()
-            .parse()
-            .unwrap_or(0)
+            .ok()?;
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let key = format!("({ROUTED_SOURCE},{group})");
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&key) && l.contains("State: resolved"))?;
+        let after = line.split("Oifs:").nth(1).unwrap_or("");
+        let list = after.split("State:").next().unwrap_or("");
+        Some(list.split_whitespace().map(str::to_string).collect())
     }
 }
 
 impl Drop for RoutedNet {
     fn drop(&mut self) {
         if let Some(mut p) = self.pimd.take() {
-            let _ = p.kill();
-            let _ = p.wait();
+            let _ = p.child.kill();
+            let _ = p.child.wait();
         }
         for n in &self.ns {
             let _ = ip(&["netns", "del", n]);
@@ -525,114 +597,42 @@ impl Drop for RoutedNet {
     }
 }
 
-/// Unfinished (issue 10 item 4): the first half passes (with nobody
-/// joined, pimd forwards none of the stripes that reach it), but in the
-/// second half a pimd started seconds before does not pick up the
-/// receiver's IGMPv2 join in time, so nothing crosses. By hand, with pimd
-/// up for a minute and the receiver joined before the source starts, the
-/// frames do cross complete. Run with `--ignored` while fixing.
+/// Issue 10 item 4, seed 000's problem 2: one serve node sends 4 stripes
+/// to a multicast group through a pimd router. With nobody joined the
+/// router holds a resolved route for them but forwards none; a receiver's
+/// (IGMPv3) join then brings them across, whole and byte-identical.
 #[test]
-#[ignore = "pimd misses the early join; see the doc comment"]
 fn stripes_cross_a_pimd_router_only_after_a_receiver_joins() {
+    const GROUP: &str = "239.1.1.1";
     let Some(net) = RoutedNet::new() else { return };
     let s = Scratch::new("cluster-routed");
-    let media = s.path("media");
-    std::fs::create_dir_all(&media).unwrap();
-    let source = noise(FRAME * FILE_FRAMES, 11);
-    std::fs::write(media.join("clip.yuv"), &source).unwrap();
-    std::fs::write(
-        media.join("clip.yuv.toml"),
-        "size = \"256x128\"\npix_fmt = \"uyvy422\"\nfps = \"25\"\n",
-    )
-    .unwrap();
-    let mut serve = net.nagare(0);
-    serve
-        .args([
-            "serve",
-            "--pacers",
-            "1",
-            "--allow",
-            "239.0.0.0/8",
-            "--media",
-        ])
-        .arg(&media)
-        .args(["--http", "127.0.0.1:0", "--rtsp", "127.0.0.1:0"]);
-    let mut node = Running::spawn(serve);
-    let line = node.wait_for("http listening on ");
-    let url = format!(
-        "http://{}",
-        line.rsplit("listening on ").next().unwrap().trim()
-    );
-    let cluster = |group: &str| -> Running {
-        let mut t = String::from(
-            "failover = \"manual\"\npoll_ms = 100\ndead_after_ms = 1000\n[stream]\n\
-             source = \"clip.yuv\"\nsize = \"256x128\"\npix_fmt = \"uyvy422\"\nfps = \"25\"\n\
-             split = \"2si\"\nstripes = 4\npacket_size = 1200\n",
-        );
-        for k in 0..4 {
-            t += &format!(
-                "[[destination]]\nto = \"{group}:{}\"\ninterface = \"10.1.0.2\"\nttl = 8\n",
-                5000 + k
-            );
-        }
-        t += &format!("[[node]]\nname = \"n\"\nurl = \"{url}\"\nstripes = [0, 1, 2, 3]\n");
-        let config = s.path(&format!("cluster-{group}.toml"));
-        std::fs::write(&config, t).unwrap();
-        let mut start = net.nagare(0);
-        start
-            .args(["cluster", "--config"])
-            .arg(&config)
-            .args(["start", "--json"]);
-        let mut start = Running::spawn(start);
-        start.wait_for("node n: sending stripe 3");
-        start
-    };
-    // No receiver of 239.1.1.1: its stripes reach the router, which
-    // forwards nothing.
-    let start = cluster("239.1.1.1");
-    let before = net.rx_packets();
-    crate::common::wait_until(
-        "stripes reaching the router",
-        std::time::Duration::from_secs(10),
-        || (net.rx_packets() > before + 200).then_some(()),
-    );
+    let (source, node, start, config) = net.send(&s, GROUP);
+    // Nobody joined: the router resolves the stripes' route (in from the
+    // node's side) and forwards a thousand packets of them nowhere.
+    let secs = std::time::Duration::from_secs;
+    let oifs =
+        crate::common::wait_until("pimd's route for the stripes", secs(10), || net.oifs(GROUP));
+    assert!(!oifs.contains(&"r1".to_string()), "{oifs:?}");
+    let (before, _) = net.vif("r0").unwrap();
+    crate::common::wait_until("stripes reaching the router", secs(10), || {
+        (net.vif("r0").unwrap().0 > before + 1000).then_some(())
+    });
     assert_eq!(net.vif("r1").unwrap().1, 0, "forwarded with nobody joined");
-    stop_start(start);
-    // A receiver joins 239.1.1.2, then its stripes start: the router
-    // brings them across. (pimd 2.3 left a group whose source was already
-    // flowing before the join unforwarded in our runs, hence a second
-    // group.)
+    assert!(!net.oifs(GROUP).unwrap().contains(&"r1".to_string()));
+    // A receiver joins the flowing group: the router brings it across.
     let mut recv = net.nagare(2);
-    recv.args([
-        "recv",
-        "--stripes",
-        "4",
-        "--split",
-        "2si",
-        "--size",
-        "256x128",
-    ])
-    .args([
-        "--pix-fmt",
-        "uyvy422",
-        "--fps",
-        "25",
-        "--timeout",
-        "5",
-        "--json",
-    ])
-    .args(["--listen", "239.1.1.2:5000", "--interface", "10.2.0.2"])
-    .args(["--frames", "30", "-o"])
-    .arg(s.path("out.yuv"));
-    let mut r = Running::spawn(recv);
-    r.listening();
-    let start = cluster("239.1.1.2");
-    let (_, stdout, err) = r.finish();
+    recv.args(["recv", "--cluster"])
+        .arg(&config)
+        .args(["--timeout", "5", "--json", "--frames", "30", "-o"])
+        .arg(s.path("out.yuv"));
+    let (_, stdout, err) = Running::spawn(recv).finish();
     let rep: StripesReport = parse_report(&stdout);
     // The first frame may be cut by the join; every later one is whole.
-    assert!(rep.frames_complete >= 28, "{rep:#?}\n{err}");
+    assert!(rep.frames_complete >= 29, "{rep:#?}\n{err}");
+    // Joined on the config's [receiver] interface, not the default route.
+    assert!(!err.contains("default-route interface"), "{err}");
     let out = std::fs::read(s.path("out.yuv")).unwrap();
-    assert!(!out.is_empty());
+    assert!(out.len() >= 29 * FRAME);
     for f in out.chunks_exact(FRAME) {
         assert!(
             source.chunks_exact(FRAME).any(|g| g == f),
@@ -640,6 +640,7 @@ fn stripes_cross_a_pimd_router_only_after_a_receiver_joins() {
         );
     }
     assert!(net.vif("r1").unwrap().1 > 0);
+    assert!(net.oifs(GROUP).unwrap().contains(&"r1".to_string()));
     stop_start(start);
     sigterm(&node.child);
     let _ = node.finish();

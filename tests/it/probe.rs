@@ -8,7 +8,7 @@ use std::process::{Child, Output, Stdio};
 use std::time::Duration;
 
 use nagare_api::impair::Report as Relay;
-use nagare_api::probe::{Direction, Report};
+use nagare_api::probe::{Direction, DirectionReport, Report};
 use nagare_proto::probe::{ControlMessage, DataHeader, PROTOCOL_VERSION, Refusal};
 
 use crate::common::{Running, Scratch, free_udp_port, nagare, wait_bounded};
@@ -407,6 +407,19 @@ fn protocol_version_mismatch_both_ways() {
     let (reason, message) = refusal(&mut c);
     assert_eq!(reason, Refusal::Version);
     assert!(message.contains("version 99"), "{message}");
+    // A client from before --bidir (version 3) is told what to do.
+    let mut c = TcpStream::connect(s.addr()).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(&hello(3, PARAMS)).unwrap();
+    let (reason, message) = refusal(&mut c);
+    assert_eq!(reason, Refusal::Version);
+    assert_eq!(
+        message,
+        format!(
+            "client speaks probe protocol version 3, this server speaks {PROTOCOL_VERSION}: run \
+             the same nagare release on both ends"
+        )
+    );
     // This client meets a server from the future.
     let fake = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = fake.local_addr().unwrap();
@@ -859,4 +872,122 @@ fn parallel_streams_print_live_sum_lines() {
     assert!(text.contains("\nSUM "), "a total row in the report: {text}");
     let done = s.wait_for("done, received");
     assert!(done.contains("received 3600 of 3600"), "{done}");
+}
+
+/// Asserts one direction of a `--bidir` report: what was sent, received
+/// and lost, over every stream.
+fn assert_leg(d: &DirectionReport, want: Direction, sent: u64, lost: u64) {
+    let x = &d.receiver;
+    assert_eq!(d.direction, want);
+    assert_eq!(d.sender.sent, sent, "{want:?}");
+    assert_eq!(
+        (x.sent, x.received, x.lost),
+        (sent, sent - lost, lost),
+        "{want:?}"
+    );
+    assert_eq!((x.duplicates, x.strangers), (0, 0), "{want:?}");
+    assert_eq!(d.verdict.pass, lost == 0, "{want:?}: {:?}", d.verdict);
+}
+
+#[test]
+fn bidir_through_impair_reports_loss_only_where_the_relay_dropped() {
+    // The relay drops the client's stream's packets 100, 200-209 and
+    // 300-303 and passes the server's stream back untouched.
+    let s = server();
+    let r = relay(&s, &["--drop-seq", "100,200-209,300-303"]);
+    let out = client(&r.addr(), &[&LIGHT[..], &["--bidir"]].concat());
+    let relay = relay_counts(r);
+    assert_eq!(out.status.code(), Some(1), "FAIL exits 1: {}", stderr(&out));
+    let v = json(&out);
+    assert!(v.bidir);
+    assert_eq!(relay.counters.dropped_scripted, 15);
+    let [up, down] = &v.directions[..] else {
+        panic!("two directions: {:?}", v.directions);
+    };
+    assert_leg(up, Direction::ClientToServer, 2000, 15);
+    assert_eq!(
+        (up.receiver.loss_episodes, up.receiver.burst_losses),
+        (3, 1)
+    );
+    assert_leg(down, Direction::ServerToClient, 2000, 0);
+    // The top level is the client's stream; the verdict is both ways'.
+    assert_eq!(v.direction, Direction::ClientToServer);
+    assert_eq!(v.receiver, up.receiver);
+    assert!(!v.verdict.pass);
+    assert!(
+        v.verdict
+            .reasons
+            .iter()
+            .all(|why| why.starts_with("client to server: ")),
+        "{:?}",
+        v.verdict.reasons
+    );
+    // Both streams' intervals, by send schedule: 5 of 100 ms each.
+    for d in [up, down] {
+        let got: u64 = d.receiver.intervals.iter().map(|i| i.received).sum();
+        assert_eq!(got, d.receiver.received);
+    }
+}
+
+#[test]
+fn bidir_with_parallel_streams_prints_both_ways_live_and_side_by_side() {
+    let mut s = server();
+    let args = [
+        "-P", "2", "-b", "1.6M", "-l", "200", "-t", "1.2", "-i", "0.5",
+    ];
+    let out = client(&s.addr(), &[&args[..], &["--bidir"]].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v = json(&out);
+    assert_eq!(v.directions.len(), 2);
+    for (d, want) in v
+        .directions
+        .iter()
+        .zip([Direction::ClientToServer, Direction::ServerToClient])
+    {
+        // 1000 packets/s for 1.2 s, per stream.
+        assert_leg(d, want, 2 * 1200, 0);
+        assert_eq!(d.streams.len(), 2);
+        for st in &d.streams {
+            assert_eq!((st.sender.sent, st.receiver.received), (1200, 1200));
+        }
+    }
+    let done = s.wait_for("done, received");
+    assert!(
+        done.contains("received 2400 of 2400") && done.contains("sent 2400 packets"),
+        "{done}"
+    );
+    // As text: live lines of both ways, then the two columns.
+    let out = nagare()
+        .args(["probe", "client", &s.addr(), "--bidir"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for way in ["c>s", "s>c"] {
+        let sums: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with(&format!("[{way} SUM]")))
+            .collect();
+        assert!(sums.len() >= 2, "{way}: {text}");
+    }
+    let columns = text
+        .lines()
+        .find(|l| l.contains("client to server") && l.contains("server to client"));
+    assert!(columns.is_some(), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("verdict") && l.matches("PASS").count() == 2),
+        "{text}"
+    );
+}
+
+#[test]
+fn bidir_refuses_reverse_and_log() {
+    let out = client("127.0.0.1:9", &["--bidir", "-R"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--reverse"), "{}", stderr(&out));
+    let out = client("127.0.0.1:9", &["--bidir", "--log", "/tmp/never.csv"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("without --bidir"), "{}", stderr(&out));
 }

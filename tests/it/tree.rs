@@ -264,12 +264,27 @@ fn subtree_of_a_killed_inner_node_reattaches_and_resumes() {
             );
         }
         if subtree.contains(&i) {
-            // The orphans (slots 3, 4) re-attach; deeper ones keep their
-            // parent but may see a gap.
+            // The orphans (slots 3, 4) re-attach; the grandchildren keep
+            // their parents, which resume them from their last whole frame
+            // through the new grandparent: one bounded gap (the frames
+            // that went by while their parent re-attached), then every
+            // frame to the end.
             if i == 2 || i == 3 {
                 assert!(r.reattaches >= 1, "orphan {i} never re-attached: {r:?}");
                 let rec = r.recoveries_ms[0];
                 assert!(rec < 10_000.0, "orphan {i} took {rec} ms");
+            } else {
+                let numbers: Vec<u64> = r.fingerprints.iter().map(|f| f.0).collect();
+                let gaps: Vec<u64> = numbers
+                    .windows(2)
+                    .map(|w| w[1].saturating_sub(w[0] + 1))
+                    .filter(|&g| g > 0)
+                    .collect();
+                assert!(
+                    gaps.len() <= 1 && gaps.iter().all(|&g| g < 100),
+                    "grandchild {i} saw gaps {gaps:?}"
+                );
+                assert_eq!(r.lost, gaps.iter().sum::<u64>(), "grandchild {i}");
             }
         } else if i != 13 {
             assert_eq!(
@@ -580,9 +595,22 @@ fn read_wire(s: &mut std::net::TcpStream) -> nagare_proto::tree::Control {
     nagare_proto::tree::Control::parse_framed(&msg).unwrap()
 }
 
+/// Reads one framed message off a raw connection, as bytes.
+fn read_raw(s: &mut std::net::TcpStream) -> Vec<u8> {
+    let mut header = [0u8; 4];
+    s.read_exact(&mut header).unwrap();
+    let len = nagare_proto::framing::body_len(header).unwrap();
+    let mut msg = header.to_vec();
+    msg.resize(4 + len, 0);
+    s.read_exact(&mut msg[4..]).unwrap();
+    msg
+}
+
 #[test]
 fn replayed_answer_is_refused_and_the_key_never_travels() {
-    use nagare_proto::tree::{Control, Role, proof};
+    use nagare_proto::framing::Kind;
+    use nagare_proto::tree::secure::Opened;
+    use nagare_proto::tree::{Control, Role, SecureLink, proof};
     use std::io::Write;
     let mut procs = Procs::default();
     let addr = start_source(
@@ -608,7 +636,29 @@ fn replayed_answer_is_refused_and_the_key_never_travels() {
         "the key itself is on the wire"
     );
     s.write_all(&answer).unwrap();
-    assert!(matches!(read_wire(&mut s), Control::Placed { .. }));
+    // Then the encrypted link's handshake; the placement comes sealed.
+    let challenge = Control::Challenge { nonce }.to_bytes();
+    let (mut channel, hello) =
+        SecureLink::initiator(&key, &nonce, Role::Join, &challenge, &answer, [7; 32]).unwrap();
+    s.write_all(&hello).unwrap();
+    assert_eq!(
+        channel.open(&read_raw(&mut s)),
+        Ok(Opened::Established),
+        "no handshake answer"
+    );
+    let sealed = read_raw(&mut s);
+    assert_eq!(
+        sealed[4],
+        Kind::Sealed as u8,
+        "the placement is in the clear"
+    );
+    let Ok(Opened::Message(placed)) = channel.open(&sealed) else {
+        panic!("the placement does not open");
+    };
+    assert!(matches!(
+        Control::parse_framed(&placed),
+        Ok(Control::Placed { .. })
+    ));
 
     // The same answer, captured and replayed against a new challenge.
     let mut r = std::net::TcpStream::connect(&addr).unwrap();
@@ -636,4 +686,226 @@ fn replayed_answer_is_refused_and_the_key_never_travels() {
     };
     a.write_all(&wrong_role.to_bytes()).unwrap();
     assert!(matches!(read_wire(&mut a), Control::Refused { .. }));
+}
+
+#[test]
+fn join_writes_frames_to_stdout_for_a_consumer_bit_exact() {
+    // tree join -o - | cat: the consumer gets the frames alone (log lines
+    // go to stderr), byte for byte the source's pattern.
+    let dir = Scratch::new("tree-stdout");
+    let mut procs = Procs::default();
+    let src_report = dir.path("source.json");
+    let peer_report_path = dir.path("peer.json");
+    let frames = 10;
+    let addr = start_source(
+        &mut procs,
+        &[
+            "pattern:bars",
+            "--size",
+            "160x120",
+            "--fps",
+            "30",
+            "--frames",
+            &frames.to_string(),
+            "--wait-peers",
+            "1",
+            "--report",
+            src_report.to_str().unwrap(),
+        ],
+    );
+    let mut peer = nagare()
+        .args(["tree", "join", &addr, "--listen", "127.0.0.1:0"])
+        .args(["--timeout", "20", "-o", "-", "--report"])
+        .arg(&peer_report_path)
+        .env("NAGARE_TREE_KEY", KEY)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let frames_out = peer.stdout.take().unwrap();
+    procs.push(peer);
+    let mut consumer = std::process::Command::new("cat")
+        .stdin(Stdio::from(frames_out))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut got = Vec::new();
+    // Ends when the peer exits (the stream's end, or its --timeout).
+    consumer
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_end(&mut got)
+        .unwrap();
+    assert!(consumer.wait().unwrap().success());
+    let ok = procs.wait_all(Duration::from_secs(30));
+    assert!(ok.iter().all(|&o| o), "exit statuses: {ok:?}");
+    let f = VideoFormat::new(160, 120, PixelFormat::Rgb24).unwrap();
+    let p = Pattern::new(f);
+    let mut want = vec![0u8; f.frame_bytes() * frames as usize];
+    for (n, frame) in want.chunks_mut(f.frame_bytes()).enumerate() {
+        p.render(n as u64, frame);
+    }
+    assert_eq!(got.len(), want.len(), "{} frames' bytes", frames);
+    assert!(got == want, "the piped frames differ from the pattern");
+    let r = peer_report(&peer_report_path);
+    assert_eq!(r.fingerprints, source_report(&src_report).fingerprints);
+    assert!(r.ended && r.lost == 0, "{r:?}");
+}
+
+/// A man in the middle on loopback: relays every connection to `to`,
+/// message by message (every tree message is framed), and flips the last
+/// byte of message `flip_at` (1-based) from the server on connection
+/// `flip_conn` (0-based). Counts what kinds it saw from the server after
+/// each handshake, so the test can tell whether any travelled in the
+/// clear.
+struct Mitm {
+    addr: String,
+    /// Kinds seen from the server after its handshake answer.
+    kinds: std::sync::Arc<std::sync::Mutex<BTreeMap<u8, u64>>>,
+}
+
+impl Mitm {
+    fn start(to: &str, flip_conn: usize, flip_at: usize) -> Mitm {
+        use std::net::{TcpListener, TcpStream};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let kinds = std::sync::Arc::new(std::sync::Mutex::new(BTreeMap::new()));
+        let (to, seen) = (to.to_owned(), kinds.clone());
+        std::thread::spawn(move || {
+            for (n, client) in listener.incoming().enumerate() {
+                let Ok(client) = client else { return };
+                let Ok(server) = TcpStream::connect(&to) else {
+                    return;
+                };
+                let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                std::thread::spawn(move || relay(c2, s2, None, None));
+                let flip = (n == flip_conn).then_some(flip_at);
+                let seen = seen.clone();
+                std::thread::spawn(move || relay(server, client, flip, Some(seen)));
+            }
+        });
+        Mitm { addr, kinds }
+    }
+
+    /// Messages of `kind` the server sent after a handshake answer.
+    fn seen(&self, kind: u8) -> u64 {
+        self.kinds.lock().unwrap().get(&kind).copied().unwrap_or(0)
+    }
+}
+
+type Kinds = std::sync::Arc<std::sync::Mutex<BTreeMap<u8, u64>>>;
+
+/// Copies framed messages from `from` to `to` until either side closes.
+fn relay(
+    mut from: std::net::TcpStream,
+    mut to: std::net::TcpStream,
+    flip: Option<usize>,
+    kinds: Option<Kinds>,
+) {
+    use std::io::Write;
+    let mut n = 0;
+    let mut secured = false;
+    loop {
+        let mut header = [0u8; 4];
+        if from.read_exact(&mut header).is_err() {
+            break;
+        }
+        let len = u32::from_be_bytes(header) as usize;
+        let mut msg = header.to_vec();
+        msg.resize(4 + len.min(1 << 20), 0);
+        if from.read_exact(&mut msg[4..]).is_err() {
+            break;
+        }
+        n += 1;
+        if let Some(k) = &kinds {
+            if secured {
+                *k.lock().unwrap().entry(msg[4]).or_default() += 1;
+            }
+            // The handshake answer (kind 10): everything after is sealed.
+            secured |= msg[4] == 10;
+        }
+        if flip == Some(n) {
+            let last = msg.len() - 1;
+            msg[last] ^= 0x01;
+        }
+        if to.write_all(&msg).is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown(std::net::Shutdown::Both);
+}
+
+#[test]
+fn a_flipped_byte_on_an_encrypted_link_is_named_and_the_peer_recovers() {
+    let dir = Scratch::new("treemitm");
+    let mut procs = Procs::default();
+    let src_report = dir.path("source.json");
+    let frames = 60;
+    let addr = start_source(
+        &mut procs,
+        &[
+            "pattern:bars",
+            "--size",
+            "320x240",
+            "--fps",
+            "30",
+            "--frames",
+            &frames.to_string(),
+            "--wait-peers",
+            "2",
+            "--report",
+            src_report.to_str().unwrap(),
+        ],
+    );
+    // The peer joins (connection 0) and attaches (connection 1) through
+    // the man in the middle, which flips a byte in the 40th message the
+    // source sends on the attach link: a record about a dozen frames into
+    // the stream (after challenge, handshake answer and welcome, frames
+    // take three records each).
+    let mitm = Mitm::start(&addr, 1, 40);
+    let r0 = dir.path("p0.json");
+    let out0 = dir.path("p0.raw");
+    join(
+        &mut procs,
+        &mitm.addr,
+        &r0,
+        &["--output", out0.to_str().unwrap()],
+    );
+    // A second peer, direct, so the stream starts once both are in; it
+    // sits under the source too and is never touched.
+    let r1 = dir.path("p1.json");
+    join(&mut procs, &addr, &r1, &[]);
+    let ok = procs.wait_all(Duration::from_secs(60));
+    assert!(ok.iter().all(|&o| o), "a process failed: {ok:?}");
+
+    let r = peer_report(&r0);
+    assert!(
+        r.link_errors
+            .iter()
+            .any(|e| e.contains("failed authentication (tampered, replayed or reordered)")),
+        "the tampered record was not named: {r:?}"
+    );
+    assert!(r.reattaches >= 1, "never re-attached: {r:?}");
+    assert!(r.ended && r.last == Some(frames - 1), "{r:?}");
+    let truth: BTreeMap<u64, u64> = source_report(&src_report)
+        .fingerprints
+        .into_iter()
+        .collect();
+    for (n, h) in &r.fingerprints {
+        assert_eq!(truth.get(n), Some(h), "frame {n} is not what was captured");
+    }
+    // Every frame the peer recorded is whole (and was decoded from
+    // records that authenticated).
+    let bytes = std::fs::metadata(&out0).unwrap().len();
+    assert_eq!(bytes, r.frames * 320 * 240 * 3);
+    // Nothing but sealed records crossed after the handshakes: no frame
+    // chunk (kinds 16-18) or control message travelled in the clear.
+    for kind in [2, 6, 7, 16, 17, 18] {
+        assert_eq!(mitm.seen(kind), 0, "kind {kind} seen in the clear");
+    }
+    assert!(mitm.seen(11) > 0, "no sealed records seen");
+    let clean = peer_report(&r1);
+    assert!(clean.link_errors.is_empty(), "{clean:?}");
+    assert_eq!(clean.last, Some(frames - 1));
 }

@@ -7,24 +7,17 @@
 use serde::{Deserialize, Serialize};
 
 pub use nagare_proto::probe::{
-    BurstGap, FrameStats, IntervalStats, LiveInterval, ReceiverReport, RttSummary, RunLength,
-    SenderReport, Verdict,
+    BurstGap, Direction, FrameStats, IntervalStats, LiveInterval, ReceiverReport, RttSummary,
+    RunLength, SenderReport, Verdict,
 };
 pub use nagare_proto::stats::Quantiles;
 
-/// Which way the test stream went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Direction {
-    /// The client sent, the server received (the default).
-    #[serde(rename = "client to server")]
-    ClientToServer,
-    /// The server sent, the client received (`--reverse`).
-    #[serde(rename = "server to client")]
-    ServerToClient,
-}
-
 /// Everything the client prints; `--json` serializes it, with the
 /// receiver's metrics flattened to the top level.
+///
+/// With `--bidir` the top level describes the client's stream (client to
+/// server) and `directions` holds both, each with its own verdict; the
+/// top-level verdict passes when both do.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     /// PASS/FAIL first.
@@ -44,8 +37,11 @@ pub struct Report {
     pub planned_duration_s: f64,
     /// Server address.
     pub server: String,
-    /// Which way the stream went.
+    /// Which way the stream went (with `--bidir`, the client's stream's).
     pub direction: Direction,
+    /// Both ends sent at once (`--bidir`).
+    #[serde(default)]
+    pub bidir: bool,
     /// The rate the schedule sends, over every stream (Sperf's "set
     /// bandwidth").
     pub set_bandwidth_bps: f64,
@@ -73,6 +69,29 @@ pub struct Report {
     /// The receiver's measurements (with `-P`, of every stream together:
     /// see [`nagare_proto::probe::total`]).
     #[serde(flatten)]
+    pub receiver: ReceiverReport,
+    /// With `-P N` (N > 1): each stream's own reports.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub streams: Vec<StreamReport>,
+    /// With `--bidir`: each direction, client to server first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub directions: Vec<DirectionReport>,
+}
+
+/// One direction of a `--bidir` test, judged on its own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DirectionReport {
+    /// Which way.
+    pub direction: Direction,
+    /// This direction's verdict.
+    pub verdict: Verdict,
+    /// The rate its schedule sends, over every stream.
+    pub set_bandwidth_bps: f64,
+    /// What its sender achieved.
+    pub sender_achieved_bps: f64,
+    /// Its sender's measurements (with `-P`, every stream together).
+    pub sender: SenderReport,
+    /// Its receiver's measurements (with `-P`, every stream together).
     pub receiver: ReceiverReport,
     /// With `-P N` (N > 1): each stream's own reports.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

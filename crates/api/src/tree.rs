@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 /// what every peer decoded without storing every frame.
 pub type Fingerprint = (u64, u64);
 
+/// Most link errors a report lists (a hostile path could cause many).
+pub const MAX_LINK_ERRORS: usize = 64;
+
 /// What `nagare tree source` sent.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SourceReport {
@@ -43,6 +46,11 @@ pub struct SourceReport {
     pub lag_drops: u64,
     /// Catch-up frames the source sent its children.
     pub refreshes: u64,
+    /// Links dropped because their encryption failed or their data did
+    /// not decode (a tampered, replayed or reordered record, a failed
+    /// handshake), by error, at most [`MAX_LINK_ERRORS`].
+    #[serde(default)]
+    pub link_errors: Vec<String>,
     /// Every frame sent (with `--report`).
     pub fingerprints: Vec<Fingerprint>,
 }
@@ -84,6 +92,12 @@ pub struct PeerReport {
     pub refreshes: u64,
     /// Whether the stream's end arrived.
     pub ended: bool,
+    /// Links dropped because their encryption failed or their data did
+    /// not decode (a tampered, replayed or reordered record, a failed
+    /// handshake), by error, at most [`MAX_LINK_ERRORS`].
+    #[serde(default)]
+    pub link_errors: Vec<String>,
+
     /// Every frame decoded (with `--report`).
     pub fingerprints: Vec<Fingerprint>,
 }

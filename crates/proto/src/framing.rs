@@ -81,6 +81,11 @@ pub enum Kind {
     Ready = 8,
     /// Accepting side → newcomer: prove you hold the key.
     Challenge = 9,
+    /// A Noise handshake message ([`crate::tree::secure`]).
+    Handshake = 10,
+    /// A Noise transport record: a piece of an encrypted message
+    /// ([`crate::tree::secure`]).
+    Sealed = 11,
     /// Screen codec: frame start.
     FrameStart = 16,
     /// Screen codec: a chunk of tiles.
@@ -109,6 +114,8 @@ impl TryFrom<u8> for Kind {
             7 => Kind::End,
             8 => Kind::Ready,
             9 => Kind::Challenge,
+            10 => Kind::Handshake,
+            11 => Kind::Sealed,
             16 => Kind::FrameStart,
             17 => Kind::Tiles,
             18 => Kind::FrameEnd,
@@ -149,6 +156,19 @@ pub fn split(msg: &[u8]) -> Result<(Kind, &[u8]), Error> {
         });
     }
     Ok((Kind::try_from(msg[HEADER_LEN])?, &msg[HEADER_LEN + 1..]))
+}
+
+/// The framed messages laid end to end in `bytes` (as an encrypted
+/// message's records are written in one go), up to the first one that is
+/// cut short or malformed.
+pub fn messages(mut bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    std::iter::from_fn(move || {
+        let header: [u8; HEADER_LEN] = bytes.get(..HEADER_LEN)?.try_into().ok()?;
+        let end = HEADER_LEN + body_len(header).ok()?;
+        let msg = bytes.get(..end)?;
+        bytes = &bytes[end..];
+        Some(msg)
+    })
 }
 
 /// Checked big-endian reader over a message body.

@@ -9,8 +9,8 @@ use std::net::SocketAddr;
 use nagare_proto::Nanos;
 use nagare_proto::netem::{ImpairConfig, ImpairCounters, Netem, parse_seq_list};
 use nagare_proto::probe::{
-    ClientConfig, DEFAULT_BURST_US, DataHeader, Datagram, Event, Input, Results, SenderLog,
-    ServerConfig, Session, StreamPlan, TestParams, Transmit,
+    ClientConfig, DEFAULT_BURST_US, DataHeader, Datagram, Direction, Event, Input, Results,
+    SenderLog, ServerConfig, Session, StreamPlan, TestParams, Transmit,
 };
 
 /// One-way latency of the control connection.
@@ -336,6 +336,7 @@ fn light() -> TestParams {
         interval_ms: 100,
         burst_us: DEFAULT_BURST_US,
         streams: 1,
+        bidir: false,
     }
 }
 
@@ -488,5 +489,133 @@ fn interrupted_tests_report_what_was_sent() {
         assert_eq!((x.received, x.lost), (x.sent, 0), "reverse {reverse}");
         assert_eq!(r.sender[0].sent, x.sent);
         assert!(sim.interrupt_at.is_none());
+    }
+}
+
+/// The live intervals `host` saw of the stream going `direction`:
+/// packets received and lost, summed.
+fn live_totals(host: &Host, direction: Direction) -> (u64, u64) {
+    host.events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Interval {
+                direction: d,
+                intervals,
+            } if *d == direction => Some(intervals),
+            _ => None,
+        })
+        .flatten()
+        .fold((0, 0), |(r, l), iv| (r + iv.received, l + iv.lost))
+}
+
+/// Where `host` sent its streams.
+fn stream_targets(host: &Host) -> Vec<SocketAddr> {
+    host.events
+        .iter()
+        .filter_map(|e| match e {
+            Event::StartStream(p) => Some(p.to),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn bidir_measures_both_ways_and_loss_only_where_it_happened() {
+    for lossy_up in [true, false] {
+        let params = TestParams {
+            bidir: true,
+            ..light()
+        };
+        let (up, down) = if lossy_up {
+            (scripted(), link(2))
+        } else {
+            (link(2), scripted())
+        };
+        let mut sim = Sim::new(params, up, down);
+        let r = sim.run();
+        let back = r
+            .back
+            .clone()
+            .expect("bidir results carry the server's stream");
+        // The lossy direction's report is exact, the other one clean.
+        let (lossy, clean) = if lossy_up {
+            (
+                Results {
+                    back: None,
+                    ..(*r).clone()
+                },
+                (back.sender, back.receiver),
+            )
+        } else {
+            (
+                Results {
+                    sender: back.sender,
+                    receiver: back.receiver,
+                    back: None,
+                    ..(*r).clone()
+                },
+                (r.sender.clone(), r.receiver.clone()),
+            )
+        };
+        assert_scripted_counts(&lossy);
+        let (sender, receiver) = clean;
+        let x = &receiver[0];
+        assert_eq!(sender[0].sent, 2000, "lossy up {lossy_up}");
+        assert_eq!(
+            (x.sent, x.received, x.lost, x.duplicates, x.reordered),
+            (2000, 2000, 0, 0, 0),
+            "lossy up {lossy_up}"
+        );
+        // Netem saw each stream once, in its own direction.
+        let (hit, spared) = if lossy_up {
+            (sim.up.counters(), sim.down.counters())
+        } else {
+            (sim.down.counters(), sim.up.counters())
+        };
+        assert_eq!(stream_counts(hit), (16, 4, 3, 2));
+        assert_eq!(stream_counts(spared), (0, 0, 0, 0));
+        // The client streamed to the server, the server to the client.
+        assert_eq!(stream_targets(&sim.client), vec![sim.server.addr]);
+        assert_eq!(stream_targets(&sim.server), vec![sim.client.addr]);
+        // Each receiver's live lines hold every packet that arrived once
+        // (duplicates included); the live loss is the sequence numbers
+        // passed over, which only the lossy way has. The peer prints
+        // them too, but for the last, partial interval (counted after
+        // the sender's done, when the peer may be on its way out).
+        let (c2s, s2c) = (Direction::ClientToServer, Direction::ServerToClient);
+        let (up, down) = (live_totals(&sim.server, c2s), live_totals(&sim.client, s2c));
+        let (lossy_live, clean_live) = if lossy_up { (up, down) } else { (down, up) };
+        assert_eq!((lossy_live.0, clean_live), (1987, (2000, 0)));
+        assert!(lossy_live.1 >= 16, "{lossy_live:?}");
+        let (up_told, down_told) = (live_totals(&sim.client, c2s), live_totals(&sim.server, s2c));
+        assert!(up_told.0 <= up.0 && up_told.0 >= 1500, "{up_told:?}");
+        assert!(
+            down_told.0 <= down.0 && down_told.0 >= 1500,
+            "{down_told:?}"
+        );
+        assert!(matches!(sim.server.events.last(), Some(Event::Finished)));
+        // Records are the client's stream's, as the server received it.
+        let records = if lossy_up { 1984 + 3 } else { 2000 };
+        assert_eq!(r.records.len(), records);
+    }
+}
+
+#[test]
+fn bidir_interrupted_reports_what_each_side_sent() {
+    let params = TestParams {
+        bidir: true,
+        duration_ms: 10_000, // 40000 packets planned each way
+        ..light()
+    };
+    let mut sim = Sim::new(params, link(1), link(1));
+    sim.interrupt_at = Some(1234);
+    let r = sim.run();
+    assert!(sim.interrupt_at.is_none());
+    let back = r.back.as_ref().expect("the server's stream");
+    for (sender, receiver) in [(&r.sender, &r.receiver), (&back.sender, &back.receiver)] {
+        let x = &receiver[0];
+        assert!(x.sent >= 1200 && x.sent < 1300, "{}", x.sent);
+        assert_eq!((x.received, x.lost), (x.sent, 0));
+        assert_eq!(sender[0].sent, x.sent);
     }
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::{Context, Result, anyhow, bail};
 use nagare_api::cluster::{ClusterConfig, FailoverMode};
 use nagare_api::serve::{Pacing, StreamRequest, StripeSpec};
-use nagare_proto::cluster::{Failover, NodeSpec, Plan};
+use nagare_proto::cluster::{Failover, NodeSpec, Plan, label};
 use nagare_proto::video::stripe::Stripes;
 use nagare_proto::{FrameRate, Nanos};
 
@@ -127,14 +127,12 @@ impl Cluster {
 
     /// The label of stripe `k`'s legs on every node.
     pub fn label(&self, k: usize) -> String {
-        format!("{}/stripe {k}", self.config.name)
+        label::label(&self.config.name, k)
     }
 
     /// Which stripe a node's stream with `label` is, if it is ours.
     pub fn stripe_of(&self, label: Option<&str>) -> Option<usize> {
-        let rest = label?.strip_prefix(&self.config.name)?;
-        let k: usize = rest.strip_prefix("/stripe ")?.parse().ok()?;
-        (k < self.config.stream.stripes).then_some(k)
+        label::stripe_of(&self.config.name, self.config.stream.stripes, label?)
     }
 
     /// The request that makes a node send stripe `k` to `dest`, starting

@@ -10,7 +10,7 @@ use anyhow::{Result, anyhow};
 use nagare_api::cluster::ClusterLog;
 use nagare_api::serve::{StreamInfo, StreamState};
 use nagare_proto::Nanos;
-use nagare_proto::cluster::{Command, Controller, Event, Input, NodeStatus, StripeStatus};
+use nagare_proto::cluster::{Command, Controller, Event, Input, Listed, NodeStatus};
 
 use super::client::{Failure, Snapshot};
 use super::config::Cluster;
@@ -140,33 +140,25 @@ impl<'a> Driver<'a> {
             Err(f) => return self.failure(node, f),
         };
         self.errors[node] = None;
-        let mut stripes = Vec::new();
         self.legs.retain(|&(n, _), _| n != node);
         for s in &snap.streams {
             let Some(k) = self.ours(s) else { continue };
-            // A leg counts as sending once packets left: one waiting for
-            // its first frame (up to START_AHEAD) is not listed yet.
-            if s.counters.packets > 0 {
-                stripes.push(StripeStatus {
-                    stripe: k,
-                    packets: s.counters.packets,
-                    underruns: s.counters.underruns,
-                });
-            }
             let dest = s.destinations.first().cloned().unwrap_or_default();
             self.legs.insert((node, k), Leg { id: s.id, dest });
         }
-        let status = NodeStatus {
-            stripes,
-            clock_offset_ns: Some(snap.clock_offset_ns),
-        };
+        let status = NodeStatus::from_table(
+            &self.cluster.config.name,
+            self.cluster.plan.stripes,
+            snap.streams.iter().map(listed),
+            Some(snap.clock_offset_ns),
+        );
         self.snapshots[node] = Some(snap);
         let _ = self.input(Input::Status { node, status });
     }
 
     /// The stripe of a playing stream of this cluster.
     fn ours(&self, s: &StreamInfo) -> Option<usize> {
-        if !matches!(s.state, StreamState::Playing | StreamState::Ready) {
+        if !listed(s).live {
             return None;
         }
         self.cluster.stripe_of(s.label.as_deref())
@@ -275,5 +267,15 @@ impl<'a> Driver<'a> {
                     .collect()
             })
             .collect()
+    }
+}
+
+/// What the controller reads of one stream of a node's table.
+fn listed(s: &StreamInfo) -> Listed<'_> {
+    Listed {
+        label: s.label.as_deref(),
+        live: matches!(s.state, StreamState::Playing | StreamState::Ready),
+        packets: s.counters.packets,
+        underruns: s.counters.underruns,
     }
 }

@@ -6,11 +6,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result, anyhow, bail};
-use nagare_api::probe::{Direction, Report, StreamReport};
+use nagare_api::probe::{Direction, DirectionReport, Report, StreamReport, Verdict};
 use nagare_proto::probe::profile::{GENERIC, PROFILES, Profile, profile};
 use nagare_proto::probe::{
-    Arrival, ClientConfig, Event, Results, Schedule, Session, TestParams, parse_fps,
-    receiver_total, sender_total,
+    Arrival, ClientConfig, Event, Leg, ReceiverReport, Results, Schedule, SenderReport, Session,
+    TestParams, parse_fps, receiver_total, sender_total,
 };
 
 use super::link::{Link, Outcome};
@@ -40,14 +40,12 @@ pub fn run(a: ClientArgs) -> Result<ExitCode> {
     let server = server_addr(&a.server)?;
     let started = SystemTime::now();
     let results = run_test(&a, server, params, stop)?;
+    let short = |s: &[SenderReport]| s.iter().any(|s| s.sent < schedule.total_packets);
     let clock = Clock {
         start: started,
         end: SystemTime::now(),
         interrupted: stop.load(Ordering::Relaxed)
-            && results
-                .sender
-                .iter()
-                .any(|s| s.sent < schedule.total_packets),
+            && (short(&results.sender) || results.back.as_ref().is_some_and(|b| short(&b.sender))),
     };
     let mut results = results;
     let records = std::mem::take(&mut results.records);
@@ -102,10 +100,14 @@ fn run_test(
         token: a.token.clone(),
     };
     let mut session = Session::client(link.now(), server, config)?;
-    let mut live = LiveLines::new(!a.json);
+    let mut live = LiveLines::new(!a.json, a.bidir);
     let outcome = link.run(&mut session, Some(stop), |e, _| {
-        if let Event::Interval(iv) = e {
-            live.lines(iv);
+        if let Event::Interval {
+            direction,
+            intervals,
+        } = e
+        {
+            live.lines(*direction, intervals);
         }
     })?;
     // Closes the control connection: a reverse-mode server waits for it.
@@ -176,6 +178,9 @@ fn test_params(a: &ClientArgs, prof: &Profile) -> Result<TestParams> {
             a.parallel
         );
     }
+    if a.bidir && a.log.is_some() {
+        bail!("--log records one direction's packets: drop --log, or run without --bidir");
+    }
     let rate_bps = match &a.rate {
         Some(r) => parse_bit_rate(r)?,
         None => prof.rate_bps,
@@ -204,6 +209,7 @@ fn test_params(a: &ClientArgs, prof: &Profile) -> Result<TestParams> {
         interval_ms: millis(a.interval, "interval")?,
         burst_us: a.burst_us,
         streams: a.parallel,
+        bidir: a.bidir,
     })
 }
 
@@ -238,27 +244,43 @@ fn report(
     r: Results,
     clock: &Clock,
 ) -> Report {
-    let set_bps = schedule.rate_bps(params.packet_size) * f64::from(params.streams);
     let planned = params.duration().as_secs_f64();
-    let sender = sender_total(&r.sender);
-    let receiver = receiver_total(&r.receiver);
-    // What ran: up to the slot of the first packet not sent.
-    let most = r.sender.iter().map(|s| s.sent).max().unwrap_or(0);
+    // What ran: up to the slot of the first packet not sent, in the
+    // direction that got furthest.
+    let back_sent = r.back.iter().flat_map(|b| &b.sender);
+    let most = r.sender.iter().chain(back_sent).map(|s| s.sent).max();
     let ran = if clock.interrupted {
-        schedule.slot(most).as_secs_f64().min(planned)
+        schedule.slot(most.unwrap_or(0)).as_secs_f64().min(planned)
     } else {
         planned
     };
-    let mut verdict = prof.judge(&receiver, set_bps, params.playout());
-    if clock.interrupted {
-        verdict.partial = true;
-        verdict.reasons.insert(
-            0,
-            format!(
-                "interrupted after {ran:.2} of {planned:.2} s: this verdict covers only what ran"
-            ),
-        );
-    }
+    let judge = Judge {
+        prof,
+        params,
+        schedule,
+        cut: clock.interrupted.then_some((ran, planned)),
+    };
+    let direction = if params.reverse {
+        Direction::ServerToClient
+    } else {
+        Direction::ClientToServer
+    };
+    let main = judge.leg(
+        direction,
+        Leg {
+            sender: r.sender,
+            receiver: r.receiver,
+        },
+    );
+    let directions = match r.back {
+        Some(back) => vec![main.clone(), judge.leg(Direction::ServerToClient, back)],
+        None => Vec::new(),
+    };
+    let verdict = if directions.is_empty() {
+        main.verdict
+    } else {
+        both_ways(&directions)
+    };
     Report {
         verdict,
         version: crate::VERSION.to_string(),
@@ -268,13 +290,10 @@ fn report(
         interrupted: clock.interrupted,
         planned_duration_s: planned,
         server: server.to_string(),
-        direction: if params.reverse {
-            Direction::ServerToClient
-        } else {
-            Direction::ClientToServer
-        },
-        set_bandwidth_bps: set_bps,
-        sender_achieved_bps: sender.achieved_bps,
+        direction,
+        bidir: params.bidir,
+        set_bandwidth_bps: main.set_bandwidth_bps,
+        sender_achieved_bps: main.sender_achieved_bps,
         parallel: params.streams,
         packet_size: params.packet_size,
         duration_s: ran,
@@ -283,12 +302,44 @@ fn report(
         playout_ms: params.playout().as_millis_f64(),
         rtt_idle: r.rtt_idle,
         rtt_loaded: r.rtt_loaded,
-        sender,
-        receiver,
-        streams: if params.streams > 1 {
-            r.sender
+        sender: main.sender,
+        receiver: main.receiver,
+        streams: main.streams,
+        directions,
+    }
+}
+
+/// Judges one direction of a test against the profile.
+struct Judge<'a> {
+    prof: &'a Profile,
+    params: &'a TestParams,
+    schedule: &'a Schedule,
+    /// Interrupted: seconds that ran, of those planned.
+    cut: Option<(f64, f64)>,
+}
+
+impl Judge<'_> {
+    /// The report of one direction: totals over its streams, its verdict.
+    fn leg(&self, direction: Direction, leg: Leg) -> DirectionReport {
+        let params = self.params;
+        let set_bps = self.schedule.rate_bps(params.packet_size) * f64::from(params.streams);
+        let sender = sender_total(&leg.sender);
+        let receiver: ReceiverReport = receiver_total(&leg.receiver);
+        let mut verdict = self.prof.judge(&receiver, set_bps, params.playout());
+        if let Some((ran, planned)) = self.cut {
+            verdict.partial = true;
+            verdict.reasons.insert(
+                0,
+                format!(
+                    "interrupted after {ran:.2} of {planned:.2} s: this verdict covers only \
+                     what ran"
+                ),
+            );
+        }
+        let streams = if params.streams > 1 {
+            leg.sender
                 .into_iter()
-                .zip(r.receiver)
+                .zip(leg.receiver)
                 .zip(0..)
                 .map(|((sender, receiver), stream)| StreamReport {
                     stream,
@@ -298,8 +349,40 @@ fn report(
                 .collect()
         } else {
             Vec::new()
-        },
+        };
+        DirectionReport {
+            direction,
+            verdict,
+            set_bandwidth_bps: set_bps,
+            sender_achieved_bps: sender.achieved_bps,
+            sender,
+            receiver,
+            streams,
+        }
     }
+}
+
+/// The verdict of a `--bidir` test: it passes when both directions do,
+/// and gives each failing direction's reasons, named.
+fn both_ways(directions: &[DirectionReport]) -> Verdict {
+    let mut v = directions[0].verdict.clone();
+    v.pass = directions.iter().all(|d| d.verdict.pass);
+    v.partial = directions.iter().any(|d| d.verdict.partial);
+    v.reasons = Vec::new();
+    for d in directions {
+        for why in &d.verdict.reasons {
+            let line = format!("{}: {why}", d.direction);
+            // An interruption concerns both; say it once.
+            if why.starts_with("interrupted") {
+                if !v.reasons.iter().any(|r| r.starts_with("interrupted")) {
+                    v.reasons.insert(0, why.clone());
+                }
+            } else {
+                v.reasons.push(line);
+            }
+        }
+    }
+    v
 }
 
 #[cfg(test)]

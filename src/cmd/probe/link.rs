@@ -194,7 +194,7 @@ impl Link {
                 self.stream = Some((thread, stop));
                 return Ok(Some(e));
             }
-            Event::Interval(_) => return Ok(Some(e)),
+            Event::Interval { .. } => return Ok(Some(e)),
             Event::StopStream => {
                 if let Some((_, stop)) = &self.stream {
                     stop.store(true, Ordering::Relaxed);

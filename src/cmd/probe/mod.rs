@@ -88,6 +88,11 @@ pub struct ClientArgs {
     /// The server sends and this client receives.
     #[arg(short = 'R', long)]
     reverse: bool,
+    /// Both ends send at once, each at --rate with -P streams, and each
+    /// measures what it receives (as iperf3's --bidir): the report shows
+    /// both directions side by side, each with its own verdict.
+    #[arg(long, conflicts_with = "reverse")]
+    bidir: bool,
     /// Print the report as JSON (no live interval lines).
     #[arg(short = 'J', long)]
     json: bool,

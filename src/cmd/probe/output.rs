@@ -5,7 +5,9 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use nagare_api::probe::{Direction, LiveInterval, Quantiles, ReceiverReport, Report};
+use nagare_api::probe::{
+    Direction, DirectionReport, LiveInterval, Quantiles, ReceiverReport, Report,
+};
 use nagare_proto::probe::Arrival;
 
 fn mbps(bps: f64) -> f64 {
@@ -24,17 +26,24 @@ fn pct(p: &Quantiles) -> String {
 pub struct LiveLines {
     on: bool,
     header: bool,
+    /// Both directions run (`--bidir`): each line says which.
+    bidir: bool,
 }
 
 impl LiveLines {
     /// Lines that print when `on` (not with --json, whose stdout is the
-    /// report alone).
-    pub fn new(on: bool) -> LiveLines {
-        LiveLines { on, header: false }
+    /// report alone); with `bidir`, lines of both directions.
+    pub fn new(on: bool, bidir: bool) -> LiveLines {
+        LiveLines {
+            on,
+            header: false,
+            bidir,
+        }
     }
 
-    /// Prints one interval of every stream (the header first).
-    pub fn lines(&mut self, ivs: &[LiveInterval]) {
+    /// Prints one interval of every stream going `direction` (the header
+    /// first).
+    pub fn lines(&mut self, direction: Direction, ivs: &[LiveInterval]) {
         if !self.on {
             return;
         }
@@ -43,7 +52,8 @@ impl LiveLines {
             self.header = true;
             let _ = writeln!(out, "{}", live_header());
         }
-        for l in live_lines(ivs) {
+        let way = self.bidir.then_some(direction);
+        for l in live_lines(way, ivs) {
             let _ = writeln!(out, "{l}");
         }
         let _ = out.flush();
@@ -58,12 +68,25 @@ pub fn live_header() -> String {
     )
 }
 
+/// A short label of a direction for live lines and tables.
+pub fn way(d: Direction) -> &'static str {
+    match d {
+        Direction::ClientToServer => "c>s",
+        Direction::ServerToClient => "s>c",
+    }
+}
+
 /// One interval of every stream, a line each, and with several streams
-/// a SUM line (mean jitter), as iperf3 prints them.
-pub fn live_lines(ivs: &[LiveInterval]) -> Vec<String> {
+/// a SUM line (mean jitter), as iperf3 prints them; with `direction`
+/// (`--bidir`), the stream column says which way (`c>s 0`, `s>c SUM`).
+pub fn live_lines(direction: Option<Direction>, ivs: &[LiveInterval]) -> Vec<String> {
+    let label = |name: &str| match direction {
+        Some(d) => format!("{} {name}", way(d)),
+        None => name.to_string(),
+    };
     let mut lines: Vec<String> = ivs
         .iter()
-        .map(|iv| live_line(&iv.stream.to_string(), iv))
+        .map(|iv| live_line(&label(&iv.stream.to_string()), iv))
         .collect();
     if let (true, Some(first)) = (ivs.len() > 1, ivs.first()) {
         let n = ivs.len() as f64;
@@ -75,7 +98,7 @@ pub fn live_lines(ivs: &[LiveInterval]) -> Vec<String> {
             jitter_ms: ivs.iter().map(|i| i.jitter_ms).sum::<f64>() / n,
             ..*first
         };
-        lines.push(live_line("SUM", &sum));
+        lines.push(live_line(&label("SUM"), &sum));
     }
     lines
 }
@@ -111,9 +134,81 @@ pub fn human_text(r: &Report) -> String {
 fn human(o: &mut String, r: &Report) -> fmt::Result {
     summary(o, r)?;
     stream(o, r)?;
-    receiver(o, &r.receiver)?;
-    delays(o, r)?;
-    intervals(o, &r.receiver)
+    if r.directions.is_empty() {
+        receiver(o, &r.receiver)?;
+        delays(o, r)?;
+        return intervals(o, &r.receiver);
+    }
+    side_by_side(o, &r.directions)?;
+    rtt(o, r)?;
+    for d in &r.directions {
+        writeln!(o)?;
+        write!(o, "{}", d.direction)?;
+        intervals(o, &d.receiver)?;
+    }
+    Ok(())
+}
+
+/// One cell of the side-by-side table: a direction's number as text.
+type Cell = fn(&DirectionReport) -> String;
+
+/// p50/p99/max of a distribution.
+fn q3(q: &Quantiles) -> String {
+    format!("{:.3}/{:.3}/{:.3}", q.p50, q.p99, q.max)
+}
+
+/// `--bidir`: both directions' numbers in two columns.
+fn side_by_side(o: &mut String, ds: &[DirectionReport]) -> fmt::Result {
+    let cell = |f: Cell| -> String { ds.iter().map(|d| format!(" {:>22}", f(d))).collect() };
+    let rows: [(&str, Cell); 14] = [
+        ("", |d| d.direction.to_string()),
+        ("verdict", |d| verdict_word(&d.verdict).to_string()),
+        ("set Mbit/s", |d| {
+            format!("{:.3}", mbps(d.set_bandwidth_bps))
+        }),
+        ("sent Mbit/s", |d| {
+            format!("{:.3}", mbps(d.sender_achieved_bps))
+        }),
+        ("received Mbit/s", |d| {
+            format!("{:.3}", mbps(d.receiver.effective_bandwidth_bps))
+        }),
+        ("sent", |d| d.receiver.sent.to_string()),
+        ("received", |d| d.receiver.received.to_string()),
+        ("lost", |d| d.receiver.lost.to_string()),
+        ("loss (%)", |d| {
+            format!("{:.4}", d.receiver.loss_rate * 100.0)
+        }),
+        ("rcv drops", |d| d.receiver.receiver_drops.to_string()),
+        ("late / dup / reord", |d| {
+            let x = &d.receiver;
+            format!("{} / {} / {}", x.late, x.duplicates, x.reordered)
+        }),
+        ("jitter ms (RFC 3550)", |d| {
+            format!("{:.4}", d.receiver.jitter_rfc3550_ms)
+        }),
+        ("PDV ms p50/p99/max", |d| q3(&d.receiver.pdv_ms)),
+        ("|IPDV| ms p50/p99/max", |d| q3(&d.receiver.ipdv_ms)),
+    ];
+    writeln!(o)?;
+    for (name, f) in rows {
+        writeln!(o, "{name:<22}{}", cell(f))?;
+    }
+    for d in ds {
+        for why in &d.verdict.reasons {
+            writeln!(o, "  {}: {why}", way(d.direction))?;
+        }
+    }
+    Ok(())
+}
+
+/// PASS, FAIL, with PARTIAL before when interrupted.
+fn verdict_word(v: &nagare_api::probe::Verdict) -> &'static str {
+    match (v.pass, v.partial) {
+        (true, false) => "PASS",
+        (false, false) => "FAIL",
+        (true, true) => "PARTIAL PASS",
+        (false, true) => "PARTIAL FAIL",
+    }
 }
 
 /// The verdict and Sperf's one-line summary.
@@ -143,13 +238,43 @@ fn summary(o: &mut String, r: &Report) -> fmt::Result {
         "burst losses",
         "jitter (ms)"
     )?;
-    let per_stream = r.set_bandwidth_bps / f64::from(r.parallel.max(1));
-    for s in &r.streams {
-        row(o, &s.stream.to_string(), per_stream, &s.receiver)?;
+    if r.directions.is_empty() {
+        rows(o, None, r.set_bandwidth_bps, r.parallel, &r.streams, x)?;
     }
-    let label = if r.streams.is_empty() { "0" } else { "SUM" };
-    row(o, label, r.set_bandwidth_bps, x)?;
+    for d in &r.directions {
+        let way = Some(d.direction);
+        rows(
+            o,
+            way,
+            d.set_bandwidth_bps,
+            r.parallel,
+            &d.streams,
+            &d.receiver,
+        )?;
+    }
     writeln!(o)
+}
+
+/// The summary rows of one direction: each stream's, then their sum;
+/// `direction` labels them with `--bidir`.
+fn rows(
+    o: &mut String,
+    direction: Option<Direction>,
+    set_bps: f64,
+    parallel: u32,
+    streams: &[nagare_api::probe::StreamReport],
+    total: &ReceiverReport,
+) -> fmt::Result {
+    let label = |name: &str| match direction {
+        Some(d) => format!("{} {name}", way(d)),
+        None => name.to_string(),
+    };
+    let per_stream = set_bps / f64::from(parallel.max(1));
+    for s in streams {
+        row(o, &label(&s.stream.to_string()), per_stream, &s.receiver)?;
+    }
+    let name = if streams.is_empty() { "0" } else { "SUM" };
+    row(o, &label(name), set_bps, total)
 }
 
 /// One row of the summary table.
@@ -178,9 +303,10 @@ fn stream(o: &mut String, r: &Report) -> fmt::Result {
     writeln!(
         o,
         "stream      {} -> {}, {} B packets, {:.2} s{}{}",
-        match r.direction {
-            Direction::ClientToServer => "client to server",
-            Direction::ServerToClient => "server to client",
+        if r.bidir {
+            "both ways at once".to_string()
+        } else {
+            r.direction.to_string()
         },
         r.server,
         r.packet_size,
@@ -194,21 +320,38 @@ fn stream(o: &mut String, r: &Report) -> fmt::Result {
             String::new()
         }
     )?;
+    if r.directions.is_empty() {
+        return sender(o, "sender     ", &r.sender, r.sender_achieved_bps);
+    }
+    for d in &r.directions {
+        let label = format!("sender {} ", way(d.direction));
+        sender(o, &label, &d.sender, d.sender_achieved_bps)?;
+    }
+    Ok(())
+}
+
+/// The sender's own measurements, after an 11-character label.
+fn sender(
+    o: &mut String,
+    label: &str,
+    s: &nagare_api::probe::SenderReport,
+    achieved_bps: f64,
+) -> fmt::Result {
     writeln!(
         o,
-        "sender      {} packets, achieved {:.3} Mbit/s, {} send errors",
-        r.sender.sent,
-        mbps(r.sender_achieved_bps),
-        r.sender.send_errors
+        "{label} {} packets, achieved {:.3} Mbit/s, {} send errors",
+        s.sent,
+        mbps(achieved_bps),
+        s.send_errors
     )?;
     writeln!(
         o,
         "            pacing error ms p50/p99/max {:.3}/{:.3}/{:.3}; most packets in 1 ms {} (schedule {:.1})",
-        r.sender.pacing_error_ms.p50,
-        r.sender.pacing_error_ms.p99,
-        r.sender.pacing_error_ms.max,
-        r.sender.max_packets_per_ms,
-        r.sender.scheduled_packets_per_ms
+        s.pacing_error_ms.p50,
+        s.pacing_error_ms.p99,
+        s.pacing_error_ms.max,
+        s.max_packets_per_ms,
+        s.scheduled_packets_per_ms
     )
 }
 
@@ -258,18 +401,24 @@ fn delays(o: &mut String, r: &Report) -> fmt::Result {
     )?;
     writeln!(o, "{:<11} {}", "PDV", pct(&x.pdv_ms))?;
     writeln!(o, "{:<11} {}", "|IPDV|", pct(&x.ipdv_ms))?;
-    for (name, s) in [("RTT idle", &r.rtt_idle), ("RTT loaded", &r.rtt_loaded)] {
-        writeln!(
-            o,
-            "{name:<11} min {:.3} median {:.3} p99 {:.3} max {:.3} ms ({} samples, {} lost)",
-            s.min_ms, s.median_ms, s.p99_ms, s.max_ms, s.samples, s.lost
-        )?;
-    }
+    rtt(o, r)?;
     if let Some(f) = &x.frames {
         writeln!(
             o,
             "frames      {} sent, {} complete, {} incomplete, {} late; {} freezes (longest {} frames)",
             f.frames, f.complete, f.incomplete, f.late, f.freeze_events, f.longest_freeze_frames
+        )?;
+    }
+    Ok(())
+}
+
+/// Round-trip times, idle and loaded.
+fn rtt(o: &mut String, r: &Report) -> fmt::Result {
+    for (name, s) in [("RTT idle", &r.rtt_idle), ("RTT loaded", &r.rtt_loaded)] {
+        writeln!(
+            o,
+            "{name:<11} min {:.3} median {:.3} p99 {:.3} max {:.3} ms ({} samples, {} lost)",
+            s.min_ms, s.median_ms, s.p99_ms, s.max_ms, s.samples, s.lost
         )?;
     }
     Ok(())

@@ -240,7 +240,11 @@ fn serve(conn: TcpStream, hello: Vec<u8>, udp: &UdpSocket, config: &ServerConfig
     let outcome = link.run(&mut session, None, |e, s| match e {
         Event::Accepted { .. } => {
             if let (Some(p), Some(sched)) = (s.params(), s.schedule()) {
-                let direction = if p.reverse { "to" } else { "from" };
+                let direction = match (p.bidir, p.reverse) {
+                    (true, _) => "to and from",
+                    (false, true) => "to",
+                    (false, false) => "from",
+                };
                 eprintln!(
                     "nagare probe server: test from {peer}: accepted, {} packets of {} B \
                      {direction} the client",
@@ -248,8 +252,12 @@ fn serve(conn: TcpStream, hello: Vec<u8>, udp: &UdpSocket, config: &ServerConfig
                 );
             }
         }
-        Event::Interval(ivs) => {
-            for l in live_lines(ivs) {
+        Event::Interval {
+            direction,
+            intervals,
+        } => {
+            let way = s.params().is_some_and(|p| p.bidir).then_some(*direction);
+            for l in live_lines(way, intervals) {
                 eprintln!("nagare probe server: {peer} {l}");
             }
         }
@@ -273,6 +281,19 @@ fn serve(conn: TcpStream, hello: Vec<u8>, udp: &UdpSocket, config: &ServerConfig
 fn summary(s: &Session) -> String {
     let (sent, received) = s.told();
     match (sent.map(sender_total), received.map(receiver_total)) {
+        (Some(x), Some(r)) if s.params().is_some_and(|p| p.bidir) => format!(
+            "done, received {} of {} packets ({} lost, {:.4}%) at {:.3} Mbit/s, jitter {:.4} ms; \
+             sent {} packets at {:.3} Mbit/s, {} send errors",
+            r.received,
+            r.sent,
+            r.lost,
+            r.loss_rate * 100.0,
+            r.effective_bandwidth_bps / 1e6,
+            r.jitter_rfc3550_ms,
+            x.sent,
+            x.achieved_bps / 1e6,
+            x.send_errors
+        ),
         (_, Some(r)) => format!(
             "done, received {} of {} packets ({} lost, {:.4}%), {:.3} Mbit/s over {:.2} s, \
              jitter {:.4} ms",

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
-use nagare_api::tree::PeerReport;
+use nagare_api::tree::{MAX_LINK_ERRORS, PeerReport};
 use nagare_proto::Nanos;
 use nagare_proto::screen::CompletedFrame;
 use nagare_proto::stats::Distribution;
@@ -85,6 +85,7 @@ pub fn run(args: JoinArgs) -> anyhow::Result<ExitCode> {
         dials: Vec::new(),
         failure: None,
         cpu0: cpu_seconds(),
+        link_errors: Vec::new(),
     };
     let result = session.run();
     session.links.finish(DRAIN_LIMIT);
@@ -130,6 +131,8 @@ struct Session {
     dials: Vec<DialId>,
     failure: Option<anyhow::Error>,
     cpu0: f64,
+    /// Why links were dropped, for the report.
+    link_errors: Vec<String>,
 }
 
 impl Session {
@@ -210,6 +213,11 @@ impl Session {
             }
             Event::BadData { parent, error } => {
                 eprintln!("bad data from {parent}: {error}; re-attaching");
+                self.link_error(error);
+            }
+            Event::LinkDropped { error } => {
+                eprintln!("dropped a child's link: {error}");
+                self.link_error(error);
             }
             Event::Frame(f) => self.frame(f)?,
             Event::Failed(f) => self.failure = Some(self.failure_message(f)),
@@ -219,6 +227,12 @@ impl Session {
             | Event::Ended => {}
         }
         Ok(())
+    }
+
+    fn link_error(&mut self, error: nagare_proto::tree::Error) {
+        if self.link_errors.len() < MAX_LINK_ERRORS {
+            self.link_errors.push(error.to_string());
+        }
     }
 
     fn frame(&mut self, f: CompletedFrame) -> anyhow::Result<()> {
@@ -329,6 +343,7 @@ impl Session {
             lag_drops: fanout.lag_drops(),
             refreshes: fanout.refreshes(),
             ended: self.peer.ended(),
+            link_errors: std::mem::take(&mut self.link_errors),
             fingerprints: self.fingerprints.take().unwrap_or_default(),
         }
     }

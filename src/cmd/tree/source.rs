@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use nagare_api::tree::SourceReport;
+use nagare_api::tree::{MAX_LINK_ERRORS, SourceReport};
 use nagare_proto::tree::coordinator::{Event, Input};
 use nagare_proto::tree::{Coordinator, CoordinatorConfig};
 use nagare_proto::{FrameRate, Nanos, VideoFormat};
@@ -57,12 +57,14 @@ pub fn run(args: SourceArgs) -> anyhow::Result<ExitCode> {
     let mut src = Source {
         coord: &mut coord,
         links: &mut links,
+        link_errors: Vec::new(),
     };
     if args.wait_peers > 0 && !src.wait_for_peers(args.wait_peers)? {
         return Ok(ExitCode::from(130));
     }
     let mut report = src.stream(&args, rate, &mut capture, format)?;
     src.end()?;
+    report.link_errors = std::mem::take(&mut src.link_errors);
     let stats = coord.stats();
     report.lag_drops = coord.fanout().lag_drops();
     report.refreshes = coord.fanout().refreshes();
@@ -120,6 +122,8 @@ fn banner(
 struct Source<'a> {
     coord: &'a mut Coordinator,
     links: &'a mut Links,
+    /// Why links were dropped, for the report.
+    link_errors: Vec<String>,
 }
 
 impl Source<'_> {
@@ -240,6 +244,13 @@ impl Source<'_> {
                     println!("removed {peer}; {peers} peers, depth {depth}");
                 }
                 Event::Refused { from, why } => eprintln!("refused {from}: {why}"),
+                Event::LinkDropped { peer, error } => {
+                    let who = peer.map_or_else(|| "a child".to_owned(), |p| p.to_string());
+                    eprintln!("dropped the link of {who}: {error}");
+                    if self.link_errors.len() < MAX_LINK_ERRORS {
+                        self.link_errors.push(error.to_string());
+                    }
+                }
                 Event::Ready { .. } | Event::ChildAttached { .. } => {}
             }
         }

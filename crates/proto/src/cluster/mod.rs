@@ -18,6 +18,7 @@
 //! and the frames in between are lost (the receiver counts them).
 
 mod error;
+pub mod label;
 #[cfg(test)]
 mod tests;
 
@@ -90,6 +91,48 @@ pub struct NodeStatus {
     pub stripes: Vec<StripeStatus>,
     /// Its clock minus the controller's, when it said its time.
     pub clock_offset_ns: Option<i64>,
+}
+
+/// One stream of a node's table, as much as the controller reads of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Listed<'a> {
+    /// Its label (see [`label`]), if it has one.
+    pub label: Option<&'a str>,
+    /// Whether it is set up or playing (not paused, finished or failed).
+    pub live: bool,
+    /// Packets sent so far.
+    pub packets: u64,
+    /// Frame slots given up with an empty read-ahead ring.
+    pub underruns: u64,
+}
+
+impl NodeStatus {
+    /// What a node's stream `table` says about cluster `name` of `stripes`
+    /// stripes: every live stream of one of its stripes that has sent a
+    /// packet (one waiting for its first frame is not sending yet), in
+    /// table order. Streams of anybody else are ignored.
+    pub fn from_table<'a>(
+        name: &str,
+        stripes: usize,
+        table: impl IntoIterator<Item = Listed<'a>>,
+        clock_offset_ns: Option<i64>,
+    ) -> NodeStatus {
+        let stripes = table
+            .into_iter()
+            .filter(|s| s.live && s.packets > 0)
+            .filter_map(|s| {
+                Some(StripeStatus {
+                    stripe: label::stripe_of(name, stripes, s.label?)?,
+                    packets: s.packets,
+                    underruns: s.underruns,
+                })
+            })
+            .collect();
+        NodeStatus {
+            stripes,
+            clock_offset_ns,
+        }
+    }
 }
 
 /// What the driver tells the controller.
@@ -236,6 +279,11 @@ struct Stripe {
     legs: Vec<Leg>,
     /// A move under way: (from, to).
     moving: Option<(usize, usize)>,
+    /// Set when its last known leg vanished: which nodes have answered a
+    /// poll since. Another process (a `move`) may have started a leg this
+    /// controller has not seen yet, so "no node sends it" waits until
+    /// every live node has answered without it.
+    unconfirmed: Option<Vec<bool>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -407,6 +455,7 @@ impl Controller {
                 });
             }
             s.moving = None;
+            s.unconfirmed = None;
         }
         self.running = false;
     }
@@ -454,6 +503,7 @@ impl Controller {
                 return;
             }
         }
+        self.confirm_orphans(Some((node, status)));
     }
 
     /// Updates one leg from its node's report; an error names why the
@@ -469,9 +519,10 @@ impl Controller {
             // Not (yet) listed: a just-started leg may not show; a leg
             // that was running and vanished was stopped elsewhere.
             if leg.packets.is_some() {
-                self.stripes[stripe].legs.remove(pos);
-                if self.stripes[stripe].legs.is_empty() {
-                    self.events.push_back(Event::Orphaned { stripe });
+                let s = &mut self.stripes[stripe];
+                s.legs.remove(pos);
+                if s.legs.is_empty() {
+                    s.unconfirmed = Some(vec![false; self.nodes.len()]);
                 }
             }
             return Ok(());
@@ -513,6 +564,34 @@ impl Controller {
         self.events.push_back(Event::Moved { stripe, from, to });
     }
 
+    /// Reports the stripes whose last leg vanished and that no live node
+    /// has since been seen sending; `answered` is the node (and its
+    /// status) that just answered a poll, None after a node failed.
+    fn confirm_orphans(&mut self, answered: Option<(usize, &NodeStatus)>) {
+        for (stripe, s) in self.stripes.iter_mut().enumerate() {
+            let Some(heard) = s.unconfirmed.as_mut() else {
+                continue;
+            };
+            if let Some((node, status)) = answered {
+                if status.stripes.iter().any(|x| x.stripe == stripe) {
+                    // Somebody sends it (adopted as a leg when adopting).
+                    s.unconfirmed = None;
+                    continue;
+                }
+                heard[node] = true;
+            }
+            if !s.legs.is_empty() {
+                s.unconfirmed = None;
+                continue;
+            }
+            let nodes = &self.nodes;
+            if heard.iter().zip(nodes).all(|(&h, n)| h || n.failed) {
+                s.unconfirmed = None;
+                self.events.push_back(Event::Orphaned { stripe });
+            }
+        }
+    }
+
     fn adopt(&mut self, node: usize, status: &NodeStatus) {
         for seen in &status.stripes {
             if let Some(s) = self.stripes.get_mut(seen.stripe)
@@ -549,6 +628,8 @@ impl Controller {
             }
             self.replace(now, stripe, node);
         }
+        // A stripe waiting only for this node's answer is orphaned now.
+        self.confirm_orphans(None);
     }
 
     /// After `from` dropped out of `stripe`: promote a running standby, or

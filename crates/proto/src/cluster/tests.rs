@@ -346,3 +346,117 @@ fn adopt_takes_over_running_legs_for_a_move_from_another_process() {
         Some(Command::Send { node: 2, stripe: 1 })
     );
 }
+
+/// Another process (`nagare cluster move`) moved stripe 0 from node a to
+/// the spare and halted the old leg between two of our polls: polling a
+/// first, the controller finds its leg gone before it has seen the new
+/// one. The stripe is not orphaned; the spare's leg is taken over.
+#[test]
+fn a_leg_moved_by_another_process_is_adopted_without_an_orphan() {
+    let mut c = Controller::new(plan(Failover::Manual)).unwrap();
+    let mut w = World::new(3);
+    c.handle_input(Nanos::ZERO, Input::Start).unwrap();
+    c.handle_input(Nanos::ZERO, Input::Adopt).unwrap();
+    w.run(&mut c, 0, 200);
+    assert_eq!(w.senders(0), vec![0]);
+    // The other process's move, all between polls 200 and 300.
+    w.sending[2].push((0, 5000));
+    w.sending[0].retain(|&(s, _)| s != 0);
+    w.run(&mut c, 210, 300);
+    assert!(
+        !w.events.iter().any(|e| matches!(e, Event::Orphaned { .. })),
+        "{:?}",
+        w.events
+    );
+    assert_eq!(c.senders(0), vec![2]);
+    assert!(w.events.contains(&Event::Sending { stripe: 0, node: 2 }));
+}
+
+/// A leg stopped elsewhere with no other sender: once every node has
+/// answered without it since, it is reported, once.
+#[test]
+fn a_vanished_leg_nobody_took_over_is_orphaned_once_every_node_answered() {
+    let mut c = Controller::new(plan(Failover::Manual)).unwrap();
+    let mut w = World::new(3);
+    c.handle_input(Nanos::ZERO, Input::Start).unwrap();
+    c.handle_input(Nanos::ZERO, Input::Adopt).unwrap();
+    w.run(&mut c, 0, 200);
+    w.sending[1].retain(|&(s, _)| s != 3);
+    let orphans = |w: &World| {
+        w.events
+            .iter()
+            .filter(|e| **e == Event::Orphaned { stripe: 3 })
+            .count()
+    };
+    // The 300 ms round polls a, then b (leg gone), then the spare: a has
+    // not answered since.
+    w.run(&mut c, 210, 90);
+    assert_eq!(orphans(&w), 0);
+    // At 400 a answers without it too.
+    w.run(&mut c, 310, 90);
+    assert_eq!(orphans(&w), 1);
+    w.run(&mut c, 410, 500);
+    assert_eq!(orphans(&w), 1);
+    assert!(c.senders(3).is_empty());
+}
+
+/// The answer that would confirm an orphan never comes: the silent node
+/// is declared failed, and then the stripe is reported.
+#[test]
+fn an_orphan_waits_for_a_silent_node_until_it_has_failed() {
+    let mut c = Controller::new(plan(Failover::Manual)).unwrap();
+    let mut w = World::new(3);
+    c.handle_input(Nanos::ZERO, Input::Start).unwrap();
+    c.handle_input(Nanos::ZERO, Input::Adopt).unwrap();
+    w.run(&mut c, 0, 200);
+    w.dead[2] = true;
+    w.sending[1].retain(|&(s, _)| s != 3);
+    w.run(&mut c, 210, 200);
+    assert!(!w.events.contains(&Event::Orphaned { stripe: 3 }));
+    w.run(&mut c, 410, 300);
+    let failed = w
+        .events
+        .iter()
+        .position(|e| matches!(e, Event::NodeFailed { node: 2, .. }));
+    let orphaned = w
+        .events
+        .iter()
+        .position(|e| *e == Event::Orphaned { stripe: 3 });
+    assert!(failed.unwrap() < orphaned.unwrap(), "{:?}", w.events);
+}
+
+#[test]
+fn a_node_table_gives_the_live_sending_legs_of_this_cluster_only() {
+    let row = |label: Option<&'static str>, live: bool, packets: u64| Listed {
+        label,
+        live,
+        packets,
+        underruns: 7,
+    };
+    let table = [
+        row(Some("wall/stripe 2"), true, 10),
+        row(Some("wall/stripe 1"), false, 10), // paused or finished
+        row(Some("wall/stripe 3"), true, 0),   // not started yet
+        row(Some("other/stripe 0"), true, 10), // another cluster
+        row(None, true, 10),                   // somebody's plain stream
+        row(Some("wall/stripe 4"), true, 10),  // beyond the split
+        row(Some("wall/stripe 0"), true, 3),
+    ];
+    let s = NodeStatus::from_table("wall", 4, table, Some(-5));
+    assert_eq!(
+        s.stripes,
+        vec![
+            StripeStatus {
+                stripe: 2,
+                packets: 10,
+                underruns: 7
+            },
+            StripeStatus {
+                stripe: 0,
+                packets: 3,
+                underruns: 7
+            }
+        ]
+    );
+    assert_eq!(s.clock_offset_ns, Some(-5));
+}

@@ -333,6 +333,7 @@ mod tests {
             burst_us: crate::probe::DEFAULT_BURST_US,
             interval_ms: 1000,
             streams: 1,
+            bidir: false,
         };
         let s = p.validate().unwrap();
         // Delivered in departure order (stable for ties).

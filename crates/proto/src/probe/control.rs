@@ -340,6 +340,7 @@ mod tests {
             burst_us: DEFAULT_BURST_US,
             interval_ms: 1000,
             streams: 1,
+            bidir: false,
         }
     }
 

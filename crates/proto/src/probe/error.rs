@@ -52,6 +52,12 @@ pub enum Error {
         /// Streams in the test.
         want: u32,
     },
+    /// A test asked to be both reverse and bidirectional.
+    #[error(
+        "a test is reverse (the server sends) or bidirectional (both send), not both: \
+         drop --reverse, as --bidir already sends from the server"
+    )]
+    ReverseBidir,
     /// Control frame of an unknown type byte.
     #[error("control frame of unknown type 0x{0:02x}")]
     FrameType(u8),

@@ -2,8 +2,9 @@
 //!
 //! A client and a server run one test over a TCP control connection and a
 //! UDP test stream on the same port: a paced RTP stream of the asked shape
-//! in either direction, echo datagrams for the round-trip time, and a
-//! report of everything the receiver saw, judged against a stream profile.
+//! in either direction or both at once (`bidir`), echo datagrams for the
+//! round-trip time, and a report of everything the receiver saw, judged
+//! against a stream profile.
 //!
 //! Modules, each depending only on those above it:
 //!
@@ -38,7 +39,7 @@ pub use control::{
 pub use error::{Error, MessageKind, Param, Stage};
 pub use live::LiveMeter;
 pub use params::{
-    DEFAULT_BURST_US, MAX_BURST_US, MAX_DURATION_MS, MAX_INTERVAL_MS, MAX_INTERVALS,
+    DEFAULT_BURST_US, Direction, MAX_BURST_US, MAX_DURATION_MS, MAX_INTERVAL_MS, MAX_INTERVALS,
     MAX_PACKET_SIZE, MAX_PACKETS, MAX_PLAYOUT_US, MAX_RATE_BPS, MAX_STREAMS, MIN_DURATION_MS,
     MIN_PACKET_SIZE, MIN_RATE_BPS, Schedule, TestParams, parse_fps,
 };
@@ -48,7 +49,7 @@ pub use report::{
     RunLength, SenderReport,
 };
 pub use session::{
-    ClientConfig, Event, Input, Results, ServerConfig, Session, StreamPlan, Transmit,
+    ClientConfig, Event, Input, Leg, Results, ServerConfig, Session, StreamPlan, Transmit,
 };
 pub use total::{receiver_total, sender_total};
 pub use wire::{

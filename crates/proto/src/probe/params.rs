@@ -71,6 +71,44 @@ pub struct TestParams {
     /// iperf3's `-P`, whose `-b` is per stream too).
     #[serde(default = "one")]
     pub streams: u32,
+    /// Both ends send a stream and measure the one they receive, at once
+    /// (iperf3's `--bidir`): the client's goes to the server, the
+    /// server's to the address the client opens, each on the same
+    /// schedule; `reverse` must be off.
+    #[serde(default)]
+    pub bidir: bool,
+}
+
+/// Which way a test stream goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Direction {
+    /// The client sends, the server receives (the default, and the
+    /// client's stream with `bidir`).
+    #[serde(rename = "client to server")]
+    ClientToServer,
+    /// The server sends, the client receives (`reverse`, and the
+    /// server's stream with `bidir`).
+    #[serde(rename = "server to client")]
+    ServerToClient,
+}
+
+impl Direction {
+    /// The other way.
+    pub fn opposite(self) -> Direction {
+        match self {
+            Direction::ClientToServer => Direction::ServerToClient,
+            Direction::ServerToClient => Direction::ClientToServer,
+        }
+    }
+}
+
+impl std::fmt::Display for Direction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Direction::ClientToServer => "client to server",
+            Direction::ServerToClient => "server to client",
+        })
+    }
 }
 
 fn one() -> u32 {
@@ -168,10 +206,23 @@ impl TestParams {
         Nanos::from_micros(self.burst_us)
     }
 
+    /// Whether the client sends a stream.
+    pub fn client_sends(&self) -> bool {
+        !self.reverse || self.bidir
+    }
+
+    /// Whether the server sends a stream.
+    pub fn server_sends(&self) -> bool {
+        self.reverse || self.bidir
+    }
+
     /// Checks every field against its range, and the planned packet count
     /// against [`MAX_PACKETS`]; the server runs this too, so a client can
     /// never make it allocate or send without bound.
     pub fn validate(&self) -> Result<Schedule, Error> {
+        if self.reverse && self.bidir {
+            return Err(Error::ReverseBidir);
+        }
         check(Param::Rate, self.rate_bps, MIN_RATE_BPS, MAX_RATE_BPS)?;
         check(
             Param::Duration,
@@ -289,6 +340,7 @@ mod tests {
             burst_us: DEFAULT_BURST_US,
             interval_ms: 1000,
             streams: 1,
+            bidir: false,
         }
     }
 
@@ -380,6 +432,27 @@ mod tests {
         );
         assert_eq!(parse_fps("59.94"), Ok((60000, 1001)));
         assert_eq!(parse_fps("fast"), Err(Error::FrameRate));
+    }
+
+    #[test]
+    fn bidir_is_one_way_or_the_other_not_reverse_too() {
+        let both = TestParams {
+            bidir: true,
+            ..params()
+        };
+        assert!(both.validate().is_ok());
+        assert!(both.client_sends() && both.server_sends());
+        let e = TestParams {
+            reverse: true,
+            ..both
+        }
+        .validate();
+        assert_eq!(e, Err(Error::ReverseBidir));
+        // A client that predates the field asks for a one-way test.
+        let mut v = serde_json::to_value(params()).unwrap();
+        v.as_object_mut().unwrap().remove("bidir");
+        let old: TestParams = serde_json::from_value(v).unwrap();
+        assert!(!old.bidir && old.client_sends() && !old.server_sends());
     }
 
     #[test]

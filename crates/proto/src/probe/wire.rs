@@ -14,7 +14,9 @@ use crate::units::{MediaTime, Nanos};
 /// (with `count`, `min` and `mean`), and the pacing error became lateness.
 /// 3: the receiver sends live interval messages while the stream runs,
 /// and intervals carry their end.
-pub const PROTOCOL_VERSION: u32 = 3;
+/// 4: `bidir` tests (both ends send at once); an older server would
+/// ignore the flag and run a one-way test, so the version says it.
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// RTP payload type of the test stream (dynamic range).
 pub const PAYLOAD_TYPE: u8 = 98;

@@ -175,11 +175,21 @@ impl Admission {
         self.pending.contains_key(&link)
     }
 
-    /// Judges the first message of a pending link: where it came from
-    /// and what it is; `None` if the link is not pending.
-    pub(crate) fn receive(&mut self, link: LinkId, msg: &[u8]) -> Option<(SocketAddr, Verdict)> {
+    /// Judges the first message of a pending link: where it came from,
+    /// the challenge it answered and what it is; `None` if the link is
+    /// not pending.
+    pub(crate) fn receive(
+        &mut self,
+        link: LinkId,
+        msg: &[u8],
+    ) -> Option<(SocketAddr, Nonce, Verdict)> {
         let p = self.pending.remove(&link)?;
-        Some((p.from, self.judge(&p, msg)))
+        Some((p.from, p.nonce, self.judge(&p, msg)))
+    }
+
+    /// The session key newcomers prove they hold.
+    pub(crate) fn key(&self) -> &SessionKey {
+        &self.key
     }
 
     fn judge(&self, p: &Pending, msg: &[u8]) -> Verdict {
@@ -259,6 +269,7 @@ mod tests {
             a.receive(LinkId(1), &join.to_bytes()),
             Some((
                 from(),
+                nonce,
                 Verdict::Join {
                     relay: "10.0.0.7:7000".parse().unwrap()
                 }
@@ -271,7 +282,11 @@ mod tests {
         r.accept(Nanos(0), LinkId(2), from(), nonce);
         assert_eq!(
             r.receive(LinkId(2), &join.to_bytes()),
-            Some((from(), Verdict::Refused(Refusal::Unexpected(Kind::Join))))
+            Some((
+                from(),
+                nonce,
+                Verdict::Refused(Refusal::Unexpected(Kind::Join))
+            ))
         );
         r.accept(Nanos(0), LinkId(3), from(), nonce);
         let replay = Control::Attach {
@@ -281,7 +296,11 @@ mod tests {
         };
         assert_eq!(
             r.receive(LinkId(3), &replay.to_bytes()),
-            Some((from(), Verdict::Refused(Refusal::WrongKey(Role::Attach))))
+            Some((
+                from(),
+                nonce,
+                Verdict::Refused(Refusal::WrongKey(Role::Attach))
+            ))
         );
     }
 

@@ -10,11 +10,13 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::{Ipv4Addr, SocketAddr};
 
+use super::Error;
 use super::admission::{Admission, Refusal, Verdict};
-use super::auth::SessionKey;
+use super::auth::{Role, SessionKey};
 use super::fanout::Fanout;
 use super::link::{Close, LinkId, LinkInput, Message, Transmit};
 use super::relay::{Chunk, Limits};
+use super::secure::Secure;
 use super::topology::{Placement, Repair, Topology};
 use super::wire::{Control, PeerId};
 use crate::screen::{self, Encoder};
@@ -111,6 +113,14 @@ pub enum Event {
         /// Why.
         why: Refusal,
     },
+    /// An admitted link's encryption failed (a tampered, replayed or
+    /// reordered record, or a failed handshake): it was dropped.
+    LinkDropped {
+        /// The peer on it, if it was a peer's control link.
+        peer: Option<PeerId>,
+        /// What failed.
+        error: Error,
+    },
 }
 
 /// What the source has sent, for its report.
@@ -148,7 +158,8 @@ pub struct Coordinator {
     ending: bool,
     finished: bool,
     stats: SourceStats,
-    out: VecDeque<Transmit>,
+    /// Every transmit goes through the links' encryption.
+    secure: Secure,
     events: VecDeque<Event>,
 }
 
@@ -170,7 +181,7 @@ impl Coordinator {
             ending: false,
             finished: false,
             stats: SourceStats::default(),
-            out: VecDeque::new(),
+            secure: Secure::new(),
             events: VecDeque::new(),
         })
     }
@@ -192,20 +203,23 @@ impl Coordinator {
         for (link, from) in self.admission.expire(now) {
             self.refuse(link, from, Refusal::Timeout);
         }
+        for link in self.secure.expire(now) {
+            self.drop_link(now, link, Error::HandshakeTimeout);
+        }
         self.check_finished();
         Ok(())
     }
 
     /// The next thing to write, connect or close.
     pub fn poll_transmit(&mut self, _now: Nanos) -> Option<Transmit> {
-        if let Some(t) = self.out.pop_front() {
-            return Some(t);
-        }
-        let t = self.fanout.poll_transmit();
-        if t.is_some() {
+        loop {
+            if let Some(t) = self.secure.poll_transmit() {
+                return Some(t);
+            }
+            let t = self.fanout.poll_transmit()?;
+            self.secure.push(t);
             self.check_finished();
         }
-        t
     }
 
     /// The next thing that happened.
@@ -215,7 +229,10 @@ impl Coordinator {
 
     /// When to hand in [`Input::Timeout`].
     pub fn poll_timeout(&self) -> Option<Nanos> {
-        self.admission.poll_timeout()
+        [self.admission.poll_timeout(), self.secure.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Peers attached to their parents and welcomed.
@@ -246,8 +263,15 @@ impl Coordinator {
     }
 
     fn link(&mut self, now: Nanos, input: LinkInput) {
+        let input = match self.secure.input(input) {
+            Ok(Some(input)) => input,
+            Ok(None) => return,
+            Err((link, error)) => return self.drop_link(now, link, error),
+        };
         match input {
-            LinkInput::Accepted { link, from, nonce } => {
+            LinkInput::Accepted {
+                link, from, nonce, ..
+            } => {
                 let (challenge, evicted) = self.admission.accept(now, link, from, nonce);
                 for (old, from) in evicted {
                     self.refuse(old, from, Refusal::Busy);
@@ -263,9 +287,17 @@ impl Coordinator {
         }
     }
 
+    /// A link's encryption failed: named, aborted, and handled as closed.
+    fn drop_link(&mut self, now: Nanos, link: LinkId, error: Error) {
+        let peer = self.by_link.get(&link).copied();
+        self.events.push_back(Event::LinkDropped { peer, error });
+        self.close(link, Close::Abort);
+        self.closed(now, link);
+    }
+
     fn received(&mut self, now: Nanos, link: LinkId, msg: &[u8]) {
         if self.admission.contains(link) {
-            self.admitted(link, msg);
+            self.admitted(now, link, msg);
             return;
         }
         let Some(&peer) = self.by_link.get(&link) else {
@@ -308,10 +340,22 @@ impl Coordinator {
         }
     }
 
-    fn admitted(&mut self, link: LinkId, msg: &[u8]) {
-        let Some((from, verdict)) = self.admission.receive(link, msg) else {
+    fn admitted(&mut self, now: Nanos, link: LinkId, msg: &[u8]) {
+        let Some((from, nonce, verdict)) = self.admission.receive(link, msg) else {
             return;
         };
+        let role = match verdict {
+            Verdict::Join { .. } => Role::Join,
+            Verdict::Attach { .. } => Role::Attach,
+            Verdict::Refused(why) => return self.refuse(link, from, why),
+        };
+        // Everything after the request is encrypted.
+        let key = *self.admission.key();
+        if let Err(error) = self.secure.respond(now, link, &key, &nonce, role, msg) {
+            self.events
+                .push_back(Event::LinkDropped { peer: None, error });
+            return self.close(link, Close::Abort);
+        }
         match verdict {
             Verdict::Join { relay } => self.join(link, relay),
             Verdict::Attach { peer, version } => {
@@ -456,10 +500,10 @@ impl Coordinator {
     }
 
     fn send(&mut self, link: LinkId, msg: Message) {
-        self.out.push_back(Transmit::Send { link, msg });
+        self.secure.push(Transmit::Send { link, msg });
     }
 
     fn close(&mut self, link: LinkId, how: Close) {
-        self.out.push_back(Transmit::Close { link, how });
+        self.secure.push(Transmit::Close { link, how });
     }
 }

@@ -59,4 +59,29 @@ pub enum Error {
         /// Format the parent offered.
         offered: VideoFormat,
     },
+    /// The Noise handshake failed: the other side derived another key
+    /// (another session key or challenge), or the cleartext challenge and
+    /// request were tampered with on the way.
+    #[error("the encrypted link's handshake failed (another key, or a tampered handshake)")]
+    Handshake,
+    /// An admitted newcomer did not finish the encrypted link's
+    /// handshake in time.
+    #[error("the encrypted link's handshake did not finish within 5 s")]
+    HandshakeTimeout,
+    /// An encrypted record failed authentication: it was altered,
+    /// replayed, reordered or a record went missing.
+    #[error("an encrypted record failed authentication (tampered, replayed or reordered)")]
+    Tampered,
+    /// A cleartext message where only encrypted records belong.
+    #[error("an unencrypted {0:?} message on an encrypted link")]
+    Unencrypted(Kind),
+    /// A record's flag byte other than 0 (more) or 1 (last).
+    #[error("encrypted record flag {0} (expected 0 or 1)")]
+    RecordFlag(u8),
+    /// The records of one message add up to more than the framing allows.
+    #[error("an encrypted message grows past {} bytes", framing::MAX_MESSAGE)]
+    SealedTooLarge,
+    /// The link's channel already failed, or was never set up.
+    #[error("the encrypted link is broken")]
+    Broken,
 }

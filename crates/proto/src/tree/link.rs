@@ -15,6 +15,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use super::auth::{Nonce, Role};
+use super::secure::Seed;
 
 /// A framed message, shared by every link it goes to.
 pub type Message = Arc<[u8]>;
@@ -40,6 +41,8 @@ pub enum LinkInput {
         from: SocketAddr,
         /// Challenge bytes for this link.
         nonce: Nonce,
+        /// Secret randomness for this link's encryption (never sent).
+        seed: Seed,
     },
     /// A connection asked for with [`Transmit::Connect`] is open.
     Connected {
@@ -47,6 +50,8 @@ pub enum LinkInput {
         dial: DialId,
         /// The new link.
         link: LinkId,
+        /// Secret randomness for this link's encryption (never sent).
+        seed: Seed,
     },
     /// A connection asked for could not be opened.
     ConnectFailed {

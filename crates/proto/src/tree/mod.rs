@@ -9,6 +9,7 @@
 //!   that admits peers;
 //! - [`relay`] and [`Fanout`]: what each child is sent, so a slow child
 //!   holds nobody up;
+//! - [`secure`]: the Noise channel every link runs after admission;
 //! - [`link`]: the connections and transmits both machines share with
 //!   their drivers.
 //!
@@ -23,6 +24,7 @@ mod fanout;
 pub mod link;
 pub mod peer;
 pub mod relay;
+pub mod secure;
 #[cfg(test)]
 mod tests;
 pub mod topology;
@@ -38,5 +40,6 @@ pub use fanout::Fanout;
 pub use link::{Close, DialId, LinkId, LinkInput, Message, Transmit};
 pub use peer::{Peer, PeerConfig, PeerStats};
 pub use relay::{ChildQueue, Chunk, Limits};
+pub use secure::{Secure, SecureLink, Seed};
 pub use topology::{MAX_PEERS, Placement, Repair, Topology};
 pub use wire::{Control, PeerId};

@@ -18,6 +18,7 @@ use super::auth::{Role, SessionKey, proof};
 use super::fanout::Fanout;
 use super::link::{Close, DialId, LinkId, LinkInput, Message, Transmit};
 use super::relay::{Chunk, Limits};
+use super::secure::Secure;
 use super::topology::Placement;
 use super::wire::{Control, PeerId};
 use crate::framing::{self, Kind};
@@ -165,6 +166,13 @@ pub enum Event {
     ChildAttached {
         /// Which.
         peer: PeerId,
+    },
+    /// A child's link failed its encryption (a tampered, replayed or
+    /// reordered record, or a failed handshake): it was dropped. (The
+    /// parent's link failing is [`Event::BadData`].)
+    LinkDropped {
+        /// What failed.
+        error: Error,
     },
     /// A connection to the relay listener was turned away.
     Refused {
@@ -325,7 +333,8 @@ pub struct Peer {
     failed: bool,
     source_gone: bool,
     stats: PeerStats,
-    out: VecDeque<Transmit>,
+    /// Every transmit goes through the links' encryption.
+    secure: Secure,
     events: VecDeque<Event>,
 }
 
@@ -360,7 +369,7 @@ impl Peer {
                 recoveries: Vec::new(),
                 bytes_received: 0,
             },
-            out: VecDeque::new(),
+            secure: Secure::new(),
             events: VecDeque::new(),
         };
         let dial = peer.dial(cfg.source, Role::Join);
@@ -384,14 +393,14 @@ impl Peer {
 
     /// The next thing to write, connect or close.
     pub fn poll_transmit(&mut self, _now: Nanos) -> Option<Transmit> {
-        if let Some(t) = self.out.pop_front() {
-            return Some(t);
-        }
-        let t = self.fanout.poll_transmit();
-        if t.is_some() {
+        loop {
+            if let Some(t) = self.secure.poll_transmit() {
+                return Some(t);
+            }
+            let t = self.fanout.poll_transmit()?;
+            self.secure.push(t);
             self.check_done();
         }
-        t
     }
 
     /// The next thing that happened.
@@ -404,6 +413,7 @@ impl Peer {
         let give_up = (!self.stopping).then(|| self.last_progress + self.cfg.give_up);
         [
             self.admission.poll_timeout(),
+            self.secure.poll_timeout(),
             self.join.deadline().filter(|_| !self.stopping),
             self.upstream.deadline(self.silence()),
             give_up,
@@ -446,8 +456,15 @@ impl Peer {
     }
 
     fn link(&mut self, now: Nanos, input: LinkInput) {
+        let input = match self.secure.input(input) {
+            Ok(Some(input)) => input,
+            Ok(None) => return,
+            Err((link, error)) => return self.link_failed(now, link, error),
+        };
         match input {
-            LinkInput::Accepted { link, from, nonce } => {
+            LinkInput::Accepted {
+                link, from, nonce, ..
+            } => {
                 if self.stopping {
                     self.refuse(link, from, Refusal::Busy);
                     return;
@@ -458,7 +475,7 @@ impl Peer {
                 }
                 self.send(link, challenge);
             }
-            LinkInput::Connected { dial, link } => self.connected(now, dial, link),
+            LinkInput::Connected { dial, link, .. } => self.connected(now, dial, link),
             LinkInput::ConnectFailed { dial } => match (self.join, self.upstream) {
                 (Join::Dialing { dial: d, .. }, _) if d == dial => {
                     self.fail(Failure::SourceUnreachable);
@@ -498,7 +515,7 @@ impl Peer {
         } else if self.upstream.link() == Some(link) {
             self.parent_message(now, msg);
         } else if self.admission.contains(link) {
-            self.admitted(link, &msg);
+            self.admitted(now, link, &msg);
         }
         // Children send nothing after attaching; ignore them.
     }
@@ -528,6 +545,38 @@ impl Peer {
         }
     }
 
+    /// A link's encryption failed: it is dropped, and handled as closed
+    /// (the parent's is bad data: re-attach; the source's breaks the
+    /// protocol unless placed already).
+    fn link_failed(&mut self, now: Nanos, link: LinkId, error: Error) {
+        if self.upstream.link() == Some(link) {
+            // Dropping the upstream closes the link.
+            let parent = self.parent;
+            return match self.upstream {
+                Upstream::Attached { addr, .. } => {
+                    self.events.push_back(Event::BadData { parent, error });
+                    // Frames stop until the new link is up: a recovery.
+                    self.lost_at.get_or_insert(now);
+                    self.drop_upstream();
+                    self.attach(now, addr)
+                }
+                _ => self.attach_failed(now, AttachFailure::Protocol(error)),
+            };
+        }
+        self.close(link, Close::Abort);
+        match self.join {
+            Join::Challenged { link: l, .. } | Join::Placing { link: l, .. } if l == link => {
+                self.join = Join::Gone;
+                return self.fail(Failure::Protocol(error));
+            }
+            _ => {}
+        }
+        if self.join.link() != Some(link) {
+            self.events.push_back(Event::LinkDropped { error });
+        }
+        self.closed(now, link);
+    }
+
     /// A message on the control link to the source.
     fn control(&mut self, now: Nanos, msg: &[u8]) {
         let parsed = Control::parse_framed(msg);
@@ -543,7 +592,12 @@ impl Peer {
                     proof: proof(&self.cfg.key, &nonce, Role::Join),
                     relay_port: self.cfg.relay_port,
                 };
-                self.send(link, join.to_bytes().into());
+                let join: Message = join.to_bytes().into();
+                self.send(link, join.clone());
+                let key = self.cfg.key;
+                if let Err(e) = self.secure.initiate(link, &key, Role::Join, msg, &join) {
+                    return self.fail(Failure::Protocol(e));
+                }
                 self.join = Join::Placing {
                     link,
                     deadline: now + HANDSHAKE_TIMEOUT,
@@ -634,7 +688,15 @@ impl Peer {
                         peer: self.stats.peer,
                         version: self.canvas.as_ref().and_then(Canvas::version),
                     };
-                    self.send(link, attach.to_bytes().into());
+                    let attach: Message = attach.to_bytes().into();
+                    self.send(link, attach.clone());
+                    let key = self.cfg.key;
+                    if let Err(e) = self
+                        .secure
+                        .initiate(link, &key, Role::Attach, &msg, &attach)
+                    {
+                        return self.attach_failed(now, AttachFailure::Protocol(e));
+                    }
                     self.upstream = Upstream::Welcoming {
                         link,
                         addr,
@@ -787,6 +849,10 @@ impl Peer {
         for (link, from) in self.admission.expire(now) {
             self.refuse(link, from, Refusal::Timeout);
         }
+        // Only children's links wait on this side's handshake deadline.
+        for link in self.secure.expire(now) {
+            self.link_failed(now, link, Error::HandshakeTimeout);
+        }
         if !self.stopping && self.join.deadline().is_some_and(|d| d <= now) {
             self.fail(Failure::Timeout);
         }
@@ -815,12 +881,21 @@ impl Peer {
         }
     }
 
-    fn admitted(&mut self, link: LinkId, msg: &[u8]) {
-        let Some((from, verdict)) = self.admission.receive(link, msg) else {
+    fn admitted(&mut self, now: Nanos, link: LinkId, msg: &[u8]) {
+        let Some((from, nonce, verdict)) = self.admission.receive(link, msg) else {
             return;
         };
         match verdict {
             Verdict::Attach { peer, version } => {
+                // Everything after the request is encrypted.
+                let key = self.cfg.key;
+                if let Err(error) = self
+                    .secure
+                    .respond(now, link, &key, &nonce, Role::Attach, msg)
+                {
+                    self.events.push_back(Event::LinkDropped { error });
+                    return self.close(link, Close::Abort);
+                }
                 if let Some(old) = self.fanout.add(link, peer, version) {
                     self.close(old, Close::Abort);
                 }
@@ -886,7 +961,7 @@ impl Peer {
     fn dial(&mut self, addr: SocketAddr, role: Role) -> DialId {
         let dial = DialId(self.next_dial);
         self.next_dial += 1;
-        self.out.push_back(Transmit::Connect { dial, addr, role });
+        self.secure.push(Transmit::Connect { dial, addr, role });
         dial
     }
 
@@ -897,10 +972,10 @@ impl Peer {
     }
 
     fn send(&mut self, link: LinkId, msg: Message) {
-        self.out.push_back(Transmit::Send { link, msg });
+        self.secure.push(Transmit::Send { link, msg });
     }
 
     fn close(&mut self, link: LinkId, how: Close) {
-        self.out.push_back(Transmit::Close { link, how });
+        self.secure.push(Transmit::Close { link, how });
     }
 }

@@ -6,9 +6,10 @@ use std::net::SocketAddr;
 use super::coordinator::{self, Coordinator, CoordinatorConfig, SETTLING};
 use super::peer::{self, Event, Failure, Loss, Peer, PeerConfig, SILENCE, SILENCE_PER_HOP};
 use super::*;
-use crate::framing::Kind;
+use crate::framing::{self, Kind};
 use crate::units::Nanos;
 use crate::video::format::{PixelFormat, VideoFormat};
+use std::collections::{BTreeMap, VecDeque};
 
 const KEY: SessionKey = [9; 16];
 
@@ -20,8 +21,174 @@ fn format() -> VideoFormat {
     VideoFormat::new(64, 64, PixelFormat::Rgb24).unwrap()
 }
 
+/// The far ends of a machine's links, as a well-behaved other side: it
+/// completes each link's handshake, seals what the test hands in once the
+/// link is open and opens what the machine sends, so tests read and
+/// write cleartext. Like a driver, it reports every cleartext and
+/// handshake write as done at once; the stream's writes are reported by
+/// the tests.
+#[derive(Default)]
+struct Wire {
+    far: BTreeMap<LinkId, SecureLink>,
+    challenge: BTreeMap<LinkId, Vec<u8>>,
+    request: BTreeMap<LinkId, Vec<u8>>,
+}
+
+trait Machine {
+    fn feed(&mut self, now: Nanos, l: LinkInput);
+    fn poll(&mut self) -> Option<Transmit>;
+}
+
+impl Machine for Peer {
+    fn feed(&mut self, now: Nanos, l: LinkInput) {
+        self.handle_input(now, peer::Input::Link(l));
+    }
+    fn poll(&mut self) -> Option<Transmit> {
+        self.poll_transmit(Nanos(0))
+    }
+}
+
+impl Wire {
+    /// Hands `input` to `m` (sealed if its link is open) and returns what
+    /// `m` wants done, opened.
+    fn run(&mut self, m: &mut impl Machine, now: Nanos, input: LinkInput) -> Vec<Transmit> {
+        let inputs = self.inbound(input);
+        self.drive(m, now, inputs)
+    }
+
+    /// Feeds `inputs` as they are, then what the wire answers itself.
+    fn drive(&mut self, m: &mut impl Machine, now: Nanos, inputs: Vec<LinkInput>) -> Vec<Transmit> {
+        let mut pending = VecDeque::from(inputs);
+        let mut out = Vec::new();
+        while let Some(i) = pending.pop_front() {
+            m.feed(now, i);
+            while let Some(t) = m.poll() {
+                self.outbound(t, &mut pending, &mut out);
+            }
+        }
+        out
+    }
+
+    /// What `m` wants done now, opened.
+    fn poll(&mut self, m: &mut impl Machine, now: Nanos) -> Vec<Transmit> {
+        let mut pending = VecDeque::new();
+        let mut out = Vec::new();
+        while let Some(t) = m.poll() {
+            self.outbound(t, &mut pending, &mut out);
+        }
+        out.extend(self.drive(m, now, pending.into()));
+        out
+    }
+
+    fn inbound(&mut self, i: LinkInput) -> Vec<LinkInput> {
+        let LinkInput::Received { link, msg } = i else {
+            return vec![i];
+        };
+        match self.far.get_mut(&link) {
+            Some(f) if f.is_open() => {
+                let sealed = f.seal(&msg).unwrap();
+                framing::messages(&sealed)
+                    .map(|r| LinkInput::Received {
+                        link,
+                        msg: r.into(),
+                    })
+                    .collect()
+            }
+            _ => {
+                if framing::split(&msg).is_ok_and(|(k, _)| k == Kind::Challenge) {
+                    self.challenge.insert(link, msg.to_vec());
+                }
+                vec![LinkInput::Received { link, msg }]
+            }
+        }
+    }
+
+    fn outbound(
+        &mut self,
+        t: Transmit,
+        pending: &mut VecDeque<LinkInput>,
+        out: &mut Vec<Transmit>,
+    ) {
+        let Transmit::Send { link, msg } = t else {
+            if let Transmit::Close { link, .. } = t {
+                self.far.remove(&link);
+            }
+            return out.push(t);
+        };
+        let kind = framing::split(&msg).map(|(k, _)| k).ok();
+        if kind != Some(Kind::Sealed) {
+            pending.push_back(LinkInput::Sent { link });
+        }
+        match kind {
+            Some(Kind::Handshake) => self.handshake(link, &msg, pending),
+            Some(Kind::Sealed) => {
+                let far = self.far.get_mut(&link).expect("sealed before a handshake");
+                for r in framing::messages(&msg) {
+                    if let Ok(secure::Opened::Message(m)) = far.open(r) {
+                        out.push(Transmit::Send {
+                            link,
+                            msg: m.into(),
+                        });
+                    }
+                }
+            }
+            _ => {
+                if matches!(kind, Some(Kind::Join | Kind::Attach)) {
+                    self.request.insert(link, msg.to_vec());
+                }
+                out.push(Transmit::Send { link, msg });
+            }
+        }
+    }
+
+    fn handshake(&mut self, link: LinkId, msg: &[u8], pending: &mut VecDeque<LinkInput>) {
+        if let Some(far) = self.far.get_mut(&link) {
+            assert_eq!(far.open(msg), Ok(secure::Opened::Established));
+            return;
+        }
+        // The machine dialled: this side is the acceptor.
+        let challenge = &self.challenge[&link];
+        let request = &self.request[&link];
+        let (_, body) = framing::split(challenge).unwrap();
+        let nonce: Nonce = body.try_into().unwrap();
+        let role = match framing::split(request).unwrap().0 {
+            Kind::Join => Role::Join,
+            _ => Role::Attach,
+        };
+        let mut far = SecureLink::responder(&KEY, &nonce, role, request, [0xfa; 32]).unwrap();
+        let Ok(secure::Opened::Reply(reply)) = far.open(msg) else {
+            panic!("handshake refused");
+        };
+        self.far.insert(link, far);
+        pending.push_back(LinkInput::Received {
+            link,
+            msg: reply.into(),
+        });
+    }
+
+    /// The dialer's side of an accepted link the machine admitted.
+    fn dial(&mut self, link: LinkId, nonce: Nonce, request: &[u8]) -> LinkInput {
+        let role = match framing::split(request).unwrap().0 {
+            Kind::Join => Role::Join,
+            _ => Role::Attach,
+        };
+        let challenge = Control::Challenge { nonce }.to_bytes();
+        let (far, hello) =
+            SecureLink::initiator(&KEY, &nonce, role, &challenge, request, [0xdf; 32]).unwrap();
+        self.far.insert(link, far);
+        LinkInput::Received {
+            link,
+            msg: hello.into(),
+        }
+    }
+}
+
+thread_local! {
+    static PEER_WIRE: std::cell::RefCell<Wire> = std::cell::RefCell::new(Wire::default());
+}
+
 fn transmits(p: &mut Peer) -> Vec<Transmit> {
-    std::iter::from_fn(|| p.poll_transmit(Nanos(0))).collect()
+    PEER_WIRE.with(|w| w.borrow_mut().poll(p, Nanos(0)))
 }
 
 fn events(p: &mut Peer) -> Vec<Event> {
@@ -38,8 +205,7 @@ fn sent(t: &[Transmit]) -> Vec<(LinkId, Control)> {
 }
 
 fn input(p: &mut Peer, now: Nanos, l: LinkInput) -> Vec<Transmit> {
-    p.handle_input(now, peer::Input::Link(l));
-    transmits(p)
+    PEER_WIRE.with(|w| w.borrow_mut().run(p, now, l))
 }
 
 fn receive(p: &mut Peer, now: Nanos, link: LinkId, c: &Control) -> Vec<Transmit> {
@@ -48,6 +214,7 @@ fn receive(p: &mut Peer, now: Nanos, link: LinkId, c: &Control) -> Vec<Transmit>
 }
 
 fn new_peer() -> Peer {
+    PEER_WIRE.with(|w| *w.borrow_mut() = Wire::default());
     Peer::new(
         Nanos(0),
         PeerConfig {
@@ -79,6 +246,7 @@ fn placed_peer() -> (Peer, Vec<Transmit>) {
         LinkInput::Connected {
             dial: DialId(0),
             link: LinkId(0),
+            seed: [0xd0; 32],
         },
     );
     let nonce = [1; 32];
@@ -123,6 +291,7 @@ fn attached_peer() -> Peer {
         LinkInput::Connected {
             dial: DialId(1),
             link: LinkId(1),
+            seed: [0xd1; 32],
         },
     );
     let t = receive(
@@ -181,6 +350,7 @@ fn a_refused_join_ends_with_the_reason_and_closes() {
         LinkInput::Connected {
             dial: DialId(0),
             link: LinkId(0),
+            seed: [0xd0; 32],
         },
     );
     let reason = "wrong session key".to_owned();
@@ -223,6 +393,7 @@ fn unreachable_and_silent_sources_fail() {
         LinkInput::Connected {
             dial: DialId(0),
             link: LinkId(0),
+            seed: [0xd0; 32],
         },
     );
     let due = p.poll_timeout().unwrap();
@@ -295,6 +466,16 @@ fn a_silent_parent_is_reported_after_the_silence_of_its_depth() {
 struct Source {
     c: Coordinator,
     now: Nanos,
+    wire: Wire,
+}
+
+impl Machine for Coordinator {
+    fn feed(&mut self, now: Nanos, l: LinkInput) {
+        self.handle_input(now, coordinator::Input::Link(l)).unwrap();
+    }
+    fn poll(&mut self) -> Option<Transmit> {
+        self.poll_transmit(Nanos(0))
+    }
 }
 
 impl Source {
@@ -308,16 +489,17 @@ impl Source {
         Source {
             c: Coordinator::new(cfg).unwrap(),
             now: Nanos(0),
+            wire: Wire::default(),
         }
     }
 
     fn input(&mut self, i: coordinator::Input<'_>) -> Vec<Transmit> {
         self.c.handle_input(self.now, i).unwrap();
-        std::iter::from_fn(|| self.c.poll_transmit(self.now)).collect()
+        self.wire.poll(&mut self.c, self.now)
     }
 
     fn link(&mut self, l: LinkInput) -> Vec<Transmit> {
-        self.input(coordinator::Input::Link(l))
+        self.wire.run(&mut self.c, self.now, l)
     }
 
     /// Accepts `link` and answers its challenge with `answer(nonce)`.
@@ -328,12 +510,20 @@ impl Source {
             link: LinkId(link),
             from,
             nonce,
+            seed: [0xac; 32],
         });
         assert_eq!(sent(&t), [(LinkId(link), Control::Challenge { nonce })]);
-        self.link(LinkInput::Received {
+        let request = answer(nonce).to_bytes();
+        let mut t = self.link(LinkInput::Received {
             link: LinkId(link),
-            msg: answer(nonce).to_bytes().into(),
-        })
+            msg: request.clone().into(),
+        });
+        if t.is_empty() {
+            // Admitted: the handshake, then what was held for it.
+            let hello = self.wire.dial(LinkId(link), nonce, &request);
+            t = self.link(hello);
+        }
+        t
     }
 
     fn join(&mut self, link: u64) -> Vec<Transmit> {

@@ -1,8 +1,9 @@
 //! Control messages of the tree protocol (join, placement, repair,
 //! attach), framed as [`crate::framing`] describes; the screen codec's
 //! frame messages share the framing and live in [`crate::screen`].
-//! Admission proofs are in [`super::auth`]. The video that follows a
-//! welcome is not encrypted.
+//! Admission proofs are in [`super::auth`]. Everything after the
+//! challenge and the join or attach request travels encrypted
+//! ([`super::secure`]).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -250,6 +251,8 @@ impl Control {
             Kind::Ready => Control::Ready,
             Kind::Challenge => Control::Challenge { nonce: r.array()? },
             Kind::FrameStart | Kind::Tiles | Kind::FrameEnd => return Ok(None),
+            // The secure layer's own records never reach the machines.
+            Kind::Handshake | Kind::Sealed => return Err(Error::Unexpected(kind)),
         };
         r.end()?;
         Ok(Some(msg))

@@ -14,6 +14,7 @@ fn params(fps: Option<(u32, u32)>) -> TestParams {
         burst_us: DEFAULT_BURST_US,
         interval_ms: 100,
         streams: 1,
+        bidir: false,
     }
 }
 

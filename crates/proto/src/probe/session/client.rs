@@ -4,11 +4,12 @@
 use std::net::SocketAddr;
 
 use super::{
-    ClientConfig, DRAIN, Event, HANDSHAKE_TIMEOUT, IDLE_ECHOES, IDLE_WAIT, INTERRUPT_GRACE, Phase,
-    RESULTS_TIMEOUT, Results, Session, TEST_GRACE, Test,
+    ClientConfig, DRAIN, Event, HANDSHAKE_TIMEOUT, IDLE_ECHOES, IDLE_WAIT, INTERRUPT_GRACE, Leg,
+    Phase, RESULTS_TIMEOUT, Results, Session, TEST_GRACE, Test,
 };
 use crate::probe::control::{ControlMessage, Frame};
 use crate::probe::error::{Error, MessageKind, Stage};
+use crate::probe::params::Direction;
 use crate::probe::report::{Arrival, ReceiverReport, RttSummary, SenderReport};
 use crate::probe::wire::PROTOCOL_VERSION;
 use crate::units::Nanos;
@@ -35,10 +36,6 @@ impl Session {
         Ok(s)
     }
 
-    fn reverse(&self) -> bool {
-        self.test.is_some_and(|t| t.params.reverse)
-    }
-
     pub(super) fn client_frame(&mut self, now: Nanos, frame: Frame) {
         let msg = match frame {
             Frame::Records(records) => return self.client_records(now, records),
@@ -49,7 +46,22 @@ impl Session {
             (_, ControlMessage::Abort { message }) => self.end(Event::Aborted { message }),
             // The server counted an interval of the streams it receives.
             (_, ControlMessage::Interval { intervals }) if !self.reverse() => {
-                self.events.push_back(Event::Interval(intervals));
+                self.events.push_back(Event::Interval {
+                    direction: Direction::ClientToServer,
+                    intervals,
+                });
+            }
+            (
+                Phase::Stream { .. }
+                | Phase::Settle { .. }
+                | Phase::Results { .. }
+                | Phase::Draining { .. },
+                ControlMessage::Done { sender },
+            ) if self.bidir() && self.server_done.is_none() => {
+                self.server_done = Some((sender, now));
+                if let Phase::Draining { deadline } = &mut self.phase {
+                    *deadline = now + DRAIN;
+                }
             }
             (Phase::Welcome { .. }, ControlMessage::Welcome { version, session }) => {
                 self.client_welcome(now, version, session);
@@ -97,7 +109,7 @@ impl Session {
         let Some(t) = &mut self.test else { return };
         t.id = session;
         let t = *t;
-        let cap = if t.params.reverse {
+        let cap = if t.params.server_sends() {
             t.schedule.record_cap()
         } else {
             0
@@ -122,25 +134,39 @@ impl Session {
                 self.client_stop_reverse(now);
             }
         } else if self.interrupted {
+            if t.params.bidir {
+                self.ask_to_stop();
+            }
             self.sender = Some(vec![SenderReport::default(); t.params.streams as usize]);
             self.phase = Phase::Settle { until: now };
         } else {
+            // Bidir: the echo requests open the path for the server's
+            // stream until it flows.
             self.start_stream(self.peer);
         }
+    }
+
+    /// Asks the server to stop the stream it sends; it answers with done
+    /// and its report of what it sent.
+    fn ask_to_stop(&mut self) {
+        self.send(&ControlMessage::Abort {
+            message: "interrupted (Ctrl-C) at the client".into(),
+        });
     }
 
     /// Asks the server to stop its stream; it answers with done and its
     /// report of what it sent.
     fn client_stop_reverse(&mut self, now: Nanos) {
-        self.send(&ControlMessage::Abort {
-            message: "interrupted (Ctrl-C) at the client".into(),
-        });
+        self.ask_to_stop();
         if let Phase::Stream { stopping, .. } = &mut self.phase {
             *stopping = Some(now);
         }
     }
 
     pub(super) fn client_interrupt(&mut self, now: Nanos) {
+        if self.bidir() {
+            return self.client_interrupt_bidir(now);
+        }
         match self.phase {
             Phase::Stream {
                 stopping: None,
@@ -152,6 +178,22 @@ impl Session {
             // Before the welcome the flag is enough; after the stream the
             // results are on their way.
             _ => {}
+        }
+    }
+
+    /// Bidir: stops this side's stream, and asks the server to stop its
+    /// own unless it said done already.
+    fn client_interrupt_bidir(&mut self, now: Nanos) {
+        match self.phase {
+            // Before the welcome the flag is enough.
+            Phase::Welcome { .. } | Phase::Ended => {}
+            Phase::IdleRtt { .. } => self.client_start_test(now),
+            _ => {
+                self.stop_stream();
+                if self.server_done.is_none() {
+                    self.ask_to_stop();
+                }
+            }
         }
     }
 
@@ -194,6 +236,16 @@ impl Session {
                 stage: Stage::Results,
                 after: RESULTS_TIMEOUT,
             }),
+            Phase::Draining { deadline } if now >= deadline => {
+                if self.server_done.is_some() {
+                    self.client_bidir_results();
+                } else {
+                    self.fail(Error::Timeout {
+                        stage: Stage::Results,
+                        after: RESULTS_TIMEOUT,
+                    });
+                }
+            }
             _ => {}
         }
     }
@@ -221,7 +273,7 @@ impl Session {
             deadline: now + RESULTS_TIMEOUT,
             announced: Some(announced),
         };
-        self.client_check_records();
+        self.client_check_records(now);
     }
 
     fn client_records(&mut self, now: Nanos, mut records: Vec<Arrival>) {
@@ -243,22 +295,51 @@ impl Session {
             deadline: now + RESULTS_TIMEOUT,
             announced: Some(n),
         };
-        self.client_check_records();
+        self.client_check_records(now);
     }
 
-    fn client_check_records(&mut self) {
+    fn client_check_records(&mut self, now: Nanos) {
         let Phase::Results {
             announced: Some(n), ..
         } = self.phase
         else {
             return;
         };
-        if self.records_in.len() as u64 == n {
-            let receiver = self.report_in.take().unwrap_or_default();
-            let sender = self.sender.take().unwrap_or_default();
-            let records = std::mem::take(&mut self.records_in);
-            self.client_finish(sender, receiver, records);
+        if self.records_in.len() as u64 != n {
+            return;
         }
+        if self.bidir() {
+            // The server's stream drains for its own time after its done.
+            let deadline = match self.server_done {
+                Some((_, at)) => at + DRAIN,
+                None => now + RESULTS_TIMEOUT,
+            };
+            self.phase = Phase::Draining { deadline };
+            return;
+        }
+        let receiver = self.report_in.take().unwrap_or_default();
+        let sender = self.sender.take().unwrap_or_default();
+        let records = std::mem::take(&mut self.records_in);
+        self.client_finish(sender, receiver, records, None);
+    }
+
+    /// Bidir: the server's report of the client's stream is in, and the
+    /// server's stream drained; the client analyzes that one.
+    fn client_bidir_results(&mut self) {
+        let back_sender = self
+            .server_done
+            .as_ref()
+            .map(|(s, _)| s.clone())
+            .unwrap_or_default();
+        self.finish_live(&back_sender);
+        let back = Leg {
+            receiver: self.analyze(&back_sender),
+            sender: back_sender,
+        };
+        let receiver = self.report_in.take().unwrap_or_default();
+        let sender = self.sender.take().unwrap_or_default();
+        let records = std::mem::take(&mut self.records_in);
+        self.client_finish(sender, receiver, records, Some(back));
     }
 
     /// Reverse mode: the client received the stream and analyzes it.
@@ -272,7 +353,7 @@ impl Session {
             .first_mut()
             .map(std::mem::take)
             .unwrap_or_default();
-        self.client_finish(sender, receiver, records);
+        self.client_finish(sender, receiver, records, None);
     }
 
     fn client_finish(
@@ -280,12 +361,14 @@ impl Session {
         sender: Vec<SenderReport>,
         receiver: Vec<ReceiverReport>,
         records: Vec<Arrival>,
+        back: Option<Leg>,
     ) {
         let m = &self.meter;
         let idle = m.requests.min(IDLE_ECHOES);
         let results = Results {
             sender,
             receiver,
+            back,
             rtt_idle: RttSummary::of(&m.rtt_idle, idle),
             rtt_loaded: RttSummary::of(&m.rtt_loaded, m.requests - idle),
             records,

@@ -29,6 +29,13 @@
 //!    the path with open datagrams and the server sends, then says done;
 //! 4. results: forward, the server's report and records come back;
 //!    reverse, the client analyzes what it received [`DRAIN`] after done.
+//!
+//! A bidirectional test (`bidir`) runs both at once: the client sends its
+//! stream and opens the path, the server streams back to the opened
+//! address, each side counts live intervals of what it receives and says
+//! done when its own stream ends. The server reports the client's stream
+//! as in forward mode; the client analyzes the server's stream [`DRAIN`]
+//! after the server's done, and its results carry both ([`Results::back`]).
 
 mod client;
 mod server;
@@ -40,7 +47,7 @@ use crate::probe::analysis::analyze;
 use crate::probe::control::{ControlMessage, Frame, FrameDecoder, Refusal};
 use crate::probe::error::{Error, Stage};
 use crate::probe::live::LiveMeter;
-use crate::probe::params::{Schedule, TestParams};
+use crate::probe::params::{Direction, Schedule, TestParams};
 use crate::probe::report::{Arrival, LiveInterval, ReceiverReport, RttSummary, SenderReport};
 use crate::probe::wire::{Datagram, ECHO_LEN, Echo, EchoKind};
 use crate::stats::Distribution;
@@ -141,13 +148,26 @@ pub struct StreamPlan {
     pub to: SocketAddr,
 }
 
-/// Everything the client reports at the end of a test.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Results {
+/// One direction of a test: what its sender and its receiver measured.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Leg {
     /// The sender's own measurements, one per stream.
     pub sender: Vec<SenderReport>,
     /// The receiver's analysis, one per stream.
     pub receiver: Vec<ReceiverReport>,
+}
+
+/// Everything the client reports at the end of a test.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Results {
+    /// The sender's own measurements, one per stream (with `bidir`, the
+    /// client's stream).
+    pub sender: Vec<SenderReport>,
+    /// The receiver's analysis, one per stream (with `bidir`, of the
+    /// client's stream).
+    pub receiver: Vec<ReceiverReport>,
+    /// With `bidir`: the stream the server sent back at the same time.
+    pub back: Option<Leg>,
     /// RTT with the path idle.
     pub rtt_idle: RttSummary,
     /// RTT while the stream ran.
@@ -182,7 +202,12 @@ pub enum Event {
     StopStream,
     /// A reporting interval ended: each stream's count, here (receiver)
     /// or by the peer (sender), for live lines.
-    Interval(Vec<LiveInterval>),
+    Interval {
+        /// Which stream was counted (both come with `bidir`).
+        direction: Direction,
+        /// Each parallel stream's count.
+        intervals: Vec<LiveInterval>,
+    },
     /// Client: the test is over; close the control connection. Final.
     Results(Box<Results>),
     /// Server: the test is over; close the control connection. Final.
@@ -248,6 +273,11 @@ enum Phase {
         deadline: Nanos,
         announced: Option<u64>,
     },
+    /// Bidir server: the client's stream is reported; its own still runs.
+    Finishing { deadline: Nanos },
+    /// Bidir client: the server's report is in; waiting for the server's
+    /// done, then [`DRAIN`] after it (or the results deadline).
+    Draining { deadline: Nanos },
     /// Server: results queued; ends when they are out.
     Sending,
     /// Reverse server: done sent, answering echoes in flight until the
@@ -314,6 +344,9 @@ pub struct Session {
     control_closed: bool,
     /// Server: the reports it sent the client, for its log.
     told: (Option<Vec<SenderReport>>, Option<Vec<ReceiverReport>>),
+    /// Bidir client: the server's done (its report of what it sent) and
+    /// when it came.
+    server_done: Option<(Vec<SenderReport>, Nanos)>,
 }
 
 impl Session {
@@ -337,6 +370,7 @@ impl Session {
             stream: StreamState::Idle,
             control_closed: false,
             told: (None, None),
+            server_done: None,
         }
     }
 
@@ -352,7 +386,8 @@ impl Session {
     }
 
     /// Server: what it told the client about the stream it sent
-    /// (reverse) and the one it received (forward), once it did.
+    /// (reverse, bidir) and the one it received (forward, bidir), once it
+    /// did.
     pub fn told(&self) -> (Option<&[SenderReport]>, Option<&[ReceiverReport]>) {
         (self.told.0.as_deref(), self.told.1.as_deref())
     }
@@ -396,7 +431,7 @@ impl Session {
         if let Some(frame) = self.control.pop_front() {
             return Some(Transmit::Control(frame));
         }
-        if let Some(frame) = self.next_records_frame() {
+        if let Some(frame) = self.next_records_frame(now) {
             return Some(Transmit::Control(frame));
         }
         let (to, mut echo) = self.datagrams.pop_front()?;
@@ -427,6 +462,8 @@ impl Session {
             | Phase::Hello { deadline, .. }
             | Phase::Open { deadline }
             | Phase::Results { deadline, .. }
+            | Phase::Finishing { deadline }
+            | Phase::Draining { deadline }
             | Phase::Closing { deadline } => Some(deadline),
             Phase::IdleRtt { last } => last.map(|t| t + IDLE_WAIT),
             Phase::Stream {
@@ -522,8 +559,12 @@ impl Session {
     fn on_closed(&mut self, now: Nanos) {
         if self.server.is_some() {
             self.server_closed(now);
-        } else if !matches!(self.phase, Phase::Stream { done: Some(_), .. }) {
-            // After its done, a reverse-mode server may go.
+        } else if !matches!(
+            self.phase,
+            Phase::Stream { done: Some(_), .. } | Phase::Draining { .. }
+        ) {
+            // After its done, a reverse-mode server may go; a bidir
+            // server, once its report and done are out.
             let stage = self.stage();
             self.fail(Error::Closed { stage });
         }
@@ -563,19 +604,47 @@ impl Session {
     /// Whether this side is receiving the stream, counting live intervals:
     /// until the sender says done; the rest goes in the last, partial
     /// interval, which ends at the last arrival (an interval that ran on
-    /// into the drain would read as a rate drop).
+    /// into the drain would read as a rate drop). A bidir client counts
+    /// on while its own stream settles and reports.
     fn counting_live(&self) -> bool {
-        matches!(self.phase, Phase::Stream { done: None, .. }) && self.receives_stream()
+        let running = matches!(
+            self.phase,
+            Phase::Stream { .. }
+                | Phase::Settle { .. }
+                | Phase::Results { .. }
+                | Phase::Draining { .. }
+        );
+        running && self.receives_stream() && !self.peer_stream_over()
+    }
+
+    /// Whether the peer said its stream to this side is over.
+    fn peer_stream_over(&self) -> bool {
+        if self.server.is_none() && self.bidir() {
+            self.server_done.is_some()
+        } else {
+            matches!(self.phase, Phase::Stream { done: Some(_), .. })
+        }
+    }
+
+    /// Which way the stream this side receives goes.
+    fn received_direction(&self) -> Direction {
+        if self.server.is_some() {
+            Direction::ClientToServer
+        } else {
+            Direction::ServerToClient
+        }
     }
 
     /// A live interval this side counted: an event here, a message to the
     /// peer (which prints it too).
     fn live_interval(&mut self, ivs: Vec<LiveInterval>) {
-        self.events.push_back(Event::Interval(ivs.clone()));
-        // A reverse-mode server that said done is on its way out: a write
-        // to a closed connection would fail the client's test.
-        let peer_leaving =
-            self.server.is_none() && !matches!(self.phase, Phase::Stream { done: None, .. });
+        self.events.push_back(Event::Interval {
+            direction: self.received_direction(),
+            intervals: ivs.clone(),
+        });
+        // A server that said done is on its way out: a write to a closed
+        // connection would fail the client's test.
+        let peer_leaving = self.server.is_none() && self.peer_stream_over();
         if !self.control_closed && !peer_leaving {
             self.send(&ControlMessage::Interval { intervals: ivs });
         }
@@ -604,7 +673,7 @@ impl Session {
     fn queue_echo_request(&mut self, now: Nanos) {
         let Some(t) = self.test else { return };
         let m = &mut self.meter;
-        let reverse_opening = t.params.reverse && m.arrivals.iter().all(Vec::is_empty);
+        let reverse_opening = t.params.server_sends() && m.arrivals.iter().all(Vec::is_empty);
         if reverse_opening && matches!(self.phase, Phase::Stream { .. }) {
             // Until data flows, keep opening the path (an open may be lost).
             self.datagrams
@@ -655,10 +724,25 @@ impl Session {
         }
     }
 
-    /// Whether this side receives the test stream.
+    /// Whether this side receives a test stream.
     fn receives_stream(&self) -> bool {
-        let reverse = self.test.is_some_and(|t| t.params.reverse);
-        self.server.is_some() != reverse
+        self.test.is_some_and(|t| {
+            if self.server.is_some() {
+                t.params.client_sends()
+            } else {
+                t.params.server_sends()
+            }
+        })
+    }
+
+    /// Whether the test is reverse (the server sends, the client receives).
+    fn reverse(&self) -> bool {
+        self.test.is_some_and(|t| t.params.reverse)
+    }
+
+    /// Whether both ends send (`bidir`).
+    fn bidir(&self) -> bool {
+        self.test.is_some_and(|t| t.params.bidir)
     }
 
     fn on_echo(&mut self, now: Nanos, from: SocketAddr, e: Echo) {
@@ -743,8 +827,13 @@ impl Session {
             Phase::Stream {
                 stopping: Some(_), ..
             } => Stage::Stopping,
-            Phase::Stream { .. } | Phase::Settle { .. } | Phase::Closing { .. } => Stage::Stream,
-            Phase::Results { .. } | Phase::Sending | Phase::Ended => Stage::Results,
+            Phase::Stream { .. }
+            | Phase::Settle { .. }
+            | Phase::Finishing { .. }
+            | Phase::Closing { .. } => Stage::Stream,
+            Phase::Results { .. } | Phase::Draining { .. } | Phase::Sending | Phase::Ended => {
+                Stage::Results
+            }
         }
     }
 }

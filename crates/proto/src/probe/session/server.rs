@@ -1,6 +1,7 @@
 //! The server side of a [`Session`]: the hello and its checks (version,
 //! token, rate cap, parameters), then receiving the stream and reporting
-//! (forward) or streaming to the address the client opened (reverse).
+//! (forward) or streaming to the address the client opened (reverse),
+//! or both at once (bidir).
 
 use std::net::SocketAddr;
 
@@ -12,7 +13,7 @@ use super::{
 };
 use crate::probe::control::{ControlMessage, Frame, RECORDS_PER_FRAME, Refusal, records_frame};
 use crate::probe::error::{Error, MessageKind, Stage};
-use crate::probe::params::{Schedule, TestParams};
+use crate::probe::params::{Direction, Schedule, TestParams};
 use crate::probe::report::SenderReport;
 use crate::probe::wire::PROTOCOL_VERSION;
 use crate::units::Nanos;
@@ -65,14 +66,11 @@ impl Session {
         });
     }
 
-    fn sends_stream(&self) -> bool {
-        self.test.is_some_and(|t| t.params.reverse)
-    }
-
     pub(super) fn server_frame(&mut self, now: Nanos, frame: Frame) {
         match self.phase {
             Phase::Hello { busy: true, .. } => self.refuse_busy(),
             Phase::Hello { .. } => self.server_hello(now, frame),
+            _ if self.bidir() => self.server_bidir_frame(now, frame),
             Phase::Open { .. } => match frame {
                 // Stopped before it began: report that nothing was sent.
                 Frame::Message(ControlMessage::Abort { .. }) => {
@@ -83,9 +81,12 @@ impl Session {
             },
             // Reverse: the client's live intervals are for the log;
             // anything else from it during the stream (an abort) means stop.
-            Phase::Stream { .. } | Phase::Closing { .. } if self.sends_stream() => match frame {
+            Phase::Stream { .. } | Phase::Closing { .. } if self.reverse() => match frame {
                 Frame::Message(ControlMessage::Interval { intervals }) => {
-                    self.events.push_back(Event::Interval(intervals));
+                    self.events.push_back(Event::Interval {
+                        direction: Direction::ServerToClient,
+                        intervals,
+                    });
                 }
                 _ if matches!(self.phase, Phase::Stream { .. }) => self.stop_stream(),
                 _ => {}
@@ -104,6 +105,35 @@ impl Session {
             },
             Phase::Closing { .. } => {}
             _ => self.server_unexpected(frame),
+        }
+    }
+
+    /// A frame of a bidir test: the client's live intervals (for the log,
+    /// whenever they come), a stop request, the client's done.
+    fn server_bidir_frame(&mut self, now: Nanos, frame: Frame) {
+        match (self.phase, frame) {
+            (_, Frame::Message(ControlMessage::Interval { intervals })) => {
+                self.events.push_back(Event::Interval {
+                    direction: Direction::ServerToClient,
+                    intervals,
+                });
+            }
+            // Ctrl-C at the client: it stops its stream and says done;
+            // this side stops its own (or reports that it never began).
+            (Phase::Open { .. }, Frame::Message(ControlMessage::Abort { .. })) => {
+                let n = self.test.map_or(1, |t| t.params.streams as usize);
+                self.phase = self.stream_phase(now);
+                self.server_stream_finished(now, vec![SenderReport::default(); n]);
+            }
+            (_, Frame::Message(ControlMessage::Abort { .. })) => self.stop_stream(),
+            (Phase::Stream { done: None, .. }, Frame::Message(ControlMessage::Done { sender })) => {
+                self.sender = Some(sender);
+                if let Phase::Stream { done, .. } = &mut self.phase {
+                    *done = Some(now);
+                }
+            }
+            (Phase::Closing { .. }, _) => {}
+            (_, other) => self.server_unexpected(other),
         }
     }
 
@@ -166,8 +196,13 @@ impl Session {
             params,
             schedule,
         };
-        if params.reverse {
-            self.meter_for(&t, 0);
+        if params.server_sends() {
+            let cap = if params.bidir {
+                schedule.record_cap()
+            } else {
+                0
+            };
+            self.meter_for(&t, cap);
             self.phase = Phase::Open {
                 deadline: now + OPEN_TIMEOUT,
             };
@@ -187,7 +222,10 @@ impl Session {
     }
 
     pub(super) fn server_stream_finished(&mut self, now: Nanos, report: Vec<SenderReport>) {
-        if !matches!(self.phase, Phase::Open { .. } | Phase::Stream { .. }) {
+        if !matches!(
+            self.phase,
+            Phase::Open { .. } | Phase::Stream { .. } | Phase::Finishing { .. }
+        ) {
             return;
         }
         if self.control_closed {
@@ -196,6 +234,14 @@ impl Session {
         }
         self.told.0 = Some(report.clone());
         self.send(&ControlMessage::Done { sender: report });
+        if self.bidir() {
+            // The client's stream is still to drain and report (Stream),
+            // or its report is out and only this side's done was missing.
+            if let Phase::Finishing { .. } = self.phase {
+                self.phase = Phase::Sending;
+            }
+            return;
+        }
         // Answer echo requests already on their way, then end: the server
         // is free for the next test before this client reports.
         self.phase = Phase::Closing {
@@ -206,7 +252,7 @@ impl Session {
     pub(super) fn server_closed(&mut self, _now: Nanos) {
         match self.phase {
             Phase::Hello { busy: true, .. } | Phase::Closing { .. } => self.end(Event::Finished),
-            Phase::Stream { .. } if self.sends_stream() => self.stop_stream(),
+            Phase::Stream { .. } if self.reverse() => self.stop_stream(),
             _ => {
                 let stage = self.stage();
                 self.fail(Error::Closed { stage });
@@ -231,8 +277,12 @@ impl Session {
                 stage: Stage::Open,
                 after: OPEN_TIMEOUT,
             }),
-            Phase::Stream { done: Some(d), .. } if now >= d + DRAIN => self.server_results(),
+            Phase::Stream { done: Some(d), .. } if now >= d + DRAIN => self.server_results(now),
             Phase::Stream { deadline, .. } if now >= deadline => self.fail(Error::Timeout {
+                stage: Stage::Stream,
+                after: duration + TEST_GRACE,
+            }),
+            Phase::Finishing { deadline } if now >= deadline => self.fail(Error::Timeout {
                 stage: Stage::Stream,
                 after: duration + TEST_GRACE,
             }),
@@ -243,7 +293,11 @@ impl Session {
 
     /// Forward mode, the stream drained: the report, then the records if
     /// the client asked for them.
-    fn server_results(&mut self) {
+    fn server_results(&mut self, now: Nanos) {
+        let deadline = match self.phase {
+            Phase::Stream { deadline, .. } => deadline,
+            _ => return,
+        };
         let sender = self.sender.take().unwrap_or_default();
         self.finish_live(&sender);
         let report = self.analyze(&sender);
@@ -259,12 +313,25 @@ impl Session {
             records: records.len() as u64,
         });
         self.records_out = Some((records, 0));
-        self.phase = Phase::Sending;
+        // Bidir: its own stream may still run; its done is the last word.
+        self.phase = if self.bidir() && self.told.0.is_none() {
+            if now >= deadline {
+                let after = self.test.map_or(Nanos::ZERO, |t| t.params.duration()) + TEST_GRACE;
+                return self.fail(Error::Timeout {
+                    stage: Stage::Stream,
+                    after,
+                });
+            }
+            Phase::Finishing { deadline }
+        } else {
+            Phase::Sending
+        };
     }
 
     /// The next frame of records to send; once everything is out, the
-    /// session ends.
-    pub(super) fn next_records_frame(&mut self) -> Option<Vec<u8>> {
+    /// session ends (bidir: after [`SETTLE`], as the client may still be
+    /// writing the live intervals it counted before the done reached it).
+    pub(super) fn next_records_frame(&mut self, now: Nanos) -> Option<Vec<u8>> {
         if let Some((records, sent)) = &mut self.records_out
             && *sent < records.len()
         {
@@ -275,7 +342,13 @@ impl Session {
         }
         if self.phase == Phase::Sending {
             self.records_out = None;
-            self.end(Event::Finished);
+            if self.bidir() {
+                self.phase = Phase::Closing {
+                    deadline: now + SETTLE,
+                };
+            } else {
+                self.end(Event::Finished);
+            }
         }
         None
     }

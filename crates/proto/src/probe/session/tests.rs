@@ -5,7 +5,7 @@
 use super::*;
 use crate::probe::control::FrameDecoder;
 use crate::probe::error::MessageKind;
-use crate::probe::params::DEFAULT_BURST_US;
+use crate::probe::params::{DEFAULT_BURST_US, Direction};
 use crate::probe::wire::{DataHeader, PROTOCOL_VERSION};
 
 const T0: Nanos = Nanos::ZERO;
@@ -31,6 +31,7 @@ fn params() -> TestParams {
         interval_ms: 100,
         burst_us: DEFAULT_BURST_US,
         streams: 1,
+        bidir: false,
     }
 }
 
@@ -113,6 +114,22 @@ fn server_refuses_with_the_reason_and_value() {
     let (r, m) = refusal(token(), &hello(99, None, params()));
     assert_eq!(r, Refusal::Version);
     assert!(m.contains("client speaks probe protocol version 99"), "{m}");
+    // A release from before bidir (version 3) is told what to do.
+    let (r, m) = refusal(token(), &hello(3, Some("s3cret"), params()));
+    assert_eq!(r, Refusal::Version);
+    assert_eq!(
+        m,
+        "client speaks probe protocol version 3, this server speaks 4: run the same nagare \
+         release on both ends"
+    );
+    let both = TestParams {
+        reverse: true,
+        bidir: true,
+        ..params()
+    };
+    let (r, m) = refusal(token(), &hello(PROTOCOL_VERSION, Some("s3cret"), both));
+    assert_eq!(r, Refusal::Params);
+    assert!(m.contains("drop --reverse"), "{m}");
     for t in [None, Some("s3creT"), Some("s3cre")] {
         let (r, m) = refusal(token(), &hello(PROTOCOL_VERSION, t, params()));
         assert_eq!(
@@ -282,7 +299,13 @@ fn only_the_peers_datagrams_of_this_session_count() {
     assert_eq!(*records, 0);
     assert_eq!(
         events,
-        vec![Event::Interval(intervals.clone()), Event::Finished]
+        vec![
+            Event::Interval {
+                direction: Direction::ClientToServer,
+                intervals: intervals.clone()
+            },
+            Event::Finished
+        ]
     );
 }
 
@@ -563,4 +586,149 @@ fn echo_replies_count_once_and_only_when_asked() {
     }
     assert_eq!(s.meter.rtt_idle.count(), 1);
     assert_eq!(s.meter.rtt_idle.max(), 1000);
+}
+
+#[test]
+fn bidir_server_receives_then_streams_to_the_opened_address() {
+    let p = TestParams {
+        bidir: true,
+        ..params()
+    };
+    let mut s = accepted_server(p);
+    // The client's stream may come before its open: it counts.
+    let now = Nanos::from_millis(1);
+    s.handle_input(
+        now,
+        Input::Datagram {
+            from: client_addr(),
+            payload: &data(42, 0),
+        },
+    );
+    let (_, events) = drain(&mut s, now);
+    assert!(events.is_empty(), "{events:?}");
+    let open = Echo {
+        kind: EchoKind::Open,
+        session: 42,
+        id: 0,
+        sent_at: T0,
+    };
+    s.handle_input(
+        now,
+        Input::Datagram {
+            from: client_addr(),
+            payload: &open.to_bytes(),
+        },
+    );
+    let (_, events) = drain(&mut s, now);
+    let [Event::StartStream(plan)] = &events[..] else {
+        panic!("{events:?}");
+    };
+    assert_eq!((plan.to, plan.session), (client_addr(), 42));
+    bidir_server_reports_then_says_done(s, now);
+}
+
+/// The rest of a bidir server's test, from its stream's start at `now`.
+fn bidir_server_reports_then_says_done(mut s: Session, now: Nanos) {
+    // The client's count of the server's stream is logged as such.
+    let iv = ControlMessage::Interval {
+        intervals: vec![LiveInterval::default()],
+    };
+    s.handle_input(now, Input::Control(&iv.to_frame()));
+    let (_, events) = drain(&mut s, now);
+    assert!(matches!(
+        &events[..],
+        [Event::Interval {
+            direction: Direction::ServerToClient,
+            ..
+        }]
+    ));
+    // The client's stream ends first: its report waits for the drain,
+    // and the server's done comes when its own stream ends.
+    let done = ControlMessage::Done {
+        sender: vec![SenderReport {
+            sent: 2,
+            ..SenderReport::default()
+        }],
+    };
+    let t = Nanos::from_millis(600);
+    s.handle_input(t, Input::Control(&done.to_frame()));
+    let t = t + DRAIN;
+    s.handle_input(t, Input::Timer);
+    let (msgs, _) = drain(&mut s, t);
+    let [.., ControlMessage::Report { receiver, .. }] = &msgs[..] else {
+        panic!("{msgs:?}");
+    };
+    assert_eq!(
+        (receiver[0].sent, receiver[0].received, receiver[0].lost),
+        (2, 1, 1)
+    );
+    assert!(!s.is_ended(), "ended before its own stream");
+    let mine = SenderReport {
+        sent: 7,
+        ..SenderReport::default()
+    };
+    s.handle_input(t, Input::StreamFinished(vec![mine.clone()]));
+    let (msgs, _) = drain(&mut s, t);
+    assert_eq!(msgs, vec![ControlMessage::Done { sender: vec![mine] }]);
+    // Late intervals from the client are harmless while it settles.
+    s.handle_input(t, Input::Control(&iv.to_frame()));
+    let t = t + SETTLE;
+    s.handle_input(t, Input::Timer);
+    let (_, events) = drain(&mut s, t);
+    assert!(matches!(events.last(), Some(Event::Finished)), "{events:?}");
+    let (sent, received) = s.told();
+    assert_eq!(
+        (sent.unwrap()[0].sent, received.unwrap()[0].received),
+        (7, 1)
+    );
+}
+
+#[test]
+fn bidir_client_opens_the_path_and_waits_for_both_reports() {
+    let p = TestParams {
+        bidir: true,
+        ..params()
+    };
+    let (mut s, t) = client_awaiting_report(p);
+    // The server's stream (the welcome's session 7): two of three packets.
+    for seq in [0, 2] {
+        s.handle_input(
+            t,
+            Input::Datagram {
+                from: server_addr(),
+                payload: &data(7, seq),
+            },
+        );
+    }
+    let report = ControlMessage::Report {
+        receiver: vec![ReceiverReport {
+            sent: 5,
+            received: 5,
+            ..ReceiverReport::default()
+        }],
+        records: 0,
+    };
+    s.handle_input(t, Input::Control(&report.to_frame()));
+    assert!(!s.is_ended(), "no results before the server's done");
+    let done = ControlMessage::Done {
+        sender: vec![SenderReport {
+            sent: 3,
+            ..SenderReport::default()
+        }],
+    };
+    let t = t + Nanos::from_millis(50);
+    s.handle_input(t, Input::Control(&done.to_frame()));
+    // The server may close once its done is out.
+    s.handle_input(t, Input::ControlClosed);
+    assert_eq!(s.poll_timeout(), Some(t + DRAIN));
+    s.handle_input(t + DRAIN, Input::Timer);
+    let events: Vec<Event> = std::iter::from_fn(|| s.poll_event()).collect();
+    let Some(Event::Results(r)) = events.last() else {
+        panic!("{events:?}");
+    };
+    assert_eq!(r.receiver[0].received, 5);
+    let back = r.back.as_ref().expect("the server's stream");
+    assert_eq!(back.sender[0].sent, 3);
+    let x = &back.receiver[0];
+    assert_eq!((x.sent, x.received, x.lost), (3, 2, 1));
 }
