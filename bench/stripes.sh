@@ -50,8 +50,8 @@ if [ -z "$record" ]; then
   avail=$(($(awk '/MemAvailable/ {print $2}' /proc/meminfo) * 1024))
   shm=$(df --output=avail -B1 /dev/shm 2>/dev/null | tail -1 || echo 0)
   need=$((frames * frame_bytes))
-  # Leave half the memory to everything else.
-  if [ "$need" -lt $((avail / 2)) ] && [ "$need" -lt "$shm" ]; then
+  # Leave 6 GB to the processes (ring, frame buffers) and everything else.
+  if [ $((need + 6 * 1024 * 1024 * 1024)) -lt "$avail" ] && [ "$need" -lt "$shm" ]; then
     record=/dev/shm/nagare-stripes-$$.raw
   else
     record=/dev/null
