@@ -20,7 +20,9 @@
 #                     for 2si gathered, on the reader thread every frame)
 #   RECORD=PATH       where recv records (default: a file in /dev/shm when
 #                     it has room for every frame, else /dev/null)
-#   PACING=precise|efficient   the sender's --pacing (default precise)
+#   PACING="precise efficient"   the sender's --pacing, one run (and one
+#                     table) each; default both (on two cores a spinning
+#                     sender takes CPU the receiver needs)
 #   PIN=1             pin the sender to CPU 0 and the receiver to CPU 1
 # Send CPU is the whole process (GNU time): with SOURCE=pattern it includes
 # the one-time render of the 8 cycled frames (about 1 CPU-s), which the
@@ -32,7 +34,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-5}
 split=${SPLIT:-2si}
 source=${SOURCE:-pattern}
-pacing=${PACING:-precise}
+pacings=${PACING:-precise efficient}
 frames=$((secs * 30))
 frame_bytes=$((7680 * 4320 * 5 / 2))
 command -v /usr/bin/time >/dev/null || { echo "bench: /usr/bin/time is missing (apt-get install time)" >&2; exit 2; }
@@ -66,6 +68,11 @@ case "$source" in
 esac
 pin_send=() pin_recv=()
 if [ "${PIN:-0}" = 1 ]; then pin_send=(taskset -c 0) pin_recv=(taskset -c 1); fi
+for pacing in $pacings; do
+case "$pacing" in
+  precise | efficient) ;;
+  *) echo "bench: PACING holds precise and/or efficient, not '$pacing'" >&2; exit 2 ;;
+esac
 port=$((20000 + RANDOM % 20000))
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 # Whole-machine CPU ticks (busy, total) over the run: what else ran.
@@ -159,3 +166,4 @@ print(f"| {frames} | {send['frames_sent']} | {recv['frames_complete']} | {recv['
       f"| {recv_cpu / max(recv_gbit, 1e-9):.3f} | {recv['skew_us_max']:.0f} | {drops} | {verdict} |")
 print(f"\n{busy_note}")
 EOF
+done
