@@ -657,16 +657,24 @@ impl Books<'_> {
             None if room => self.arrivals.push((p.timestamp, p.at, p.at)),
             None => {}
         }
-        self.assembler
-            .handle_input(p.stripe, p.timestamp, &p.data, p.complete)
+        // 2SI stripes stay in their buffers until the frame goes out (no
+        // copy); the assembler hands them back then, in `drain`.
+        let back = self
+            .assembler
+            .handle_owned(p.stripe, p.timestamp, p.data, p.complete)
             .context("assembling stripes")?;
-        let _ = self.recycle[p.stripe].try_send(p.data);
+        if let Some(buf) = back {
+            let _ = self.recycle[p.stripe].try_send(buf);
+        }
         self.drain()
     }
 
     fn drain(&mut self) -> Result<()> {
         while let Ok(buf) = self.writer.back.try_recv() {
             self.assembler.recycle(buf);
+        }
+        while let Some((k, buf)) = self.assembler.poll_spent() {
+            let _ = self.recycle[k].try_send(buf);
         }
         while let Some(f) = self.assembler.poll_event() {
             if let Some(pos) = self.arrivals.iter().position(|a| a.0 == f.timestamp) {

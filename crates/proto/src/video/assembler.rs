@@ -75,6 +75,9 @@ struct Partial {
     /// 2SI: the stripes as they arrive, back to back, interleaved into
     /// `data` in one pass when the frame goes out (empty otherwise).
     staged: Vec<u8>,
+    /// 2SI: the stripes' own buffers, held until the frame goes out
+    /// ([`Assembler::handle_owned`]; empty otherwise).
+    held: Vec<Option<Vec<u8>>>,
     arrived: StripeSet,
     incomplete: StripeSet,
 }
@@ -94,6 +97,8 @@ pub struct Assembler {
     spare: Vec<Vec<u8>>,
     /// Staging buffers for reuse.
     spare_staged: Vec<Vec<u8>>,
+    /// Held stripe buffers of frames handed out, for their owners.
+    spent: VecDeque<(usize, Vec<u8>)>,
     /// A stripe of zeros, made the first time a stripe goes missing.
     zeros: Vec<u8>,
     counters: Vec<StripeCounters>,
@@ -112,6 +117,7 @@ impl Assembler {
             ready: VecDeque::new(),
             spare: Vec::new(),
             spare_staged: Vec::new(),
+            spent: VecDeque::new(),
             zeros: Vec::new(),
             counters: vec![StripeCounters::default(); stripes.count()],
         }
@@ -126,27 +132,91 @@ impl Assembler {
         data: &[u8],
         complete: bool,
     ) -> Result<(), Error> {
-        if k >= self.stripes.count() {
-            return Err(Error::NoSuchStripe(k as u32));
-        }
-        if self.last_out.is_some_and(|t| timestamp.ticks_since(t) <= 0) {
-            self.counters[k].late += 1;
+        let Some(pos) = self.accept(k, timestamp, data.len())? else {
             return Ok(());
-        }
+        };
         let n = self.stripes.stripe_format().frame_bytes();
-        if data.len() != n {
-            return Err(Error::FrameSize {
-                expected: n,
-                got: data.len(),
-            });
-        }
-        let pos = self.slot(timestamp);
+        let two_si = self.stripes.rule() == Rule::TwoSampleInterleave;
         let p = &mut self.partial[pos];
+        if two_si && p.staged.is_empty() {
+            // 2SI stripes are staged and interleaved two at a time when
+            // the frame goes out: merging one stripe into the frame reads
+            // every line back to keep the other stripe's pairs.
+            p.staged = self.spare_staged.pop().unwrap_or_default();
+            p.staged.resize(n * self.stripes.count(), 0);
+        }
         if p.staged.is_empty() {
             self.stripes.merge(data, k, &mut p.data)?;
         } else {
             p.staged[k * n..(k + 1) * n].copy_from_slice(data);
         }
+        self.arrived(pos, k, timestamp, complete);
+        Ok(())
+    }
+
+    /// [`handle_input`](Self::handle_input) taking the stripe's buffer: a
+    /// 2SI stripe is held, not copied, until its frame goes out, then
+    /// given back by [`poll_spent`](Self::poll_spent); any other buffer
+    /// (a stripe of another rule, a late or repeated one) comes straight
+    /// back here.
+    pub fn handle_owned(
+        &mut self,
+        k: usize,
+        timestamp: MediaTime,
+        data: Vec<u8>,
+        complete: bool,
+    ) -> Result<Option<Vec<u8>>, Error> {
+        if self.stripes.rule() != Rule::TwoSampleInterleave {
+            self.handle_input(k, timestamp, &data, complete)?;
+            return Ok(Some(data));
+        }
+        let Some(pos) = self.accept(k, timestamp, data.len())? else {
+            return Ok(Some(data));
+        };
+        let count = self.stripes.count();
+        let p = &mut self.partial[pos];
+        if p.held.is_empty() {
+            p.held.resize_with(count, || None);
+        }
+        let before = p.held[k].replace(data);
+        self.arrived(pos, k, timestamp, complete);
+        Ok(before)
+    }
+
+    /// A held stripe buffer whose frame went out, and its stripe.
+    pub fn poll_spent(&mut self) -> Option<(usize, Vec<u8>)> {
+        self.spent.pop_front()
+    }
+
+    /// Checks a stripe arrival and finds its frame (`None`: too late, and
+    /// counted).
+    fn accept(
+        &mut self,
+        k: usize,
+        timestamp: MediaTime,
+        len: usize,
+    ) -> Result<Option<usize>, Error> {
+        if k >= self.stripes.count() {
+            return Err(Error::NoSuchStripe(k as u32));
+        }
+        if self.last_out.is_some_and(|t| timestamp.ticks_since(t) <= 0) {
+            self.counters[k].late += 1;
+            return Ok(None);
+        }
+        let n = self.stripes.stripe_format().frame_bytes();
+        if len != n {
+            return Err(Error::FrameSize {
+                expected: n,
+                got: len,
+            });
+        }
+        Ok(Some(self.slot(timestamp)))
+    }
+
+    /// Books stripe `k`'s arrival in frame `pos` and hands out what is
+    /// settled.
+    fn arrived(&mut self, pos: usize, k: usize, timestamp: MediaTime, complete: bool) {
+        let p = &mut self.partial[pos];
         let bit = 1 << k;
         if p.arrived & bit == 0 {
             p.arrived |= bit;
@@ -161,7 +231,6 @@ impl Assembler {
             self.newest[k] = Some(timestamp);
         }
         self.release();
-        Ok(())
     }
 
     /// The frame being filled for `timestamp`, made if new, in timestamp
@@ -186,20 +255,13 @@ impl Assembler {
             data.clear();
             data.resize(n, 0);
         }
-        // 2SI stripes are staged and interleaved two at a time when the
-        // frame goes out: merging one stripe into the frame reads every
-        // line back to keep the other stripe's pairs.
-        let mut staged = Vec::new();
-        if self.stripes.rule() == Rule::TwoSampleInterleave {
-            staged = self.spare_staged.pop().unwrap_or_default();
-            staged.resize(n, 0);
-        }
         self.partial.insert(
             pos,
             Partial {
                 timestamp,
                 data,
-                staged,
+                staged: Vec::new(),
+                held: Vec::new(),
                 arrived: 0,
                 incomplete: 0,
             },
@@ -232,20 +294,27 @@ impl Assembler {
         };
         let missing = all & !p.arrived;
         let n = self.stripes.stripe_format().frame_bytes();
-        let absent = (0..self.stripes.count()).filter(|k| missing & (1 << k) != 0);
-        if !p.staged.is_empty() {
-            for k in absent {
-                p.staged[k * n..(k + 1) * n].fill(0);
-            }
-            // Sizes match: both were made from `stripes`.
-            let _ = self.stripes.merge_all(&p.staged, &mut p.data);
-            if self.spare_staged.len() < self.depth {
+        if missing != 0 && self.zeros.is_empty() {
+            self.zeros = vec![0; n];
+        }
+        if !p.staged.is_empty() || !p.held.is_empty() {
+            let parts: Vec<&[u8]> = (0..self.stripes.count())
+                .map(|k| match p.held.get(k).and_then(Option::as_deref) {
+                    Some(held) => held,
+                    None if missing & (1 << k) != 0 => &self.zeros[..],
+                    None => &p.staged[k * n..(k + 1) * n],
+                })
+                .collect();
+            // Sizes match: all were made from `stripes`.
+            let _ = self.stripes.merge_parts(&parts, &mut p.data);
+            if !p.staged.is_empty() && self.spare_staged.len() < self.depth {
                 self.spare_staged.push(std::mem::take(&mut p.staged));
             }
+            let held = p.held.drain(..).enumerate();
+            self.spent
+                .extend(held.filter_map(|(k, b)| b.map(|b| (k, b))));
         } else {
-            if missing != 0 && self.zeros.is_empty() {
-                self.zeros = vec![0; n];
-            }
+            let absent = (0..self.stripes.count()).filter(|k| missing & (1 << k) != 0);
             for k in absent {
                 let _ = self.stripes.merge(&self.zeros, k, &mut p.data);
             }
@@ -397,5 +466,34 @@ mod tests {
         s.merge(&vec![0; s.stripe_format().frame_bytes()], 0, &mut want)
             .unwrap();
         assert_eq!(f.data, want);
+    }
+
+    #[test]
+    fn owned_stripes_are_held_then_given_back() {
+        let (s, frame) = setup();
+        let mut a = Assembler::new(s, 4);
+        a.recycle(vec![0xee; frame.len()]);
+        for k in [3, 1, 7, 2, 4, 6, 5] {
+            let back = a
+                .handle_owned(k, MediaTime(0), part(&s, &frame, k), true)
+                .unwrap();
+            assert!(back.is_none(), "stripe {k} is held, not copied");
+        }
+        assert!(a.poll_spent().is_none());
+        a.finish();
+        let f = a.poll_event().unwrap();
+        assert_eq!(f.missing, 1);
+        let mut want = frame.clone();
+        s.merge(&vec![0; s.stripe_format().frame_bytes()], 0, &mut want)
+            .unwrap();
+        assert_eq!(f.data, want);
+        let mut spent: Vec<usize> = std::iter::from_fn(|| a.poll_spent().map(|(k, _)| k)).collect();
+        spent.sort_unstable();
+        assert_eq!(spent, [1, 2, 3, 4, 5, 6, 7]);
+        // A late stripe's buffer comes straight back.
+        let late = a
+            .handle_owned(0, MediaTime(0), part(&s, &frame, 0), true)
+            .unwrap();
+        assert!(late.is_some());
     }
 }

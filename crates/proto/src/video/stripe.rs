@@ -245,17 +245,37 @@ impl Stripes {
     /// line back to keep the other's pairs (twice the memory traffic).
     pub fn merge_all(&self, stripes: &[u8], frame: &mut [u8]) -> Result<(), Error> {
         let n = self.stripe.frame_bytes();
-        let sizes = [
-            (frame.len(), self.frame.frame_bytes()),
-            (stripes.len(), n * self.count),
-        ];
-        for (got, expected) in sizes {
-            if got != expected {
-                return Err(Error::FrameSize { expected, got });
-            }
+        if stripes.len() != n * self.count {
+            return Err(Error::FrameSize {
+                expected: n * self.count,
+                got: stripes.len(),
+            });
+        }
+        let parts: Vec<&[u8]> = stripes.chunks_exact(n).collect();
+        self.merge_parts(&parts, frame)
+    }
+
+    /// [`merge_all`](Self::merge_all) from separate buffers: `parts[k]`
+    /// is stripe `k`.
+    pub fn merge_parts(&self, parts: &[&[u8]], frame: &mut [u8]) -> Result<(), Error> {
+        let n = self.stripe.frame_bytes();
+        if parts.len() != self.count {
+            return Err(Error::StripeCount(parts.len() as u32));
+        }
+        if frame.len() != self.frame.frame_bytes() {
+            return Err(Error::FrameSize {
+                expected: self.frame.frame_bytes(),
+                got: frame.len(),
+            });
+        }
+        if let Some(bad) = parts.iter().find(|p| p.len() != n) {
+            return Err(Error::FrameSize {
+                expected: n,
+                got: bad.len(),
+            });
         }
         if self.rule != Rule::TwoSampleInterleave {
-            for (k, stripe) in stripes.chunks_exact(n).enumerate() {
+            for (k, stripe) in parts.iter().enumerate() {
                 self.merge(stripe, k, frame)?;
             }
             return Ok(());
@@ -268,9 +288,8 @@ impl Stripes {
             let (half, t) = (y % 2, y / 2);
             let (band, y_stripe) = (t / lines, t % lines);
             let first = 2 * half * self.bands + band;
-            let at = |k: usize| k * n + y_stripe * sl;
-            let (a, b) = (at(first), at(first + self.bands));
-            interleave(self.pair, &stripes[a..a + sl], &stripes[b..b + sl], row);
+            let line = |k: usize| &parts[k][y_stripe * sl..(y_stripe + 1) * sl];
+            interleave(self.pair, line(first), line(first + self.bands), row);
         }
         Ok(())
     }
