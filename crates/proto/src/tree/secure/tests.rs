@@ -58,10 +58,7 @@ fn records(mut bytes: &[u8]) -> Vec<Vec<u8>> {
 fn deliver(to: &mut SecureLink, sealed: &[u8]) -> Result<Opened, Error> {
     let mut last = Ok(Opened::Partial);
     for r in records(sealed) {
-        last = to.open(&r);
-        if last.is_err() {
-            return last;
-        }
+        last = Ok(to.open(&r)?);
     }
     last
 }
