@@ -226,8 +226,18 @@ fn plan_from_listen(args: &RecvArgs) -> Result<(Stripes, Legs)> {
     Ok((stripes, legs))
 }
 
-/// Stripes, legs and rate from a `nagare cluster` config.
-fn plan_from_cluster(path: &Path) -> Result<(Stripes, Legs, FrameRate)> {
+/// What a `nagare cluster` config says about receiving.
+struct FromCluster {
+    stripes: Stripes,
+    legs: Legs,
+    rate: FrameRate,
+    /// Its `[receiver] interface`, resolved only when no --interface
+    /// overrides it.
+    interface: Option<String>,
+}
+
+/// Stripes, legs, rate and interface from a `nagare cluster` config.
+fn plan_from_cluster(path: &Path) -> Result<FromCluster> {
     let meta = std::fs::metadata(path)
         .with_context(|| format!("cannot read --cluster '{}'", path.display()))?;
     if meta.len() > 1 << 20 {
@@ -269,7 +279,12 @@ fn plan_from_cluster(path: &Path) -> Result<(Stripes, Legs, FrameRate)> {
         }
         legs.push(l);
     }
-    Ok((stripes, legs, rate))
+    Ok(FromCluster {
+        stripes,
+        legs,
+        rate,
+        interface: c.receiver.interface,
+    })
 }
 
 impl Plan {
@@ -277,10 +292,21 @@ impl Plan {
         if args.striping.dup.is_some() && !args.sdp.is_empty() {
             bail!("--dup goes with --listen; with --sdp, name both legs in the SDP (a=group:DUP)");
         }
+        let mut interface = args.interface.clone();
         let (stripes, legs, sdp_rate) = match &args.striping.cluster {
             Some(path) => {
-                let (s, l, r) = plan_from_cluster(path)?;
-                (s, l, Some(r))
+                let c = plan_from_cluster(path)?;
+                // --interface wins over the file.
+                if let (None, Some(i)) = (&interface, &c.interface) {
+                    let found = cli::parse_interface(i).with_context(|| {
+                        format!(
+                            "--cluster '{}': [receiver] interface = \"{i}\"",
+                            path.display()
+                        )
+                    })?;
+                    interface = Some(found);
+                }
+                (c.stripes, c.legs, Some(c.rate))
             }
             None if args.sdp.is_empty() => {
                 let (s, l) = plan_from_listen(args)?;
@@ -300,7 +326,7 @@ impl Plan {
             legs,
             rate: args.fps.or(sdp_rate),
             socket: ReceiveOptions {
-                interface: args.interface.clone(),
+                interface,
                 source: None,
                 buffer_bytes: (frame * 4).clamp(8 << 20, 256 << 20),
             },

@@ -486,6 +486,65 @@ impl RoutedNet {
         assert!(line.starts_with("10.1.0.1 "), "unexpected RP: {line}");
     }
 
+    /// One serve node in the node namespace sending 4 stripes of a noise
+    /// clip to `group` (ports 5000..5003) through `nagare cluster start`:
+    /// the clip, the node, the controller and its config (which names the
+    /// receiver's interface for `recv --cluster`).
+    fn send(&self, s: &Scratch, group: &str) -> (Vec<u8>, Running, Running, std::path::PathBuf) {
+        let media = s.path("media");
+        std::fs::create_dir_all(&media).unwrap();
+        let source = noise(FRAME * FILE_FRAMES, 11);
+        std::fs::write(media.join("clip.yuv"), &source).unwrap();
+        std::fs::write(
+            media.join("clip.yuv.toml"),
+            "size = \"256x128\"\npix_fmt = \"uyvy422\"\nfps = \"25\"\n",
+        )
+        .unwrap();
+        let mut serve = self.nagare(0);
+        serve
+            .args([
+                "serve",
+                "--pacers",
+                "1",
+                "--allow",
+                "239.0.0.0/8",
+                "--media",
+            ])
+            .arg(&media)
+            .args(["--http", "127.0.0.1:0", "--rtsp", "127.0.0.1:0"]);
+        let mut node = Running::spawn(serve);
+        let line = node.wait_for("http listening on ");
+        let url = format!(
+            "http://{}",
+            line.rsplit("listening on ").next().unwrap().trim()
+        );
+        let mut t = String::from(
+            "failover = \"manual\"\npoll_ms = 100\ndead_after_ms = 1000\n[stream]\n\
+         source = \"clip.yuv\"\nsize = \"256x128\"\npix_fmt = \"uyvy422\"\nfps = \"25\"\n\
+         split = \"2si\"\nstripes = 4\npacket_size = 1200\n",
+        );
+        for k in 0..4 {
+            t += &format!(
+                "[[destination]]\nto = \"{group}:{}\"\ninterface = \"{ROUTED_SOURCE}\"\nttl = 8\n",
+                5000 + k
+            );
+        }
+        t += &format!("[[node]]\nname = \"n\"\nurl = \"{url}\"\nstripes = [0, 1, 2, 3]\n");
+        // The receiver's interface, for `recv --cluster` (the destinations'
+        // is the node's, on the other side of the router).
+        t += "[receiver]\ninterface = \"10.2.0.2\"\n";
+        let config = s.path("cluster.toml");
+        std::fs::write(&config, t).unwrap();
+        let mut start = self.nagare(0);
+        start
+            .args(["cluster", "--config"])
+            .arg(&config)
+            .args(["start", "--json"]);
+        let mut start = Running::spawn(start);
+        start.wait_for("node n: sending stripe 3");
+        (source, node, start, config)
+    }
+
     /// A command inside namespace `i` (0 node, 2 receiver).
     fn nagare(&self, i: usize) -> std::process::Command {
         let mut c = std::process::Command::new("ip");
@@ -547,54 +606,7 @@ fn stripes_cross_a_pimd_router_only_after_a_receiver_joins() {
     const GROUP: &str = "239.1.1.1";
     let Some(net) = RoutedNet::new() else { return };
     let s = Scratch::new("cluster-routed");
-    let media = s.path("media");
-    std::fs::create_dir_all(&media).unwrap();
-    let source = noise(FRAME * FILE_FRAMES, 11);
-    std::fs::write(media.join("clip.yuv"), &source).unwrap();
-    std::fs::write(
-        media.join("clip.yuv.toml"),
-        "size = \"256x128\"\npix_fmt = \"uyvy422\"\nfps = \"25\"\n",
-    )
-    .unwrap();
-    let mut serve = net.nagare(0);
-    serve
-        .args([
-            "serve",
-            "--pacers",
-            "1",
-            "--allow",
-            "239.0.0.0/8",
-            "--media",
-        ])
-        .arg(&media)
-        .args(["--http", "127.0.0.1:0", "--rtsp", "127.0.0.1:0"]);
-    let mut node = Running::spawn(serve);
-    let line = node.wait_for("http listening on ");
-    let url = format!(
-        "http://{}",
-        line.rsplit("listening on ").next().unwrap().trim()
-    );
-    let mut t = String::from(
-        "failover = \"manual\"\npoll_ms = 100\ndead_after_ms = 1000\n[stream]\n\
-         source = \"clip.yuv\"\nsize = \"256x128\"\npix_fmt = \"uyvy422\"\nfps = \"25\"\n\
-         split = \"2si\"\nstripes = 4\npacket_size = 1200\n",
-    );
-    for k in 0..4 {
-        t += &format!(
-            "[[destination]]\nto = \"{GROUP}:{}\"\ninterface = \"{ROUTED_SOURCE}\"\nttl = 8\n",
-            5000 + k
-        );
-    }
-    t += &format!("[[node]]\nname = \"n\"\nurl = \"{url}\"\nstripes = [0, 1, 2, 3]\n");
-    let config = s.path("cluster.toml");
-    std::fs::write(&config, t).unwrap();
-    let mut start = net.nagare(0);
-    start
-        .args(["cluster", "--config"])
-        .arg(&config)
-        .args(["start", "--json"]);
-    let mut start = Running::spawn(start);
-    start.wait_for("node n: sending stripe 3");
+    let (source, node, start, config) = net.send(&s, GROUP);
     // Nobody joined: the router resolves the stripes' route (in from the
     // node's side) and forwards a thousand packets of them nowhere.
     let secs = std::time::Duration::from_secs;
@@ -609,36 +621,16 @@ fn stripes_cross_a_pimd_router_only_after_a_receiver_joins() {
     assert!(!net.oifs(GROUP).unwrap().contains(&"r1".to_string()));
     // A receiver joins the flowing group: the router brings it across.
     let mut recv = net.nagare(2);
-    recv.args([
-        "recv",
-        "--stripes",
-        "4",
-        "--split",
-        "2si",
-        "--size",
-        "256x128",
-    ])
-    .args([
-        "--pix-fmt",
-        "uyvy422",
-        "--fps",
-        "25",
-        "--timeout",
-        "5",
-        "--json",
-    ])
-    .args([
-        "--listen",
-        &format!("{GROUP}:5000"),
-        "--interface",
-        "10.2.0.2",
-    ])
-    .args(["--frames", "30", "-o"])
-    .arg(s.path("out.yuv"));
+    recv.args(["recv", "--cluster"])
+        .arg(&config)
+        .args(["--timeout", "5", "--json", "--frames", "30", "-o"])
+        .arg(s.path("out.yuv"));
     let (_, stdout, err) = Running::spawn(recv).finish();
     let rep: StripesReport = parse_report(&stdout);
     // The first frame may be cut by the join; every later one is whole.
     assert!(rep.frames_complete >= 29, "{rep:#?}\n{err}");
+    // Joined on the config's [receiver] interface, not the default route.
+    assert!(!err.contains("default-route interface"), "{err}");
     let out = std::fs::read(s.path("out.yuv")).unwrap();
     assert!(out.len() >= 29 * FRAME);
     for f in out.chunks_exact(FRAME) {

@@ -121,6 +121,13 @@ fn three_hundred_trickling_connections_keep_a_tree_source_small() {
         "tree source with 300 pre-auth connections: RSS {rss0} -> {rss} kB, {threads} threads"
     );
     assert!(rss < 64 * 1024, "RSS {rss} kB");
+    // No thread per waiting connection: the source runs a fixed handful
+    // (main, accept, preauth; the peer's two links' readers and writers
+    // and whatever is still closing), not one or two per newcomer.
+    assert!(
+        threads < 20,
+        "{threads} threads for 300 waiting connections"
+    );
     drop(held);
     sigterm(&source);
     assert_eq!(wait_bounded(&mut source, 20, "tree source").code(), Some(0));

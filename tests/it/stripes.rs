@@ -365,3 +365,37 @@ fn recv_takes_its_stripes_from_a_cluster_config() {
     assert_eq!((rep.split.as_str(), rep.frames_complete), ("square", 4));
     assert!(std::fs::read(s.path("out.rgb")).unwrap() == input);
 }
+
+#[test]
+fn recv_cluster_joins_on_the_configs_receiver_interface() {
+    // `[receiver] interface` is read: a name this machine lacks is
+    // refused, naming the file's setting; `--interface` overrides it.
+    let s = Scratch::new("stripes-cluster-iface");
+    let mut toml = String::from(
+        "[stream]\nsource = \"in.rgb\"\nsize = \"128x32\"\npix_fmt = \"rgb24\"\nfps = \"50\"\n\
+         split = \"lines\"\nstripes = 2\n",
+    );
+    for k in 0..2 {
+        toml += &format!("[[destination]]\nto = \"239.7.7.7:{}\"\n", 6000 + k);
+    }
+    toml += "[[node]]\nname = \"a\"\nurl = \"http://127.0.0.1:1\"\nstripes = [0, 1]\n";
+    toml += "[receiver]\ninterface = \"nosuch0\"\n";
+    std::fs::write(s.path("cluster.toml"), toml).unwrap();
+    let recv = |extra: &[&str]| {
+        nagare()
+            .args(["recv", "--cluster", &path(&s, "cluster.toml")])
+            .args(["--timeout", "0.2", "--json"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = recv(&[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("[receiver] interface = \"nosuch0\""), "{err}");
+    assert!(err.contains("no interface named 'nosuch0'"), "{err}");
+    let out = recv(&["--interface", "lo"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("nosuch0"), "{err}");
+    assert!(!err.contains("default-route interface"), "{err}");
+}

@@ -33,6 +33,9 @@
 //! url = "http://10.0.0.19:8080"
 //! alternate = true           # steps in on failure or `move`;
 //! stripes = []               # for an alternate: the stripes it stands by for (empty: any)
+//!
+//! [receiver]                 # optional: for `nagare recv --cluster`
+//! interface = "10.0.1.7"     # its multicast interface when it has no --interface
 //! ```
 
 use serde::{Deserialize, Serialize};
@@ -118,6 +121,17 @@ pub struct NodeSection {
     pub alternate: bool,
 }
 
+/// Where `nagare recv --cluster` receives.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReceiverSection {
+    /// The receiver's multicast interface (address or name), taken when
+    /// `recv` has no `--interface`. Not a destination's `interface`: that
+    /// one is the nodes' (behind a router, on another subnet).
+    #[serde(default)]
+    pub interface: Option<String>,
+}
+
 /// The whole `cluster.toml`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -143,6 +157,9 @@ pub struct ClusterConfig {
     /// The nodes.
     #[serde(rename = "node")]
     pub nodes: Vec<NodeSection>,
+    /// The receiver's side (optional).
+    #[serde(default)]
+    pub receiver: ReceiverSection,
 }
 
 impl ClusterConfig {

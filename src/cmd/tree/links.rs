@@ -1,9 +1,17 @@
 //! The sockets under a tree machine: each TCP connection gets a link id,
 //! a reader thread that hands in whole framed messages and a writer
 //! thread that writes what the machine yields, in order, and reports each
-//! write. Every decision (who is admitted, what a child is sent, when a
+//! write. An accepted connection gets its threads only once its first
+//! message (at most [`nagare_proto::tree::MAX_HANDSHAKE_MESSAGE`] bytes)
+//! is in: until then one poll(2) thread ([`preauth`]) reads every
+//! newcomer's first message into a buffer of that size, and the challenge
+//! or a refusal is written straight to the socket, so idle or trickling
+//! connections cost a file descriptor and half a kilobyte each, never a
+//! thread. Every decision (who is admitted, what a child is sent, when a
 //! link is given up) is the machine's; this file only moves bytes and
 //! time between it and the kernel.
+
+mod preauth;
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -16,9 +24,7 @@ use anyhow::{Context, anyhow};
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use nagare_proto::Nanos;
 use nagare_proto::framing::{self, HEADER_LEN};
-use nagare_proto::tree::{
-    Close, DialId, LinkId, LinkInput, MAX_HANDSHAKE_MESSAGE, Message, Nonce, Role, Transmit,
-};
+use nagare_proto::tree::{Close, DialId, LinkId, LinkInput, Message, Nonce, Role, Transmit};
 
 /// How long opening a connection may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -44,6 +50,8 @@ const STALL_AFTER: u64 = 30;
 enum Arrival {
     Accepted(TcpStream, SocketAddr),
     Dialed(DialId, Role, std::io::Result<TcpStream>),
+    /// A newcomer's first message, read by [`preauth`], with its socket.
+    First(LinkId, Vec<u8>, TcpStream),
     Link(LinkInput),
 }
 
@@ -64,6 +72,13 @@ pub struct Links {
     tx: Sender<Arrival>,
     rx: Receiver<Arrival>,
     open: HashMap<LinkId, Open>,
+    /// Accepted connections whose first message is not in yet (the
+    /// preauth thread reads them; this end writes and closes).
+    pending: HashMap<LinkId, TcpStream>,
+    /// Inputs made here (writes to pending links), handed in first.
+    ready: std::collections::VecDeque<LinkInput>,
+    /// The preauth thread, once something was accepted.
+    preauth: Option<preauth::Handle>,
     /// Writers finishing a flushed close.
     closing: Vec<JoinHandle<()>>,
     next: u64,
@@ -82,6 +97,9 @@ impl Links {
             tx,
             rx,
             open: HashMap::new(),
+            pending: HashMap::new(),
+            ready: std::collections::VecDeque::new(),
+            preauth: None,
             closing: Vec::new(),
             next: 0,
             dial_errors: HashMap::new(),
@@ -119,6 +137,9 @@ impl Links {
     /// The next input, waiting at most until `deadline` (`None`: the
     /// deadline passed first).
     pub fn next(&mut self, deadline: Option<Nanos>) -> anyhow::Result<Option<LinkInput>> {
+        if let Some(input) = self.ready.pop_front() {
+            return Ok(Some(input));
+        }
         loop {
             let arrival = match deadline {
                 Some(d) => match self.rx.recv_deadline(self.instant(d)) {
@@ -142,12 +163,26 @@ impl Links {
             Arrival::Accepted(stream, from) => {
                 let nonce: Nonce = random()?;
                 let seed = random()?;
-                let link = self.register(stream, true, None)?;
+                let Some(link) = self.park(stream)? else {
+                    return Ok(None);
+                };
                 Some(LinkInput::Accepted {
                     link,
                     from,
                     nonce,
                     seed,
+                })
+            }
+            Arrival::First(link, msg, stream) => {
+                // Closed here meanwhile (refused, evicted, timed out).
+                if self.pending.remove(&link).is_none() {
+                    return Ok(None);
+                }
+                stream.set_nonblocking(false)?;
+                self.register_as(link, stream, true, None)?;
+                Some(LinkInput::Received {
+                    link,
+                    msg: Arc::from(msg),
                 })
             }
             Arrival::Dialed(dial, role, Ok(stream)) => {
@@ -166,6 +201,9 @@ impl Links {
             }
             // What comes from links already closed here is stale.
             Arrival::Link(input) => match input {
+                LinkInput::Closed { link } if self.pending.remove(&link).is_some() => {
+                    Some(LinkInput::Closed { link })
+                }
                 LinkInput::Closed { link } => self.open.remove(&link).map(|o| {
                     let _ = o.stream.shutdown(Shutdown::Both);
                     LinkInput::Closed { link }
@@ -183,6 +221,15 @@ impl Links {
     /// Does what the machine asked.
     pub fn apply(&mut self, t: Transmit) {
         match t {
+            Transmit::Send { link, msg } if self.pending.contains_key(&link) => {
+                self.write_pending(link, &msg);
+            }
+            Transmit::Close { link, .. } if self.pending.contains_key(&link) => {
+                // The preauth thread sees the shutdown and lets it go.
+                if let Some(s) = self.pending.remove(&link) {
+                    let _ = s.shutdown(Shutdown::Both);
+                }
+            }
             Transmit::Send { link, msg } => {
                 if let Some(o) = self.open.get(&link) {
                     let _ = o.writer.send(Order::Send(msg));
@@ -237,6 +284,47 @@ impl Links {
         }
     }
 
+    /// Hands a newly accepted connection to the preauth thread; `None`
+    /// if it failed already.
+    fn park(&mut self, stream: TcpStream) -> anyhow::Result<Option<LinkId>> {
+        let link = LinkId(self.next);
+        self.next += 1;
+        let kept = match stream.try_clone() {
+            Ok(k) => k,
+            Err(_) => return Ok(None),
+        };
+        if stream.set_nonblocking(true).is_err() {
+            return Ok(None);
+        }
+        let handle = match self.preauth.take() {
+            Some(h) => h,
+            None => preauth::start(self.tx.clone())?,
+        };
+        let handle = self.preauth.insert(handle);
+        handle.add(link, stream);
+        self.pending.insert(link, kept);
+        Ok(Some(link))
+    }
+
+    /// Writes a challenge or a refusal to a connection that has not sent
+    /// its first message: a few dozen bytes into an empty socket buffer,
+    /// so the write does not block (if it cannot be written whole the
+    /// link is closed).
+    fn write_pending(&mut self, link: LinkId, msg: &[u8]) {
+        let Some(s) = self.pending.get_mut(&link) else {
+            return;
+        };
+        let input = match s.write(msg) {
+            Ok(n) if n == msg.len() => LinkInput::Sent { link },
+            _ => {
+                let _ = s.shutdown(Shutdown::Both);
+                self.pending.remove(&link);
+                LinkInput::Closed { link }
+            }
+        };
+        self.ready.push_back(input);
+    }
+
     fn register(
         &mut self,
         stream: TcpStream,
@@ -245,6 +333,17 @@ impl Links {
     ) -> anyhow::Result<LinkId> {
         let link = LinkId(self.next);
         self.next += 1;
+        self.register_as(link, stream, accepted, stall)?;
+        Ok(link)
+    }
+
+    fn register_as(
+        &mut self,
+        link: LinkId,
+        stream: TcpStream,
+        accepted: bool,
+        stall: Option<Duration>,
+    ) -> anyhow::Result<()> {
         stream.set_nodelay(true)?;
         stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
         if accepted {
@@ -255,12 +354,9 @@ impl Links {
         let reader = stream.try_clone().context("cloning a connection")?;
         let writer = stream.try_clone().context("cloning a connection")?;
         let tx = self.tx.clone();
-        // Before it has proved itself, a newcomer may send one message of
-        // handshake size: a hostile length prefix allocates nothing.
-        let first_max = accepted.then_some(MAX_HANDSHAKE_MESSAGE);
         std::thread::Builder::new()
             .name(format!("read-{}", link.0))
-            .spawn(move || read_loop(reader, link, &tx, stall, first_max))?;
+            .spawn(move || read_loop(reader, link, &tx, stall))?;
         let (wtx, wrx) = unbounded();
         let tx = self.tx.clone();
         let thread = std::thread::Builder::new()
@@ -274,7 +370,7 @@ impl Links {
                 thread,
             },
         );
-        Ok(link)
+        Ok(())
     }
 }
 
@@ -287,27 +383,18 @@ fn random() -> anyhow::Result<[u8; 32]> {
 }
 
 /// Reads one framed message (header included), refusing oversized ones
-/// (by the framing's limit, and over `max` bytes) before allocating.
-fn read_message(stream: &mut impl Read, max: usize) -> anyhow::Result<Vec<u8>> {
+/// (by the framing's limit) before allocating.
+fn read_message(stream: &mut impl Read) -> anyhow::Result<Vec<u8>> {
     let mut header = [0u8; HEADER_LEN];
     stream.read_exact(&mut header)?;
     let len = framing::body_len(header)?;
-    if len > max {
-        anyhow::bail!("a {len}-byte message before the handshake (at most {max})");
-    }
     let mut msg = vec![0u8; HEADER_LEN + len];
     msg[..HEADER_LEN].copy_from_slice(&header);
     stream.read_exact(&mut msg[HEADER_LEN..])?;
     Ok(msg)
 }
 
-fn read_loop(
-    mut stream: TcpStream,
-    link: LinkId,
-    tx: &Sender<Arrival>,
-    stall: Option<Duration>,
-    first_max: Option<usize>,
-) {
+fn read_loop(mut stream: TcpStream, link: LinkId, tx: &Sender<Arrival>, stall: Option<Duration>) {
     let mut stall = stall;
     let mut read = 0u64;
     loop {
@@ -316,9 +403,8 @@ fn read_loop(
                 std::thread::sleep(d);
             }
         }
-        let max = if read == 0 { first_max } else { None };
         read += 1;
-        let input = match read_message(&mut stream, max.unwrap_or(usize::MAX)) {
+        let input = match read_message(&mut stream) {
             Ok(m) => LinkInput::Received {
                 link,
                 msg: Arc::from(m),

@@ -203,6 +203,9 @@ impl Coordinator {
         for (link, from) in self.admission.expire(now) {
             self.refuse(link, from, Refusal::Timeout);
         }
+        for link in self.secure.expire(now) {
+            self.drop_link(now, link, Error::HandshakeTimeout);
+        }
         self.check_finished();
         Ok(())
     }
@@ -226,7 +229,10 @@ impl Coordinator {
 
     /// When to hand in [`Input::Timeout`].
     pub fn poll_timeout(&self) -> Option<Nanos> {
-        self.admission.poll_timeout()
+        [self.admission.poll_timeout(), self.secure.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Peers attached to their parents and welcomed.
@@ -260,12 +266,7 @@ impl Coordinator {
         let input = match self.secure.input(input) {
             Ok(Some(input)) => input,
             Ok(None) => return,
-            Err((link, error)) => {
-                let peer = self.by_link.get(&link).copied();
-                self.events.push_back(Event::LinkDropped { peer, error });
-                self.close(link, Close::Abort);
-                return self.closed(now, link);
-            }
+            Err((link, error)) => return self.drop_link(now, link, error),
         };
         match input {
             LinkInput::Accepted {
@@ -286,9 +287,17 @@ impl Coordinator {
         }
     }
 
+    /// A link's encryption failed: named, aborted, and handled as closed.
+    fn drop_link(&mut self, now: Nanos, link: LinkId, error: Error) {
+        let peer = self.by_link.get(&link).copied();
+        self.events.push_back(Event::LinkDropped { peer, error });
+        self.close(link, Close::Abort);
+        self.closed(now, link);
+    }
+
     fn received(&mut self, now: Nanos, link: LinkId, msg: &[u8]) {
         if self.admission.contains(link) {
-            self.admitted(link, msg);
+            self.admitted(now, link, msg);
             return;
         }
         let Some(&peer) = self.by_link.get(&link) else {
@@ -331,7 +340,7 @@ impl Coordinator {
         }
     }
 
-    fn admitted(&mut self, link: LinkId, msg: &[u8]) {
+    fn admitted(&mut self, now: Nanos, link: LinkId, msg: &[u8]) {
         let Some((from, nonce, verdict)) = self.admission.receive(link, msg) else {
             return;
         };
@@ -342,7 +351,7 @@ impl Coordinator {
         };
         // Everything after the request is encrypted.
         let key = *self.admission.key();
-        if let Err(error) = self.secure.respond(link, &key, &nonce, role, msg) {
+        if let Err(error) = self.secure.respond(now, link, &key, &nonce, role, msg) {
             self.events
                 .push_back(Event::LinkDropped { peer: None, error });
             return self.close(link, Close::Abort);

@@ -64,6 +64,10 @@ pub enum Error {
     /// request were tampered with on the way.
     #[error("the encrypted link's handshake failed (another key, or a tampered handshake)")]
     Handshake,
+    /// An admitted newcomer did not finish the encrypted link's
+    /// handshake in time.
+    #[error("the encrypted link's handshake did not finish within 5 s")]
+    HandshakeTimeout,
     /// An encrypted record failed authentication: it was altered,
     /// replayed, reordered or a record went missing.
     #[error("an encrypted record failed authentication (tampered, replayed or reordered)")]

@@ -413,6 +413,7 @@ impl Peer {
         let give_up = (!self.stopping).then(|| self.last_progress + self.cfg.give_up);
         [
             self.admission.poll_timeout(),
+            self.secure.poll_timeout(),
             self.join.deadline().filter(|_| !self.stopping),
             self.upstream.deadline(self.silence()),
             give_up,
@@ -514,7 +515,7 @@ impl Peer {
         } else if self.upstream.link() == Some(link) {
             self.parent_message(now, msg);
         } else if self.admission.contains(link) {
-            self.admitted(link, &msg);
+            self.admitted(now, link, &msg);
         }
         // Children send nothing after attaching; ignore them.
     }
@@ -548,18 +549,21 @@ impl Peer {
     /// (the parent's is bad data: re-attach; the source's breaks the
     /// protocol unless placed already).
     fn link_failed(&mut self, now: Nanos, link: LinkId, error: Error) {
-        self.close(link, Close::Abort);
         if self.upstream.link() == Some(link) {
+            // Dropping the upstream closes the link.
             let parent = self.parent;
             return match self.upstream {
                 Upstream::Attached { addr, .. } => {
                     self.events.push_back(Event::BadData { parent, error });
+                    // Frames stop until the new link is up: a recovery.
+                    self.lost_at.get_or_insert(now);
                     self.drop_upstream();
                     self.attach(now, addr)
                 }
                 _ => self.attach_failed(now, AttachFailure::Protocol(error)),
             };
         }
+        self.close(link, Close::Abort);
         match self.join {
             Join::Challenged { link: l, .. } | Join::Placing { link: l, .. } if l == link => {
                 self.join = Join::Gone;
@@ -845,6 +849,10 @@ impl Peer {
         for (link, from) in self.admission.expire(now) {
             self.refuse(link, from, Refusal::Timeout);
         }
+        // Only children's links wait on this side's handshake deadline.
+        for link in self.secure.expire(now) {
+            self.link_failed(now, link, Error::HandshakeTimeout);
+        }
         if !self.stopping && self.join.deadline().is_some_and(|d| d <= now) {
             self.fail(Failure::Timeout);
         }
@@ -873,7 +881,7 @@ impl Peer {
         }
     }
 
-    fn admitted(&mut self, link: LinkId, msg: &[u8]) {
+    fn admitted(&mut self, now: Nanos, link: LinkId, msg: &[u8]) {
         let Some((from, nonce, verdict)) = self.admission.receive(link, msg) else {
             return;
         };
@@ -881,7 +889,10 @@ impl Peer {
             Verdict::Attach { peer, version } => {
                 // Everything after the request is encrypted.
                 let key = self.cfg.key;
-                if let Err(error) = self.secure.respond(link, &key, &nonce, Role::Attach, msg) {
+                if let Err(error) = self
+                    .secure
+                    .respond(now, link, &key, &nonce, Role::Attach, msg)
+                {
                     self.events.push_back(Event::LinkDropped { error });
                     return self.close(link, Close::Abort);
                 }

@@ -36,10 +36,12 @@ use snow::types::{Cipher, Dh, Hash, Random};
 use snow::{HandshakeState, TransportState};
 
 use super::Error;
+use super::admission::HANDSHAKE_TIMEOUT;
 use super::auth::{Nonce, Role, SessionKey};
 use super::link::{Close, LinkId, LinkInput, Transmit};
 use super::wire::Control;
 use crate::framing::{self, HEADER_LEN, Kind, MAX_MESSAGE, Writer};
+use crate::units::Nanos;
 
 /// The Noise protocol every tree link speaks.
 pub const PATTERN: &str = "Noise_NNpsk0_25519_ChaChaPoly_BLAKE2s";
@@ -358,6 +360,8 @@ struct Link {
     channel: Option<SecureLink>,
     /// What the machine wanted sent before the handshake finished.
     held: Vec<Transmit>,
+    /// When an admitted newcomer's handshake must be done by.
+    deadline: Option<Nanos>,
     /// Writes given to the driver and not reported yet, oldest first:
     /// `true` for this layer's own (handshake) writes, whose
     /// [`LinkInput::Sent`] the machine must not see.
@@ -391,6 +395,7 @@ impl Secure {
                         seed,
                         channel: None,
                         held: Vec::new(),
+                        deadline: None,
                         writes: VecDeque::new(),
                     },
                 );
@@ -469,11 +474,12 @@ impl Secure {
         Ok(())
     }
 
-    /// The acceptor found `request` a correct answer to `nonce`: the
-    /// link waits for the dialer's handshake; what the machine sends
-    /// meanwhile is held.
+    /// The acceptor found `request` a correct answer to `nonce` at `now`:
+    /// the link waits (at most [`HANDSHAKE_TIMEOUT`]) for the dialer's
+    /// handshake; what the machine sends meanwhile is held.
     pub fn respond(
         &mut self,
+        now: Nanos,
         link: LinkId,
         key: &SessionKey,
         nonce: &Nonce,
@@ -484,7 +490,33 @@ impl Secure {
             return Err(Error::Broken);
         };
         l.channel = Some(SecureLink::responder(key, nonce, role, request, l.seed)?);
+        l.deadline = Some(now + HANDSHAKE_TIMEOUT);
         Ok(())
+    }
+
+    /// When the earliest admitted newcomer's handshake is due.
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        self.links
+            .values()
+            .filter(|l| l.channel.as_ref().is_some_and(|c| !c.is_open()))
+            .filter_map(|l| l.deadline)
+            .min()
+    }
+
+    /// Forgets the links whose handshake is overdue at `now` and returns
+    /// them: the caller drops them ([`Error::HandshakeTimeout`]).
+    pub fn expire(&mut self, now: Nanos) -> Vec<LinkId> {
+        let late: Vec<LinkId> = self
+            .links
+            .iter()
+            .filter(|(_, l)| l.channel.as_ref().is_some_and(|c| !c.is_open()))
+            .filter(|(_, l)| l.deadline.is_some_and(|d| d <= now))
+            .map(|(&link, _)| link)
+            .collect();
+        for link in &late {
+            self.links.remove(link);
+        }
+        late
     }
 
     /// Takes a transmit from the machine: sends are sealed (or held until
@@ -516,8 +548,17 @@ impl Secure {
                 l.writes.push_back(false);
                 self.out.push_back(Transmit::Send { link, msg: sealed });
             }
+            Transmit::Close {
+                link,
+                how: Close::Flush,
+            } if self.holds(link) => {
+                // After what was held (a refusal, say "the tree is full",
+                // goes out sealed once the handshake is done).
+                if let Some(l) = self.links.get_mut(&link) {
+                    l.held.push(t);
+                }
+            }
             Transmit::Close { link, .. } => {
-                // What was held cannot go out without the handshake.
                 self.links.remove(&link);
                 self.out.push_back(t);
             }
@@ -536,6 +577,14 @@ impl Secure {
             .get(&link)
             .and_then(|l| l.channel.as_ref())
             .is_some_and(SecureLink::is_open)
+    }
+
+    /// Whether `link` is in its handshake (what is sent waits).
+    fn holds(&self, link: LinkId) -> bool {
+        self.links
+            .get(&link)
+            .and_then(|l| l.channel.as_ref())
+            .is_some_and(|c| !c.is_open())
     }
 
     fn own(&mut self, link: LinkId, msg: Vec<u8>) {

@@ -56,11 +56,11 @@ fn records(mut bytes: &[u8]) -> Vec<Vec<u8>> {
 
 /// Feeds every record; the result of the last.
 fn deliver(to: &mut SecureLink, sealed: &[u8]) -> Result<Opened, Error> {
-    let mut last = Ok(Opened::Partial);
+    let mut last = Opened::Partial;
     for r in records(sealed) {
-        last = Ok(to.open(&r)?);
+        last = to.open(&r)?;
     }
-    last
+    Ok(last)
 }
 
 /// A tile chunk a bit over `len` bytes with a recognisable pattern.
@@ -218,12 +218,11 @@ fn a_sealed_record_that_is_not_a_framed_message_is_refused() {
     assert!(matches!(deliver(&mut d, &sealed), Err(Error::Framing(_))));
 }
 
-#[test]
-fn secure_layer_holds_until_the_handshake_and_hides_its_own_writes() {
-    let link = LinkId(4);
+/// An acceptor's and a dialer's layer on `link`, through the handshake;
+/// returns them and the sealed welcome the acceptor held until then.
+fn layers(link: LinkId) -> (Secure, Secure, Message, Vec<Message>) {
     let from = "10.0.0.9:4000".parse().unwrap();
-    let mut acc = Secure::new();
-    let mut dial = Secure::new();
+    let (mut acc, mut dial) = (Secure::new(), Secure::new());
     let accepted = LinkInput::Accepted {
         link,
         from,
@@ -238,14 +237,18 @@ fn secure_layer_holds_until_the_handshake_and_hides_its_own_writes() {
     };
     assert!(dial.input(connected).unwrap().is_some());
     // Cleartext challenge and request pass.
+    let ch: Message = challenge().into();
     acc.push(Transmit::Send {
         link,
-        msg: challenge().into(),
+        msg: ch.clone(),
     });
-    let Some(Transmit::Send { msg: ch, .. }) = acc.poll_transmit() else {
-        panic!()
-    };
-    assert_eq!(&ch[..], &challenge()[..]);
+    assert_eq!(
+        acc.poll_transmit(),
+        Some(Transmit::Send {
+            link,
+            msg: ch.clone()
+        })
+    );
     let req: Message = request().into();
     dial.push(Transmit::Send {
         link,
@@ -255,9 +258,11 @@ fn secure_layer_holds_until_the_handshake_and_hides_its_own_writes() {
     let out: Vec<Transmit> = std::iter::from_fn(|| dial.poll_transmit()).collect();
     assert_eq!(out.len(), 2, "request, then the handshake");
     // The acceptor admits it; its welcome is held until the handshake.
-    acc.respond(link, &KEY, &NONCE, Role::Attach, &req).unwrap();
+    acc.respond(Nanos(0), link, &KEY, &NONCE, Role::Attach, &req)
+        .unwrap();
+    let format = crate::video::format::VideoFormat::new(64, 64, crate::PixelFormat::Rgb24);
     let welcome: Message = Control::Welcome {
-        format: crate::video::format::VideoFormat::new(64, 64, crate::PixelFormat::Rgb24).unwrap(),
+        format: format.unwrap(),
     }
     .to_bytes()
     .into();
@@ -281,30 +286,43 @@ fn secure_layer_holds_until_the_handshake_and_hides_its_own_writes() {
         })
         .collect();
     assert_eq!(sends.len(), 2, "handshake answer, then the sealed welcome");
-    // The challenge's and the answer's writes are reported: the machine
-    // hears of the challenge's and the welcome's only.
+    (acc, dial, welcome, sends)
+}
+
+#[test]
+fn secure_layer_holds_until_the_handshake_and_hides_its_own_writes() {
+    let link = LinkId(4);
+    let (mut acc, mut dial, welcome, sends) = layers(link);
+    // The challenge's, the answer's and the welcome's writes are
+    // reported: the machine hears of the challenge's and the welcome's.
     let sent = LinkInput::Sent { link };
     assert_eq!(acc.input(sent.clone()), Ok(Some(sent.clone())));
     assert_eq!(acc.input(sent.clone()), Ok(None));
     assert_eq!(acc.input(sent.clone()), Ok(Some(sent)));
-    // The dialer opens the welcome.
-    for m in &sends[..1] {
-        assert_eq!(
-            dial.input(LinkInput::Received {
-                link,
-                msg: m.clone()
-            }),
-            Ok(None)
-        );
-    }
+    // The dialer completes its handshake and opens the welcome.
+    let received = |msg: &Message| LinkInput::Received {
+        link,
+        msg: msg.clone(),
+    };
+    assert_eq!(dial.input(received(&sends[0])), Ok(None));
+    assert!(dial.is_open(link));
     assert_eq!(
-        dial.input(LinkInput::Received {
-            link,
-            msg: sends[1].clone()
-        }),
+        dial.input(received(&sends[1])),
         Ok(Some(LinkInput::Received { link, msg: welcome }))
     );
-    // A flipped byte: the link is named and forgotten.
+}
+
+#[test]
+fn secure_layer_names_a_tampered_link_and_never_writes_to_it_again() {
+    let link = LinkId(4);
+    let (mut acc, mut dial, _, sends) = layers(link);
+    for m in &sends {
+        dial.input(LinkInput::Received {
+            link,
+            msg: m.clone(),
+        })
+        .unwrap();
+    }
     acc.push(Transmit::Send {
         link,
         msg: Arc::from(Control::End.to_bytes()),
@@ -336,4 +354,102 @@ fn the_same_seeds_give_the_same_bytes() {
     let (_, mut a2) = pair();
     let msg = tiles(100);
     assert_eq!(a1.seal(&msg).unwrap(), a2.seal(&msg).unwrap());
+}
+
+#[test]
+fn a_refusal_after_admission_goes_out_sealed_before_the_close() {
+    let link = LinkId(2);
+    let mut acc = Secure::new();
+    acc.input(LinkInput::Accepted {
+        link,
+        from: "10.0.0.9:4000".parse().unwrap(),
+        nonce: NONCE,
+        seed: [5; 32],
+    })
+    .unwrap();
+    acc.respond(Nanos(0), link, &KEY, &NONCE, Role::Attach, &request())
+        .unwrap();
+    let refused: Message = Control::Refused {
+        reason: "the tree is full".into(),
+    }
+    .to_bytes()
+    .into();
+    acc.push(Transmit::Send {
+        link,
+        msg: refused.clone(),
+    });
+    let flush = Transmit::Close {
+        link,
+        how: Close::Flush,
+    };
+    acc.push(flush.clone());
+    assert_eq!(acc.poll_transmit(), None, "nothing before the handshake");
+    let (mut dialer, hello) = SecureLink::initiator(
+        &KEY,
+        &NONCE,
+        Role::Attach,
+        &challenge(),
+        &request(),
+        [1; 32],
+    )
+    .unwrap();
+    acc.input(LinkInput::Received {
+        link,
+        msg: hello.into(),
+    })
+    .unwrap();
+    let out: Vec<Transmit> = std::iter::from_fn(|| acc.poll_transmit()).collect();
+    let [
+        Transmit::Send { msg: ref reply, .. },
+        Transmit::Send {
+            msg: ref sealed, ..
+        },
+        ref close,
+    ] = out[..]
+    else {
+        panic!("{out:?}");
+    };
+    assert_eq!(close, &flush);
+    assert_eq!(dialer.open(reply), Ok(Opened::Established));
+    assert_eq!(
+        deliver(&mut dialer, sealed),
+        Ok(Opened::Message(refused.to_vec()))
+    );
+}
+
+#[test]
+fn an_admitted_newcomer_that_never_shakes_hands_is_dropped_in_time() {
+    let (a, b) = (LinkId(1), LinkId(2));
+    let mut acc = Secure::new();
+    for (link, at) in [(a, Nanos(0)), (b, Nanos(100))] {
+        acc.input(LinkInput::Accepted {
+            link,
+            from: "10.0.0.9:4000".parse().unwrap(),
+            nonce: NONCE,
+            seed: [5; 32],
+        })
+        .unwrap();
+        acc.respond(at, link, &KEY, &NONCE, Role::Attach, &request())
+            .unwrap();
+    }
+    assert_eq!(acc.poll_timeout(), Some(HANDSHAKE_TIMEOUT));
+    // b completes its handshake: only a is left to time out.
+    let (_, hello) = SecureLink::initiator(
+        &KEY,
+        &NONCE,
+        Role::Attach,
+        &challenge(),
+        &request(),
+        [1; 32],
+    )
+    .unwrap();
+    acc.input(LinkInput::Received {
+        link: b,
+        msg: hello.into(),
+    })
+    .unwrap();
+    assert_eq!(acc.expire(HANDSHAKE_TIMEOUT - Nanos(1)), []);
+    assert_eq!(acc.expire(HANDSHAKE_TIMEOUT), [a]);
+    assert_eq!(acc.poll_timeout(), None);
+    assert!(acc.is_open(b));
 }
