@@ -5,7 +5,11 @@ nagare with --pacing precise and efficient, against iperf3 sending the
 same rate over UDP and unpaced over TCP, all on loopback in one run.
 
 Every rate is bytes received over the receiver's measured first-to-last
-time. Sender CPU is the whole sending process's user+system time (GNU
+time. The efficient pacer sleeps only and sends W trains of 3/4 CMAX
+(12 packets here, one sendmmsg of two GSO super-datagrams); the last
+column is the sender's own ST 2110-21 judgement of what left (a
+perfect-clock receiver), so a pacer that saves CPU by leaving the W
+type shows it. Sender CPU is the whole sending process's user+system time (GNU
 time), so nagare's reader thread counts too; the sending thread alone is
 shown separately from nagare's own report.
 
@@ -68,6 +72,12 @@ def nagare_row(pacing):
     s, r = json.loads(out), json.loads(r_out)
     got_bits = r["bytes"] * 8
     total = s["packets_sent"] or 1
+    judged = s.get("st2110_21") or {}
+    verdict = "–"
+    if judged.get("verdict"):
+        cinst = judged.get("cinst") or {}
+        verdict = (f"{'W kept' if judged.get('declared_met') else 'W NOT kept'}, "
+                   f"Cinst max {cinst.get('max', float('nan')):.0f}")
     return {
         "tool": f"nagare send --pacing {pacing}",
         "rate": got_bits / r["seconds"] / 1e9 if r["seconds"] else 0.0,
@@ -77,6 +87,8 @@ def nagare_row(pacing):
         "late": 100.0 * s["packets_late"] / total,
         "p99": s["lateness_us"]["p99"],
         "max": s["lateness_us"]["max"],
+        "trains": total / max(s["lateness_us"]["count"], 1),
+        "verdict": verdict,
     }
 
 
@@ -106,6 +118,8 @@ def iperf_row(udp, rate=RATE):
         "late": float("nan"),
         "p99": float("nan"),
         "max": float("nan"),
+        "trains": float("nan"),
+        "verdict": "–",
     }
 
 
@@ -118,11 +132,12 @@ def main():
     print(f"\nPacing cost, one 3.2 Gbit/s stream on loopback, {SECONDS:.0f} s per row; "
           f"{platform.node()}, {os.cpu_count()} CPUs, load {load:.1f} at the end\n")
     print("| sender | received Gbit/s | lost | sender CPU-s/Gbit | sending thread CPU-s/Gbit "
-          "| late >100 µs | lateness p99 µs | max µs |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| late >100 µs | lateness p99 µs | max µs | packets/train | ST 2110-21 (perfect-clock receiver) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['tool']} | {r['rate']:.2f} | {r['lost']} | {r['cpu_gbit']:.3f} | "
-              f"{r['thread_gbit']:.3f} | {r['late']:.1f}% | {r['p99']:.0f} | {r['max']:.0f} |"
+              f"{r['thread_gbit']:.3f} | {r['late']:.1f}% | {r['p99']:.0f} | {r['max']:.0f} "
+              f"| {r['trains']:.1f} | {r['verdict']} |"
               .replace("nan%", "–").replace("nan", "–"))
 
 

@@ -251,10 +251,13 @@ impl Frames {
     /// arranged into stripes) once into `capacity` frames that play in a
     /// loop: rendering and a 2SI gather of every 8K frame cost a core
     /// at 30 fps, and the frames are there before the schedule starts.
-    /// Anything else is read ahead into a ring of `capacity` frames.
+    /// Anything else, and the pattern under a simulated read delay (slow
+    /// storage), is read ahead into a ring of `capacity` frames.
     pub fn start(source: Source, format: VideoFormat, capacity: usize, plan: ReadPlan) -> Frames {
         match source {
-            Source::Pattern(p) => Frames::Cycle(FrameCycle::render(&p, format, capacity, plan)),
+            Source::Pattern(p) if plan.read_delay.is_zero() => {
+                Frames::Cycle(FrameCycle::render(&p, format, capacity, plan))
+            }
             other => Frames::Ring(FrameRing::start_with(other, format, capacity, plan)),
         }
     }

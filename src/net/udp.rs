@@ -35,11 +35,26 @@ pub const MAX_GSO_SEGMENTS: usize = 64;
 /// Datagrams per `sendmmsg` call when GSO is off.
 const SENDMMSG_BATCH: usize = 64;
 
+/// GSO super-datagrams per `sendmmsg` call: a train longer than one
+/// super-datagram (64 KB, 7 packets of 8800 bytes) still leaves in one
+/// syscall, after one wake-up.
+const GSO_MESSAGES: usize = 4;
+
 /// Most datagrams of `packet_size` bytes one send call carries: what fits
 /// in a GSO train, or a `sendmmsg` batch.
 pub fn train_cap(gso: bool, packet_size: usize) -> usize {
     if gso {
         (MAX_GSO_BYTES / packet_size.max(1)).clamp(1, MAX_GSO_SEGMENTS)
+    } else {
+        SENDMMSG_BATCH
+    }
+}
+
+/// Most datagrams of `packet_size` bytes one send call carries when a
+/// train may span several GSO super-datagrams ([`send_train`] splits it).
+pub fn train_cap_batched(gso: bool, packet_size: usize) -> usize {
+    if gso {
+        train_cap(gso, packet_size) * GSO_MESSAGES
     } else {
         SENDMMSG_BATCH
     }
@@ -263,15 +278,21 @@ pub fn send_train(
     who: &str,
 ) -> io::Result<usize> {
     let count = iov.len().div_ceil(parts.max(1));
+    let per_message = train_cap(true, segment.unwrap_or(1));
     match segment {
+        Some(seg) if *gso && count > per_message => {
+            match send_gso_batch(sock, iov, parts, seg, hdrs, dest) {
+                Err(e) if gso_refused(&e) => {
+                    eprintln!("{who}: note: UDP GSO failed ({e}); sending packet by packet");
+                    *gso = false;
+                    send_many(sock, iov, parts, hdrs, dest)
+                }
+                other => other,
+            }
+        }
         Some(seg) if *gso => match send_gso(sock, iov, seg, dest) {
             Ok(_) => Ok(count),
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::EIO | libc::EINVAL | libc::EMSGSIZE | libc::ENOPROTOOPT)
-                ) =>
-            {
+            Err(e) if gso_refused(&e) => {
                 eprintln!("{who}: note: UDP GSO failed ({e}); sending packet by packet");
                 *gso = false;
                 send_many(sock, iov, parts, hdrs, dest)
@@ -280,6 +301,15 @@ pub fn send_train(
         },
         _ => send_many(sock, iov, parts, hdrs, dest),
     }
+}
+
+/// Whether a GSO send failed because the kernel or path refuses GSO (then
+/// sending packet by packet works).
+fn gso_refused(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EIO | libc::EINVAL | libc::EMSGSIZE | libc::ENOPROTOOPT)
+    )
 }
 
 /// An iovec over `b` for the send calls here, which only read through it
@@ -327,15 +357,32 @@ pub fn send_gso(
         )
     })?;
     let mut cmsg = [0u64; 4]; // aligned room for one cmsghdr + u16
+    let msg = gso_msghdr(iov, segment, &mut cmsg, dest);
+    // SAFETY: msg points at the caller's iovecs, our control data and the
+    // optional name, all borrowed for the duration of the call.
+    let n = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, 0) };
+    usize::try_from(n).map_err(|_| io::Error::last_os_error())
+}
+
+/// A message header for one GSO super-datagram of `iov` cut into
+/// `segment`-byte datagrams, its UDP_SEGMENT control message in `cmsg`.
+/// The header points into `iov`, `cmsg` and `dest`: use it while they are
+/// borrowed.
+fn gso_msghdr(
+    iov: &[libc::iovec],
+    segment: u16,
+    cmsg: &mut [u64; 4],
+    dest: Option<&SockAddr>,
+) -> libc::msghdr {
     let mut msg = zeroed_msghdr();
     set_name(&mut msg, dest);
     msg.msg_iov = iov.as_ptr().cast_mut();
     msg.msg_iovlen = iov.len() as _;
     msg.msg_control = cmsg.as_mut_ptr().cast();
     // SAFETY: CMSG_SPACE/CMSG_LEN are size computations. msg_control
-    // points at `cmsg`, 32 bytes we own and at least CMSG_SPACE(2) = 24
-    // long, so CMSG_FIRSTHDR returns a header inside it and CMSG_DATA
-    // leaves room for the u16 written unaligned.
+    // points at `cmsg`, 32 bytes borrowed from the caller and at least
+    // CMSG_SPACE(2) = 24 long, so CMSG_FIRSTHDR returns a header inside it
+    // and CMSG_DATA leaves room for the u16 written unaligned.
     unsafe {
         msg.msg_controllen = libc::CMSG_SPACE(SEGMENT_LEN) as _;
         let c = libc::CMSG_FIRSTHDR(&msg);
@@ -344,10 +391,62 @@ pub fn send_gso(
         (*c).cmsg_len = libc::CMSG_LEN(SEGMENT_LEN) as _;
         std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), segment);
     }
-    // SAFETY: msg points at the caller's iovecs, our control data and the
-    // optional name, all borrowed for the duration of the call.
-    let n = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, 0) };
-    usize::try_from(n).map_err(|_| io::Error::last_os_error())
+    msg
+}
+
+/// Sends a train longer than one GSO super-datagram as several, up to
+/// [`GSO_MESSAGES`] per `sendmmsg`: datagram `k` is the iovecs
+/// `iov[parts * k .. parts * (k + 1)]`, every one `segment` bytes but the
+/// last. Returns how many datagrams were sent (an error only when none).
+fn send_gso_batch(
+    sock: &impl AsRawFd,
+    iov: &[libc::iovec],
+    parts: usize,
+    segment: usize,
+    hdrs: &mut Vec<libc::mmsghdr>,
+    dest: Option<&SockAddr>,
+) -> io::Result<usize> {
+    let seg = u16::try_from(segment).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("GSO segment of {segment} bytes is above a UDP datagram's 65535"),
+        )
+    })?;
+    let per = train_cap(true, segment) * parts.max(1);
+    let mut cmsgs = [[0u64; 4]; GSO_MESSAGES];
+    let mut sent = 0;
+    for group in iov.chunks(per * GSO_MESSAGES) {
+        hdrs.clear();
+        let mut datagrams = [0usize; GSO_MESSAGES];
+        for ((chunk, cmsg), count) in group.chunks(per).zip(cmsgs.iter_mut()).zip(&mut datagrams) {
+            *count = chunk.len().div_ceil(parts.max(1));
+            hdrs.push(libc::mmsghdr {
+                msg_hdr: gso_msghdr(chunk, seg, cmsg, dest),
+                msg_len: 0,
+            });
+        }
+        let mut done = 0;
+        while done < hdrs.len() {
+            let left = &mut hdrs[done..];
+            // SAFETY: `left` holds at most GSO_MESSAGES mmsghdrs, each
+            // pointing at iovecs, control data (`cmsgs`) and a name
+            // borrowed for the duration of the call.
+            let n =
+                unsafe { libc::sendmmsg(sock.as_raw_fd(), left.as_mut_ptr(), left.len() as _, 0) };
+            match usize::try_from(n) {
+                Ok(0) => return Ok(sent),
+                Ok(n) => {
+                    sent += datagrams[done..(done + n).min(GSO_MESSAGES)]
+                        .iter()
+                        .sum::<usize>();
+                    done += n;
+                }
+                Err(_) if sent > 0 => return Ok(sent),
+                Err(_) => return Err(io::Error::last_os_error()),
+            }
+        }
+    }
+    Ok(sent)
 }
 
 /// The size of UDP_SEGMENT's value, a u16.

@@ -536,7 +536,10 @@ impl Depacketizer {
 
     /// Returns a frame buffer for reuse.
     pub fn recycle(&mut self, buf: Vec<u8>) {
-        if buf.len() == self.format.frame_bytes() && self.free.len() < self.in_flight {
+        // Room for the frames in assembly and as many on their way back:
+        // a buffer dropped here is a fresh allocation (page faults and
+        // the kernel zeroing every page) for a later frame.
+        if buf.len() == self.format.frame_bytes() && self.free.len() < 2 * self.in_flight {
             self.free.push(buf);
         }
     }
