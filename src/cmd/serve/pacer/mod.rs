@@ -108,11 +108,16 @@ impl Drop for Start {
     }
 }
 
+/// Longest a stop waits for its pacer to confirm.
+const STOP_ACK: Duration = Duration::from_secs(1);
+
 enum Command {
     Start(Box<Start>),
     Pause(StreamId),
     Resume(StreamId),
-    Stop(StreamId),
+    /// Stop a flow; the pacer answers on the sender once it has, so the
+    /// caller's view of the counters is final.
+    Stop(StreamId, Option<Sender<()>>),
 }
 
 struct Handle {
@@ -191,7 +196,17 @@ impl Pacers {
     pub fn stop_flow(&self, id: StreamId) {
         if let Some(k) = self.lock().remove(&id) {
             self.handles[k].flows.fetch_sub(1, Ordering::Relaxed);
-            let _ = self.handles[k].commands.send(Command::Stop(id));
+            let (done, stopped) = crossbeam_channel::bounded(1);
+            if self.handles[k]
+                .commands
+                .send(Command::Stop(id, Some(done)))
+                .is_ok()
+            {
+                // A train already handed to the kernel is counted after the
+                // send returns; waiting here keeps it in the final counters.
+                // Bounded: a wedged pacer must not hang the API.
+                let _ = stopped.recv_timeout(STOP_ACK);
+            }
         }
     }
 
@@ -224,7 +239,7 @@ impl Drop for Pacers {
         self.stop.store(true, Ordering::Release);
         for h in &mut self.handles {
             // Wakes a thread waiting for a command.
-            let _ = h.commands.send(Command::Stop(0));
+            let _ = h.commands.send(Command::Stop(0, None));
             if let Some(t) = h.thread.take() {
                 let _ = t.join();
             }
@@ -327,9 +342,12 @@ impl Pacer {
                 self.raw.resume(id, &self.origin, START_LEAD);
                 self.ts.resume(id, now + lead);
             }
-            Command::Stop(id) => {
+            Command::Stop(id, done) => {
                 self.raw.stop(id, StreamState::Finished);
                 self.ts.stop(id, StreamState::Finished);
+                if let Some(done) = done {
+                    let _ = done.send(());
+                }
             }
         }
     }
