@@ -26,6 +26,12 @@ use crate::cmd::analyze::ideal::IdealReceiver;
 use crate::net::udp::{self, Interface, SendOptions, Sender, iovec};
 use crate::progress::{Ticker, bitrate};
 use crate::source::{Arrange, FrameData, Frames, ReadPlan, Source, Take};
+
+/// How late an efficient (sleeping) sender's wake-up may be without
+/// slowing its flow: the lateness tolerance, well above this VM's typical
+/// 20-60 µs sleep overshoot.
+const WAKE_SLACK: Nanos = Nanos::from_micros(100);
+
 /// Command-line arguments of `nagare send`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct SendArgs {
@@ -598,7 +604,13 @@ fn flow_spec(
         // Stagger as in the whole sender, so a node sending one stripe
         // keeps that stripe's timing.
         .stripe(k, cfg.stripes)
-        .frame_limit(cfg.frames);
+        .frame_limit(cfg.frames)
+        .wake_slack(match cfg.pacing {
+            // A sleeping sender wakes tens of µs late every time; that must
+            // not slow it (see Pacer::set_wake_slack).
+            Pacing::Efficient => WAKE_SLACK,
+            Pacing::Precise => Nanos::ZERO,
+        });
     let (spec, first_seq) = match cfg.striping.ssrc {
         Some(_) => {
             let base = schedule::locked_seq_base(ssrc);

@@ -72,6 +72,7 @@ pub struct FlowSpec {
     train_cap: usize,
     catch_up: f64,
     late_after: Nanos,
+    wake_slack: Nanos,
     shape: Option<SenderSchedule>,
 }
 
@@ -100,6 +101,7 @@ impl FlowSpec {
             train_cap: 1,
             catch_up: DEFAULT_CATCH_UP,
             late_after: DEFAULT_LATE_AFTER,
+            wake_slack: Nanos::ZERO,
             shape: None,
         }
     }
@@ -184,6 +186,13 @@ impl FlowSpec {
     /// [`Pacer::set_catch_up`]).
     pub fn catch_up(mut self, factor: f64) -> FlowSpec {
         self.catch_up = factor;
+        self
+    }
+
+    /// How late a wake-up may be without slowing the flow (see
+    /// [`Pacer::set_wake_slack`]): for drivers that sleep to each train.
+    pub fn wake_slack(mut self, slack: Nanos) -> FlowSpec {
+        self.wake_slack = slack;
         self
     }
 
@@ -339,6 +348,7 @@ impl Flow {
         };
         pacer.set_catch_up(spec.catch_up);
         pacer.set_late_after(spec.late_after);
+        pacer.set_wake_slack(spec.wake_slack);
         let max_train = pacer.max_train(burst, spec.train_cap);
         let stagger = match spec.stagger {
             Stagger::Fixed(d) => d,
