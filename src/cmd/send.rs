@@ -287,6 +287,20 @@ impl SendArgs {
     }
 }
 
+impl SendConfig {
+    /// The ST 2110-21 schedule of one of this sender's flows of `packets`
+    /// packets per frame (see [`shaping`]).
+    fn shaping(&self, packets: usize) -> Result<SenderSchedule> {
+        shaping(
+            self.format,
+            self.rate,
+            packets,
+            (self.sender_type, self.pacing),
+            self.train,
+        )
+    }
+}
+
 /// The ST 2110-21 schedule of one flow of `packets` packets per frame of
 /// a `format` raster: the sender type's, with `train` packets per train
 /// (checked against what the type allows) or the default for how the
@@ -346,13 +360,7 @@ fn ideal_receiver(
     packets: usize,
     start: crate::clock::EpochStart,
 ) -> Result<IdealReceiver> {
-    let shape = shaping(
-        cfg.format,
-        cfg.rate,
-        packets,
-        (cfg.sender_type, cfg.pacing),
-        cfg.train,
-    )?;
+    let shape = cfg.shaping(packets)?;
     let base = cfg.rate.frame_start_ns(start.first_frame) as i128 - i128::from(start.at.0);
     Ok(IdealReceiver::new(*shape.model(), cfg.sender_type, base))
 }
@@ -590,13 +598,7 @@ fn flow_spec(
     };
     let packetizer = Packetizer::new(format, cfg.packet_size, ssrc)?;
     let packets = packetizer.packets_per_frame();
-    let shape = shaping(
-        cfg.format,
-        cfg.rate,
-        packets,
-        (cfg.sender_type, cfg.pacing),
-        cfg.train,
-    )?;
+    let shape = cfg.shaping(packets)?;
     let spec = FlowSpec::video(cfg.rate, packetizer.uniform())
         .shaped(shape)
         .start(start.at, start.first_frame)
