@@ -181,6 +181,36 @@ fn config(a: &ImpairArgs) -> Result<ImpairConfig> {
     Ok(cfg)
 }
 
+/// Binds the UDP listening socket and, with `--tcp`, a TCP listener on
+/// the same port. With port 0 the kernel picks the UDP port, and the same
+/// TCP port may already be taken (by any outgoing connection's ephemeral
+/// port): then another UDP port is tried, a bounded number of times.
+fn bind_listen(listen: SocketAddr, tcp: bool) -> Result<(UdpSocket, Option<TcpListener>)> {
+    const TRIES: usize = 20;
+    let mut tries = 1;
+    loop {
+        let down = crate::cmd::probe::bind_udp(listen)?;
+        if !tcp {
+            return Ok((down, None));
+        }
+        let local = down.local_addr()?;
+        match TcpListener::bind(local) {
+            Ok(l) => return Ok((down, Some(l))),
+            Err(e)
+                if listen.port() == 0
+                    && tries < TRIES
+                    && e.kind() == std::io::ErrorKind::AddrInUse =>
+            {
+                tries += 1;
+            }
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("binding TCP {local} for --tcp: is the port taken?"));
+            }
+        }
+    }
+}
+
 pub fn run(a: ImpairArgs) -> Result<ExitCode> {
     let cfg = config(&a)?;
     if !a.listen.ip().is_loopback() && !a.public {
@@ -189,16 +219,8 @@ pub fn run(a: ImpairArgs) -> Result<ExitCode> {
             a.listen
         );
     }
-    let down = crate::cmd::probe::bind_udp(a.listen)?;
+    let (down, tcp) = bind_listen(a.listen, a.tcp)?;
     let local = down.local_addr()?;
-    let tcp = if a.tcp {
-        Some(
-            TcpListener::bind(local)
-                .with_context(|| format!("binding TCP {local} for --tcp: is the port taken?"))?,
-        )
-    } else {
-        None
-    };
     let up = UdpSocket::bind(crate::cmd::probe::any_for(a.to))
         .context("binding the upstream UDP socket")?;
     up.connect(a.to)
