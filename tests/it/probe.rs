@@ -352,6 +352,25 @@ fn busy_server_says_so() {
 
 struct KillOnDrop(Child);
 
+/// The report of a client stopped by a signal: it exits by itself with
+/// 130 (not killed by the signal) and says it was cut short.
+fn interrupted_report(child: &mut KillOnDrop) -> Report {
+    let mut text = String::new();
+    child
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut text)
+        .unwrap();
+    let status = wait_bounded(&mut child.0, 30, "the interrupted client");
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    let v: Report =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("no report ({e}): {text}"));
+    assert!(v.interrupted && v.verdict.partial, "{v:?}");
+    v
+}
+
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -543,20 +562,7 @@ fn reverse_client_stops_cleanly_on_ctrl_c() {
     unsafe {
         libc::kill(child.0.id() as libc::pid_t, libc::SIGINT);
     }
-    let mut text = String::new();
-    child
-        .0
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut text)
-        .unwrap();
-    let status = wait_bounded(&mut child.0, 30, "the interrupted client");
-    // Exited by itself, not killed by the signal, and says it was cut short.
-    assert_eq!(status.code(), Some(130), "{status:?}");
-    let v: Report =
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("no report ({e}): {text}"));
-    assert!(v.interrupted && v.verdict.partial, "{v:?}");
+    let v = interrupted_report(&mut child);
     assert_eq!(v.direction, Direction::ServerToClient);
     assert!(v.receiver.sent < 30_000, "{v:?}");
     assert!(v.receiver.received <= v.receiver.sent);
@@ -729,19 +735,7 @@ fn ctrl_c_and_sigterm_report_what_ran_as_partial() {
         // The server counts the first interval: the stream is flowing.
         s.wait_for("0.00-1.00");
         signal(&child.0, sig);
-        let mut text = String::new();
-        child
-            .0
-            .stdout
-            .take()
-            .unwrap()
-            .read_to_string(&mut text)
-            .unwrap();
-        let status = wait_bounded(&mut child.0, 30, "the interrupted client");
-        assert_eq!(status.code(), Some(130), "signal {sig}: {status:?}");
-        let v: Report =
-            serde_json::from_str(&text).unwrap_or_else(|e| panic!("no report ({e}): {text}"));
-        assert!(v.interrupted && v.verdict.partial, "{v:?}");
+        let v = interrupted_report(&mut child);
         assert_eq!(v.planned_duration_s, 30.0);
         // What ran by the schedule of the packets sent (a loaded machine
         // may have stalled the sender): more than nothing, less than planned.
@@ -1011,19 +1005,7 @@ fn bidir_ctrl_c_stops_both_streams_and_reports_each_whole() {
     // client's stream opened the path, so both are flowing.
     s.wait_for("[s>c 0]       0.00-1.00");
     signal(&child.0, libc::SIGINT);
-    let mut text = String::new();
-    child
-        .0
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut text)
-        .unwrap();
-    let status = wait_bounded(&mut child.0, 30, "the interrupted client");
-    assert_eq!(status.code(), Some(130), "{status:?}");
-    let v: Report =
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("no report ({e}): {text}"));
-    assert!(v.interrupted && v.verdict.partial, "{v:?}");
+    let v = interrupted_report(&mut child);
     assert!(v.duration_s > 0.0 && v.duration_s < 29.0, "{v:?}");
     // Each side stopped its own stream; what it sent arrived, whole.
     for d in &v.directions {

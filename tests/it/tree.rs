@@ -79,6 +79,27 @@ fn start_source(procs: &mut Procs, args: &[&str]) -> String {
     addr
 }
 
+/// A source of `frames` frames of the bars pattern at 30 fps that starts
+/// once `peers` peers are in, writing its report to `report`.
+fn start_bars(procs: &mut Procs, size: &str, frames: u64, peers: u32, report: &Path) -> String {
+    start_source(
+        procs,
+        &[
+            "pattern:bars",
+            "--size",
+            size,
+            "--fps",
+            "30",
+            "--frames",
+            &frames.to_string(),
+            "--wait-peers",
+            &peers.to_string(),
+            "--report",
+            report.to_str().unwrap(),
+        ],
+    )
+}
+
 /// Starts a peer and waits until the source has placed it, so peers
 /// started one after another fill slots 1, 2, 3... in order.
 fn join(procs: &mut Procs, addr: &str, report: &Path, extra: &[&str]) -> usize {
@@ -208,22 +229,7 @@ fn subtree_of_a_killed_inner_node_reattaches_and_resumes() {
     let mut procs = Procs::default();
     let src_report = dir.path("source.json");
     let frames = 150;
-    let addr = start_source(
-        &mut procs,
-        &[
-            "pattern:bars",
-            "--size",
-            "320x240",
-            "--fps",
-            "30",
-            "--frames",
-            &frames.to_string(),
-            "--wait-peers",
-            "14",
-            "--report",
-            src_report.to_str().unwrap(),
-        ],
-    );
+    let addr = start_bars(&mut procs, "320x240", frames, 14, &src_report);
     let mut idx = Vec::new();
     let first = dir.path("p0.raw");
     for i in 0..14 {
@@ -697,22 +703,7 @@ fn join_writes_frames_to_stdout_for_a_consumer_bit_exact() {
     let src_report = dir.path("source.json");
     let peer_report_path = dir.path("peer.json");
     let frames = 10;
-    let addr = start_source(
-        &mut procs,
-        &[
-            "pattern:bars",
-            "--size",
-            "160x120",
-            "--fps",
-            "30",
-            "--frames",
-            &frames.to_string(),
-            "--wait-peers",
-            "1",
-            "--report",
-            src_report.to_str().unwrap(),
-        ],
-    );
+    let addr = start_bars(&mut procs, "160x120", frames, 1, &src_report);
     let mut peer = nagare()
         .args(["tree", "join", &addr, "--listen", "127.0.0.1:0"])
         .args(["--timeout", "20", "-o", "-", "--report"])
@@ -842,22 +833,7 @@ fn a_flipped_byte_on_an_encrypted_link_is_named_and_the_peer_recovers() {
     let mut procs = Procs::default();
     let src_report = dir.path("source.json");
     let frames = 60;
-    let addr = start_source(
-        &mut procs,
-        &[
-            "pattern:bars",
-            "--size",
-            "320x240",
-            "--fps",
-            "30",
-            "--frames",
-            &frames.to_string(),
-            "--wait-peers",
-            "2",
-            "--report",
-            src_report.to_str().unwrap(),
-        ],
-    );
+    let addr = start_bars(&mut procs, "320x240", frames, 2, &src_report);
     // The peer joins (connection 0) and attaches (connection 1) through
     // the man in the middle, which flips a byte in the 40th message the
     // source sends on the attach link: a record about a dozen frames into

@@ -22,9 +22,9 @@ fn challenge() -> Vec<u8> {
     Control::Challenge { nonce: NONCE }.to_bytes()
 }
 
-/// A dialer and an acceptor through the handshake.
-fn pair() -> (SecureLink, SecureLink) {
-    let (mut dialer, hello) = SecureLink::initiator(
+/// A dialer's link and its handshake hello, for the standard request.
+fn dial() -> (SecureLink, Vec<u8>) {
+    SecureLink::initiator(
         &KEY,
         &NONCE,
         Role::Attach,
@@ -32,7 +32,12 @@ fn pair() -> (SecureLink, SecureLink) {
         &request(),
         [1; 32],
     )
-    .unwrap();
+    .unwrap()
+}
+
+/// A dialer and an acceptor through the handshake.
+fn pair() -> (SecureLink, SecureLink) {
+    let (mut dialer, hello) = dial();
     let mut acceptor =
         SecureLink::responder(&KEY, &NONCE, Role::Attach, &request(), [2; 32]).unwrap();
     let Ok(Opened::Reply(reply)) = acceptor.open(&hello) else {
@@ -155,15 +160,7 @@ fn replayed_reordered_and_missing_records_are_detected() {
 
 #[test]
 fn another_key_or_a_tampered_handshake_fails_it() {
-    let (_, hello) = SecureLink::initiator(
-        &KEY,
-        &NONCE,
-        Role::Attach,
-        &challenge(),
-        &request(),
-        [1; 32],
-    )
-    .unwrap();
+    let (_, hello) = dial();
     let mut other = [7; 16];
     other[0] = 8;
     let mut wrong =
@@ -191,15 +188,7 @@ fn cleartext_on_an_encrypted_link_is_refused() {
     let end = Control::End.to_bytes();
     assert_eq!(d.open(&end), Err(Error::Unencrypted(Kind::End)));
     // A refusal is the one cleartext a dialer may get instead of the answer.
-    let (mut d, _) = SecureLink::initiator(
-        &KEY,
-        &NONCE,
-        Role::Attach,
-        &challenge(),
-        &request(),
-        [1; 32],
-    )
-    .unwrap();
+    let (mut d, _) = dial();
     let refused = Control::Refused {
         reason: "no".into(),
     }
@@ -384,15 +373,7 @@ fn a_refusal_after_admission_goes_out_sealed_before_the_close() {
     };
     acc.push(flush.clone());
     assert_eq!(acc.poll_transmit(), None, "nothing before the handshake");
-    let (mut dialer, hello) = SecureLink::initiator(
-        &KEY,
-        &NONCE,
-        Role::Attach,
-        &challenge(),
-        &request(),
-        [1; 32],
-    )
-    .unwrap();
+    let (mut dialer, hello) = dial();
     acc.input(LinkInput::Received {
         link,
         msg: hello.into(),
@@ -434,15 +415,7 @@ fn an_admitted_newcomer_that_never_shakes_hands_is_dropped_in_time() {
     }
     assert_eq!(acc.poll_timeout(), Some(HANDSHAKE_TIMEOUT));
     // b completes its handshake: only a is left to time out.
-    let (_, hello) = SecureLink::initiator(
-        &KEY,
-        &NONCE,
-        Role::Attach,
-        &challenge(),
-        &request(),
-        [1; 32],
-    )
-    .unwrap();
+    let (_, hello) = dial();
     acc.input(LinkInput::Received {
         link: b,
         msg: hello.into(),
