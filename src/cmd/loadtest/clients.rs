@@ -127,18 +127,25 @@ impl RtspClient {
         self.reply()
     }
 
-    fn reply(&mut self) -> Result<(u16, Vec<(String, String)>)> {
+    /// One line of a reply, at most `MAX_LINE` bytes: a server under test
+    /// that never ends its line must not grow the client without bound.
+    fn line(&mut self) -> Result<String> {
         let mut line = String::new();
-        self.reader.read_line(&mut line)?;
+        (&mut self.reader).take(MAX_LINE).read_line(&mut line)?;
+        Ok(line)
+    }
+
+    fn reply(&mut self) -> Result<(u16, Vec<(String, String)>)> {
+        let line = self.line()?;
         let status = line
             .split(' ')
             .nth(1)
             .and_then(|s| s.parse().ok())
             .ok_or_else(|| anyhow!("not an RTSP response: {line:?}"))?;
         let mut headers = Vec::new();
-        loop {
-            let mut h = String::new();
-            if self.reader.read_line(&mut h)? == 0 {
+        while headers.len() < MAX_HEADERS {
+            let h = self.line()?;
+            if h.is_empty() {
                 break;
             }
             let h = h.trim_end();
@@ -161,6 +168,10 @@ impl RtspClient {
         Ok((status, headers))
     }
 }
+
+/// Longest reply line and most reply headers read from a server.
+const MAX_LINE: u64 = 8 << 10;
+const MAX_HEADERS: usize = 64;
 
 /// One HTTP/1.0 request to `api`; returns status and body.
 pub fn http(
