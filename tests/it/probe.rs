@@ -352,6 +352,21 @@ fn busy_server_says_so() {
 
 struct KillOnDrop(Child);
 
+/// A client of `server` running a 30 s, 1.6 Mbit/s test of 200-byte
+/// packets with `extra` flags, its JSON report on a pipe: long enough that
+/// only a signal ends it.
+fn long_client(server: &Daemon, extra: &[&str]) -> KillOnDrop {
+    let child = nagare()
+        .args(["probe", "client", &server.addr(), "-J"])
+        .args(["-b", "1.6M", "-l", "200", "-t", "30"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    KillOnDrop(child)
+}
+
 /// The report of a client stopped by a signal: it exits by itself with
 /// 130 (not killed by the signal) and says it was cut short.
 fn interrupted_report(child: &mut KillOnDrop) -> Report {
@@ -538,25 +553,7 @@ fn wrong_token_is_refused() {
 fn reverse_client_stops_cleanly_on_ctrl_c() {
     let mut s = server();
     // 30 s planned at 1000 packets/s: the interrupt ends it long before.
-    let child = nagare()
-        .args([
-            "probe",
-            "client",
-            &s.addr(),
-            "--json",
-            "--reverse",
-            "--rate",
-            "1.6M",
-            "--packet-size",
-            "200",
-            "--duration",
-            "30",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child = KillOnDrop(child);
+    let mut child = long_client(&s, &["--reverse"]);
     s.wait_for("accepted");
     // SAFETY: plain kill(2) on our own child's pid.
     unsafe {
@@ -724,14 +721,7 @@ fn intervals_print_live_on_both_ends_and_the_server_logs_each_test() {
 fn ctrl_c_and_sigterm_report_what_ran_as_partial() {
     for sig in [libc::SIGINT, libc::SIGTERM] {
         let mut s = server();
-        let child = nagare()
-            .args(["probe", "client", &s.addr(), "-J"])
-            .args(["-b", "1.6M", "-l", "200", "-t", "30"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut child = KillOnDrop(child);
+        let mut child = long_client(&s, &[]);
         // The server counts the first interval: the stream is flowing.
         s.wait_for("0.00-1.00");
         signal(&child.0, sig);
@@ -992,14 +982,7 @@ fn bidir_refuses_reverse_and_log() {
 #[test]
 fn bidir_ctrl_c_stops_both_streams_and_reports_each_whole() {
     let mut s = server();
-    let child = nagare()
-        .args(["probe", "client", &s.addr(), "-J", "--bidir"])
-        .args(["-b", "1.6M", "-l", "200", "-t", "30"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child = KillOnDrop(child);
+    let mut child = long_client(&s, &["--bidir"]);
     // The client counted the server's first interval (its line, relayed
     // to the server's log): the server streams, which it does once the
     // client's stream opened the path, so both are flowing.
