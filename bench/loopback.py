@@ -70,16 +70,12 @@ def nagare_streams(n, fps, seconds, stripes=False, realtime=False, pix=PIX, whol
     frame and writes it out (to /dev/null: 2.5 GB/s fits no disk here)."""
     frames = int(fps * seconds)
     rt = ["--realtime"] if realtime else []
-    recvs = []
     if whole:
-        recvs.append(timed([NAGARE, "recv", "--listen", f"127.0.0.1:{BASE}", "--stripes", str(n),
-                            "--size", f"{W}x{H * n}", "--pix-fmt", pix, "--fps", str(fps),
-                            "--frames", str(frames), "--timeout", "5", "--json", "-o", "/dev/null"] + rt))
+        recvs = [timed([NAGARE, "recv", "--listen", f"127.0.0.1:{BASE}", "--stripes", str(n),
+                        "--size", f"{W}x{H * n}", "--pix-fmt", pix, "--fps", str(fps),
+                        "--frames", str(frames), "--timeout", "5", "--json", "-o", "/dev/null"] + rt)]
     else:
-        for k in range(n):
-            recvs.append(timed([NAGARE, "recv", "--listen", f"127.0.0.1:{BASE + k}", "--size", f"{W}x{H}",
-                                "--pix-fmt", pix, "--fps", str(fps), "--frames", str(frames),
-                                "--timeout", "5", "--json"] + rt))
+        recvs = nagare_receivers(n, BASE, W, H, pix, fps, frames, rt)
     time.sleep(0.5)
     if stripes:
         sends = [timed([NAGARE, "send", "pattern:bars", "--to", f"127.0.0.1:{BASE}", "--size", f"{W}x{H * n}",
@@ -130,12 +126,12 @@ def nagare_streams(n, fps, seconds, stripes=False, realtime=False, pix=PIX, whol
     }
 
 
-def nagare_receivers(n, port0, w, h, pix, fps, frames):
-    """n `nagare recv` processes that count another tool's bytes and
+def nagare_receivers(n, port0, w, h, pix, fps, frames, extra=()):
+    """n `nagare recv` processes on consecutive ports that count bytes and
     whole frames, each over its measured first-to-last packet time."""
     return [timed([NAGARE, "recv", "--listen", f"127.0.0.1:{port0 + k}", "--size", f"{w}x{h}",
                    "--pix-fmt", pix, "--fps", str(fps), "--frames", str(frames),
-                   "--timeout", "5", "--json"]) for k in range(n)]
+                   "--timeout", "5", "--json"] + list(extra)) for k in range(n)]
 
 
 def ffmpeg_streams(n, seconds, fps=FPS, ten_bit=False):
