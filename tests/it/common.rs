@@ -5,6 +5,25 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// A `Command` for the nagare binary under test.
+/// Starts `nagare args…` with stdout piped and stderr discarded; returns
+/// it with the first line it printed (a daemon's "listening ADDR"). The
+/// rest of stdout is drained on a thread, so it never blocks on a full
+/// pipe.
+pub fn spawn_first_line(args: &[&str]) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let mut child = nagare()
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    (child, line)
+}
+
 pub fn nagare() -> Command {
     Command::new(env!("CARGO_BIN_EXE_nagare"))
 }

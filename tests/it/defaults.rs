@@ -2,12 +2,11 @@
 //! accident, `tree source` listens on loopback unless told otherwise, and
 //! daemons say what they bind to.
 
-use std::io::{BufRead, BufReader};
-use std::process::Stdio;
-
 use nagare_api::video::SendReport;
 
-use crate::common::{Running, free_udp_port, nagare, parse_report, sigterm, wait_bounded};
+use crate::common::{
+    Running, free_udp_port, nagare, parse_report, sigterm, spawn_first_line, wait_bounded,
+};
 
 const KEY: &str = "00112233445566778899aabbccddeeff";
 
@@ -42,17 +41,17 @@ fn multicast_send_needs_an_interface_or_ttl_0() {
 
 #[test]
 fn tree_listens_on_loopback_by_default_and_says_where() {
-    let mut source = nagare()
-        .args(["tree", "source", "pattern:bars", "--key", KEY])
-        .args(["--size", "64x32", "--fps", "10"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(source.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    let (mut source, line) = spawn_first_line(&[
+        "tree",
+        "source",
+        "pattern:bars",
+        "--key",
+        KEY,
+        "--size",
+        "64x32",
+        "--fps",
+        "10",
+    ]);
     if !line.starts_with("listening") {
         let _ = source.kill();
         panic!("source said {line:?} (is port 7450 taken?)");

@@ -2,12 +2,11 @@
 //! makes the probe server busy, and hundreds of them cost a tree source
 //! little memory while a legitimate peer still joins.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::common::{Running, nagare, sigterm, wait_bounded};
+use crate::common::{Running, nagare, sigterm, spawn_first_line, wait_bounded};
 
 const KEY: &str = "00112233445566778899aabbccddeeff";
 
@@ -82,17 +81,19 @@ fn a_trickling_connection_does_not_make_the_probe_server_busy() {
 
 #[test]
 fn three_hundred_trickling_connections_keep_a_tree_source_small() {
-    let mut source = nagare()
-        .args(["tree", "source", "pattern:bars", "--listen", "127.0.0.1:0"])
-        .args(["--key", KEY, "--size", "64x32", "--fps", "20"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(source.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    let (mut source, line) = spawn_first_line(&[
+        "tree",
+        "source",
+        "pattern:bars",
+        "--listen",
+        "127.0.0.1:0",
+        "--key",
+        KEY,
+        "--size",
+        "64x32",
+        "--fps",
+        "20",
+    ]);
     let addr = line.strip_prefix("listening ").unwrap().trim().to_owned();
     let rss0 = status(source.id(), "VmRSS:");
 

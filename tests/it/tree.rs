@@ -10,7 +10,7 @@ use nagare_api::tree::{PeerReport, SourceReport};
 use nagare_proto::video::pattern::Pattern;
 use nagare_proto::{PixelFormat, VideoFormat};
 
-use crate::common::{Scratch, nagare};
+use crate::common::{Scratch, nagare, spawn_first_line};
 
 const KEY: &str = "00112233445566778899aabbccddeeff";
 
@@ -59,24 +59,14 @@ impl Drop for Procs {
 /// Starts a source and returns its address; its stdout is drained on a
 /// thread so it never blocks on a full pipe.
 fn start_source(procs: &mut Procs, args: &[&str]) -> String {
-    let mut c = nagare()
-        .args(["tree", "source", "--listen", "127.0.0.1:0", "--key", KEY])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(c.stdout.take().unwrap());
+    let mut all = vec!["tree", "source", "--listen", "127.0.0.1:0", "--key", KEY];
+    all.extend_from_slice(args);
+    let (c, line) = spawn_first_line(&all);
     procs.push(c);
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    let addr = line
-        .strip_prefix("listening ")
+    line.strip_prefix("listening ")
         .unwrap_or_else(|| panic!("source said {line:?}"))
         .trim()
-        .to_owned();
-    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-    addr
+        .to_owned()
 }
 
 /// A source of `frames` frames of the bars pattern at 30 fps that starts
