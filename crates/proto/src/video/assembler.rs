@@ -345,6 +345,16 @@ impl Assembler {
         }
     }
 
+    /// Makes up to `frames` whole-frame buffers now, every page touched
+    /// (at most the depth), so the first frames reuse them instead of
+    /// faulting 83 MB of fresh memory in apiece while stripes arrive.
+    pub fn warm(&mut self, frames: usize) {
+        let n = self.stripes.frame_format().frame_bytes();
+        while self.spare.len() < frames.min(self.depth) {
+            self.spare.push(crate::video::prefaulted(n));
+        }
+    }
+
     /// Takes a frame buffer back for reuse.
     pub fn recycle(&mut self, buf: Vec<u8>) {
         // Frames handed out come back from the recorder in bursts; keeping

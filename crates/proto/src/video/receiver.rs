@@ -351,8 +351,12 @@ impl Receiver {
             self.take.depack.flush();
             self.drain();
             self.carry();
+            let spares = self.take.depack.take_spares();
             self.take = Take::new(&self.config, self.next_index);
             self.take.tolerate(self.tolerance);
+            for buf in spares {
+                self.take.depack.recycle(buf);
+            }
         }
         self.events.push_back(Event::Stream {
             ssrc: lock.ssrc,
@@ -472,6 +476,13 @@ impl Receiver {
     pub fn set_tolerance(&mut self, frames: usize) {
         self.tolerance = frames.max(1);
         self.take.tolerate(self.tolerance);
+    }
+
+    /// Makes up to `frames` frame buffers before the stream starts (see
+    /// [`crate::video::Depacketizer::warm`]); call it after
+    /// [`Receiver::set_tolerance`], which sets how many are kept.
+    pub fn warm(&mut self, frames: usize) {
+        self.take.depack.warm(frames);
     }
 
     /// Hands a frame buffer back for reuse.

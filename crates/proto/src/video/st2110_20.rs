@@ -16,7 +16,9 @@ use std::ops::Range;
 use super::Error;
 use crate::rtp::{self, RtpHeader, RtpPacket};
 use crate::units::{ExtSeq, MediaTime, Ssrc};
+use crate::video::coverage::Coverage;
 use crate::video::format::VideoFormat;
+use crate::video::prefaulted;
 
 /// Largest UDP payload nagare sends (9000-byte jumbo MTU less IP/UDP
 /// headers and some room for tunnels).
@@ -452,8 +454,19 @@ pub struct DepacketizerStats {
 struct Assembly {
     timestamp: u32,
     data: Vec<u8>,
+    /// Which bytes packets wrote: what a complete frame covers, and the
+    /// holes an incomplete one has zeroed.
+    coverage: Coverage,
     bytes: usize,
     packets: u32,
+}
+
+impl Assembly {
+    /// Every byte written (counting bytes alone would take overlapping
+    /// packets for a whole frame).
+    fn complete(&self) -> bool {
+        self.bytes >= self.data.len() && self.coverage.covers(self.data.len())
+    }
 }
 
 /// Reassembles frames from RFC 4175 packets, keyed by RTP timestamp.
@@ -503,8 +516,9 @@ impl Depacketizer {
         }
     }
 
-    /// Zero each frame buffer before use, so missing regions of incomplete
-    /// frames are zeros rather than stale bytes (costs one memset a frame).
+    /// Zero what no packet wrote in an incomplete frame, so its missing
+    /// regions are zeros rather than a recycled buffer's stale bytes
+    /// (complete frames cost nothing).
     pub fn set_zero_fill(&mut self, on: bool) {
         self.zero_fill = on;
     }
@@ -532,6 +546,22 @@ impl Depacketizer {
     /// The format frames are assembled in.
     pub fn format(&self) -> VideoFormat {
         self.format
+    }
+
+    /// Makes up to `frames` frame buffers now, every page touched (at most
+    /// what [`Depacketizer::recycle`] keeps), so a stream's first frames
+    /// reuse them instead of faulting fresh memory in while packets come.
+    pub fn warm(&mut self, frames: usize) {
+        let n = self.format.frame_bytes();
+        while self.free.len() < frames.min(2 * self.in_flight) {
+            self.free.push(prefaulted(n));
+        }
+    }
+
+    /// Every spare frame buffer, taken out (for the depacketizer that
+    /// replaces this one).
+    pub fn take_spares(&mut self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut self.free)
     }
 
     /// Returns a frame buffer for reuse.
@@ -611,18 +641,15 @@ impl Depacketizer {
         let mut bytes = 0;
         for (dst, src) in placements {
             a.data[*dst..*dst + src.len()].copy_from_slice(&data[src.clone()]);
+            a.coverage.add(*dst..*dst + src.len(), &mut a.data);
             bytes += src.len();
         }
         a.bytes += bytes;
         a.packets += 1;
-        if a.bytes >= a.data.len() {
+        if a.complete() {
             if self.patient {
                 // In order: the complete frames at the front.
-                while self
-                    .assemblies
-                    .front()
-                    .is_some_and(|a| a.bytes >= a.data.len())
-                {
+                while self.assemblies.front().is_some_and(Assembly::complete) {
                     self.finish_oldest();
                 }
             } else {
@@ -640,15 +667,9 @@ impl Depacketizer {
             self.finish_oldest();
         }
         let size = self.format.frame_bytes();
-        let data = match self.free.pop() {
-            Some(mut b) => {
-                if self.zero_fill {
-                    b.fill(0);
-                }
-                b
-            }
-            None => vec![0; size],
-        };
+        // A recycled buffer keeps its last frame's bytes: packets overwrite
+        // them, and an incomplete frame has its holes zeroed when it goes.
+        let data = self.free.pop().unwrap_or_else(|| vec![0; size]);
         let pos = self
             .assemblies
             .iter()
@@ -659,6 +680,7 @@ impl Depacketizer {
             Assembly {
                 timestamp: ts,
                 data,
+                coverage: Coverage::new(),
                 bytes: 0,
                 packets: 0,
             },
@@ -667,7 +689,7 @@ impl Depacketizer {
     }
 
     fn finish_oldest(&mut self) {
-        let Some(a) = self.assemblies.pop_front() else {
+        let Some(mut a) = self.assemblies.pop_front() else {
             return;
         };
         let index = match self.last {
@@ -687,7 +709,10 @@ impl Depacketizer {
             }
         };
         self.last = Some((a.timestamp, index));
-        let complete = a.bytes >= a.data.len();
+        let complete = a.complete();
+        if !complete && self.zero_fill {
+            a.coverage.zero_holes(&mut a.data);
+        }
         if complete {
             self.stats.frames_complete += 1;
         } else {
@@ -753,6 +778,84 @@ mod tests {
             out.push(o);
         }
         out
+    }
+
+    /// A recycled buffer holds the last frame's bytes: a whole frame
+    /// overwrites them all, an incomplete one gets zeros exactly where its
+    /// lost packets were, and a warmed buffer behaves the same.
+    #[test]
+    fn recycled_buffers_are_zeroed_only_in_the_holes_of_incomplete_frames() {
+        let format = VideoFormat::new(64, 8, PixelFormat::Uyvp).unwrap();
+        let p = Packetizer::new(format, 200, Ssrc(7)).unwrap();
+        let mut d = Depacketizer::new(format, Some(1500.0));
+        d.set_zero_fill(true);
+        d.warm(1);
+        let first = frame_of(&format, 1);
+        let Output::Frame(f) = feed(&mut d, &packets(&p, &first, 0, 0)).remove(0) else {
+            panic!("a frame");
+        };
+        assert!(f.complete);
+        assert_eq!(f.data, first);
+        d.recycle(f.data);
+        // The next frame loses packets 2 and 5.
+        let second = frame_of(&format, 2);
+        let mut pkts = packets(&p, &second, 100, 1500);
+        let lost = [pkts.remove(5), pkts.remove(2)];
+        let mut out = feed(&mut d, &pkts);
+        d.flush();
+        out.extend(std::iter::from_fn(|| d.poll()));
+        let Some(Output::Frame(f)) = out.into_iter().next() else {
+            panic!("a frame");
+        };
+        assert!(!f.complete);
+        let mut want = second.clone();
+        for pk in &lost {
+            let v = RtpPacket::new_checked(&pk[..]).unwrap();
+            let view = PayloadView::parse(v.payload()).unwrap();
+            let mut places = Vec::new();
+            view.placements(&format, &mut places).unwrap();
+            for (dst, src) in places {
+                want[dst..dst + src.len()].fill(0);
+            }
+        }
+        assert_eq!(f.data, want);
+    }
+
+    /// Bytes add up to a frame, but two packets wrote the same region and
+    /// one never came: the frame is incomplete and its hole is zeros.
+    #[test]
+    fn overlapping_packets_never_make_a_frame_complete() {
+        let format = VideoFormat::new(64, 8, PixelFormat::Uyvp).unwrap();
+        let p = Packetizer::new(format, 200, Ssrc(7)).unwrap().uniform();
+        let mut d = Depacketizer::new(format, Some(1500.0));
+        d.set_zero_fill(true);
+        d.recycle(vec![0xee; format.frame_bytes()]);
+        let frame = frame_of(&format, 4);
+        let mut pkts = packets(&p, &frame, 0, 0);
+        let mut want = frame.clone();
+        let v = RtpPacket::new_checked(&pkts[3][..]).unwrap();
+        let mut places = Vec::new();
+        PayloadView::parse(v.payload())
+            .unwrap()
+            .placements(&format, &mut places)
+            .unwrap();
+        for (dst, src) in places {
+            want[dst..dst + src.len()].fill(0);
+        }
+        // Packet 3's payload replaced by packet 2's (same size, same
+        // placement), renumbered so it is no duplicate.
+        let mut copy = pkts[2].clone();
+        copy[2..4].copy_from_slice(&pkts[3][2..4]);
+        copy[12..14].copy_from_slice(&pkts[3][12..14]);
+        pkts[3] = copy;
+        let mut out = feed(&mut d, &pkts);
+        d.flush();
+        out.extend(std::iter::from_fn(|| d.poll()));
+        let Some(Output::Frame(f)) = out.into_iter().next() else {
+            panic!("a frame");
+        };
+        assert!(!f.complete);
+        assert_eq!(f.data, want);
     }
 
     proptest! {
