@@ -63,6 +63,19 @@ def finish(p, timeout=None):
     return out, err, cpu
 
 
+# The whole-8K section's second pass pins every tool the same way: senders
+# on CPU 0, receivers on CPU 1 (on two cores, a receiver's threads sharing
+# the sender's core is what makes a sender late).
+PIN = False
+
+
+def on(role, cmd):
+    """cmd, pinned by role when PIN is set."""
+    if not PIN:
+        return cmd
+    return ["taskset", "-c", "0" if role == "send" else "1"] + cmd
+
+
 def nagare_streams(n, fps, seconds, stripes=False, realtime=False, pix=PIX, whole=False):
     """n sender/receiver pairs, or with stripes one sender of n stripes;
     realtime runs the sending and receiving threads with SCHED_FIFO; whole
@@ -71,16 +84,18 @@ def nagare_streams(n, fps, seconds, stripes=False, realtime=False, pix=PIX, whol
     frames = int(fps * seconds)
     rt = ["--realtime"] if realtime else []
     if whole:
-        recvs = [timed([NAGARE, "recv", "--listen", f"127.0.0.1:{BASE}", "--stripes", str(n),
-                        "--size", f"{W}x{H * n}", "--pix-fmt", pix, "--fps", str(fps),
-                        "--frames", str(frames), "--timeout", "5", "--json", "-o", "/dev/null"] + rt)]
+        recvs = [timed(on("recv", [NAGARE, "recv", "--listen", f"127.0.0.1:{BASE}", "--stripes", str(n),
+                                   "--size", f"{W}x{H * n}", "--pix-fmt", pix, "--fps", str(fps),
+                                   "--frames", str(frames), "--timeout", "5", "--json", "-o", "/dev/null"]
+                                  + rt))]
     else:
         recvs = nagare_receivers(n, BASE, W, H, pix, fps, frames, rt)
     time.sleep(0.5)
     if stripes:
-        sends = [timed([NAGARE, "send", "pattern:bars", "--to", f"127.0.0.1:{BASE}", "--size", f"{W}x{H * n}",
-                        "--stripes", str(n), "--pix-fmt", pix, "--fps", str(fps), "--frames", str(frames),
-                        "--packet-size", str(PKT), "--json"] + rt)]
+        sends = [timed(on("send", [NAGARE, "send", "pattern:bars", "--to", f"127.0.0.1:{BASE}",
+                                   "--size", f"{W}x{H * n}", "--stripes", str(n), "--pix-fmt", pix,
+                                   "--fps", str(fps), "--frames", str(frames), "--packet-size", str(PKT),
+                                   "--json"] + rt))]
     else:
         sends = [timed([NAGARE, "send", "pattern:bars", "--to", f"127.0.0.1:{BASE + k}", "--size", f"{W}x{H}",
                         "--pix-fmt", pix, "--fps", str(fps), "--frames", str(frames), "--packet-size", str(PKT),
@@ -129,9 +144,9 @@ def nagare_streams(n, fps, seconds, stripes=False, realtime=False, pix=PIX, whol
 def nagare_receivers(n, port0, w, h, pix, fps, frames, extra=()):
     """n `nagare recv` processes on consecutive ports that count bytes and
     whole frames, each over its measured first-to-last packet time."""
-    return [timed([NAGARE, "recv", "--listen", f"127.0.0.1:{port0 + k}", "--size", f"{w}x{h}",
-                   "--pix-fmt", pix, "--fps", str(fps), "--frames", str(frames),
-                   "--timeout", "5", "--json"] + list(extra)) for k in range(n)]
+    return [timed(on("recv", [NAGARE, "recv", "--listen", f"127.0.0.1:{port0 + k}", "--size", f"{w}x{h}",
+                              "--pix-fmt", pix, "--fps", str(fps), "--frames", str(frames),
+                              "--timeout", "5", "--json"] + list(extra))) for k in range(n)]
 
 
 def ffmpeg_streams(n, seconds, fps=FPS, ten_bit=False):
@@ -143,9 +158,10 @@ def ffmpeg_streams(n, seconds, fps=FPS, ten_bit=False):
     recvs = nagare_receivers(n, port0, W, H, "uyvp" if ten_bit else PIX, fps, frames)
     time.sleep(0.5)
     codec = ["-pix_fmt", "yuv422p10", "-c:v", "bitpacked"] if ten_bit else ["-pix_fmt", PIX, "-c:v", "rawvideo"]
-    sends = [timed(["ffmpeg", "-nostdin", "-loglevel", "error", "-re", "-f", "lavfi",
-                    "-i", f"color=c=black:size={W}x{H}:rate={fps}", "-frames:v", str(frames)] + codec +
-                   ["-f", "rtp", f"rtp://127.0.0.1:{port0 + k}?pkt_size={PKT}"]) for k in range(n)]
+    sends = [timed(on("send", ["ffmpeg", "-nostdin", "-loglevel", "error", "-re", "-f", "lavfi",
+                               "-i", f"color=c=black:size={W}x{H}:rate={fps}", "-frames:v", str(frames)]
+                      + codec + ["-f", "rtp", f"rtp://127.0.0.1:{port0 + k}?pkt_size={PKT}"]))
+             for k in range(n)]
     cpu_s = sum(finish(p)[2] for p in sends)
     recv = []
     for p in recvs:
@@ -199,13 +215,13 @@ def iperf_received(server_json):
 
 def iperf_streams(n, seconds, rate=RATE, label=""):
     # The servers (receivers) report what arrived, in 0.1 s intervals.
-    servers = [subprocess.Popen(["iperf3", "-s", "-1", "-J", "-i", "0.1", "-p", str(BASE + 100 + k),
-                                 "-B", "127.0.0.1"],
+    servers = [subprocess.Popen(on("recv", ["iperf3", "-s", "-1", "-J", "-i", "0.1", "-p", str(BASE + 100 + k),
+                                            "-B", "127.0.0.1"]),
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
                for k in range(n)]
     time.sleep(0.5)
-    clients = [timed(["iperf3", "-u", "-c", "127.0.0.1", "-p", str(BASE + 100 + k), "-l", str(PKT),
-                      "-b", str(int(rate)), "-t", str(int(seconds)), "-J"]) for k in range(n)]
+    clients = [timed(on("send", ["iperf3", "-u", "-c", "127.0.0.1", "-p", str(BASE + 100 + k), "-l", str(PKT),
+                                 "-b", str(int(rate)), "-t", str(int(seconds)), "-J"])) for k in range(n)]
     res = []
     for p in clients:
         out, err, cpu = finish(p)
@@ -261,9 +277,10 @@ def gst_streams(n, seconds, fps=FPS, ten_bit=False):
     frame_bytes = W * H * depth // 4
     caps = (f"application/x-rtp,media=video,clock-rate=90000,encoding-name=RAW,sampling=YCbCr-4:2:2,"
             f"depth=(string){depth},width=(string){W},height=(string){H},payload=96")
-    recvs = [timed(["stdbuf", "-oL", "gst-launch-1.0", "-e", "-v", "udpsrc", f"port={BASE + 200 + k}", "address=127.0.0.1",
-                    "buffer-size=268435456", f"caps={caps}", "!", "rtpvrawdepay", "!",
-                    "fakesink", "silent=false", "sync=false"]) for k in range(n)]
+    recvs = [timed(on("recv", ["stdbuf", "-oL", "gst-launch-1.0", "-e", "-v", "udpsrc", f"port={BASE + 200 + k}",
+                               "address=127.0.0.1", "buffer-size=268435456", f"caps={caps}", "!",
+                               "rtpvrawdepay", "!", "fakesink", "silent=false", "sync=false"]))
+             for k in range(n)]
     # When each depayloaded frame reached the sink, per receiver.
     stamps = [[] for _ in recvs]
     readers = [threading.Thread(target=stamp_lines, args=(p, r"chain\s+\*+", st), daemon=True)
@@ -271,11 +288,11 @@ def gst_streams(n, seconds, fps=FPS, ten_bit=False):
     for t in readers:
         t.start()
     time.sleep(1.0)
-    sends = [timed(["gst-launch-1.0", "-q", "videotestsrc", "is-live=true", "pattern=black",
-                    f"num-buffers={frames}", "!",
-                    f"video/x-raw,format={fmt_name},width={W},height={H},framerate={fps}/1", "!",
-                    "rtpvrawpay", f"mtu={PKT + 28}", "!", "udpsink", "host=127.0.0.1",
-                    f"port={BASE + 200 + k}", "buffer-size=67108864"]) for k in range(n)]
+    sends = [timed(on("send", ["gst-launch-1.0", "-q", "videotestsrc", "is-live=true", "pattern=black",
+                               f"num-buffers={frames}", "!",
+                               f"video/x-raw,format={fmt_name},width={W},height={H},framerate={fps}/1", "!",
+                               "rtpvrawpay", f"mtu={PKT + 28}", "!", "udpsink", "host=127.0.0.1",
+                               f"port={BASE + 200 + k}", "buffer-size=67108864"])) for k in range(n)]
     cpu_s = 0.0
     for p in sends:
         _, _, cpu = finish(p)
@@ -322,6 +339,10 @@ def main():
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     print(f"Machine: {os.cpu_count()} cores ({cpu}), {platform.release()}, "
           f"{SECONDS:.0f} s per workload, {PKT}-byte packets, loopback", flush=True)
+    if os.environ.get("ONLY") == "whole":
+        print(f"Whole 8K 30p 4:2:2 10-bit (7680x4320 uyvp, {WHOLE_RATE / 1e9:.2f} Gbit/s of video), one VM:")
+        print_rows(whole_8k(SECONDS))
+        return
     rows = []
     for n in (1, 8):
         rows.append(nagare_streams(n, FPS, SECONDS))
@@ -395,14 +416,21 @@ def whole_8k(seconds):
     frame as 8 stripes of 7680x540: nagare as one sender process to one
     receiver rebuilding and writing whole frames, GStreamer and FFmpeg as 8
     pipelines each (neither can split a frame or rebuild one), iperf3 as 8
-    UDP streams at an eighth of the rate each."""
+    UDP streams at an eighth of the rate each. Each runs twice: as the
+    scheduler places it, then pinned (senders CPU 0, receivers CPU 1)."""
+    global PIN
     rows = []
-    for row in (lambda: nagare_streams(8, 30, seconds, stripes=True, pix="uyvp", whole=True),
-                lambda: iperf_streams(8, seconds, rate=WHOLE_RATE / 8, label=", 2.49 Gbit/s each"),
-                lambda: gst_streams(8, seconds, fps=30, ten_bit=True),
-                lambda: ffmpeg_streams(8, seconds, fps=30, ten_bit=True)):
-        rows.append(row())
-        print(f"  done: {rows[-1]['tool']}", file=sys.stderr, flush=True)
+    for pin in (False, True):
+        PIN = pin
+        for row in (lambda: nagare_streams(8, 30, seconds, stripes=True, pix="uyvp", whole=True),
+                    lambda: iperf_streams(8, seconds, rate=WHOLE_RATE / 8, label=", 2.49 Gbit/s each"),
+                    lambda: gst_streams(8, seconds, fps=30, ten_bit=True),
+                    lambda: ffmpeg_streams(8, seconds, fps=30, ten_bit=True)):
+            rows.append(row())
+            if pin:
+                rows[-1]["tool"] += " [pinned: senders CPU 0, receivers CPU 1]"
+            print(f"  done: {rows[-1]['tool']}", file=sys.stderr, flush=True)
+    PIN = False
     return rows
 
 if __name__ == "__main__":

@@ -18,8 +18,12 @@
 #                     then cycled: no per-frame work on the send side) or
 #                     two frames of noise from a file, looped (read, and
 #                     for 2si gathered, on the reader thread every frame)
-#   RECORD=PATH       where recv records (default: a file in /dev/shm when
-#                     it has room for every frame, else /dev/null)
+#   RECORD=PATH       where recv records (default: a file in /var/tmp
+#                     written with --direct, O_DIRECT past the page cache,
+#                     when the disk has room for every frame and 10 GB
+#                     more; else a file in /dev/shm; else /dev/null)
+#   DIRECT=0|1        record with --direct (default 1 for the /var/tmp
+#                     file, 0 otherwise)
 #   PACING="precise efficient"   the sender's --pacing, one run (and one
 #                     table) each; default both (on two cores a spinning
 #                     sender takes CPU the receiver needs)
@@ -48,17 +52,24 @@ cleanup() {
   return 0
 }
 trap cleanup EXIT
+direct=${DIRECT:-0}
 if [ -z "$record" ]; then
   avail=$(($(awk '/MemAvailable/ {print $2}' /proc/meminfo) * 1024))
   shm=$(df --output=avail -B1 /dev/shm 2>/dev/null | tail -1 || echo 0)
+  disk=$(df --output=avail -B1 /var/tmp 2>/dev/null | tail -1 || echo 0)
   need=$((frames * frame_bytes))
+  if [ $((need + 10 * 1024 * 1024 * 1024)) -lt "$disk" ]; then
+    record=/var/tmp/nagare-stripes-$$.raw
+    direct=${DIRECT:-1}
   # Leave 6 GB to the processes (ring, frame buffers) and everything else.
-  if [ $((need + 6 * 1024 * 1024 * 1024)) -lt "$avail" ] && [ "$need" -lt "$shm" ]; then
+  elif [ $((need + 6 * 1024 * 1024 * 1024)) -lt "$avail" ] && [ "$need" -lt "$shm" ]; then
     record=/dev/shm/nagare-stripes-$$.raw
   else
     record=/dev/null
   fi
 fi
+direct_flag=()
+[ "$direct" = 1 ] && direct_flag=(--direct)
 case "$source" in
   pattern) input=pattern:bars; loop=() ;;
   # Two frames of noise, looped (stripes of noise leave no pattern to
@@ -80,7 +91,7 @@ ticks() { awk '/^cpu / {t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 -
 ticks_before=$(ticks)
 /usr/bin/time -f "%U %S %e" -o "$dir/recv.time" "${pin_recv[@]}" "$bin" recv \
   --listen "127.0.0.1:$port" --stripes 8 --split "$split" --size 7680x4320 \
-  --pix-fmt uyvp --fps 30 --frames "$frames" --timeout 5 --json -o "$record" \
+  --pix-fmt uyvp --fps 30 --frames "$frames" --timeout 5 --json -o "$record" "${direct_flag[@]}" \
   >"$dir/recv.json" 2>"$dir/recv.err" &
 rpid=$!
 for _ in $(seq 100); do
@@ -96,9 +107,9 @@ ticks_after=$(ticks)
 recorded=$(stat -c %s "$record" 2>/dev/null || echo 0)
 [ "$record" = /dev/null ] && recorded=-1
 echo "load average before: $load" >&2
-python3 - "$dir" "$frames" "$split" "$source" "$record" "$recorded" "$frame_bytes" "$pacing" "${PIN:-0}" "$ticks_before" "$ticks_after" <<'EOF'
+python3 - "$dir" "$frames" "$split" "$source" "$record" "$recorded" "$frame_bytes" "$pacing" "${PIN:-0}" "$ticks_before" "$ticks_after" "$direct" <<'EOF'
 import json, os, platform, sys
-d, frames, split, source, record, recorded, frame_bytes, pacing, pin, t0, t1 = sys.argv[1:]
+d, frames, split, source, record, recorded, frame_bytes, pacing, pin, t0, t1, direct = sys.argv[1:]
 (b0, a0), (b1, a1) = (map(int, t.split()) for t in (t0, t1))
 machine_busy = (b1 - b0) / max(a1 - a0, 1)
 frames, recorded, frame_bytes = int(frames), int(recorded), int(frame_bytes)
@@ -130,7 +141,7 @@ span = max(send["seconds"], 1e-9)
 busy = (send_cpu + recv_cpu) / max(send_wall, recv_wall, 1e-9)
 thread_busy = send["send_cpu_seconds"] / span
 if recorded >= 0:
-    written = f"{recv['frames_written']} ({recorded / frame_bytes:.0f} in {record})"
+    written = f"{recv['frames_written']} ({recorded / frame_bytes:.0f} in {record}{', O_DIRECT' if direct == '1' else ''})"
 else:
     written = f"{recv['frames_written']} (to /dev/null)"
 # Which resource ran out, in the order that explains the rest.

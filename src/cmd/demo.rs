@@ -60,6 +60,7 @@ pub fn main(args: DemoArgs) -> Result<ExitCode> {
         follow_ssrc: false,
         output: None,
         append: false,
+        direct: false,
         segmenting: recv::Segmenting::None,
         frames: Some(args.frames),
         timeout: Some(Duration::from_secs(5)),

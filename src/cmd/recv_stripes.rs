@@ -11,8 +11,6 @@
 //! and books every frame; a writer thread records. This driver only moves
 //! datagrams, stripe frames and whole frames between those machines.
 
-use std::fs::File;
-use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
@@ -27,6 +25,7 @@ use nagare_api::cluster::ClusterConfig;
 use nagare_api::stripes::{FrameFailure, LegReport, StripeReport, StripesReport};
 use nagare_api::video::{EndedBy, FrameList};
 use nagare_proto::sdp::SdpStream;
+use nagare_proto::video::aligned::AlignedBuf;
 use nagare_proto::video::assembler::{Assembled, Assembler};
 use nagare_proto::video::receiver::{self, Config, Datagram, Event, Incomplete, Record};
 use nagare_proto::video::st2022_7::{Arrival, Merger};
@@ -35,6 +34,7 @@ use nagare_proto::{BitRate, ByteSize, FrameRate, MediaTime, Nanos};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use super::recv::RecvArgs;
+use super::recv::recording::{Plan as RecordingPlan, Recording};
 use crate::cli;
 use crate::clock::Origin;
 use crate::net::udp::{self, ReceiveOptions, Receiver};
@@ -98,7 +98,8 @@ struct Plan {
     legs: Legs,
     rate: Option<FrameRate>,
     socket: ReceiveOptions,
-    output: Option<PathBuf>,
+    /// Where whole frames are recorded, if anywhere.
+    recording: Option<RecordingPlan>,
     frames: Option<u64>,
     timeout: Option<Duration>,
     incomplete: Incomplete,
@@ -330,7 +331,17 @@ impl Plan {
                 source: None,
                 buffer_bytes: (frame * 4).clamp(8 << 20, 256 << 20),
             },
-            output: args.output.clone(),
+            recording: match &args.output {
+                Some(path) => Some(RecordingPlan {
+                    path: path.clone(),
+                    frame_bytes: stripes.frame_format().frame_bytes() as u64,
+                    segmenting: args.segmenting()?,
+                    append: args.append,
+                    pad_partial: args.incomplete == Incomplete::Keep,
+                    direct: args.direct,
+                }),
+                None => None,
+            },
             frames: args.frames,
             timeout: args.timeout,
             incomplete: args.incomplete,
@@ -570,45 +581,39 @@ fn receive_loop(
 
 /// The writer thread: records whole frames and hands buffers back.
 struct Writer {
-    tx: ChanTx<Vec<u8>>,
-    back: ChanRx<Vec<u8>>,
+    tx: ChanTx<AlignedBuf>,
+    back: ChanRx<AlignedBuf>,
     thread: JoinHandle<Result<u64>>,
 }
 
 impl Writer {
-    fn start(output: Option<&Path>) -> Result<Writer> {
+    fn start(plan: Option<RecordingPlan>) -> Result<Writer> {
         // Whole frames go to the file as they come, one write each, so a
-        // recording grows frame by frame (a reader can follow it).
-        let mut file = match output {
-            Some(p) => Some(
-                File::create(p)
-                    .with_context(|| format!("cannot create output '{}'", p.display()))?,
-            ),
-            None => None,
-        };
-        let (tx, rx) = bounded::<Vec<u8>>(4);
-        let (back_tx, back) = bounded::<Vec<u8>>(8);
+        // recording grows frame by frame (a reader can follow it); a full
+        // disk leaves whole frames (see Recording).
+        let mut recording = plan.map(Recording::open).transpose()?;
+        let (tx, rx) = bounded::<AlignedBuf>(4);
+        let (back_tx, back) = bounded::<AlignedBuf>(8);
         let thread = std::thread::Builder::new()
             .name("writer".into())
             .spawn(move || {
                 let mut written = 0u64;
-                for frame in rx {
-                    if let Some(f) = file.as_mut() {
-                        f.write_all(&frame).context("writing the output file")?;
+                let result = rx.iter().try_for_each(|frame| {
+                    if let Some(r) = recording.as_mut() {
+                        r.write(&frame)?;
                     }
                     written += 1;
                     let _ = back_tx.try_send(frame);
-                }
-                if let Some(f) = file.as_mut() {
-                    f.flush().context("flushing the output file")?;
-                }
-                Ok(written)
+                    anyhow::Ok(())
+                });
+                let closed = recording.map_or(Ok(()), Recording::close);
+                result.and(closed).map(|()| written)
             })
             .context("starting the writer thread")?;
         Ok(Writer { tx, back, thread })
     }
 
-    fn write(&self, frame: Vec<u8>) -> Result<()> {
+    fn write(&self, frame: AlignedBuf) -> Result<()> {
         self.tx
             .send(frame)
             .map_err(|_| anyhow!("the writer thread stopped"))
@@ -638,7 +643,7 @@ struct Books<'a> {
     arrivals: Vec<(MediaTime, Instant, Instant)>,
     skew_sum: f64,
     skew_frames: u64,
-    last_complete: Option<Vec<u8>>,
+    last_complete: Option<AlignedBuf>,
     ticker: Ticker,
 }
 
@@ -681,7 +686,10 @@ impl Books<'_> {
         while let Some(f) = self.assembler.poll_event() {
             if let Some(pos) = self.arrivals.iter().position(|a| a.0 == f.timestamp) {
                 let (_, first, last) = self.arrivals.swap_remove(pos);
-                if f.missing == 0 {
+                // Only whole frames: an incomplete stripe is handed out
+                // when evicted or flushed at the end (5 s later, after
+                // --timeout), not when its packets came.
+                if f.complete() {
                     let us = last.duration_since(first).as_secs_f64() * 1e6;
                     self.report.skew_us_max = self.report.skew_us_max.max(us);
                     self.skew_sum += us;
@@ -751,11 +759,12 @@ impl Books<'_> {
         self.record(f.data, complete)
     }
 
-    fn record(&mut self, data: Vec<u8>, complete: bool) -> Result<()> {
+    fn record(&mut self, data: AlignedBuf, complete: bool) -> Result<()> {
         if complete && self.plan.incomplete == Incomplete::RepeatLast {
-            self.last_complete
-                .get_or_insert_with(Vec::new)
-                .clone_from(&data);
+            match &mut self.last_complete {
+                Some(last) => last.copy_from_slice(&data),
+                None => self.last_complete = Some(data.clone()),
+            }
         }
         match self.plan.incomplete.record(complete) {
             Record::Frame => self.writer.write(data),
@@ -858,7 +867,7 @@ fn run(plan: &Plan, stop: &AtomicBool) -> Result<StripesReport> {
     let mut books = Books {
         plan,
         assembler,
-        writer: Writer::start(plan.output.as_deref())?,
+        writer: Writer::start(plan.recording.clone())?,
         recycle,
         report: StripesReport {
             split: plan.stripes.rule().name().into(),

@@ -1,16 +1,15 @@
-//! Reading frame files at stream rates: O_DIRECT (bypassing the page
-//! cache), sequential read-ahead advice, and the page-aligned buffers that
-//! O_DIRECT reads into.
+//! Frame files at stream rates: O_DIRECT reading and writing (bypassing
+//! the page cache), sequential read-ahead advice, and the page-aligned
+//! buffers O_DIRECT moves bytes through.
 
 use std::fs::File;
+use std::io::Write;
 use std::path::Path;
 
 use anyhow::{Result, anyhow};
 use nix::fcntl::{OFlag, PosixFadviseAdvice, posix_fadvise};
 
-/// Alignment of frame buffers, offsets and lengths for O_DIRECT: enough
-/// for any logical block size up to a page.
-pub const ALIGN: usize = 4096;
+pub use nagare_proto::video::aligned::{ALIGN, AlignedBuf};
 
 /// Opens `path` for reading with O_DIRECT; says what to do where the
 /// filesystem refuses it.
@@ -23,7 +22,7 @@ pub fn open_direct(path: &Path) -> Result<File> {
         .map_err(|e| {
             if e.raw_os_error() == Some(libc::EINVAL) {
                 anyhow!(
-                    "the filesystem holding '{}' does not support O_DIRECT (tmpfs does not); \
+                    "the filesystem holding '{}' does not support O_DIRECT (tmpfs before Linux 6.6 does not); \
                      drop --direct",
                     path.display()
                 )
@@ -39,36 +38,96 @@ pub fn advise_sequential(file: &File) {
     let _ = posix_fadvise(file, 0, 0, PosixFadviseAdvice::POSIX_FADV_SEQUENTIAL);
 }
 
-/// A zeroed buffer whose bytes start on an [`ALIGN`] boundary, so O_DIRECT
-/// can read into it; it dereferences to its bytes. Plain safe code: an
-/// over-allocated `Vec` and an offset into it.
-pub struct AlignedBuf {
-    raw: Vec<u8>,
-    start: usize,
-    len: usize,
+/// Bytes of each O_DIRECT write, and of a [`DirectWriter`]'s staging
+/// buffer: 8 MiB writes kept this VM's virtual disk at 2.6 GB/s, as fast
+/// as two writers at once; 64 MiB ones reached 1.9 GB/s.
+const DIRECT_CHUNK: usize = 8 << 20;
+
+/// A file written with O_DIRECT through a page-aligned staging buffer.
+/// Whole blocks go to the disk as they fill: no copy into the page cache
+/// and no reclaim of it, which at 20 Gbit/s costs most of a core. The
+/// few bytes past the last whole block wait for the next write, or for
+/// [`DirectWriter::finish`], which writes them through the page cache
+/// (O_DIRECT takes whole blocks only).
+pub struct DirectWriter {
+    file: File,
+    stage: AlignedBuf,
+    held: usize,
 }
 
-impl AlignedBuf {
-    /// A zeroed, page-aligned buffer of `len` bytes.
-    pub fn new(len: usize) -> AlignedBuf {
-        let raw = vec![0u8; len + ALIGN];
-        // The heap block never moves while the Vec lives, so the offset
-        // stays valid when the buffer itself is moved.
-        let start = raw.as_ptr().align_offset(ALIGN).min(ALIGN);
-        AlignedBuf { raw, start, len }
+impl DirectWriter {
+    /// Creates (or truncates) `path` for writing with O_DIRECT; says what
+    /// to do where the filesystem refuses it.
+    pub fn create(path: &Path) -> Result<DirectWriter> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(OFlag::O_DIRECT.bits())
+            .open(path)
+            .map_err(|e| {
+                if e.raw_os_error() == Some(libc::EINVAL) {
+                    anyhow!(
+                        "the filesystem holding '{}' does not support O_DIRECT (tmpfs before Linux 6.6 does not); \
+                         drop --direct",
+                        path.display()
+                    )
+                } else {
+                    anyhow!("cannot create output '{}' (O_DIRECT): {e}", path.display())
+                }
+            })?;
+        Ok(DirectWriter {
+            file,
+            stage: AlignedBuf::new(DIRECT_CHUNK),
+            held: 0,
+        })
     }
-}
 
-impl std::ops::Deref for AlignedBuf {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        &self.raw[self.start..self.start + self.len]
+    /// Appends `data`: every whole block staged so far goes to the disk.
+    /// Page-aligned data (an [`AlignedBuf`])
+    /// following whole blocks goes straight from where it is, uncopied.
+    pub fn write_all(&mut self, mut data: &[u8]) -> std::io::Result<()> {
+        if self.held == 0 && data.as_ptr().addr() % ALIGN == 0 {
+            let whole = data.len() / ALIGN * ALIGN;
+            for chunk in data[..whole].chunks(DIRECT_CHUNK) {
+                self.file.write_all(chunk)?;
+            }
+            data = &data[whole..];
+        }
+        while !data.is_empty() {
+            let n = data.len().min(self.stage.len() - self.held);
+            self.stage[self.held..self.held + n].copy_from_slice(&data[..n]);
+            self.held += n;
+            data = &data[n..];
+            let whole = self.held / ALIGN * ALIGN;
+            if whole > 0 {
+                self.file.write_all(&self.stage[..whole])?;
+                self.stage.copy_within(whole..self.held, 0);
+                self.held -= whole;
+            }
+        }
+        Ok(())
     }
-}
 
-impl std::ops::DerefMut for AlignedBuf {
-    fn deref_mut(&mut self) -> &mut [u8] {
-        &mut self.raw[self.start..self.start + self.len]
+    /// Writes the staged tail (under a block) through the page cache; the
+    /// file ends there, so no O_DIRECT write can follow.
+    pub fn finish(&mut self) -> std::io::Result<()> {
+        if self.held == 0 {
+            return Ok(());
+        }
+        use nix::fcntl::{FcntlArg, fcntl};
+        let flags = fcntl(&self.file, FcntlArg::F_GETFL).map_err(std::io::Error::from)?;
+        let buffered = OFlag::from_bits_truncate(flags) & !OFlag::O_DIRECT;
+        fcntl(&self.file, FcntlArg::F_SETFL(buffered)).map_err(std::io::Error::from)?;
+        self.file.write_all(&self.stage[..self.held])?;
+        self.held = 0;
+        Ok(())
+    }
+
+    /// The file (for its length, or to cut it back).
+    pub fn file(&self) -> &File {
+        &self.file
     }
 }
 
@@ -77,12 +136,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn buffers_start_on_a_page_and_survive_a_move() {
-        let mut b = AlignedBuf::new(10_000);
-        b[9_999] = 7;
-        let moved = Box::new(b);
-        assert_eq!(moved.as_ptr().addr() % ALIGN, 0);
-        assert_eq!((moved.len(), moved[9_999]), (10_000, 7));
-        assert!(AlignedBuf::new(0).is_empty());
+    fn direct_writes_keep_every_byte_in_order() {
+        // /var/tmp is on disk (O_DIRECT); /tmp may be tmpfs.
+        let dir = Path::new("/var/tmp");
+        let path = dir.join(format!("nagare-direct-{}", std::process::id()));
+        let mut w = DirectWriter::create(&path).unwrap();
+        // Frames that are not a whole number of blocks, and one larger
+        // than the stage, so tails carry over and the stage wraps.
+        let frames: Vec<Vec<u8>> = [5_184_000usize, 7, DIRECT_CHUNK + 4097, 4096, 3 * 4096]
+            .iter()
+            .enumerate()
+            .map(|(k, &n)| (0..n).map(|i| (i * 7 + k) as u8).collect())
+            .collect();
+        // An aligned frame first (written in place), then unaligned ones
+        // (staged, tails carried over), then aligned ones again while a
+        // tail is staged (staged too, to keep the file in order).
+        let mut aligned = AlignedBuf::new(2 * DIRECT_CHUNK + 4096 + 100);
+        let first: Vec<u8> = (0..aligned.len()).map(|i| (i % 251) as u8).collect();
+        aligned.copy_from_slice(&first);
+        w.write_all(&aligned).unwrap();
+        for f in &frames {
+            w.write_all(f).unwrap();
+        }
+        w.write_all(&aligned).unwrap();
+        w.finish().unwrap();
+        drop(w);
+        let got = std::fs::read(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        let want = [first.clone(), frames.concat(), first].concat();
+        assert_eq!(got.len(), want.len());
+        assert!(got == want);
     }
 }

@@ -158,3 +158,124 @@ fn segments_are_whole_files_named_with_a_counter() {
     );
     assert!(joined == input, "segments joined differ from the input");
 }
+
+/// A small ext4 filesystem in a file, loop-mounted for one test (tmpfs
+/// does not take O_DIRECT); unmounted on drop.
+struct Ext4(PathBuf);
+
+impl Ext4 {
+    /// Mounts a `kib` KiB ext4 image under `dir`; `None` (after saying
+    /// why) where loop mounts are not allowed.
+    fn mount(dir: &Path, kib: u64) -> Option<Ext4> {
+        if !crate::common::require("mkfs.ext4") {
+            return None;
+        }
+        let (img, at) = (dir.join("ext4.img"), dir.join("ext4"));
+        std::fs::create_dir_all(&at).unwrap();
+        std::fs::File::create(&img)
+            .unwrap()
+            .set_len(kib * 1024)
+            .unwrap();
+        let made = Command::new("mkfs.ext4")
+            .args(["-q", "-F", "-O", "^has_journal"])
+            .arg(&img)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(made, "mkfs.ext4 failed on {}", img.display());
+        let ok = Command::new("mount")
+            .args(["-o", "loop"])
+            .arg(&img)
+            .arg(&at)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!(
+                "skipping: cannot loop-mount {} (needs root and loop devices)",
+                img.display()
+            );
+            return None;
+        }
+        Some(Ext4(at))
+    }
+}
+
+impl Drop for Ext4 {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_direct_recording_is_byte_identical_and_keeps_whole_frames_on_a_full_disk() {
+    let s = Scratch::new("direct");
+    let input = noise(FRAME * 100, 5);
+    std::fs::write(s.path("in.uyvy"), &input).unwrap();
+    // 11,520-byte frames are no whole number of 4 KiB blocks: every frame
+    // but the first starts mid-block, so the staged tails must carry over.
+    let copy = s.path("copy.uyvy");
+    let args = ["-o", copy.to_str().unwrap(), "--direct"];
+    let (status, report, err, _) = record(&s.path("in.uyvy"), 9, &args);
+    assert!(status.success(), "{err}");
+    assert_eq!(report.frames_written, 9);
+    assert!(std::fs::read(&copy).unwrap() == input[..9 * FRAME]);
+
+    // 100 frames (1.15 MB) do not fit: the error is named and what stays
+    // is whole frames, each the input's.
+    let Some(fs) = Ext4::mount(&s.0, 1024) else {
+        return;
+    };
+    let copy = fs.0.join("copy.uyvy");
+    let args = ["-o", copy.to_str().unwrap(), "--direct"];
+    let (status, report, err, _) = record(&s.path("in.uyvy"), 100, &args);
+    assert_eq!(status.code(), Some(2), "{err}");
+    let want = format!(
+        "No space left on device (os error 28) writing {}",
+        copy.display()
+    );
+    assert!(err.contains(&want), "expected {want:?} in: {err}");
+    assert_eq!(report.ended_by, EndedBy::OutputError);
+    let on_disk = std::fs::read(&copy).unwrap();
+    assert_eq!(on_disk.len() % FRAME, 0, "a partial frame was left");
+    assert_eq!(report.frames_written, (on_disk.len() / FRAME) as u64);
+    assert!(report.frames_written > 10, "{report:?}");
+    assert!(on_disk == input[..on_disk.len()]);
+    assert!(
+        err.contains(&format!("after {} frames", report.frames_written)),
+        "{err}"
+    );
+}
+
+#[test]
+fn direct_is_refused_where_it_cannot_work_and_says_why() {
+    let s = Scratch::new("direct-refused");
+    let out = nagare()
+        .args(["recv", "--listen", "127.0.0.1:0", "--size", SIZE])
+        .args([
+            "--pix-fmt",
+            "uyvy422",
+            "--frames",
+            "1",
+            "--direct",
+            "-o",
+            "-",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("it takes neither -o - nor --append"), "{err}");
+    let out = nagare()
+        .args([
+            "recv",
+            "--listen",
+            "127.0.0.1:0",
+            "--direct",
+            "--append",
+            "-o",
+        ])
+        .arg(s.path("x"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--append"));
+}

@@ -99,8 +99,9 @@ pub struct StripesReport {
     pub seconds: f64,
     /// Received rate (bytes over measured first-to-last time).
     pub rate_bps: BitRate,
-    /// Worst spread of one frame's stripes: from the first stripe of the
-    /// frame handed out to the last, microseconds.
+    /// Worst spread of one whole frame's stripes: from the first stripe
+    /// of the frame handed out to the last, microseconds (frames with
+    /// bytes missing are left out: their stripes leave when evicted).
     pub skew_us_max: f64,
     /// Mean of that spread over frames, microseconds.
     pub skew_us_mean: f64,

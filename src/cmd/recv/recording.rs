@@ -9,6 +9,11 @@
 //! disk) leaves the file frame-aligned: the partial frame is cut, or with
 //! `--incomplete keep` padded with zeros, and the error names the OS
 //! error, the path and the frames written.
+//!
+//! With `--direct` the files are written with O_DIRECT (see
+//! [`DirectWriter`]): the last bytes of a frame that end mid-block reach
+//! the file with the next frame, so after SIGKILL the partial tail may
+//! be the last frame's.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -16,6 +21,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
+
+use crate::net::file::DirectWriter;
 
 /// When a recording moves on to the next segment file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,12 +50,53 @@ pub struct Plan {
     /// Pad a partial frame left by a failed write with zeros (`--incomplete
     /// keep`) instead of cutting it.
     pub pad_partial: bool,
+    /// Write with O_DIRECT, past the page cache.
+    pub direct: bool,
+}
+
+/// Where a recording's bytes go.
+enum Sink {
+    Plain(File),
+    Direct(DirectWriter),
+}
+
+impl Sink {
+    fn create(path: &Path, direct: bool) -> Result<Sink> {
+        if direct {
+            return DirectWriter::create(path).map(Sink::Direct);
+        }
+        File::create(path)
+            .map(Sink::Plain)
+            .with_context(|| format!("cannot create output '{}'", path.display()))
+    }
+
+    fn write_all(&mut self, data: &[u8]) -> std::io::Result<()> {
+        match self {
+            Sink::Plain(f) => f.write_all(data),
+            Sink::Direct(d) => d.write_all(data),
+        }
+    }
+
+    /// Writes whatever is still staged.
+    fn finish(&mut self) -> std::io::Result<()> {
+        match self {
+            Sink::Plain(_) => Ok(()),
+            Sink::Direct(d) => d.finish(),
+        }
+    }
+
+    fn file(&self) -> &File {
+        match self {
+            Sink::Plain(f) => f,
+            Sink::Direct(d) => d.file(),
+        }
+    }
 }
 
 /// An open recording.
 pub struct Recording {
     plan: Plan,
-    file: File,
+    file: Sink,
     /// The path being written (`.part` for a segment).
     writing: PathBuf,
     /// The name it gets when complete.
@@ -71,15 +119,21 @@ impl Recording {
             bail!("a recording needs frames of at least one byte");
         }
         let (writing, final_path) = segment_paths(&plan, 0);
-        let file = if crate::cli::is_stdio(&plan.path) {
-            stdout_file(&plan)?
+        let stdio = crate::cli::is_stdio(&plan.path);
+        if plan.direct && (stdio || plan.append) {
+            bail!(
+                "--direct writes whole disk blocks from the start of a file: it takes neither \
+                 -o - nor --append; drop --direct"
+            );
+        }
+        let file = if stdio {
+            Sink::Plain(stdout_file(&plan)?)
         } else if plan.append {
-            open_append(&writing, plan.frame_bytes)?
+            Sink::Plain(open_append(&writing, plan.frame_bytes)?)
         } else {
-            File::create(&writing)
-                .with_context(|| format!("cannot create output '{}'", writing.display()))?
+            Sink::create(&writing, plan.direct)?
         };
-        let start_len = file.metadata()?.len();
+        let start_len = file.file().metadata()?.len();
         Ok(Recording {
             plan,
             file,
@@ -110,8 +164,7 @@ impl Recording {
         }
         if let Err(e) = self.file.write_all(frame) {
             self.failed = true;
-            let whole = self.frames;
-            let kept = self.align();
+            let (whole, kept) = self.align();
             return Err(anyhow!(
                 "{e} writing {} after {whole} frames{kept}",
                 self.writing.display()
@@ -140,8 +193,8 @@ impl Recording {
         self.finish_segment()?;
         self.segment += 1;
         let (writing, final_path) = segment_paths(&self.plan, self.segment);
-        self.file = File::create(&writing)
-            .with_context(|| format!("cannot create segment '{}'", writing.display()))?;
+        self.file = Sink::create(&writing, self.plan.direct)
+            .with_context(|| format!("starting segment {}", self.segment))?;
         (self.writing, self.final_path) = (writing, final_path);
         self.start_len = 0;
         self.in_segment = 0;
@@ -150,6 +203,16 @@ impl Recording {
     }
 
     fn finish_segment(&mut self) -> Result<()> {
+        if !self.failed
+            && let Err(e) = self.file.finish()
+        {
+            self.failed = true;
+            let (whole, kept) = self.align();
+            bail!(
+                "{e} writing the end of {} after {whole} frames{kept}",
+                self.writing.display()
+            );
+        }
         if self.writing == self.final_path {
             return Ok(());
         }
@@ -165,13 +228,23 @@ impl Recording {
     }
 
     /// After a failed write: cuts the file back to whole frames, or pads
-    /// the partial one; returns what it did, for the message.
-    fn align(&mut self) -> String {
+    /// the partial one; returns the frames wholly written (all files) and
+    /// what it did, for the message.
+    fn align(&mut self) -> (u64, String) {
         let frame = self.plan.frame_bytes;
-        let whole = self.start_len + self.in_segment * frame;
-        let len = self.file.metadata().map_or(whole, |m| m.len());
+        let mut whole = self.start_len + self.in_segment * frame;
+        let len = self.file.file().metadata().map_or(whole, |m| m.len());
+        if len < whole {
+            // A direct write had frames staged, not yet in the file: only
+            // those on disk count.
+            let on_disk = len.saturating_sub(self.start_len) / frame;
+            self.frames -= self.in_segment - on_disk;
+            self.in_segment = on_disk;
+            whole = self.start_len + on_disk * frame;
+        }
+        let written = self.frames;
         if len == whole {
-            return String::new();
+            return (written, String::new());
         }
         // Growing a file with set_len makes a hole, which needs no free
         // blocks, so padding works on a full disk too.
@@ -180,15 +253,18 @@ impl Recording {
         } else {
             (whole, "cut the partial frame")
         };
-        match self.file.set_len(to) {
+        match self.file.file().set_len(to) {
             Ok(()) => {
                 if self.plan.pad_partial {
                     self.frames += 1;
                     self.in_segment += 1;
                 }
-                format!(" ({what})")
+                (written, format!(" ({what})"))
             }
-            Err(e) => format!(" (and could not make it frame-aligned: {e})"),
+            Err(e) => (
+                written,
+                format!(" (and could not make it frame-aligned: {e})"),
+            ),
         }
     }
 }
@@ -272,6 +348,7 @@ mod tests {
             segmenting,
             append,
             pad_partial: false,
+            direct: false,
         }
     }
 

@@ -20,6 +20,7 @@ use std::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 
 use super::Error;
+use super::aligned::AlignedBuf;
 use super::stripe::{MAX_STRIPES, Rule, Stripes};
 use crate::units::MediaTime;
 
@@ -34,8 +35,9 @@ pub type StripeSet = u64;
 pub struct Assembled {
     /// RTP timestamp shared by its stripes.
     pub timestamp: MediaTime,
-    /// The whole frame (stripes that did not arrive are zeros).
-    pub data: Vec<u8>,
+    /// The whole frame (stripes that did not arrive are zeros),
+    /// page-aligned for O_DIRECT writes.
+    pub data: AlignedBuf,
     /// Stripes that never delivered this frame.
     pub missing: StripeSet,
     /// Stripes that delivered it with bytes missing.
@@ -71,7 +73,7 @@ pub struct StripeCounters {
 #[derive(Debug)]
 struct Partial {
     timestamp: MediaTime,
-    data: Vec<u8>,
+    data: AlignedBuf,
     /// 2SI: the stripes as they arrive, back to back, interleaved into
     /// `data` in one pass when the frame goes out (empty otherwise).
     staged: Vec<u8>,
@@ -94,7 +96,7 @@ pub struct Assembler {
     /// Newest timestamp handed out, to spot stripes arriving too late.
     last_out: Option<MediaTime>,
     ready: VecDeque<Assembled>,
-    spare: Vec<Vec<u8>>,
+    spare: Vec<AlignedBuf>,
     /// Staging buffers for reuse.
     spare_staged: Vec<Vec<u8>>,
     /// Held stripe buffers of frames handed out, for their owners.
@@ -245,16 +247,15 @@ impl Assembler {
             .iter()
             .position(after)
             .unwrap_or(self.partial.len());
-        let mut data = self.spare.pop().unwrap_or_default();
         // Every stripe that arrives overwrites its whole part of a recycled
         // buffer, so only stripes that never arrive are zeroed (when the
         // frame goes out): zeroing every frame first would be one more
         // pass over 83 MB per 8K frame.
         let n = self.stripes.frame_format().frame_bytes();
-        if data.len() != n {
-            data.clear();
-            data.resize(n, 0);
-        }
+        let data = match self.spare.pop() {
+            Some(b) if b.len() == n => b,
+            _ => AlignedBuf::new(n),
+        };
         self.partial.insert(
             pos,
             Partial {
@@ -351,12 +352,12 @@ impl Assembler {
     pub fn warm(&mut self, frames: usize) {
         let n = self.stripes.frame_format().frame_bytes();
         while self.spare.len() < frames.min(self.depth) {
-            self.spare.push(crate::video::prefaulted(n));
+            self.spare.push(AlignedBuf::prefaulted(n));
         }
     }
 
     /// Takes a frame buffer back for reuse.
-    pub fn recycle(&mut self, buf: Vec<u8>) {
+    pub fn recycle(&mut self, buf: AlignedBuf) {
         // Frames handed out come back from the recorder in bursts; keeping
         // them all (never more than were made) spares a fresh 83 MB
         // allocation, page faults and all, per 8K frame.
@@ -406,7 +407,7 @@ mod tests {
         }
         let f = a.poll_event().unwrap();
         assert!(f.complete());
-        assert_eq!(f.data, frame);
+        assert_eq!(&f.data[..], &frame[..]);
         assert_eq!(f.timestamp, MediaTime(3000));
     }
 
@@ -464,7 +465,7 @@ mod tests {
     fn a_missing_stripe_is_zeros_even_in_a_recycled_buffer() {
         let (s, frame) = setup();
         let mut a = Assembler::new(s, 4);
-        a.recycle(vec![0xee; frame.len()]);
+        a.recycle(AlignedBuf::copy_of(&vec![0xee; frame.len()]));
         for k in 1..8 {
             a.handle_input(k, MediaTime(0), &part(&s, &frame, k), true)
                 .unwrap();
@@ -475,14 +476,14 @@ mod tests {
         let mut want = frame.clone();
         s.merge(&vec![0; s.stripe_format().frame_bytes()], 0, &mut want)
             .unwrap();
-        assert_eq!(f.data, want);
+        assert_eq!(&f.data[..], &want[..]);
     }
 
     #[test]
     fn owned_stripes_are_held_then_given_back() {
         let (s, frame) = setup();
         let mut a = Assembler::new(s, 4);
-        a.recycle(vec![0xee; frame.len()]);
+        a.recycle(AlignedBuf::copy_of(&vec![0xee; frame.len()]));
         for k in [3, 1, 7, 2, 4, 6, 5] {
             let back = a
                 .handle_owned(k, MediaTime(0), part(&s, &frame, k), true)
@@ -496,7 +497,7 @@ mod tests {
         let mut want = frame.clone();
         s.merge(&vec![0; s.stripe_format().frame_bytes()], 0, &mut want)
             .unwrap();
-        assert_eq!(f.data, want);
+        assert_eq!(&f.data[..], &want[..]);
         let mut spent: Vec<usize> = std::iter::from_fn(|| a.poll_spent().map(|(k, _)| k)).collect();
         spent.sort_unstable();
         assert_eq!(spent, [1, 2, 3, 4, 5, 6, 7]);

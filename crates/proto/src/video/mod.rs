@@ -3,6 +3,7 @@
 //! ST 2110-21 timing model (sender types, Cinst/VRX analysis), and the
 //! sender and receiver state machines built from them.
 
+pub mod aligned;
 pub mod assembler;
 pub mod coverage;
 mod error;
