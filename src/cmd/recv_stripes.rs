@@ -104,6 +104,10 @@ struct Plan {
     timeout: Option<Duration>,
     incomplete: Incomplete,
     threads: usize,
+    /// --cpu: the receive threads' CPU.
+    cpu: Option<usize>,
+    /// --realtime: SCHED_FIFO for the receive threads.
+    realtime: bool,
     quiet: bool,
 }
 
@@ -315,7 +319,11 @@ impl Plan {
             }
             None => plan_from_sdps(args)?,
         };
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // Pinned to one CPU, a second receive thread would only take turns.
+        let cores = match args.cpu {
+            Some(_) => 1,
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        };
         let threads = args
             .striping
             .threads
@@ -346,6 +354,8 @@ impl Plan {
             timeout: args.timeout,
             incomplete: args.incomplete,
             threads,
+            cpu: args.cpu,
+            realtime: args.realtime,
             quiet: args.json,
         })
     }
@@ -842,6 +852,15 @@ fn assembly_depth(plan: &Plan) -> usize {
 
 /// Receives until the frame limit, the idle timeout or `stop`.
 fn run(plan: &Plan, stop: &AtomicBool) -> Result<StripesReport> {
+    // Receive threads inherit what this thread is set to here (so a bad
+    // --cpu is refused before anything listens); the assembler and the writer
+    // go back to ordinary once they are running.
+    if let Some(cpu) = plan.cpu {
+        crate::net::tuning::pin_to_cpu(cpu)?;
+    }
+    if plan.realtime {
+        crate::net::tuning::realtime()?;
+    }
     let mut assembler = Assembler::new(plan.stripes, assembly_depth(plan));
     // One frame being filled, one being written, one on its way back:
     // with fewer made ahead, an 8K receiver faulted fresh 83 MB frames in
@@ -863,6 +882,7 @@ fn run(plan: &Plan, stop: &AtomicBool) -> Result<StripesReport> {
             .context("starting a receive thread")?;
         handles.push(h);
     }
+    crate::net::tuning::ordinary();
     drop(tx);
     let mut books = Books {
         plan,

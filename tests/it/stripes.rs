@@ -416,3 +416,26 @@ fn recv_cluster_joins_on_the_configs_receiver_interface() {
     assert!(!err.contains("nosuch0"), "{err}");
     assert!(!err.contains("default-route interface"), "{err}");
 }
+
+#[test]
+fn recv_stripes_takes_cpu_and_refuses_one_out_of_range() {
+    // --cpu pins the receive threads: a CPU this machine lacks is named
+    // before anything listens.
+    let base = consecutive_free_ports(2);
+    let out = nagare()
+        .args([
+            "recv",
+            "--listen",
+            &format!("127.0.0.1:{base}"),
+            "--stripes",
+            "2",
+        ])
+        .args(["--size", "64x16", "--pix-fmt", "uyvy422", "--frames", "1"])
+        .args(["--cpu", "4096"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("--cpu 4096 is out of range"), "{err}");
+    assert!(!err.contains("listening on"), "{err}");
+}

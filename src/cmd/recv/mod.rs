@@ -102,7 +102,8 @@ pub struct RecvArgs {
     /// Frames buffered between the receive thread and the writer.
     #[arg(long, default_value_t = 8)]
     pub buffer_frames: usize,
-    /// Pin the receiving thread to this CPU.
+    /// Pin the receiving thread to this CPU (with --stripes, every receive
+    /// thread; the reassembly and the writer run anywhere).
     #[arg(long)]
     pub cpu: Option<usize>,
     /// Run the receiving thread with real-time (SCHED_FIFO) priority;
