@@ -75,6 +75,7 @@ pub fn stop_flag() -> &'static AtomicBool {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     signal::install();
+    net::tuning::note_start_cpus();
     let result: anyhow::Result<ExitCode> = match cli.command {
         Command::Send(a) => cmd::send::main(a),
         Command::Recv(a) => cmd::recv::main(a),

@@ -882,7 +882,9 @@ fn run(plan: &Plan, stop: &AtomicBool) -> Result<StripesReport> {
             .context("starting a receive thread")?;
         handles.push(h);
     }
-    crate::net::tuning::ordinary();
+    if plan.cpu.is_some() || plan.realtime {
+        crate::net::tuning::ordinary();
+    }
     drop(tx);
     let mut books = Books {
         plan,

@@ -5,9 +5,10 @@
 //! `sched_setscheduler`, so the scheduling policy is one raw call.
 
 use std::io;
+use std::sync::OnceLock;
 
 use anyhow::{Result, bail};
-use nix::sched::{CpuSet, sched_setaffinity};
+use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
 use nix::unistd::Pid;
 
 /// Shrinks this thread's timer slack to 1 µs. Linux otherwise lets sleeps
@@ -67,14 +68,31 @@ pub fn realtime() -> Result<()> {
     Ok(())
 }
 
-/// Undoes what a tuned parent thread passed on (Linux threads inherit
-/// affinity and scheduling policy): any CPU, normal priority. For helper
-/// threads such as the recorder's writer.
-pub fn ordinary() {
-    let mut set = CpuSet::new();
-    for cpu in 0..cpu_count().min(CpuSet::count()) {
-        let _ = set.set(cpu);
+/// The CPUs this process was allowed as it started.
+static START_CPUS: OnceLock<CpuSet> = OnceLock::new();
+
+/// Notes the CPUs this process may use as it starts (what `taskset` or a
+/// cgroup allowed), for [`ordinary`] to go back to. Call it before any
+/// thread is pinned.
+pub fn note_start_cpus() {
+    if let Ok(set) = sched_getaffinity(Pid::from_raw(0)) {
+        let _ = START_CPUS.set(set);
     }
+}
+
+/// Undoes what a tuned parent thread passed on (Linux threads inherit
+/// affinity and scheduling policy): the CPUs the process started with,
+/// normal priority. For helper threads such as the recorder's writer.
+/// (Counting CPUs here would count the pinned parent's one, and a
+/// `taskset` the user gave would be lost.)
+pub fn ordinary() {
+    let set = START_CPUS.get().copied().unwrap_or_else(|| {
+        let mut all = CpuSet::new();
+        for cpu in 0..CpuSet::count() {
+            let _ = all.set(cpu);
+        }
+        all
+    });
     // Failure leaves the inherited settings, which is only less ideal.
     let _ = sched_setaffinity(Pid::from_raw(0), &set);
     let _ = set_policy(libc::SCHED_OTHER, 0);
@@ -108,17 +126,17 @@ mod tests {
     }
 
     #[test]
-    fn ordinary_undoes_a_pin() {
+    fn ordinary_goes_back_to_the_cpus_the_process_started_with() {
+        note_start_cpus();
         std::thread::spawn(|| {
             let before = allowed_cpus();
-            pin_to_cpu(before[0]).unwrap();
-            assert_eq!(allowed_cpus(), [before[0]]);
+            // The last CPU: counting the pinned thread's CPUs would give
+            // back CPU 0 alone.
+            let last = *before.last().unwrap();
+            pin_to_cpu(last).unwrap();
+            assert_eq!(allowed_cpus(), [last]);
             ordinary();
-            // ordinary() allows CPUs 0..n; where the test runs on exactly
-            // those it must get them all back.
-            if before == (0..cpu_count()).collect::<Vec<_>>() {
-                assert_eq!(allowed_cpus(), before);
-            }
+            assert_eq!(allowed_cpus(), before);
         })
         .join()
         .unwrap();
