@@ -152,6 +152,9 @@ if machine_busy > 0.9:
     out.append(f"CPU: the machine was {machine_busy:.0%} busy, send+recv {busy:.2f} of {cores} cores")
 elif late > 1 and thread_busy > 0.9:
     out.append(f"sending thread: {thread_busy:.0%} of one core")
+wait = recv.get("writer_wait_seconds", 0.0)
+if wait > 0.05 * max(recv["seconds"], 1e-9):
+    out.append(f"recording: reassembly waited {wait:.2f} s for the writer (the output is slower than the stream)")
 if drops:
     out.append(f"receive socket buffers: {drops} datagrams dropped by the kernel")
 behind = late > 1 or send["rate_bps"] < 0.99 * nominal

@@ -593,6 +593,9 @@ fn receive_loop(
 struct Writer {
     tx: ChanTx<AlignedBuf>,
     back: ChanRx<AlignedBuf>,
+    /// Time reassembly waited on a full queue: the recording was slower
+    /// than the stream.
+    waited: Duration,
     thread: JoinHandle<Result<u64>>,
 }
 
@@ -620,20 +623,36 @@ impl Writer {
                 result.and(closed).map(|()| written)
             })
             .context("starting the writer thread")?;
-        Ok(Writer { tx, back, thread })
+        Ok(Writer {
+            tx,
+            back,
+            waited: Duration::ZERO,
+            thread,
+        })
     }
 
-    fn write(&self, frame: AlignedBuf) -> Result<()> {
-        self.tx
-            .send(frame)
-            .map_err(|_| anyhow!("the writer thread stopped"))
+    fn write(&mut self, frame: AlignedBuf) -> Result<()> {
+        let stopped = || anyhow!("the writer thread stopped");
+        match self.tx.try_send(frame) {
+            Ok(()) => Ok(()),
+            Err(crossbeam_channel::TrySendError::Full(frame)) => {
+                let since = Instant::now();
+                let sent = self.tx.send(frame).map_err(|_| stopped());
+                self.waited += since.elapsed();
+                sent
+            }
+            Err(crossbeam_channel::TrySendError::Disconnected(_)) => Err(stopped()),
+        }
     }
 
-    fn finish(self) -> Result<u64> {
+    /// Frames written, and how long reassembly waited for the writer.
+    fn finish(self) -> Result<(u64, Duration)> {
         drop(self.tx);
-        self.thread
+        let written = self
+            .thread
             .join()
-            .map_err(|_| anyhow!("the writer thread panicked"))?
+            .map_err(|_| anyhow!("the writer thread panicked"))??;
+        Ok((written, self.waited))
     }
 }
 
@@ -981,7 +1000,9 @@ fn finish_report(
         skew_frames,
         ..
     } = books;
-    report.frames_written = writer.finish()?;
+    let (written, waited) = writer.finish()?;
+    report.frames_written = written;
+    report.writer_wait_seconds = waited.as_secs_f64();
     let mut per_stripe: Vec<StripeReport> = Vec::new();
     let (mut first, mut last) = (None::<Nanos>, None::<Nanos>);
     for f in finished {
@@ -1017,7 +1038,7 @@ fn finish_report(
 /// Prints the human summary.
 fn print_summary(r: &StripesReport) {
     eprintln!(
-        "recv: {} stripes ({}) on {} threads: {} frames complete, {} incomplete{}, {} lost; {} written",
+        "recv: {} stripes ({}) on {} threads: {} frames complete, {} incomplete{}, {} lost; {} written{}",
         r.stripes,
         r.split,
         r.threads,
@@ -1025,7 +1046,15 @@ fn print_summary(r: &StripesReport) {
         r.frames_incomplete.count,
         listed(&r.frames_incomplete),
         r.frames_lost.count,
-        r.frames_written
+        r.frames_written,
+        if r.writer_wait_seconds >= 0.001 {
+            format!(
+                " (reassembly waited {:.3} s for the recording: the output is slower than the stream)",
+                r.writer_wait_seconds
+            )
+        } else {
+            String::new()
+        }
     );
     for f in r.failures.iter().take(10) {
         eprintln!(

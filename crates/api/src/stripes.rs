@@ -93,6 +93,11 @@ pub struct StripesReport {
     pub failures: Vec<FrameFailure>,
     /// Frames written to the output.
     pub frames_written: u64,
+    /// Seconds reassembly waited for the writer's queue: where this
+    /// grows, the output (a disk) is slower than the stream, and stripes
+    /// back up into the socket buffers.
+    #[serde(default)]
+    pub writer_wait_seconds: f64,
     /// Bytes of every stripe's distinct packets.
     pub bytes: u64,
     /// From the first to the last packet of any stripe, seconds.
