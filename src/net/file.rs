@@ -14,20 +14,28 @@ pub use nagare_proto::video::aligned::{ALIGN, AlignedBuf};
 /// Opens `path` for reading with O_DIRECT; says what to do where the
 /// filesystem refuses it.
 pub fn open_direct(path: &Path) -> Result<File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    with_o_direct(&options, path, "opening")
+}
+
+/// Opens `path` as `options` say, plus O_DIRECT; an EINVAL (the
+/// filesystem takes no O_DIRECT) is named with what to do.
+fn with_o_direct(options: &std::fs::OpenOptions, path: &Path, doing: &str) -> Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .read(true)
+    options
+        .clone()
         .custom_flags(OFlag::O_DIRECT.bits())
         .open(path)
         .map_err(|e| {
             if e.raw_os_error() == Some(libc::EINVAL) {
                 anyhow!(
-                    "the filesystem holding '{}' does not support O_DIRECT (tmpfs before Linux 6.6 does not); \
-                     drop --direct",
+                    "the filesystem holding '{}' does not support O_DIRECT (tmpfs before \
+                     Linux 6.6 does not); drop --direct",
                     path.display()
                 )
             } else {
-                anyhow!("opening '{}' with O_DIRECT: {e}", path.display())
+                anyhow!("{doing} '{}' with O_DIRECT: {e}", path.display())
             }
         })
 }
@@ -59,24 +67,9 @@ impl DirectWriter {
     /// Creates (or truncates) `path` for writing with O_DIRECT; says what
     /// to do where the filesystem refuses it.
     pub fn create(path: &Path) -> Result<DirectWriter> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .custom_flags(OFlag::O_DIRECT.bits())
-            .open(path)
-            .map_err(|e| {
-                if e.raw_os_error() == Some(libc::EINVAL) {
-                    anyhow!(
-                        "the filesystem holding '{}' does not support O_DIRECT (tmpfs before Linux 6.6 does not); \
-                         drop --direct",
-                        path.display()
-                    )
-                } else {
-                    anyhow!("cannot create output '{}' (O_DIRECT): {e}", path.display())
-                }
-            })?;
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        let file = with_o_direct(&options, path, "cannot create output")?;
         Ok(DirectWriter {
             file,
             stage: AlignedBuf::new(DIRECT_CHUNK),

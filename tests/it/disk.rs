@@ -14,32 +14,57 @@ const SIZE: &str = "320x18";
 /// frame that does not fit is written in part before the disk is full.
 const FRAME: usize = 320 * 18 * 2;
 
-/// A small tmpfs mounted for one test, unmounted on drop.
-struct Tmpfs(PathBuf);
+/// A small filesystem mounted for one test, unmounted on drop.
+struct Mount(PathBuf);
 
-impl Tmpfs {
+impl Mount {
     /// Mounts `kib` KiB of tmpfs under `dir`; `None` (after saying why)
     /// where mounting is not allowed (not root, or no CAP_SYS_ADMIN).
-    fn mount(dir: &Path, kib: u64) -> Option<Tmpfs> {
-        let at = dir.join("tmpfs");
+    fn tmpfs(dir: &Path, kib: u64) -> Option<Mount> {
+        let size = format!("size={kib}k");
+        Mount::at(dir.join("tmpfs"), &["-t", "tmpfs", "-o", &size, "tmpfs"])
+    }
+
+    /// Mounts a `kib` KiB ext4 image (tmpfs takes no O_DIRECT before
+    /// Linux 6.6) under `dir`; `None` where loop mounts are not allowed.
+    fn ext4(dir: &Path, kib: u64) -> Option<Mount> {
+        if !crate::common::require("mkfs.ext4") {
+            return None;
+        }
+        let img = dir.join("ext4.img");
+        std::fs::File::create(&img)
+            .unwrap()
+            .set_len(kib * 1024)
+            .unwrap();
+        let made = Command::new("mkfs.ext4")
+            .args(["-q", "-F", "-O", "^has_journal"])
+            .arg(&img)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(made, "mkfs.ext4 failed on {}", img.display());
+        Mount::at(dir.join("ext4"), &["-o", "loop", img.to_str().unwrap()])
+    }
+
+    /// Runs `mount ARGS AT`.
+    fn at(at: PathBuf, args: &[&str]) -> Option<Mount> {
         std::fs::create_dir_all(&at).unwrap();
         let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
+            .args(args)
             .arg(&at)
             .status()
             .is_ok_and(|s| s.success());
         if !ok {
             eprintln!(
-                "skipping: cannot mount a {kib} KiB tmpfs at {} (needs root with CAP_SYS_ADMIN)",
+                "skipping: cannot mount at {} (needs root with CAP_SYS_ADMIN, and loop devices for an image)",
                 at.display()
             );
             return None;
         }
-        Some(Tmpfs(at))
+        Some(Mount(at))
     }
 }
 
-impl Drop for Tmpfs {
+impl Drop for Mount {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg(&self.0).status();
     }
@@ -79,7 +104,7 @@ fn a_full_disk_is_named_and_the_file_keeps_whole_frames() {
     let input = noise(FRAME * 8, 3);
     std::fs::write(s.path("in.uyvy"), &input).unwrap();
     // 64 KiB holds 5 frames of 11,520 bytes and 7,936 bytes of the 6th.
-    let Some(fs) = Tmpfs::mount(&s.0, 64) else {
+    let Some(fs) = Mount::tmpfs(&s.0, 64) else {
         return;
     };
     let copy = fs.0.join("copy.uyvy");
@@ -108,7 +133,7 @@ fn a_full_disk_is_named_and_the_file_keeps_whole_frames() {
     drop(fs);
 
     // With --incomplete keep the partial frame is padded with zeros.
-    let Some(fs) = Tmpfs::mount(&s.0, 64) else {
+    let Some(fs) = Mount::tmpfs(&s.0, 64) else {
         return;
     };
     let copy = fs.0.join("copy.uyvy");
@@ -159,52 +184,6 @@ fn segments_are_whole_files_named_with_a_counter() {
     assert!(joined == input, "segments joined differ from the input");
 }
 
-/// A small ext4 filesystem in a file, loop-mounted for one test (tmpfs
-/// does not take O_DIRECT); unmounted on drop.
-struct Ext4(PathBuf);
-
-impl Ext4 {
-    /// Mounts a `kib` KiB ext4 image under `dir`; `None` (after saying
-    /// why) where loop mounts are not allowed.
-    fn mount(dir: &Path, kib: u64) -> Option<Ext4> {
-        if !crate::common::require("mkfs.ext4") {
-            return None;
-        }
-        let (img, at) = (dir.join("ext4.img"), dir.join("ext4"));
-        std::fs::create_dir_all(&at).unwrap();
-        std::fs::File::create(&img)
-            .unwrap()
-            .set_len(kib * 1024)
-            .unwrap();
-        let made = Command::new("mkfs.ext4")
-            .args(["-q", "-F", "-O", "^has_journal"])
-            .arg(&img)
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(made, "mkfs.ext4 failed on {}", img.display());
-        let ok = Command::new("mount")
-            .args(["-o", "loop"])
-            .arg(&img)
-            .arg(&at)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            eprintln!(
-                "skipping: cannot loop-mount {} (needs root and loop devices)",
-                img.display()
-            );
-            return None;
-        }
-        Some(Ext4(at))
-    }
-}
-
-impl Drop for Ext4 {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-    }
-}
-
 #[test]
 fn a_direct_recording_is_byte_identical_and_keeps_whole_frames_on_a_full_disk() {
     let s = Scratch::new("direct");
@@ -221,7 +200,7 @@ fn a_direct_recording_is_byte_identical_and_keeps_whole_frames_on_a_full_disk() 
 
     // 100 frames (1.15 MB) do not fit: the error is named and what stays
     // is whole frames, each the input's.
-    let Some(fs) = Ext4::mount(&s.0, 1024) else {
+    let Some(fs) = Mount::ext4(&s.0, 1024) else {
         return;
     };
     let copy = fs.0.join("copy.uyvy");

@@ -780,6 +780,19 @@ mod tests {
         out
     }
 
+    /// Zeroes in `frame` the bytes packet `pk` carries.
+    fn zero_where(pk: &[u8], format: &VideoFormat, frame: &mut [u8]) {
+        let v = RtpPacket::new_checked(pk).unwrap();
+        let mut places = Vec::new();
+        PayloadView::parse(v.payload())
+            .unwrap()
+            .placements(format, &mut places)
+            .unwrap();
+        for (dst, src) in places {
+            frame[dst..dst + src.len()].fill(0);
+        }
+    }
+
     /// A recycled buffer holds the last frame's bytes: a whole frame
     /// overwrites them all, an incomplete one gets zeros exactly where its
     /// lost packets were, and a warmed buffer behaves the same.
@@ -810,13 +823,7 @@ mod tests {
         assert!(!f.complete);
         let mut want = second.clone();
         for pk in &lost {
-            let v = RtpPacket::new_checked(&pk[..]).unwrap();
-            let view = PayloadView::parse(v.payload()).unwrap();
-            let mut places = Vec::new();
-            view.placements(&format, &mut places).unwrap();
-            for (dst, src) in places {
-                want[dst..dst + src.len()].fill(0);
-            }
+            zero_where(pk, &format, &mut want);
         }
         assert_eq!(f.data, want);
     }
@@ -833,15 +840,7 @@ mod tests {
         let frame = frame_of(&format, 4);
         let mut pkts = packets(&p, &frame, 0, 0);
         let mut want = frame.clone();
-        let v = RtpPacket::new_checked(&pkts[3][..]).unwrap();
-        let mut places = Vec::new();
-        PayloadView::parse(v.payload())
-            .unwrap()
-            .placements(&format, &mut places)
-            .unwrap();
-        for (dst, src) in places {
-            want[dst..dst + src.len()].fill(0);
-        }
+        zero_where(&pkts[3], &format, &mut want);
         // Packet 3's payload replaced by packet 2's (same size, same
         // placement), renumbered so it is no duplicate.
         let mut copy = pkts[2].clone();
