@@ -780,6 +780,17 @@ mod tests {
         out
     }
 
+    /// Feeds `pkts`, ends the stream and returns the first frame out.
+    fn feed_to_end(d: &mut Depacketizer, pkts: &[Vec<u8>]) -> Frame {
+        let mut out = feed(d, pkts);
+        d.flush();
+        out.extend(std::iter::from_fn(|| d.poll()));
+        match out.into_iter().next() {
+            Some(Output::Frame(f)) => f,
+            other => panic!("a frame, not {other:?}"),
+        }
+    }
+
     /// Zeroes in `frame` the bytes packet `pk` carries.
     fn zero_where(pk: &[u8], format: &VideoFormat, frame: &mut [u8]) {
         let v = RtpPacket::new_checked(pk).unwrap();
@@ -814,12 +825,7 @@ mod tests {
         let second = frame_of(&format, 2);
         let mut pkts = packets(&p, &second, 100, 1500);
         let lost = [pkts.remove(5), pkts.remove(2)];
-        let mut out = feed(&mut d, &pkts);
-        d.flush();
-        out.extend(std::iter::from_fn(|| d.poll()));
-        let Some(Output::Frame(f)) = out.into_iter().next() else {
-            panic!("a frame");
-        };
+        let f = feed_to_end(&mut d, &pkts);
         assert!(!f.complete);
         let mut want = second.clone();
         for pk in &lost {
@@ -847,12 +853,7 @@ mod tests {
         copy[2..4].copy_from_slice(&pkts[3][2..4]);
         copy[12..14].copy_from_slice(&pkts[3][12..14]);
         pkts[3] = copy;
-        let mut out = feed(&mut d, &pkts);
-        d.flush();
-        out.extend(std::iter::from_fn(|| d.poll()));
-        let Some(Output::Frame(f)) = out.into_iter().next() else {
-            panic!("a frame");
-        };
+        let f = feed_to_end(&mut d, &pkts);
         assert!(!f.complete);
         assert_eq!(f.data, want);
     }
