@@ -345,10 +345,9 @@ fn the_same_seeds_give_the_same_bytes() {
     assert_eq!(a1.seal(&msg).unwrap(), a2.seal(&msg).unwrap());
 }
 
-#[test]
-fn a_refusal_after_admission_goes_out_sealed_before_the_close() {
-    let link = LinkId(2);
-    let mut acc = Secure::new();
+/// `link` accepted on the acceptor's layer and its newcomer admitted at
+/// `at` (the handshake it then owes has not begun).
+fn admit(acc: &mut Secure, link: LinkId, at: Nanos) {
     acc.input(LinkInput::Accepted {
         link,
         from: "10.0.0.9:4000".parse().unwrap(),
@@ -356,8 +355,15 @@ fn a_refusal_after_admission_goes_out_sealed_before_the_close() {
         seed: [5; 32],
     })
     .unwrap();
-    acc.respond(Nanos(0), link, &KEY, &NONCE, Role::Attach, &request())
+    acc.respond(at, link, &KEY, &NONCE, Role::Attach, &request())
         .unwrap();
+}
+
+#[test]
+fn a_refusal_after_admission_goes_out_sealed_before_the_close() {
+    let link = LinkId(2);
+    let mut acc = Secure::new();
+    admit(&mut acc, link, Nanos(0));
     let refused: Message = Control::Refused {
         reason: "the tree is full".into(),
     }
@@ -403,15 +409,7 @@ fn an_admitted_newcomer_that_never_shakes_hands_is_dropped_in_time() {
     let (a, b) = (LinkId(1), LinkId(2));
     let mut acc = Secure::new();
     for (link, at) in [(a, Nanos(0)), (b, Nanos(100))] {
-        acc.input(LinkInput::Accepted {
-            link,
-            from: "10.0.0.9:4000".parse().unwrap(),
-            nonce: NONCE,
-            seed: [5; 32],
-        })
-        .unwrap();
-        acc.respond(at, link, &KEY, &NONCE, Role::Attach, &request())
-            .unwrap();
+        admit(&mut acc, link, at);
     }
     assert_eq!(acc.poll_timeout(), Some(HANDSHAKE_TIMEOUT));
     // b completes its handshake: only a is left to time out.
