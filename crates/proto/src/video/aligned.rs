@@ -31,10 +31,7 @@ impl AlignedBuf {
     /// [`crate::video::prefaulted`]).
     pub fn prefaulted(len: usize) -> AlignedBuf {
         let mut buf = AlignedBuf::new(len);
-        std::hint::black_box(&mut buf.raw[..]);
-        for i in (0..buf.raw.len()).step_by(4096) {
-            buf.raw[i] = 0;
-        }
+        super::fault_in(&mut buf.raw);
         buf
     }
 

@@ -36,11 +36,16 @@ pub use stripe::Stripes;
 /// a 2-core machine.
 pub fn prefaulted(len: usize) -> Vec<u8> {
     let mut buf = vec![0u8; len];
-    // `vec![0; n]` maps pages the kernel zeroes on first touch; black_box
-    // keeps the compiler from proving the stores below redundant.
-    std::hint::black_box(buf.as_mut_slice());
-    for i in (0..len).step_by(4096) {
+    fault_in(&mut buf);
+    buf
+}
+
+/// Writes one byte of every page of a freshly zeroed `buf`, so the kernel
+/// maps its pages now (`vec![0; n]` maps pages it zeroes on first touch).
+fn fault_in(buf: &mut [u8]) {
+    // black_box keeps the compiler from proving the zero stores redundant.
+    std::hint::black_box(&mut *buf);
+    for i in (0..buf.len()).step_by(4096) {
         buf[i] = 0;
     }
-    buf
 }
