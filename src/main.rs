@@ -12,6 +12,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 mod cli;
 mod clock;
 mod cmd;
+mod lateness;
 mod net;
 mod plot;
 mod progress;

@@ -177,6 +177,8 @@ impl Source {
 pub struct FrameBuf {
     /// The frame's bytes.
     pub data: AlignedBuf,
+    /// Its xxh3, when the plan asked for checksums.
+    pub sum: Option<u64>,
 }
 
 /// Message on the ring: a frame, or why the reader stopped early.
@@ -207,23 +209,35 @@ pub struct ReadPlan {
     pub first: u64,
     /// Rearranges every frame read.
     pub arrange: Option<Arrange>,
+    /// Hash every frame (xxh3) here, on the reader, not on the pacing
+    /// thread, which at 2.5 Gbit/s has no time to spare for it.
+    pub checksums: bool,
 }
 
 /// A frame the sender holds: read into a ring buffer (handed back once
 /// sent) or one of a cycle's frames (shared, never copied).
 pub enum FrameData {
-    /// A ring buffer, filled by the reader thread.
-    Read(AlignedBuf),
-    /// A frame of a [`FrameCycle`].
-    Cycled(Arc<AlignedBuf>),
+    /// A ring buffer, filled by the reader thread, and its checksum.
+    Read(AlignedBuf, Option<u64>),
+    /// A frame of a [`FrameCycle`], and its checksum.
+    Cycled(Arc<AlignedBuf>, Option<u64>),
+}
+
+impl FrameData {
+    /// The frame's xxh3, when the read plan asked for checksums.
+    pub fn checksum(&self) -> Option<u64> {
+        match self {
+            FrameData::Read(_, sum) | FrameData::Cycled(_, sum) => *sum,
+        }
+    }
 }
 
 impl std::ops::Deref for FrameData {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         match self {
-            FrameData::Read(b) => b,
-            FrameData::Cycled(b) => b,
+            FrameData::Read(b, _) => b,
+            FrameData::Cycled(b, _) => b,
         }
     }
 }
@@ -273,7 +287,7 @@ impl Frames {
     /// Hands a frame back once it is sent (a ring buffer is read into
     /// again; a cycle's frame stays where it is).
     pub fn give_back(&self, data: FrameData) {
-        if let (Frames::Ring(ring), FrameData::Read(buf)) = (self, data) {
+        if let (Frames::Ring(ring), FrameData::Read(buf, _)) = (self, data) {
             // The channel has a place for every buffer.
             let _ = ring.empty.try_send(buf);
         }
@@ -302,6 +316,8 @@ impl Frames {
 /// cycle send identical frames.
 pub struct FrameCycle {
     frames: Vec<Arc<AlignedBuf>>,
+    /// Each frame's xxh3, when the plan asked for checksums.
+    sums: Vec<Option<u64>>,
     /// Input frame number of the next take.
     next: u64,
     /// Input frame number at which the cycle ends (`None`: never).
@@ -316,8 +332,9 @@ impl FrameCycle {
         let count = count.max(1);
         let n = format.frame_bytes();
         let arrange = plan.arrange.as_ref();
+        let checksums = plan.checksums;
         let threads = std::thread::available_parallelism().map_or(1, |c| c.get().min(count));
-        let mut frames: Vec<Option<AlignedBuf>> = (0..count).map(|_| None).collect();
+        let mut frames: Vec<Option<(AlignedBuf, Option<u64>)>> = (0..count).map(|_| None).collect();
         std::thread::scope(|s| {
             for (t, part) in frames.chunks_mut(count.div_ceil(threads)).enumerate() {
                 s.spawn(move || {
@@ -332,13 +349,20 @@ impl FrameCycle {
                             }
                             _ => pattern.render(number, &mut buf),
                         }
-                        *slot = Some(buf);
+                        let sum = checksums.then(|| xxhash_rust::xxh3::xxh3_64(&buf));
+                        *slot = Some((buf, sum));
                     }
                 });
             }
         });
+        let (frames, sums) = frames
+            .into_iter()
+            .flatten()
+            .map(|(f, s)| (Arc::new(f), s))
+            .unzip();
         FrameCycle {
-            frames: frames.into_iter().flatten().map(Arc::new).collect(),
+            frames,
+            sums,
             next: plan.first,
             end: plan.limit.map(|l| plan.first.wrapping_add(l)),
         }
@@ -351,7 +375,7 @@ impl FrameCycle {
         }
         let k = (self.next % self.frames.len() as u64) as usize;
         self.next += 1;
-        Take::Frame(FrameData::Cycled(self.frames[k].clone()))
+        Take::Frame(FrameData::Cycled(self.frames[k].clone(), self.sums[k]))
     }
 }
 
@@ -419,12 +443,12 @@ impl FrameRing {
     /// The next frame from the ring, without waiting.
     pub fn take(&self) -> Result<Take> {
         match self.full.try_recv() {
-            Ok(Slot::Frame(f)) => Ok(Take::Frame(FrameData::Read(f.data))),
+            Ok(Slot::Frame(f)) => Ok(Take::Frame(FrameData::Read(f.data, f.sum))),
             Ok(Slot::Failed(e)) => bail!("{e}"),
             Err(TryRecvError::Empty) if !self.reader_done() => Ok(Take::Empty),
             // The reader may have finished right after try_recv.
             Err(_) => match self.full.try_recv() {
-                Ok(Slot::Frame(f)) => Ok(Take::Frame(FrameData::Read(f.data))),
+                Ok(Slot::Frame(f)) => Ok(Take::Frame(FrameData::Read(f.data, f.sum))),
                 Ok(Slot::Failed(e)) => bail!("{e}"),
                 Err(_) => Ok(Take::End),
             },
@@ -506,7 +530,8 @@ fn read_loop(
             // The pipe ended between frames.
             return Ok(());
         }
-        if full.send(Slot::Frame(FrameBuf { data: buf })).is_err() {
+        let sum = plan.checksums.then(|| xxhash_rust::xxh3::xxh3_64(&buf));
+        if full.send(Slot::Frame(FrameBuf { data: buf, sum })).is_err() {
             return Ok(());
         }
         number += 1;

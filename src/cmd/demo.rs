@@ -14,9 +14,12 @@ use nagare_proto::video::st2110_21::SenderType;
 use nagare_proto::{FrameRate, PixelFormat, VideoFormat};
 
 use crate::cli::{self, Size};
+use crate::clock::Pacing;
 
 use crate::cmd::recv::{self, RecvConfig};
 use crate::cmd::send::{self, SendConfig};
+use crate::net::placement::{CpuChoice, Placement, Role};
+use crate::net::tuning::Realtime;
 use crate::net::udp::{ReceiveOptions, SendOptions};
 use crate::progress::bitrate;
 
@@ -38,6 +41,9 @@ pub struct DemoArgs {
     /// UDP payload bytes per packet.
     #[arg(long, default_value_t = DEFAULT_PACKET_SIZE, value_parser = cli::parse_packet_size)]
     pub packet_size: usize,
+    /// How the sender waits between trains (see `nagare send --pacing`).
+    #[arg(long, value_enum, default_value_t = Pacing::Precise)]
+    pub pacing: Pacing,
     /// Print the verdict and both reports as JSON on stdout at the end.
     #[arg(long)]
     pub json: bool,
@@ -86,8 +92,16 @@ pub fn main(args: DemoArgs) -> Result<ExitCode> {
         bitrate(payload)
     );
     let stop = crate::stop_flag();
+    // Sender and receiver apart: the pacer gets the highest CPU to
+    // itself, the receiver and every other thread the rest (see
+    // net::placement); the receiver thread is spawned from the helper CPUs.
+    let placement = Placement::new(CpuChoice::Auto);
+    placement.apply(Role::Helper { pacers: 1 })?;
     let (sent, received) = std::thread::scope(|s| {
-        let receiver = s.spawn(|| recv::run(&recv_cfg, bound, stop));
+        let receiver = s.spawn(|| {
+            placement.apply(Role::Receive { index: 0 })?;
+            recv::run(&recv_cfg, bound, stop)
+        });
         let sent = send::run(&send_cfg, stop);
         if sent.is_err() {
             stop.store(true, Ordering::Relaxed);
@@ -136,13 +150,13 @@ fn send_config(
         buffer_frames: 8,
         sender_type: SenderType::W,
         train: None,
-        pacing: crate::clock::Pacing::Precise,
+        pacing: args.pacing,
         gso: true,
         read_delay: Duration::ZERO,
         checksums: true,
         quiet: args.json,
-        cpu: None,
-        realtime: false,
+        cpu: CpuChoice::Auto,
+        realtime: Realtime::Auto,
         striping: send::Striping::default(),
         stripes: 1,
         direct: false,

@@ -37,6 +37,7 @@ use super::recv::RecvArgs;
 use super::recv::recording::{Plan as RecordingPlan, Recording};
 use crate::cli;
 use crate::clock::Origin;
+use crate::net::placement::{CpuChoice, Placement, Role};
 use crate::net::udp::{self, ReceiveOptions, Receiver};
 use crate::progress::{Ticker, bitrate};
 
@@ -104,8 +105,8 @@ struct Plan {
     timeout: Option<Duration>,
     incomplete: Incomplete,
     threads: usize,
-    /// --cpu: the receive threads' CPU.
-    cpu: Option<usize>,
+    /// --cpu: where the receive threads run.
+    cpu: CpuChoice,
     /// --realtime: SCHED_FIFO for the receive threads.
     realtime: bool,
     quiet: bool,
@@ -319,10 +320,13 @@ impl Plan {
             }
             None => plan_from_sdps(args)?,
         };
-        // Pinned to one CPU, a second receive thread would only take turns.
+        // Pinned to one CPU, a second receive thread would only take turns;
+        // placed, receive threads share every CPU but a sender's.
+        let all = std::thread::available_parallelism().map_or(1, |n| n.get());
         let cores = match args.cpu {
-            Some(_) => 1,
-            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            CpuChoice::Cpu(_) => 1,
+            CpuChoice::Auto => all.saturating_sub(1).max(1),
+            CpuChoice::None => all,
         };
         let threads = args
             .striping
@@ -874,9 +878,8 @@ fn run(plan: &Plan, stop: &AtomicBool) -> Result<StripesReport> {
     // Receive threads inherit what this thread is set to here (so a bad
     // --cpu is refused before anything listens); the assembler and the writer
     // go back to ordinary once they are running.
-    if let Some(cpu) = plan.cpu {
-        crate::net::tuning::pin_to_cpu(cpu)?;
-    }
+    let placement = Placement::new(plan.cpu);
+    placement.apply(Role::Receive { index: 0 })?;
     if plan.realtime {
         crate::net::tuning::realtime()?;
     }
@@ -895,13 +898,22 @@ fn run(plan: &Plan, stop: &AtomicBool) -> Result<StripesReport> {
     let mut handles = Vec::new();
     for (t, units) in groups.into_iter().enumerate() {
         let (shared, tx) = (shared.clone(), tx.clone());
+        let placement = placement.clone();
         let h = std::thread::Builder::new()
             .name(format!("recv-{t}"))
-            .spawn(move || receive_loop(units, &shared, &tx))
+            .spawn(move || {
+                // Checked for thread 0 above; the rule only names CPUs
+                // the process may use.
+                let _ = placement.apply(Role::Receive { index: t });
+                receive_loop(units, &shared, &tx)
+            })
             .context("starting a receive thread")?;
         handles.push(h);
     }
-    if plan.cpu.is_some() || plan.realtime {
+    // Reassembly (this thread) and the writer stay off the receive
+    // threads' CPU where there is room, and off a local sender's.
+    placement.apply(Role::Helper { pacers: 0 })?;
+    if plan.realtime {
         crate::net::tuning::ordinary();
     }
     drop(tx);

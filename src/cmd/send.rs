@@ -8,11 +8,12 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
-use nagare_api::video::SendReport;
+use nagare_api::video::{PacingHost, SendReport};
 use nagare_proto::sdp::{PtpClock, RefClock, SdpStream};
 use nagare_proto::video::sender::{self as schedule, Event, FlowId, FlowSpec, Input, Transmit};
 use nagare_proto::video::st2110_20::{DEFAULT_PACKET_SIZE, Packetizer};
@@ -23,7 +24,10 @@ use nagare_proto::{BitRate, ByteSize, ExtSeq, FrameRate, Nanos, PixelFormat, Ssr
 use crate::cli::{self, Size};
 use crate::clock::{EpochStart, Origin, Pacing};
 use crate::cmd::analyze::ideal::IdealReceiver;
+use crate::net::placement::{CpuChoice, Placement, Role};
+use crate::net::tuning::Realtime;
 use crate::net::udp::{self, Interface, SendOptions, Sender, iovec};
+use crate::net::watch::{Gauge, Watch, thread_id};
 use crate::progress::{Ticker, bitrate};
 use crate::source::{Arrange, FrameData, Frames, ReadPlan, Source, Take};
 
@@ -124,13 +128,19 @@ pub struct SendArgs {
     /// frame size must be a multiple of 4096 bytes.
     #[arg(long)]
     pub direct: bool,
-    /// Pin the sending thread to this CPU.
-    #[arg(long)]
-    pub cpu: Option<usize>,
-    /// Run the sending thread with real-time (SCHED_FIFO) priority; needs
-    /// root or CAP_SYS_NICE.
-    #[arg(long)]
+    /// The sending (pacing) thread's CPU: 'auto' gives it the highest CPU
+    /// this process may use and keeps the reader off it (docs/send.md,
+    /// "Where threads run"); a number pins it there; 'none' places nothing.
+    #[arg(long, default_value = "auto", value_name = "CPU|auto|none")]
+    pub cpu: CpuChoice,
+    /// Insist on real-time (SCHED_FIFO) pacing, failing without root or
+    /// CAP_SYS_NICE. By default the pacer runs SCHED_FIFO wherever that
+    /// is allowed and safe, and says so once when it is not.
+    #[arg(long, conflicts_with = "no_realtime")]
     pub realtime: bool,
+    /// Pace at normal priority even where real-time is allowed.
+    #[arg(long)]
+    pub no_realtime: bool,
     /// Sleep this long before each frame read (simulates slow storage).
     #[arg(long, hide = true, default_value_t = 0)]
     pub read_delay_ms: u64,
@@ -199,16 +209,16 @@ pub struct SendConfig {
     pub checksums: bool,
     /// Suppress the progress line.
     pub quiet: bool,
-    /// CPU to pin the sending thread to.
-    pub cpu: Option<usize>,
+    /// Where the pacing thread and its helpers run.
+    pub cpu: CpuChoice,
     /// Stripes, one RTP stream each.
     pub stripes: usize,
     /// Rule, only-this-stripe and SSRC of the stripes.
     pub striping: Striping,
     /// Read the input file with O_DIRECT.
     pub direct: bool,
-    /// SCHED_FIFO for the sending thread.
-    pub realtime: bool,
+    /// SCHED_FIFO for the pacing thread.
+    pub realtime: Realtime,
 }
 
 impl SendArgs {
@@ -279,7 +289,7 @@ impl SendArgs {
             checksums: false,
             quiet: self.json,
             cpu: self.cpu,
-            realtime: self.realtime,
+            realtime: Realtime::from_flags(self.realtime, self.no_realtime),
             stripes: self.stripes,
             striping,
             direct: self.direct,
@@ -456,30 +466,60 @@ pub fn run(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport> {
         read_delay: cfg.read_delay,
         first: planned.map_or(0, |(_, s)| s.first_frame),
         arrange: arrangement(cfg)?,
+        checksums: cfg.checksums,
     };
+    // The reader is spawned from a thread already on the helper CPUs, so
+    // it never runs on the pacer's CPU; only then does this thread move.
+    let placement = Placement::new(cfg.cpu);
+    let helper_cpus = placement.apply(Role::Helper { pacers: 1 })?;
     let mut frames = Frames::start(source, cfg.format, cfg.buffer_frames, plan);
-    // Only the sending thread is tuned; the reader keeps default priority.
-    crate::net::tuning::precise_timers();
-    if let Some(cpu) = cfg.cpu {
-        crate::net::tuning::pin_to_cpu(cpu)?;
-    }
-    if cfg.realtime {
-        crate::net::tuning::realtime()?;
-    }
+    let mut host = tune_pacer(cfg, &placement, helper_cpus)?;
     // Fill the ring before the first frame so early frames never underrun.
     while !frames.primed(cfg.buffer_frames) && !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(1));
     }
     let mut driver = Driver::new(cfg, sockets, planned)?;
+    let watch = Watch::start(
+        thread_id(),
+        host.cpus.clone(),
+        Arc::clone(&driver.gauge),
+        driver.origin,
+        &placement,
+        1,
+    );
     let cpu = crate::clock::thread_cpu_seconds();
     let result = driver.run(&mut frames, stop);
     driver.ticker.finish();
+    host.stalls = watch.map(Watch::finish);
     let mut report = driver.report();
     report.send_cpu_seconds = crate::clock::thread_cpu_seconds() - cpu;
+    report.pacing_host = Some(host);
     if let Err(e) = result {
         report.error = Some(format!("{e:#}"));
     }
     Ok(report)
+}
+
+/// Places the calling (pacing) thread, makes it real-time where allowed
+/// and locks memory; reports what it got.
+fn tune_pacer(cfg: &SendConfig, placement: &Placement, helpers: Vec<usize>) -> Result<PacingHost> {
+    crate::net::tuning::precise_timers();
+    let cpus = placement.apply(Role::Pacer { index: 0 })?;
+    let (realtime, realtime_note) = cfg.realtime.apply()?;
+    let lock_note = crate::net::tuning::lock_memory();
+    for note in realtime_note.iter().chain(&lock_note) {
+        if cfg.realtime != Realtime::Off && !cfg.quiet {
+            eprintln!("nagare send: note: {note}");
+        }
+    }
+    Ok(PacingHost {
+        cpus,
+        helper_cpus: helpers,
+        realtime,
+        realtime_note,
+        memory_locked: lock_note.is_none(),
+        stalls: None,
+    })
 }
 
 /// The stripes this sender sends, in order.
@@ -694,6 +734,8 @@ struct Driver<'a> {
     /// (ring frames of slots given up are dropped, keeping input and epoch
     /// aligned).
     ring_next: Option<u64>,
+    /// Late count and lateness, for the watcher that explains them.
+    gauge: Arc<Gauge>,
 }
 
 impl<'a> Driver<'a> {
@@ -761,6 +803,7 @@ impl<'a> Driver<'a> {
             ring_fill: 0,
             ideal: Some(ideal),
             ring_next: planned.map(|(_, s)| s.first_frame),
+            gauge: Arc::new(Gauge::default()),
         })
     }
 
@@ -878,7 +921,11 @@ impl<'a> Driver<'a> {
         }) = self.held.remove(pos)
         {
             if self.cfg.checksums {
-                self.checksums.push(xxhash_rust::xxh3::xxh3_64(&data));
+                // Hashed by the reader; a frame without a sum is hashed here.
+                let sum = data
+                    .checksum()
+                    .unwrap_or_else(|| xxhash_rust::xxh3::xxh3_64(&data));
+                self.checksums.push(sum);
             }
             self.frames_sent += 1;
             ring.give_back(data);
@@ -937,6 +984,11 @@ impl<'a> Driver<'a> {
             Err(e) => return Err(e).with_context(|| format!("sending to {}", flow.dest)),
         }
         let now = Instant::now();
+        self.schedule
+            .handle_input(self.origin.nanos(now), Input::Departed { flow: t.flow })?;
+        let late = self.schedule.flow_stats(t.flow).map_or(0, |s| s.late);
+        self.gauge
+            .record(late, self.origin.nanos(now).saturating_sub(t.at));
         if let Some(ideal) = self.ideal.as_mut().filter(|_| t.flow == self.ids[0]) {
             ideal.sent(self.origin.nanos(now), t, self.cfg.packet_size);
         }
@@ -1008,6 +1060,7 @@ impl<'a> Driver<'a> {
             error: None,
             checksums: self.checksums.clone(),
             st2110_21: self.ideal.take().map(IdealReceiver::finish),
+            pacing_host: None,
         }
     }
 }
@@ -1050,6 +1103,9 @@ pub fn print_summary(r: &SendReport) {
     }
     if let Some(a) = &r.st2110_21 {
         eprintln!("{}", pacing_verdict(a));
+    }
+    if let Some(h) = &r.pacing_host {
+        crate::lateness::print("send", h);
     }
     if let Some(e) = &r.error {
         eprintln!("send: stopped early: {e}");

@@ -8,8 +8,10 @@
 pub mod file;
 pub mod host;
 pub mod iface;
+pub mod placement;
 #[cfg(feature = "x11")]
 pub mod shm;
 pub mod tuning;
 pub mod udp;
 pub mod wait;
+pub mod watch;

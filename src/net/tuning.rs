@@ -24,23 +24,6 @@ fn cpu_count() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// Pins the calling thread to CPU `cpu`.
-pub fn pin_to_cpu(cpu: usize) -> Result<()> {
-    let count = cpu_count();
-    let mut set = CpuSet::new();
-    if set.set(cpu).is_err() {
-        bail!("--cpu {cpu} is out of range: this machine has {count} CPUs, numbered from 0");
-    }
-    // Pid 0 is the calling thread.
-    if let Err(e) = sched_setaffinity(Pid::from_raw(0), &set) {
-        bail!(
-            "cannot pin to CPU {cpu}: {e} (this machine has {count} CPUs, numbered from 0; \
-             see taskset -p $$ for the ones this process may use)"
-        );
-    }
-    Ok(())
-}
-
 /// Sets the calling thread's scheduling policy and priority.
 fn set_policy(policy: libc::c_int, priority: libc::c_int) -> io::Result<()> {
     let param = libc::sched_param {
@@ -68,8 +51,130 @@ pub fn realtime() -> Result<()> {
     Ok(())
 }
 
+/// Whether a pacing thread runs real-time: `--realtime` demands it,
+/// `--no-realtime` refuses it, and by default it is taken where allowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Realtime {
+    /// SCHED_FIFO when the process may (CAP_SYS_NICE, root, `ulimit -r`)
+    /// and the kernel's RT throttling is on; otherwise normal priority,
+    /// said once.
+    #[default]
+    Auto,
+    /// SCHED_FIFO or fail.
+    Required,
+    /// Normal priority.
+    Off,
+}
+
+impl Realtime {
+    /// From the `--realtime` / `--no-realtime` flags.
+    pub fn from_flags(required: bool, off: bool) -> Realtime {
+        match (required, off) {
+            (true, _) => Realtime::Required,
+            (false, true) => Realtime::Off,
+            (false, false) => Realtime::Auto,
+        }
+    }
+
+    /// Applies the choice to the calling thread. Returns whether it now
+    /// runs SCHED_FIFO, and why not when it does not (for the report).
+    pub fn apply(self) -> Result<(bool, Option<String>)> {
+        match self {
+            Realtime::Off => Ok((false, Some("--no-realtime".into()))),
+            Realtime::Required => realtime().map(|()| {
+                crate::clock::mark_realtime();
+                (true, None)
+            }),
+            Realtime::Auto => {
+                if let Some(why) = rt_throttling_off() {
+                    return Ok((false, Some(why)));
+                }
+                Ok(match set_policy(libc::SCHED_FIFO, 50) {
+                    Ok(()) => {
+                        crate::clock::mark_realtime();
+                        (true, None)
+                    }
+                    Err(e) => (
+                        false,
+                        Some(format!(
+                            "SCHED_FIFO not allowed ({e}): run as root or grant CAP_SYS_NICE \
+                             (setcap cap_sys_nice+ep) for real-time pacing"
+                        )),
+                    ),
+                })
+            }
+        }
+    }
+}
+
+/// Why real-time pacing would be unsafe here: with RT throttling off
+/// (`sched_rt_runtime_us` = -1) a pacer that spins or catches up could
+/// hold its CPU forever; the default 950000 of 1000000 µs leaves the
+/// kernel's own threads 5% of every second.
+fn rt_throttling_off() -> Option<String> {
+    let runtime = std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").ok()?;
+    (runtime.trim() == "-1").then(|| {
+        "the kernel's RT throttling is off (kernel.sched_rt_runtime_us = -1), so a real-time \
+         pacer could starve its CPU; set it to 950000 or pass --realtime to insist"
+            .to_string()
+    })
+}
+
+/// Whether the process holds CAP_IPC_LOCK (mlock past RLIMIT_MEMLOCK).
+fn has_ipc_lock() -> bool {
+    const CAP_IPC_LOCK: u32 = 14;
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let hex = s
+                .lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))?
+                .trim()
+                .to_string();
+            u64::from_str_radix(&hex, 16).ok()
+        })
+        .is_some_and(|caps| caps & (1 << CAP_IPC_LOCK) != 0)
+}
+
+/// Locks the process's memory (current and future) so that no page of a
+/// frame ring or socket batch faults in the middle of a stream. Only done
+/// where the lock is unlimited (`ulimit -l unlimited`) or the process holds
+/// CAP_IPC_LOCK (root): under a bounded limit, large ring allocations would
+/// fail. Returns why not when not.
+pub fn lock_memory() -> Option<String> {
+    use nix::sys::mman::{MlockAllFlags, mlockall};
+    use nix::sys::resource::{Resource, getrlimit};
+    let unlimited = getrlimit(Resource::RLIMIT_MEMLOCK)
+        .is_ok_and(|(soft, _)| soft == nix::sys::resource::RLIM_INFINITY);
+    if !unlimited && !has_ipc_lock() {
+        return Some(
+            "memory not locked: the memlock limit is bounded (ulimit -l) and the process \
+             lacks CAP_IPC_LOCK"
+                .into(),
+        );
+    }
+    // On fault, not at once: thread stacks and reserved-but-unused
+    // capacity stay unbacked; the rings are prefaulted by their owners.
+    let flags = MlockAllFlags::MCL_CURRENT
+        | MlockAllFlags::MCL_FUTURE
+        | MlockAllFlags::from_bits_retain(libc::MCL_ONFAULT);
+    match mlockall(flags) {
+        Ok(()) => None,
+        Err(e) => Some(format!("memory not locked: mlockall: {e}")),
+    }
+}
+
 /// The CPUs this process was allowed as it started.
 static START_CPUS: OnceLock<CpuSet> = OnceLock::new();
+
+/// The CPUs this process was allowed as it started, ascending (all the
+/// CPUs there are if that was never noted).
+pub fn start_cpus() -> Vec<usize> {
+    match START_CPUS.get() {
+        Some(set) => super::placement::cpus_of(set),
+        None => (0..cpu_count()).collect(),
+    }
+}
 
 /// Notes the CPUs this process may use as it starts (what `taskset` or a
 /// cgroup allowed), for [`ordinary`] to go back to. Call it before any
@@ -86,6 +191,12 @@ pub fn note_start_cpus() {
 /// (Counting CPUs here would count the pinned parent's one, and a
 /// `taskset` the user gave would be lost.)
 pub fn ordinary() {
+    // Placed helpers stay off the pacing CPUs.
+    if let Some(cpus) = super::placement::helper_cpus() {
+        let _ = super::placement::pin_to(cpus);
+        let _ = set_policy(libc::SCHED_OTHER, 0);
+        return;
+    }
     let set = START_CPUS.get().copied().unwrap_or_else(|| {
         let mut all = CpuSet::new();
         for cpu in 0..CpuSet::count() {
@@ -112,12 +223,6 @@ mod tests {
         .unwrap();
     }
 
-    #[test]
-    fn pinning_to_a_cpu_out_of_range_names_the_count() {
-        let e = pin_to_cpu(1 << 20).unwrap_err().to_string();
-        assert!(e.starts_with("--cpu 1048576 is out of range"), "{e}");
-    }
-
     fn allowed_cpus() -> Vec<usize> {
         let set = nix::sched::sched_getaffinity(Pid::from_raw(0)).unwrap();
         (0..CpuSet::count())
@@ -133,7 +238,7 @@ mod tests {
             // The last CPU: counting the pinned thread's CPUs would give
             // back CPU 0 alone.
             let last = *before.last().unwrap();
-            pin_to_cpu(last).unwrap();
+            super::super::placement::pin_to(&[last]).unwrap();
             assert_eq!(allowed_cpus(), [last]);
             ordinary();
             assert_eq!(allowed_cpus(), before);

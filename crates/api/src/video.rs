@@ -54,6 +54,30 @@ pub struct SendReport {
     /// against the declared sender type.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub st2110_21: Option<crate::st2110::AnalyzeReport>,
+    /// Where the pacing thread ran and what made its packets late.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pacing_host: Option<PacingHost>,
+}
+
+/// Where a pacing thread ran, and what made it late (times in the
+/// stall summary are nanoseconds).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PacingHost {
+    /// CPUs the pacing thread was placed on (empty: not placed).
+    pub cpus: Vec<usize>,
+    /// CPUs the process's other threads were kept on (empty: anywhere).
+    pub helper_cpus: Vec<usize>,
+    /// Whether the pacing thread ran SCHED_FIFO.
+    pub realtime: bool,
+    /// Why it did not, when it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub realtime_note: Option<String>,
+    /// Whether the process's memory was locked against paging.
+    pub memory_locked: bool,
+    /// Late episodes and their causes (absent where /proc lacks the
+    /// counters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stalls: Option<nagare_proto::stats::stall::StallSummary>,
 }
 
 /// Runs of frame indices, for reports.

@@ -152,11 +152,11 @@ fn ideal_nl_sender_is_narrow_linear_1080p5994() {
 fn ideal_w_sender_is_wide_1080p5994() {
     let m = p1080_5994();
     let schedule = SenderSchedule::new(&m, SenderType::W);
-    assert_eq!((schedule.train(), schedule.lead()), (16, 86));
+    assert_eq!((schedule.train(), schedule.lead()), (16, 150));
     let s = ideal(&m, schedule);
     assert_eq!(
         verdict(&s),
-        "W (gapped): Cinst peak 15 > CMAX_N 6; within CMAX_W 16; VRX peak 102 > VRX_FULL_N 9; within VRX_FULL_W 863"
+        "W (gapped): Cinst peak 15 > CMAX_N 6; within CMAX_W 16; VRX peak 166 > VRX_FULL_N 9; within VRX_FULL_W 863"
     );
     assert_eq!(s.frame_verdicts.w, FRAMES - 1);
     // Half of TRoffset: 318 837 ns.
@@ -225,7 +225,7 @@ fn ideal_senders_at_2160p50() {
     assert_eq!(w.verdict().unwrap().schedule, ReadSchedule::Gapped);
     assert_eq!(
         verdict(&w),
-        "W (gapped): Cinst peak 39 > CMAX_N 20; within CMAX_W 40; VRX peak 384 > VRX_FULL_N 32; within VRX_FULL_W 2880"
+        "W (gapped): Cinst peak 39 > CMAX_N 20; within CMAX_W 40; VRX peak 642 > VRX_FULL_N 32; within VRX_FULL_W 2880"
     );
     let b = bursty(&m);
     assert_eq!(

@@ -19,6 +19,7 @@ use nagare_proto::{BitRate, ByteSize, FrameRate, Nanos, PixelFormat, VideoFormat
 use crate::cli::{self, Size};
 use crate::clock::Origin;
 use crate::cmd::analyze::collect::{Collector, FramePoint};
+use crate::net::placement::{CpuChoice, Placement, Role};
 use crate::net::udp::{self, Interface, ReceiveOptions, Receiver};
 use crate::progress::{Ticker, bitrate};
 
@@ -102,10 +103,12 @@ pub struct RecvArgs {
     /// Frames buffered between the receive thread and the writer.
     #[arg(long, default_value_t = 8)]
     pub buffer_frames: usize,
-    /// Pin the receiving thread to this CPU (with --stripes, every receive
-    /// thread; the reassembly and the writer run anywhere).
-    #[arg(long)]
-    pub cpu: Option<usize>,
+    /// The receiving thread's CPU (with --stripes, every receive thread's):
+    /// 'auto' puts receive threads on the lowest CPUs and keeps every
+    /// thread off the highest, which a sender takes (docs/recv.md, "Where
+    /// threads run"); a number pins them there; 'none' places nothing.
+    #[arg(long, default_value = "auto", value_name = "CPU|auto|none")]
+    pub cpu: CpuChoice,
     /// Run the receiving thread with real-time (SCHED_FIFO) priority;
     /// needs root or CAP_SYS_NICE.
     #[arg(long)]
@@ -794,11 +797,12 @@ pub fn main(args: RecvArgs) -> Result<std::process::ExitCode> {
     if let Some(a) = bound.local_addr() {
         eprintln!("nagare recv: listening on {a}");
     }
-    // Only the receiving thread is tuned; the writer thread is started by
-    // `run` after this and keeps default priority on any CPU.
-    if let Some(cpu) = args.cpu {
-        crate::net::tuning::pin_to_cpu(cpu)?;
-    }
+    // Receive threads take the lowest CPUs and every other thread stays
+    // off the highest, a local sender's (net::placement); the writer
+    // thread, started by `run` after this, goes to the helper CPUs.
+    let placement = Placement::new(args.cpu);
+    placement.apply(Role::Helper { pacers: 0 })?;
+    placement.apply(Role::Receive { index: 0 })?;
     if args.realtime {
         crate::net::tuning::realtime()?;
     }

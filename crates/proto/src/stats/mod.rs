@@ -3,6 +3,7 @@
 //! definition every report uses ([`Distribution`]).
 
 mod quantile;
+pub mod stall;
 
 pub use quantile::{Distribution, Quantiles};
 use serde::Serialize;

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::units::Nanos;
 use crate::video::format::FrameRate;
-use crate::video::st2110_21::SenderSchedule;
+use crate::video::st2110_21::{CinstGate, SenderSchedule};
 
 /// Default lateness tolerance.
 pub const DEFAULT_LATE_AFTER: Nanos = Nanos::from_micros(100);
@@ -50,6 +50,8 @@ pub struct Pacer {
     stats: PacingStats,
     /// The ST 2110-21 release schedule, if shaped.
     shape: Option<SenderSchedule>,
+    /// A shaped pacer's copy of the receiver's Cinst bucket.
+    gate: Option<CinstGate>,
 }
 
 impl Pacer {
@@ -70,6 +72,7 @@ impl Pacer {
             wake_slack: Nanos::ZERO,
             stats: PacingStats::default(),
             shape: None,
+            gate: None,
         };
         p.base_ns = p.abs_ns(0);
         p.set_catch_up(DEFAULT_CATCH_UP);
@@ -84,6 +87,7 @@ impl Pacer {
         let model = schedule.model();
         let packets = model.packets() as usize;
         let mut p = Pacer::new(model.rate(), packets, first_frame);
+        p.gate = Some(CinstGate::for_schedule(&schedule));
         p.shape = Some(schedule);
         p
     }
@@ -169,6 +173,12 @@ impl Pacer {
     /// whichever is later.
     pub fn next_release(&self) -> Nanos {
         let slot = self.slot(self.next);
+        let slot = match &self.gate {
+            // A late shaped train waits until the receiver's Cinst bucket
+            // has room for all of it.
+            Some(g) => slot.max(g.earliest(self.rest_of_train())),
+            None => slot,
+        };
         match self.last_release {
             Some((at, count)) => slot.max(at + self.min_gap.saturating_mul(u64::from(count))),
             None => slot,
@@ -188,11 +198,33 @@ impl Pacer {
         let left_in_frame = self.packets_per_frame - self.next % self.packets_per_frame;
         let limit = (max as u64).min(left_in_frame);
         let horizon = self.slot(self.next) + burst;
-        let mut n = 1;
+        // The rest of a shaped train shares its first packet's slot: no
+        // need to compute each (a release costs u128 divisions).
+        let mut n = self.rest_of_train().clamp(1, limit.max(1));
         while n < limit && self.slot(self.next + n) <= horizon {
             n += 1;
         }
         n as usize
+    }
+
+    /// Packets from the next one to the end of its shaped train (1 when
+    /// not shaped).
+    fn rest_of_train(&self) -> u64 {
+        self.rest_of_train_at(self.next)
+    }
+
+    /// Packets from schedule packet `packet` to the end of its shaped
+    /// train and frame (1 when not shaped).
+    fn rest_of_train_at(&self, packet: u64) -> u64 {
+        match &self.shape {
+            Some(s) => {
+                let train = s.train().max(1);
+                let index = packet % self.packets_per_frame;
+                let end = ((index / train + 1) * train).min(self.packets_per_frame);
+                end - index
+            }
+            None => 1,
+        }
     }
 
     /// Longest train worth sending in one go: the first packet plus those
@@ -214,16 +246,32 @@ impl Pacer {
     pub fn sent(&mut self, now: Nanos, count: usize) {
         let due = self.next_release();
         let anchor = due.max(now.saturating_sub(self.wake_slack)).min(now);
-        for k in 0..count as u64 {
-            let late = now.saturating_sub(self.slot(self.next + k));
+        let end = self.next + count as u64;
+        let mut packet = self.next;
+        while packet < end {
+            // A shaped train's packets share one slot: judge them at once.
+            let same = self.rest_of_train_at(packet).min(end - packet);
+            let late = now.saturating_sub(self.slot(packet));
             self.stats.max_late = self.stats.max_late.max(late);
             if late > self.late_after {
-                self.stats.late += 1;
+                self.stats.late += same;
             }
+            packet += same;
+        }
+        if let Some(g) = self.gate.as_mut() {
+            g.sent(now, count as u64);
         }
         self.stats.packets += count as u64;
         self.next += count as u64;
         self.last_release = Some((anchor, count as u32));
+    }
+
+    /// The last train's send call returned at `now`: a shaped pacer's
+    /// Cinst bucket counts it from then (see [`CinstGate::departed`]).
+    pub fn departed(&mut self, now: Nanos) {
+        if let Some(g) = self.gate.as_mut() {
+            g.departed(now);
+        }
     }
 
     /// Lateness of the next packet at `now` (zero when not behind).

@@ -76,11 +76,13 @@ pub struct FlowSpec {
     shape: Option<SenderSchedule>,
 }
 
-/// Catch-up speed of a shaped flow: faster than the gapped read rate
-/// (1125/1080 = 1.042 × Npackets per frame) so a late flow does catch up,
-/// slower than the Cinst bucket drains (1.1 ×) so catching up never
-/// fills it.
-pub const SHAPED_CATCH_UP: f64 = 1.08;
+/// Catch-up speed of a shaped flow: no fixed factor. Its pacer keeps a
+/// copy of the receiver's Cinst bucket
+/// ([`CinstGate`](super::st2110_21::CinstGate)) and a late train leaves as
+/// soon as that bucket has room for it: after a stall the flow catches up
+/// as fast as the sender type allows (a train up to CMAX at once, then the
+/// drain rate, 1.1 × the mean packet rate), and never faster.
+pub const SHAPED_CATCH_UP: f64 = f64::INFINITY;
 
 impl FlowSpec {
     /// A flow of `packets_per_frame` packets per frame at `rate` whose
@@ -224,6 +226,12 @@ pub enum Input {
     },
     /// No frame was ready at its first release: give up the slot.
     Underrun {
+        /// The flow.
+        flow: FlowId,
+    },
+    /// The flow's last train left at `now` (its send call returned), so
+    /// its Cinst bucket counts it from then rather than from its release.
+    Departed {
         /// The flow.
         flow: FlowId,
     },
@@ -487,7 +495,7 @@ impl Sender {
 
     /// Answers a [`Event::NeedFrame`]. An answer for a flow that is not
     /// waiting is ignored.
-    pub fn handle_input(&mut self, _now: Nanos, input: Input) -> Result<(), Error> {
+    pub fn handle_input(&mut self, now: Nanos, input: Input) -> Result<(), Error> {
         match input {
             Input::Frame { flow: id } => {
                 let flow = self.flow_mut(id).ok_or(Error::NoSuchFlow)?;
@@ -496,6 +504,11 @@ impl Sender {
                     let at = flow.next_release();
                     self.heap.push(Reverse((at, id.index, id.generation)));
                 }
+            }
+            Input::Departed { flow: id } => {
+                let flow = self.flow_mut(id).ok_or(Error::NoSuchFlow)?;
+                let local = now.saturating_sub(flow.origin);
+                flow.pacer.departed(local);
             }
             Input::Underrun { flow: id } => {
                 let flow = self.flow_mut(id).ok_or(Error::NoSuchFlow)?;

@@ -90,7 +90,7 @@ pub use model::{ExactNanos, Limits, MAX_PACKETS, MAX_RATE_TERM, Model, ReadSched
 pub use monitor::{
     Event as MonitorEvent, LearnError, MAX_LEARN, Monitor, MonitorStats, StreamShape,
 };
-pub use sender::SenderSchedule;
+pub use sender::{CinstGate, SenderSchedule};
 
 use crate::units::Nanos;
 

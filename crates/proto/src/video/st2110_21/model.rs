@@ -374,7 +374,7 @@ impl Model {
 }
 
 /// `x ↦ ⌊x · a / b⌋`.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Ratio {
     a: u128,
     b: u128,
@@ -397,7 +397,7 @@ impl Ratio {
 /// S = ⌊N · Tframe⌋ (whole nanoseconds), where q is TRoffset's
 /// denominator, so TRoffset and the frame's own fractional start are
 /// whole numbers of units.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Grid {
     num: u128,
     den_ns: u128,
@@ -486,6 +486,17 @@ impl Grid {
     /// Drains of the Cinst bucket in `elapsed` since its start.
     pub(crate) fn drains(&self, elapsed: Nanos) -> u128 {
         self.drain.apply(u128::from(elapsed.0)).unwrap_or(u128::MAX)
+    }
+
+    /// The shortest time since the bucket's start by which it has drained
+    /// `count` times: the inverse of [`drains`](Self::drains).
+    pub(crate) fn drain_time(&self, count: u128) -> Nanos {
+        let Ratio { a, b } = self.drain;
+        // Smallest x with ⌊x · a / b⌋ ≥ count is ⌈count · b / a⌉.
+        let ns = count
+            .checked_mul(b)
+            .map_or(u128::MAX, |n| n.div_ceil(a.max(1)));
+        Nanos(u64::try_from(ns).unwrap_or(u64::MAX))
     }
 
     /// ⌊TPR0 + slot · TRS⌋ of `schedule` in frame `frame`: `slot` may be

@@ -18,24 +18,33 @@ use crate::units::{MediaTime, Nanos};
 ///   the limit to absorb release jitter (and at most VRX_FULL − 2);
 /// - released `lead` reads ahead, the virtual receiver holds between
 ///   `lead` and `lead + train` packets: `lead` centres that window in
-///   0..=VRX_FULL, but never exceeds half of TRoffset, so a frame's first
-///   packet never leaves before the middle of TRoffset and is always
-///   counted in its own epoch frame.
+///   0..=VRX_FULL, but never exceeds 7/8 of TRoffset, so a frame's first
+///   packet never leaves before an eighth of TRoffset into its frame and
+///   is always counted in its own epoch frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SenderSchedule {
     model: Model,
     sender: SenderType,
     train: u64,
+    /// The model's integer grid, made once: a release is computed for
+    /// every train, and making the grid (two gcds of u128s) cost more
+    /// than a pacing thread's sends at 2.5 Gbit/s.
+    grid: Grid,
+    /// The lead's upper bound in read periods (see [`max_lead`]).
+    max_lead: u64,
 }
 
 impl SenderSchedule {
     /// The schedule of `sender` for `model`: single packets for N and NL,
     /// the longest train allowed for W.
     pub fn new(model: &Model, sender: SenderType) -> SenderSchedule {
+        let grid = model.grid();
         let mut s = SenderSchedule {
             model: *model,
             sender,
             train: 1,
+            grid,
+            max_lead: max_lead(grid.tr_offset_in_reads(sender.read_schedule())),
         };
         if sender == SenderType::W {
             s.train = s.max_train();
@@ -139,8 +148,7 @@ impl SenderSchedule {
     /// Read periods by which each train leaves ahead of its first read.
     pub fn lead(&self) -> u64 {
         let centred = self.vrx_full().saturating_sub(self.train) / 2;
-        let half_offset = self.grid().tr_offset_in_reads(self.read_schedule()) / 2;
-        centred.min(half_offset)
+        centred.min(self.max_lead)
     }
 
     /// When packet `packet` (0-based) of epoch frame `frame` leaves.
@@ -167,7 +175,132 @@ impl SenderSchedule {
     }
 
     fn grid(&self) -> Grid {
-        self.model.grid()
+        self.grid
+    }
+}
+
+/// How far ahead of the reads a frame's first train may leave: 7/8 of
+/// TRoffset (in read periods), so it leaves an eighth of TRoffset after
+/// the frame's epoch start and is always counted in its own frame, while
+/// the lead a stall can eat into is as long as the frame start allows
+/// (about 560 µs at 1080p59.94, where half of TRoffset gave 318 µs).
+fn max_lead(tr_offset_reads: u64) -> u64 {
+    tr_offset_reads - tr_offset_reads.div_ceil(8)
+}
+
+/// The sender's own copy of a receiver's Cinst bucket (the network
+/// compatibility model): it drains on the model's TDRAIN grid from the
+/// first packet, exactly as [`Analyzer`](super::Analyzer) measures, and
+/// says when a train may leave so that no packet of it finds more than
+/// `limit` packets ahead of it.
+///
+/// A late sender catches up by releasing trains as soon as the bucket
+/// lets it: as fast as the standard allows (trains up to CMAX, then the
+/// drain rate, 1.1 × the mean packet rate), and never faster, so a stall
+/// costs lateness but never a burst over CMAX.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CinstGate {
+    grid: Grid,
+    limit: u64,
+    /// Drain grid origin: the first packet's release.
+    origin: Option<Nanos>,
+    /// Drains counted up to `last`.
+    drained: u128,
+    /// Cinst of the last packet released.
+    level: u64,
+    last: Nanos,
+    /// The state before the last train and its length, to move that
+    /// train to when it really left ([`departed`](Self::departed)).
+    before: Option<(Option<Nanos>, u128, u64, Nanos, u64)>,
+}
+
+impl CinstGate {
+    /// A gate keeping every packet's Cinst at or below `limit` for `model`.
+    pub fn new(model: &Model, limit: u64) -> CinstGate {
+        CinstGate {
+            grid: model.grid(),
+            limit,
+            origin: None,
+            drained: 0,
+            level: 0,
+            last: Nanos::ZERO,
+            before: None,
+        }
+    }
+
+    /// The gate of `schedule`: one packet below its type's CMAX, room for
+    /// the release jitter of a software sender.
+    pub fn for_schedule(schedule: &SenderSchedule) -> CinstGate {
+        CinstGate::new(schedule.model(), schedule.cmax().saturating_sub(1).max(1))
+    }
+
+    /// The Cinst limit kept.
+    pub const fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Drains since the last release, were the next packet to arrive at
+    /// `at` (not before the last release).
+    fn drains_by(&self, origin: Nanos, at: Nanos) -> u128 {
+        self.grid
+            .drains(at.saturating_sub(origin))
+            .saturating_sub(self.drained)
+    }
+
+    /// The earliest time a train of `n` packets may leave (`Nanos::ZERO`
+    /// when the bucket never held a packet).
+    pub fn earliest(&self, n: u64) -> Nanos {
+        let Some(origin) = self.origin else {
+            return Nanos::ZERO;
+        };
+        // The train's first packet finds (level + 1 − drains) packets, its
+        // last n − 1 more: drains must reach level + n − limit.
+        let need = (self.level + n).saturating_sub(self.limit);
+        if need == 0 {
+            return self.last;
+        }
+        let at = origin + self.grid.drain_time(self.drained + u128::from(need));
+        at.max(self.last)
+    }
+
+    /// Records a train of `n` packets released at `now`; returns the Cinst
+    /// of its last packet.
+    pub fn sent(&mut self, now: Nanos, n: u64) -> u64 {
+        if n == 0 {
+            return self.level;
+        }
+        let now = now.max(self.last);
+        self.before = Some((self.origin, self.drained, self.level, self.last, n));
+        let first = match self.origin {
+            None => {
+                self.origin = Some(now);
+                0
+            }
+            Some(origin) => {
+                let since = u64::try_from(self.drains_by(origin, now)).unwrap_or(u64::MAX);
+                self.drained = self.grid.drains(now.saturating_sub(origin));
+                (self.level + 1).saturating_sub(since)
+            }
+        };
+        self.level = first + n - 1;
+        self.last = now;
+        self.level
+    }
+
+    /// The last train really left at `at` (when its send call returned),
+    /// later than it was released: the bucket counts it from then, as a
+    /// receiver stamping it on arrival would. A send call that took long
+    /// followed by a quick one then cannot squeeze two trains closer than
+    /// the bucket allows.
+    pub fn departed(&mut self, at: Nanos) {
+        let Some((origin, drained, level, last, n)) = self.before else {
+            return;
+        };
+        if at <= self.last {
+            return;
+        }
+        (self.origin, self.drained, self.level, self.last) = (origin, drained, level, last);
+        self.sent(at, n);
     }
 }
 
@@ -202,8 +335,8 @@ mod tests {
         assert_eq!(nl.read_schedule(), ReadSchedule::Linear);
         assert_eq!((nl.train(), nl.max_train(), nl.lead()), (1, 5, 4));
         let w = SenderSchedule::new(&m, SenderType::W);
-        // TRoffset is 172 gapped reads: the lead stops at 86.
-        assert_eq!((w.train(), w.max_train(), w.lead()), (16, 16, 86));
+        // TRoffset is 172 gapped reads: the lead stops at 7/8 of it, 150.
+        assert_eq!((w.train(), w.max_train(), w.lead()), (16, 16, 150));
         assert_eq!(w.cmax(), 16);
         assert_eq!(w.vrx_full(), 863);
     }
@@ -217,7 +350,7 @@ mod tests {
         let nl = SenderSchedule::with_jitter_margin(&m, SenderType::NL);
         assert_eq!((nl.train(), nl.lead()), (2, 3));
         let w = SenderSchedule::with_jitter_margin(&m, SenderType::W);
-        assert_eq!((w.train(), w.lead()), (8, 86));
+        assert_eq!((w.train(), w.lead()), (8, 150));
         let sleeping = SenderSchedule::for_sleeping_sender(&m, SenderType::W);
         assert_eq!((sleeping.max_train(), sleeping.train()), (16, 12));
         let n = SenderSchedule::for_sleeping_sender(&m, SenderType::N);

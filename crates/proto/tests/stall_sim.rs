@@ -1,0 +1,208 @@
+//! A shaped W sender (`video::Sender`) on virtual time, stalled for a
+//! scripted while, judged by the `Analyzer` as a receiver with a perfect
+//! clock would judge it. A stall the schedule's lead covers costs nothing;
+//! a longer one makes the frame it hits late, but never a burst over CMAX,
+//! and the sender is back on its grid in the least time the Cinst bucket
+//! allows.
+//!
+//! 1080p59.94 10-bit 4:2:2 with 1200 bytes of video a packet: 4320
+//! packets a frame, TRS 3.71 µs, TDRAIN 3.51 µs, TRoffset 172 reads.
+
+use nagare_proto::video::FrameRate;
+use nagare_proto::video::sender::{Event, FlowSpec, Input, Sender};
+use nagare_proto::video::st2110_21::{
+    Analyzer, Model, Observation, Scan, SenderSchedule, SenderType, Summary,
+};
+use nagare_proto::{ByteSize, Nanos, Ssrc};
+
+const PACKETS: u32 = 4320;
+const FRAMES: u64 = 12;
+
+fn model() -> Model {
+    let rate = FrameRate::new(60000, 1001).unwrap();
+    Model::new(rate, 1080, Scan::Progressive, PACKETS).unwrap()
+}
+
+/// What a run found.
+struct Run {
+    summary: Summary,
+    /// Non-compliant frames, by index from the first sent.
+    broken: Vec<u64>,
+    /// When the sender was last behind its grid by more than a train
+    /// (sender timeline, from the stall's end).
+    recovered_after: Nanos,
+    /// Cinst of the last packet of each train sent while behind (after the
+    /// first such train), by this test's own bucket.
+    behind_cinst: Vec<u64>,
+}
+
+/// The Cinst bucket of ST 2110-21, written out here from the standard
+/// (drains every TDRAIN from the first packet) to check the sender's.
+struct Bucket {
+    tdrain: (u128, u128),
+    origin: Option<Nanos>,
+    drained: u128,
+    level: u64,
+}
+
+impl Bucket {
+    fn arrive(&mut self, t: Nanos) -> u64 {
+        let Some(origin) = self.origin else {
+            self.origin = Some(t);
+            return 0;
+        };
+        let (num, den) = self.tdrain;
+        let drained = u128::from((t - origin).0) * den / num;
+        let since = u64::try_from(drained - self.drained).unwrap();
+        self.drained = drained;
+        self.level = (self.level + 1).saturating_sub(since);
+        self.level
+    }
+}
+
+/// Sends `FRAMES` frames; the sender cannot run from `stall_at` (after the
+/// start of frame 3) for `stall`.
+fn run(stall: Nanos) -> Run {
+    let m = model();
+    let schedule = SenderSchedule::with_jitter_margin(&m, SenderType::W);
+    let first = m.epoch_frame(Nanos::from_secs(1_750_000_000)) + 1;
+    let start = Nanos(u64::try_from(m.rate().frame_start_ns(first)).unwrap());
+    let mut s = Sender::new();
+    let flow = s.add_flow(
+        FlowSpec::new(m.rate(), PACKETS as usize, Ssrc(7))
+            .shaped(schedule)
+            .start(start, first)
+            .trains(Nanos::ZERO, 64)
+            .frame_limit(Some(FRAMES)),
+    );
+    let stall_at = start
+        + Nanos(u64::try_from(m.rate().frame_start_ns(3)).unwrap())
+        + Nanos::from_micros(2_000);
+    let stall_end = stall_at + stall;
+    let mut a = Analyzer::new(m);
+    let d = m.drain_period();
+    let mut bucket = Bucket {
+        tdrain: (d.num(), d.den()),
+        origin: None,
+        drained: 0,
+        level: 0,
+    };
+    let mut behind_cinst = Vec::new();
+    let mut now = start;
+    let (mut seq, mut last_behind) = (0u64, Nanos::ZERO);
+    let mut waiting = 0;
+    loop {
+        while let Some(e) = s.poll_event() {
+            match e {
+                Event::NeedFrame { flow, .. } => {
+                    s.handle_input(now, Input::Frame { flow }).unwrap()
+                }
+                Event::Finished { .. } => waiting += 1,
+                Event::FrameSent { .. } => {}
+            }
+        }
+        if waiting == 1 {
+            break;
+        }
+        if now >= stall_at && now < stall_end {
+            now = stall_end;
+        }
+        let Some(t) = s.poll_transmit(now) else {
+            now = s.poll_timeout().expect("a flow still sends");
+            continue;
+        };
+        let behind = now.saturating_sub(t.at);
+        let mut cinst = 0;
+        for j in t.packets.clone() {
+            cinst = bucket.arrive(now);
+            a.handle_input(Observation {
+                arrival: now,
+                rtp_timestamp: t.timestamp,
+                marker: j + 1 == PACKETS as usize,
+                seq: nagare_proto::ExtSeq(seq),
+                len: ByteSize(1220),
+            });
+            seq += 1;
+        }
+        // More than a train's span behind: still catching up.
+        if behind > Nanos::from_micros(40) {
+            if last_behind > Nanos::ZERO {
+                behind_cinst.push(cinst);
+            }
+            last_behind = now;
+        }
+        s.handle_input(now, Input::Departed { flow }).unwrap();
+    }
+    a.flush();
+    let mut broken = Vec::new();
+    while let Some(r) = a.poll_event() {
+        if r.verdict.compliance == nagare_proto::video::st2110_21::Compliance::NotCompliant {
+            broken.push(r.epoch_frame - first);
+        }
+    }
+    let _ = flow;
+    Run {
+        summary: a.summary().clone(),
+        broken,
+        recovered_after: last_behind.saturating_sub(stall_end),
+        behind_cinst,
+    }
+}
+
+fn cmax_w() -> u64 {
+    model().limits().cmax_w
+}
+
+#[test]
+fn a_stall_within_the_lead_keeps_every_frame_wide() {
+    let schedule = SenderSchedule::with_jitter_margin(&model(), SenderType::W);
+    // The lead: 150 reads of 3.71 µs, 557 µs; a 400 µs stall fits.
+    let lead_ns = schedule.trs().as_f64() * schedule.lead() as f64;
+    assert!((556_000.0..558_000.0).contains(&lead_ns), "{lead_ns}");
+    for stall_us in [0, 100, 250, 400] {
+        let r = run(Nanos::from_micros(stall_us));
+        assert_eq!(r.broken, Vec::<u64>::new(), "stall {stall_us} µs");
+        assert_eq!(
+            r.summary.complies_with(SenderType::W),
+            Some(true),
+            "stall {stall_us} µs"
+        );
+        assert!(r.summary.cinst.max() <= cmax_w());
+    }
+}
+
+#[test]
+fn a_longer_stall_breaks_only_its_frame_and_recovers_as_fast_as_cinst_allows() {
+    let limit = cmax_w() - 1;
+    for (stall_ms, broken) in [(1u64, vec![3]), (3, vec![3, 4])] {
+        let r = run(Nanos::from_millis(stall_ms));
+        // Past the lead, the frame the stall hits underflows the virtual
+        // receiver; 3 ms behind, the catch-up runs into the next frame too
+        // (gaining 5.6% of real time, it needs about 40 ms), and no more.
+        assert_eq!(r.broken, broken, "stall {stall_ms} ms");
+        assert!(r.summary.vrx_gapped.range.unwrap().min < 0);
+        // The catch-up never bursts over the gate's limit, one below CMAX.
+        assert_eq!(r.summary.cinst.max(), limit, "stall {stall_ms} ms");
+        // Least time: every train of the catch-up left as soon as the
+        // bucket had room for it, which leaves its last packet exactly at
+        // the limit; any earlier and it would have been over.
+        assert!(
+            r.behind_cinst.len() > 100,
+            "stall {stall_ms} ms: {}",
+            r.behind_cinst.len()
+        );
+        assert!(r.behind_cinst.iter().all(|&c| c <= limit));
+        let at_limit = r.behind_cinst.iter().filter(|&&c| c == limit).count();
+        assert!(
+            at_limit * 100 >= r.behind_cinst.len() * 95,
+            "stall {stall_ms} ms: {at_limit} of {} catch-up trains at the limit",
+            r.behind_cinst.len()
+        );
+        // Behind by S, the sender gains at most TRS/TDRAIN − 1 per unit
+        // of time while reading (the drain rate against the read rate), and
+        // more in the vertical blanking: back on the grid within S/0.0558.
+        let least = stall_ms as f64 * 1e6 / 0.0558;
+        let took = r.recovered_after.as_nanos() as f64;
+        assert!(took < least, "stall {stall_ms} ms: took {took} ns");
+    }
+}

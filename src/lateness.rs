@@ -1,0 +1,192 @@
+//! The lines every pacing report prints about where its pacing threads ran
+//! and what made packets late: run-queue wait, hypervisor steal or the
+//! timer, each with the fix that applies (send, demo, serve, stripes).
+
+use nagare_api::video::PacingHost;
+use nagare_proto::Nanos;
+use nagare_proto::stats::stall::{Cause, Episode, StallSummary};
+
+use crate::net::placement::list;
+
+/// Worst episodes printed (the JSON report has up to ten).
+const SHOWN: usize = 3;
+
+/// Where the pacer ran: "pacing thread on CPU 1 (others on CPU 0),
+/// SCHED_FIFO, memory locked".
+pub fn placement_line(h: &PacingHost) -> String {
+    let cpus = if h.cpus.is_empty() {
+        "on any CPU (not placed)".to_string()
+    } else {
+        format!("on CPU {}", list(&h.cpus))
+    };
+    let others = if h.helper_cpus.is_empty() {
+        String::new()
+    } else {
+        format!(" (other threads on CPU {})", list(&h.helper_cpus))
+    };
+    let policy = if h.realtime {
+        "SCHED_FIFO"
+    } else {
+        "normal priority"
+    };
+    let memory = if h.memory_locked {
+        "memory locked"
+    } else {
+        "memory not locked"
+    };
+    format!("pacing thread {cpus}{others}, {policy}, {memory}")
+}
+
+fn ms(n: Nanos) -> String {
+    format!("{:.1} ms", n.as_millis_f64())
+}
+
+/// The attribution lines: totals by cause, the fixes, the worst episodes.
+pub fn stall_lines(s: &StallSummary, cpus: &[usize]) -> Vec<String> {
+    if s.episodes == 0 {
+        return vec!["no packet was late by more than the tolerance".into()];
+    }
+    let cpu = if cpus.is_empty() {
+        "its CPU".to_string()
+    } else {
+        format!("CPU {}", list(cpus))
+    };
+    let mut out = vec![format!(
+        "{} late packets in {} episodes: waited {} behind other threads on {cpu}; \
+         the hypervisor stole {}; woke {} late with its CPU free (timer)",
+        s.late_packets,
+        s.episodes,
+        ms(s.run_queue),
+        ms(s.steal),
+        ms(s.timer)
+    )];
+    for (cause, took) in [
+        (Cause::RunQueue, s.run_queue),
+        (Cause::Steal, s.steal),
+        (Cause::Timer, s.timer),
+    ] {
+        if took > Nanos::ZERO {
+            out.push(format!("fix ({}): {}", cause_name(cause), fix(cause, &cpu)));
+        }
+    }
+    out.extend(s.worst.iter().take(SHOWN).map(episode_line));
+    out
+}
+
+fn cause_name(c: Cause) -> &'static str {
+    match c {
+        Cause::RunQueue => "run queue",
+        Cause::Steal => "steal",
+        Cause::Timer => "timer",
+    }
+}
+
+fn fix(c: Cause, cpu: &str) -> String {
+    match c {
+        Cause::RunQueue => format!(
+            "give the pacer {cpu} alone: move what else runs there (ps -eLo psr,comm), \
+             isolate it (isolcpus, a cpuset), or pace real-time (root or CAP_SYS_NICE)"
+        ),
+        Cause::Steal => "the hypervisor ran something else on this vCPU: ask for dedicated \
+             (pinned) vCPUs or a quieter host; no setting in nagare wins that time back"
+            .into(),
+        Cause::Timer => "the thread woke late with nothing in its way: see the host's \
+             timer floor with `nagare doctor`; --pacing precise spins the last stretch"
+            .into(),
+    }
+}
+
+fn episode_line(e: &Episode) -> String {
+    format!(
+        "at {:.3} s: {} late, {} packets: run queue {}, steal {}, timer {} ({}, {} involuntary switches)",
+        e.start.as_secs_f64(),
+        ms(e.worst),
+        e.late_packets,
+        ms(e.run_queue),
+        ms(e.steal),
+        ms(e.timer),
+        cause_name(e.main_cause()),
+        e.involuntary
+    )
+}
+
+/// Every line about the pacer, prefixed with `who` ("send", "demo").
+pub fn print(who: &str, h: &PacingHost) {
+    eprintln!("{who}: {}", placement_line(h));
+    if let Some(s) = &h.stalls {
+        for line in stall_lines(s, &h.cpus) {
+            eprintln!("{who}: {line}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_cause_comes_with_its_fix_and_the_worst_episode() {
+        let e = Episode {
+            start: Nanos::from_millis(2345),
+            end: Nanos::from_millis(2350),
+            worst: Nanos::from_millis(8),
+            late_packets: 40,
+            run_queue: Nanos::ZERO,
+            steal: Nanos::from_millis(7),
+            timer: Nanos::from_millis(1),
+            involuntary: 0,
+        };
+        let s = StallSummary {
+            episodes: 1,
+            late_packets: 40,
+            lateness: e.worst,
+            steal: e.steal,
+            timer: e.timer,
+            worst: vec![e],
+            ..StallSummary::default()
+        };
+        let lines = stall_lines(&s, &[1]);
+        assert_eq!(
+            lines[0],
+            "40 late packets in 1 episodes: waited 0.0 ms behind other threads on CPU 1; \
+             the hypervisor stole 7.0 ms; woke 1.0 ms late with its CPU free (timer)"
+        );
+        assert!(
+            lines[1].starts_with("fix (steal): the hypervisor"),
+            "{lines:?}"
+        );
+        assert!(lines[2].starts_with("fix (timer):"), "{lines:?}");
+        assert_eq!(
+            lines.len(),
+            4,
+            "no run-queue fix when it took nothing: {lines:?}"
+        );
+        assert!(
+            lines[3].starts_with("at 2.345 s: 8.0 ms late, 40 packets"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[3].contains("(steal, 0 involuntary switches)"),
+            "{lines:?}"
+        );
+    }
+
+    #[test]
+    fn placement_reads_plainly() {
+        let h = PacingHost {
+            cpus: vec![1],
+            helper_cpus: vec![0],
+            realtime: true,
+            memory_locked: true,
+            ..PacingHost::default()
+        };
+        assert_eq!(
+            placement_line(&h),
+            "pacing thread on CPU 1 (other threads on CPU 0), SCHED_FIFO, memory locked"
+        );
+        assert_eq!(
+            placement_line(&PacingHost::default()),
+            "pacing thread on any CPU (not placed), normal priority, memory not locked"
+        );
+    }
+}
