@@ -2,6 +2,7 @@
 //! and what made packets late: run-queue wait, hypervisor steal or the
 //! timer, each with the fix that applies (send, demo, serve, stripes).
 
+use nagare_api::st2110::AnalyzeReport;
 use nagare_api::video::PacingHost;
 use nagare_proto::Nanos;
 use nagare_proto::stats::stall::{Cause, Episode, StallSummary};
@@ -108,6 +109,47 @@ fn episode_line(e: &Episode) -> String {
         cause_name(e.main_cause()),
         e.involuntary
     )
+}
+
+/// Broken frames printed (the JSON report keeps up to 1000).
+const BROKEN_SHOWN: usize = 10;
+
+/// The frames that broke the declared type, worst first, each with the
+/// late episode around it and that episode's main cause.
+pub fn broken_lines(a: &AnalyzeReport, stalls: Option<&StallSummary>) -> Vec<String> {
+    if a.broken_total == 0 {
+        return Vec::new();
+    }
+    let mut out = vec![format!(
+        "{} frames broke the declared type; the worst:",
+        a.broken_total
+    )];
+    for b in a.broken.iter().take(BROKEN_SHOWN) {
+        let op = if b.value < b.limit { "<" } else { ">" };
+        let cause = stalls
+            .and_then(|s| episode_near(s, b.at_s))
+            .map_or(String::new(), |e| {
+                format!(
+                    "; during a {} stall ({} of it)",
+                    ms(e.worst),
+                    cause_name(e.main_cause())
+                )
+            });
+        out.push(format!(
+            "frame {} at {:.3} s: {} {} {op} {} by {}: {}{cause}",
+            b.epoch_frame, b.at_s, b.measure, b.value, b.limit, b.margin, b.plain
+        ));
+    }
+    out
+}
+
+/// The worst late episode from a frame before `at_s` to just after it.
+fn episode_near(s: &StallSummary, at_s: f64) -> Option<&Episode> {
+    s.worst.iter().find(|e| {
+        let from = e.start.saturating_sub(e.worst).as_secs_f64() - 0.05;
+        let to = e.end.as_secs_f64() + 0.01;
+        (from..=to).contains(&at_s)
+    })
 }
 
 /// Every line about the pacer, prefixed with `who` ("send", "demo").

@@ -129,8 +129,8 @@ pub struct SendArgs {
     #[arg(long)]
     pub direct: bool,
     /// The sending (pacing) thread's CPU: 'auto' gives it the highest CPU
-    /// this process may use and keeps the reader off it (docs/send.md,
-    /// "Where threads run"); a number pins it there; 'none' places nothing.
+    /// this process may use and keeps the reader off it (docs/pacing.md);
+    /// a number pins it there; 'none' places nothing.
     #[arg(long, default_value = "auto", value_name = "CPU|auto|none")]
     pub cpu: CpuChoice,
     /// Insist on real-time (SCHED_FIFO) pacing, failing without root or
@@ -1103,6 +1103,12 @@ pub fn print_summary(r: &SendReport) {
     }
     if let Some(a) = &r.st2110_21 {
         eprintln!("{}", pacing_verdict(a));
+    }
+    if let Some(a) = &r.st2110_21 {
+        let stalls = r.pacing_host.as_ref().and_then(|h| h.stalls.as_ref());
+        for line in crate::lateness::broken_lines(a, stalls) {
+            eprintln!("send: {line}");
+        }
     }
     if let Some(h) = &r.pacing_host {
         crate::lateness::print("send", h);

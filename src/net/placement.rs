@@ -25,7 +25,7 @@ use std::str::FromStr;
 use std::sync::OnceLock;
 
 use anyhow::{Result, bail};
-use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
+use nix::sched::{CpuSet, sched_setaffinity};
 use nix::unistd::Pid;
 
 /// What `--cpu` asked for.
@@ -216,7 +216,7 @@ pub fn pin_to(cpus: &[usize]) -> Result<()> {
 /// The CPUs the calling thread may run on now.
 #[cfg(test)]
 pub fn current_cpus() -> Vec<usize> {
-    sched_getaffinity(Pid::from_raw(0)).map_or_else(|_| Vec::new(), |set| cpus_of(&set))
+    nix::sched::sched_getaffinity(Pid::from_raw(0)).map_or_else(|_| Vec::new(), |set| cpus_of(&set))
 }
 
 /// The CPUs in `set`, ascending.

@@ -12,6 +12,7 @@ mod doctor;
 mod impair_scripts;
 mod peers;
 mod pipes;
+mod placement;
 mod preauth;
 mod probe;
 mod readme;

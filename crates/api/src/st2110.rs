@@ -149,6 +149,13 @@ pub struct AnalyzeReport {
     pub rtp_delta_ticks: Range,
     /// One line per second (the first 3600 kept).
     pub seconds: Vec<SecondLine>,
+    /// Frames that broke the declared sender type (W when none is
+    /// declared), worst first (at most [`AnalyzeReport::MAX_BROKEN`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub broken: Vec<BrokenFrame>,
+    /// All frames that broke it, kept or not.
+    #[serde(default)]
+    pub broken_total: u64,
     /// Why no analysis was possible, if so.
     pub error: Option<String>,
 }
@@ -156,4 +163,27 @@ pub struct AnalyzeReport {
 impl AnalyzeReport {
     /// Lines per second kept.
     pub const MAX_SECONDS: usize = 3600;
+    /// Broken frames kept in detail.
+    pub const MAX_BROKEN: usize = 1000;
+}
+
+/// One frame that broke the sender type it was judged against.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BrokenFrame {
+    /// Epoch frame number.
+    pub epoch_frame: u64,
+    /// When its first packet arrived: seconds on the sender's timeline for
+    /// `send`'s self-check, else since the first judged frame.
+    pub at_s: f64,
+    /// What broke: "Cinst" (a burst) or "VRX" (the virtual receiver
+    /// buffer ran dry, or overflowed).
+    pub measure: String,
+    /// Its value in the frame, in packets.
+    pub value: i64,
+    /// The limit it crossed, in packets.
+    pub limit: i64,
+    /// By how many packets.
+    pub margin: i64,
+    /// The same in plain words.
+    pub plain: String,
 }

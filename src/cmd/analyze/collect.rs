@@ -2,12 +2,12 @@
 //! second, the per-frame series the plot draws, and the final report.
 
 use nagare_api::st2110::{
-    AnalyzeReport, Bin, Range, SecondLine, StreamModel, VerdictReport, VrxSummary,
+    AnalyzeReport, Bin, BrokenFrame, Range, SecondLine, StreamModel, VerdictReport, VrxSummary,
 };
 use nagare_proto::Nanos;
 use nagare_proto::video::st2110_21::{
-    Analyzer, FrameReport, Model, MonitorEvent, MonitorStats, ReadSchedule, SenderType, Spread,
-    Verdict, VrxRange, VrxStats,
+    Analyzer, FrameReport, Limits, Model, MonitorEvent, MonitorStats, ReadSchedule, SenderType,
+    Spread, Verdict, VrxRange, VrxStats,
 };
 
 /// Frames kept for the plot; past this, every other point is dropped and
@@ -48,6 +48,8 @@ pub struct Collector {
     pub points: Vec<FramePoint>,
     stride: u64,
     seen: u64,
+    /// Where `at_s` of a broken frame counts from (`None`: the first frame).
+    timeline: Option<i128>,
 }
 
 fn widen(a: &mut VrxRange, b: VrxRange) {
@@ -70,6 +72,35 @@ impl Collector {
             points: Vec::new(),
             stride: 1,
             seen: 0,
+            timeline: None,
+        }
+    }
+
+    /// Broken frames are timed on a sender's timeline whose zero is epoch
+    /// time `epoch_base` (send's self-check), not from the first frame.
+    pub fn set_timeline(&mut self, epoch_base: i128) {
+        self.timeline = Some(epoch_base);
+    }
+
+    /// Notes `r` if it broke the declared type (W when none was declared).
+    fn judge(&mut self, r: &FrameReport, since: Nanos) {
+        let Some(limits) = self.model.map(|m| m.limits()) else {
+            return;
+        };
+        let kind = self.report.declared.unwrap_or(SenderType::W);
+        let Some(broken) = broken_frame(&limits, kind, r) else {
+            return;
+        };
+        let at_s = match self.timeline {
+            Some(base) => (i128::from(r.first_arrival.0) - base) as f64 / 1e9,
+            None => since.as_secs_f64(),
+        };
+        self.report.broken_total += 1;
+        let list = &mut self.report.broken;
+        let at = list.partition_point(|b| b.margin >= broken.margin);
+        if at < AnalyzeReport::MAX_BROKEN {
+            list.insert(at, BrokenFrame { at_s, ..broken });
+            list.truncate(AnalyzeReport::MAX_BROKEN);
         }
     }
 
@@ -92,6 +123,7 @@ impl Collector {
         let since = r.first_arrival.saturating_sub(start);
         let index = since.0 / 1_000_000_000;
         self.point(since, r);
+        self.judge(r, since);
         let ended = match &self.second {
             Some(s) if s.index != index => self.close_second(),
             _ => None,
@@ -209,6 +241,70 @@ fn bins(v: Vec<(u64, u64)>, scale: u64) -> Vec<Bin> {
 }
 
 /// Copies the analyser's summary into the report.
+/// How frame `r` broke sender type `kind`, if it did: a burst over CMAX
+/// first (it breaks every receiver), else the VRX of the read schedule
+/// that fared better.
+fn broken_frame(limits: &Limits, kind: SenderType, r: &FrameReport) -> Option<BrokenFrame> {
+    let cmax = limits.cmax(kind);
+    if r.cinst_peak > cmax {
+        let (value, limit) = (r.cinst_peak as i64, cmax as i64);
+        return Some(BrokenFrame {
+            epoch_frame: r.epoch_frame,
+            measure: "Cinst".into(),
+            value,
+            limit,
+            margin: value - limit,
+            plain: format!(
+                "a burst of {} packets at once where a {} receiver takes {}",
+                value + 1,
+                kind.name(),
+                limit + 1
+            ),
+            ..BrokenFrame::default()
+        });
+    }
+    let full = limits.vrx_full(kind) as i64;
+    let ranges: &[VrxRange] = match kind {
+        SenderType::N => &[r.vrx_gapped],
+        SenderType::NL => &[r.vrx_linear],
+        SenderType::W => &[r.vrx_gapped, r.vrx_linear],
+    };
+    // Packets outside 0..=VRX_FULL in the better schedule.
+    let over = |v: &VrxRange| (-v.min).max(v.peak - full).max(0);
+    let best = ranges.iter().min_by_key(|v| over(v))?;
+    if over(best) == 0 {
+        return None;
+    }
+    let (value, limit, plain) = if best.min < 0 {
+        (
+            best.min,
+            0,
+            format!(
+                "packets came {} too late for a receiver reading on time: its buffer ran dry",
+                -best.min
+            ),
+        )
+    } else {
+        (
+            best.peak,
+            full,
+            format!(
+                "{} packets came too early: the receiver's buffer of {full} overflowed",
+                best.peak - full
+            ),
+        )
+    };
+    Some(BrokenFrame {
+        epoch_frame: r.epoch_frame,
+        measure: "VRX".into(),
+        value,
+        limit,
+        margin: over(best),
+        plain,
+        ..BrokenFrame::default()
+    })
+}
+
 fn summarise(r: &mut AnalyzeReport, a: &Analyzer) {
     let s = a.summary();
     r.frames = s.frames;

@@ -28,6 +28,7 @@ impl IdealReceiver {
     pub fn new(model: Model, declared: SenderType, epoch_base: i128) -> IdealReceiver {
         let mut collector = Collector::new("send (ideal receiver)".into(), Some(declared));
         collector.event(MonitorEvent::Model(model));
+        collector.set_timeline(epoch_base);
         IdealReceiver {
             analyzer: Analyzer::new(model),
             collector,

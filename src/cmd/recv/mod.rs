@@ -105,8 +105,8 @@ pub struct RecvArgs {
     pub buffer_frames: usize,
     /// The receiving thread's CPU (with --stripes, every receive thread's):
     /// 'auto' puts receive threads on the lowest CPUs and keeps every
-    /// thread off the highest, which a sender takes (docs/recv.md, "Where
-    /// threads run"); a number pins them there; 'none' places nothing.
+    /// thread off the highest, which a sender takes (docs/pacing.md); a
+    /// number pins them there; 'none' places nothing.
     #[arg(long, default_value = "auto", value_name = "CPU|auto|none")]
     pub cpu: CpuChoice,
     /// Run the receiving thread with real-time (SCHED_FIFO) priority;

@@ -71,11 +71,19 @@ pub struct ServeArgs {
     /// Pacing threads (default: one per core).
     #[arg(long)]
     pub pacers: Option<usize>,
-    /// Run the pacing threads and the reader with real-time (SCHED_FIFO)
-    /// priority, so a busy machine cannot hold a datagram back by a
-    /// scheduler tick; needs root or CAP_SYS_NICE.
-    #[arg(long)]
+    /// Insist on real-time (SCHED_FIFO) pacing threads and reader, failing
+    /// without root or CAP_SYS_NICE. By default the pacing threads run
+    /// SCHED_FIFO wherever that is allowed and safe, each placed on its
+    /// own CPU from the highest down (docs/pacing.md).
+    #[arg(long, conflicts_with = "no_realtime")]
     pub realtime: bool,
+    /// Pace at normal priority even where real-time is allowed.
+    #[arg(long)]
+    pub no_realtime: bool,
+    /// Where the pacing threads run: 'auto' places pacer k on the k-th
+    /// highest CPU, 'none' places nothing.
+    #[arg(long, default_value = "auto", value_name = "auto|none")]
+    pub cpu: crate::net::placement::CpuChoice,
     /// RTSP sessions without a request or keep-alive this long are reaped.
     #[arg(long, default_value = "60", value_parser = cli::parse_seconds)]
     pub session_timeout: Duration,
@@ -172,7 +180,16 @@ fn build(args: &ServeArgs, media: media::Catalog, token: Token) -> Result<Server
         anyhow::bail!("--max-load {} is out of range: 0 < L <= 1", args.max_load);
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let pacers = pacer::Pacers::start(args.pacers.unwrap_or(cores).clamp(1, 64), args.realtime)?;
+    if let crate::net::placement::CpuChoice::Cpu(c) = args.cpu {
+        anyhow::bail!(
+            "--cpu {c}: serve places one pacing thread per CPU itself; give --cpu auto or none"
+        );
+    }
+    let pacers = pacer::Pacers::start(
+        args.pacers.unwrap_or(cores).clamp(1, 64),
+        crate::net::tuning::Realtime::from_flags(args.realtime, args.no_realtime),
+        crate::net::placement::Placement::new(args.cpu),
+    )?;
     let reader = reader::Reader::start(
         Duration::from_millis(args.read_ahead_ms),
         args.ring_frames,

@@ -23,6 +23,8 @@ use super::output::Output;
 use super::reader::Ring;
 use super::table::{Counters, StreamId};
 use crate::clock::Origin;
+use crate::net::placement::{Placement, Role};
+use crate::net::tuning::Realtime;
 
 /// How far ahead of now a new flow's first packet is scheduled, so its
 /// ring holds data by then.
@@ -128,6 +130,24 @@ struct Handle {
     thread: Option<JoinHandle<()>>,
 }
 
+/// Places pacing thread `k` and makes it real-time as asked; the first
+/// thread to be refused says why, once.
+fn tune(placement: &Placement, k: usize, realtime: Realtime, noted: &AtomicBool) {
+    crate::net::tuning::precise_timers();
+    let placed = placement.apply(Role::Pacer { index: k });
+    let rt = realtime.apply();
+    let note = match (placed, rt) {
+        (Err(e), _) => Some(format!("{e:#}")),
+        (_, Err(e)) => Some(format!("{e:#}")),
+        (Ok(_), Ok((_, note))) => note.filter(|_| realtime == Realtime::Auto),
+    };
+    if let Some(note) = note
+        && !noted.swap(true, Ordering::Relaxed)
+    {
+        eprintln!("nagare serve: note: pacing threads: {note}");
+    }
+}
+
 /// The pacing threads and which flow each serves.
 pub struct Pacers {
     handles: Vec<Handle>,
@@ -136,22 +156,32 @@ pub struct Pacers {
 }
 
 impl Pacers {
-    /// Starts `n` pacing threads (SCHED_FIFO with `realtime`).
-    pub fn start(n: usize, realtime: bool) -> Result<Pacers> {
-        if realtime {
+    /// Starts `n` pacing threads, pacer k placed on the k-th highest CPU
+    /// and SCHED_FIFO as `realtime` says (net::placement, net::tuning).
+    pub fn start(n: usize, realtime: Realtime, placement: Placement) -> Result<Pacers> {
+        if realtime == Realtime::Required {
             // Checked here, on the caller's thread, so a refusal stops the
-            // server with its reason; the pacing threads inherit it.
+            // server with its reason.
             crate::net::tuning::realtime()?;
+            crate::net::tuning::ordinary();
         }
+        // Readers, the API and RTSP threads stay off the pacers' CPUs where
+        // there are more CPUs than pacers.
+        placement.apply(Role::Helper { pacers: n.max(1) })?;
         let stop = Arc::new(AtomicBool::new(false));
+        let noted = Arc::new(AtomicBool::new(false));
         let mut handles = Vec::with_capacity(n);
         for k in 0..n.max(1) {
             let (commands, rx) = unbounded();
             let load = Arc::new(AtomicU64::new(0f64.to_bits()));
             let (load2, stop2) = (load.clone(), stop.clone());
+            let (placement, noted) = (placement.clone(), noted.clone());
             let thread = std::thread::Builder::new()
                 .name(format!("serve-pacer-{k}"))
-                .spawn(move || Pacer::new(rx, load2).run(&stop2))
+                .spawn(move || {
+                    tune(&placement, k, realtime, &noted);
+                    Pacer::new(rx, load2).run(&stop2)
+                })
                 .context("starting a pacing thread")?;
             handles.push(Handle {
                 commands,
@@ -159,9 +189,6 @@ impl Pacers {
                 flows: AtomicUsize::new(0),
                 thread: Some(thread),
             });
-        }
-        if realtime {
-            crate::net::tuning::ordinary();
         }
         Ok(Pacers {
             handles,
