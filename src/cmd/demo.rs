@@ -85,7 +85,7 @@ pub fn main(args: DemoArgs) -> Result<ExitCode> {
         rate,
         bitrate(payload)
     );
-    let stop = crate::stop_flag();
+    let stop = crate::signal::stop_flag();
     let (sent, received) = std::thread::scope(|s| {
         let receiver = s.spawn(|| recv::run(&recv_cfg, bound, stop));
         let sent = send::run(&send_cfg, stop);

@@ -20,9 +20,9 @@ use nagare_proto::video::st2110_21::{Model, Scan, SenderSchedule, SenderType};
 use nagare_proto::video::stripe::Rule;
 use nagare_proto::{BitRate, ByteSize, ExtSeq, FrameRate, Nanos, PixelFormat, Ssrc, VideoFormat};
 
+use crate::analysis::ideal::IdealReceiver;
 use crate::cli::{self, Size};
 use crate::clock::{EpochStart, Origin, Pacing};
-use crate::cmd::analyze::ideal::IdealReceiver;
 use crate::net::udp::{self, Interface, SendOptions, Sender, iovec};
 use crate::progress::{Ticker, bitrate};
 use crate::source::{Arrange, FrameData, Frames, ReadPlan, Source, Take};

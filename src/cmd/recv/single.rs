@@ -14,8 +14,8 @@ use nagare_proto::video::receiver::{self, Config, Datagram, Event};
 use nagare_proto::video::st2110_21::Monitor;
 use nagare_proto::{BitRate, ByteSize, Nanos, VideoFormat};
 
+use crate::analysis::collect::{Collector, FramePoint};
 use crate::clock::Origin;
-use crate::cmd::analyze::collect::{Collector, FramePoint};
 use crate::net::udp::Receiver;
 use crate::progress::{Ticker, bitrate};
 
@@ -93,7 +93,7 @@ impl Analysis {
             if let Some(line) = self.collector.event(e)
                 && self.print_seconds
             {
-                eprintln!("{}", crate::cmd::analyze::output::second(&line));
+                eprintln!("{}", crate::analysis::output::second(&line));
             }
         }
     }
