@@ -5,10 +5,10 @@
 //! reads clocks. Each subcommand's driver lives in its own module.
 
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
+mod analysis;
 mod cli;
 mod clock;
 mod cmd;
@@ -18,9 +18,10 @@ mod plot;
 mod progress;
 mod signal;
 mod source;
+mod version;
 
 #[derive(Parser)]
-#[command(name = "nagare", version = VERSION, about, propagate_version = true)]
+#[command(name = "nagare", version = version::VERSION, about, propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -61,16 +62,6 @@ enum Command {
     Completions(cmd::shell::CompletionsArgs),
     /// Print the man page (roff), of nagare or of one subcommand.
     Man(cmd::shell::ManArgs),
-}
-
-/// This build's version: the crate's, and the git commit it was built
-/// from when built in a checkout (see build.rs).
-pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), env!("NAGARE_VERSION_SUFFIX"));
-
-/// Set by SIGINT, SIGTERM or SIGHUP: drivers stop cleanly, flush and
-/// report (see [`signal`]).
-pub fn stop_flag() -> &'static AtomicBool {
-    signal::stop_flag()
 }
 
 fn main() -> ExitCode {

@@ -14,7 +14,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail};
 use nagare_proto::video::receiver::Incomplete;
 use nagare_proto::video::st2110_21::SenderType;
-use nagare_proto::video::stripe::Rule;
+use nagare_proto::video::stripe::{Rule, Stripes};
 use nagare_proto::{BitRate, FrameRate, PixelFormat, VideoFormat};
 
 pub use crate::net::iface::parse_interface;
@@ -30,6 +30,17 @@ pub fn parse_pix_fmt(s: &str) -> Result<PixelFormat> {
 pub fn parse_split(s: &str) -> Result<Rule> {
     s.parse()
         .map_err(|_| anyhow!("unknown split '{s}': use lines, square or 2si"))
+}
+
+/// `stripes` stripes of `format` by `rule`, or why not in flag terms.
+pub fn stripes_of(format: VideoFormat, stripes: usize, rule: Rule) -> Result<Stripes> {
+    Stripes::new(format, rule, stripes).map_err(|e| {
+        anyhow!(
+            "--split {rule} --stripes {stripes} does not fit {}x{}: {e}",
+            format.width,
+            format.height
+        )
+    })
 }
 
 /// A picture size in pixels, from `--size WIDTHxHEIGHT`.

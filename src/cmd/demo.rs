@@ -91,7 +91,7 @@ pub fn main(args: DemoArgs) -> Result<ExitCode> {
         rate,
         bitrate(payload)
     );
-    let stop = crate::stop_flag();
+    let stop = crate::signal::stop_flag();
     // Sender and receiver apart: the pacer gets the highest CPU to
     // itself, the receiver and every other thread the rest (see
     // net::placement); the receiver thread is spawned from the helper CPUs.

@@ -189,7 +189,7 @@ fn bind_listen(listen: SocketAddr, tcp: bool) -> Result<(UdpSocket, Option<TcpLi
     const TRIES: usize = 20;
     let mut tries = 1;
     loop {
-        let down = crate::cmd::probe::bind_udp(listen)?;
+        let down = crate::net::udp::bind_buffered(listen)?;
         if !tcp {
             return Ok((down, None));
         }
@@ -221,7 +221,7 @@ pub fn run(a: ImpairArgs) -> Result<ExitCode> {
     }
     let (down, tcp) = bind_listen(a.listen, a.tcp)?;
     let local = down.local_addr()?;
-    let up = UdpSocket::bind(crate::cmd::probe::any_for(a.to))
+    let up = UdpSocket::bind(crate::net::udp::any_for(a.to))
         .context("binding the upstream UDP socket")?;
     up.connect(a.to)
         .with_context(|| format!("connecting UDP to --to {}", a.to))?;
@@ -231,7 +231,7 @@ pub fn run(a: ImpairArgs) -> Result<ExitCode> {
         local.port()
     );
     // Ctrl-C / SIGTERM stop the relay cleanly, so it prints its counters.
-    let stop: &'static AtomicBool = crate::stop_flag();
+    let stop: &'static AtomicBool = crate::signal::stop_flag();
     let client: Arc<Mutex<Option<SocketAddr>>> = Arc::new(Mutex::new(None));
     let replies = Arc::new(AtomicU64::new(0));
     let tcp_conns = Arc::new(AtomicU64::new(0));

@@ -9,7 +9,6 @@ pub mod impair;
 pub mod loadtest;
 pub mod probe;
 pub mod recv;
-pub mod recv_stripes;
 pub mod send;
 pub mod serve;
 pub mod shell;

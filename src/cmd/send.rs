@@ -18,12 +18,12 @@ use nagare_proto::sdp::{PtpClock, RefClock, SdpStream};
 use nagare_proto::video::sender::{self as schedule, Event, FlowId, FlowSpec, Input, Transmit};
 use nagare_proto::video::st2110_20::{DEFAULT_PACKET_SIZE, Packetizer};
 use nagare_proto::video::st2110_21::{Model, Scan, SenderSchedule, SenderType};
-use nagare_proto::video::stripe::{Rule, Stripes};
+use nagare_proto::video::stripe::Rule;
 use nagare_proto::{BitRate, ByteSize, ExtSeq, FrameRate, Nanos, PixelFormat, Ssrc, VideoFormat};
 
+use crate::analysis::ideal::IdealReceiver;
 use crate::cli::{self, Size};
 use crate::clock::{EpochStart, Origin, Pacing};
-use crate::cmd::analyze::ideal::IdealReceiver;
 use crate::net::placement::{CpuChoice, Placement, Role};
 use crate::net::tuning::Realtime;
 use crate::net::udp::{self, Interface, SendOptions, Sender, iovec};
@@ -236,7 +236,7 @@ impl SendArgs {
             only: self.stripe,
             ssrc: self.ssrc,
         };
-        let stripe = stripes_of(format, self.stripes, self.split)?.stripe_format();
+        let stripe = cli::stripes_of(format, self.stripes, self.split)?.stripe_format();
         if let Some(k) = self.stripe
             && k >= self.stripes
         {
@@ -534,7 +534,7 @@ fn sent_stripes(cfg: &SendConfig) -> Vec<usize> {
 /// thread, back to back in the order sent; bands are sent from the frame
 /// as read.
 fn arrangement(cfg: &SendConfig) -> Result<Option<Arrange>> {
-    let stripes = stripes_of(cfg.format, cfg.stripes, cfg.striping.split)?;
+    let stripes = cli::stripes_of(cfg.format, cfg.stripes, cfg.striping.split)?;
     if stripes.contiguous(0).is_some() {
         return Ok(None);
     }
@@ -550,7 +550,7 @@ fn arrangement(cfg: &SendConfig) -> Result<Option<Arrange>> {
 
 /// One socket per stripe sent (writing each stripe's SDP next to it).
 fn open_sockets(cfg: &SendConfig) -> Result<Vec<Flow>> {
-    let stripes = stripes_of(cfg.format, cfg.stripes, cfg.striping.split)?;
+    let stripes = cli::stripes_of(cfg.format, cfg.stripes, cfg.striping.split)?;
     let format = stripes.stripe_format();
     let ks = sent_stripes(cfg);
     let mut flows = Vec::with_capacity(ks.len());
@@ -586,17 +586,6 @@ fn open_sockets(cfg: &SendConfig) -> Result<Vec<Flow>> {
         });
     }
     Ok(flows)
-}
-
-/// `stripes` stripes of `format` by `rule`, or why not in flag terms.
-pub fn stripes_of(format: VideoFormat, stripes: usize, rule: Rule) -> Result<Stripes> {
-    Stripes::new(format, rule, stripes).map_err(|e| {
-        anyhow!(
-            "--split {rule} --stripes {stripes} does not fit {}x{}: {e}",
-            format.width,
-            format.height
-        )
-    })
 }
 
 /// Stripe `k` goes to the base port plus `k`.
@@ -759,7 +748,7 @@ impl<'a> Driver<'a> {
                 origin.epoch_start(cfg.rate, Duration::from_millis(20)),
             )
         });
-        let format = stripes_of(cfg.format, cfg.stripes, cfg.striping.split)?.stripe_format();
+        let format = cli::stripes_of(cfg.format, cfg.stripes, cfg.striping.split)?.stripe_format();
         let cap = udp::train_cap_batched(gso, cfg.packet_size);
         let mut sched = schedule::Sender::new();
         let mut ids = Vec::with_capacity(flows.len());
@@ -1148,7 +1137,7 @@ pub fn pacing_verdict(a: &nagare_api::st2110::AnalyzeReport) -> String {
 /// `nagare send`.
 pub fn main(args: SendArgs) -> Result<std::process::ExitCode> {
     let cfg = args.config()?;
-    let stop = crate::stop_flag();
+    let stop = crate::signal::stop_flag();
     let report = run(&cfg, stop)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -12,7 +12,7 @@
 
 use std::io;
 use std::mem::{self, MaybeUninit};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6, ToSocketAddrs};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6, ToSocketAddrs, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -152,6 +152,33 @@ pub fn size_buffer(sock: &Socket, bytes: usize, receive: bool) -> Option<String>
             want
         )
     })
+}
+
+/// Buffers of a socket from [`bind_buffered`].
+const BUFFER_BYTES: usize = 64 << 20;
+
+/// A UDP socket with big buffers, bound to `addr`.
+pub fn bind_buffered(addr: SocketAddr) -> Result<UdpSocket> {
+    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))
+        .context("creating a UDP socket")?;
+    // A multi-gigabit stream needs big buffers; where the kernel grants
+    // less, say so, since the loss it causes would read as the path's.
+    for receive in [true, false] {
+        if let Some(w) = size_buffer(&s, BUFFER_BYTES, receive) {
+            eprintln!("nagare probe: note: {w}");
+        }
+    }
+    s.bind(&addr.into())
+        .with_context(|| format!("binding UDP {addr}: is the port taken?"))?;
+    Ok(s.into())
+}
+
+/// The unspecified address of `peer`'s family, port 0.
+pub fn any_for(peer: SocketAddr) -> SocketAddr {
+    match peer {
+        SocketAddr::V4(_) => "0.0.0.0:0".parse().unwrap_or(peer),
+        SocketAddr::V6(_) => "[::]:0".parse().unwrap_or(peer),
+    }
 }
 
 /// Options for a sending socket.

@@ -10,6 +10,7 @@ mod defaults;
 mod disk;
 mod doctor;
 mod impair_scripts;
+mod imports;
 mod peers;
 mod pipes;
 mod placement;

@@ -76,7 +76,7 @@ fn demo_puts_its_pacer_alone_on_the_highest_cpu() {
         return;
     }
     let highest = *cpus.last().unwrap();
-    let mut child = nagare()
+    let child = nagare()
         .args([
             "demo", "--size", "640x360", "--fps", "25", "--frames", "100", "--json",
         ])
@@ -137,7 +137,7 @@ fn send_keeps_its_reader_off_the_pacers_cpu_and_cpu_none_places_nothing() {
     assert!(names.iter().any(|n| n == "reader"), "{names:?}");
     assert!(child.wait().unwrap().success());
 
-    let mut child = nagare()
+    let child = nagare()
         .args(base)
         .args(["--read-delay-ms", "1", "--cpu", "none"])
         .stdout(Stdio::piped())

@@ -12,7 +12,7 @@ use nagare_proto::capture::{CaptureParser, MAX_RECORD, UdpDatagram};
 use nagare_proto::rtp::RtpPacket;
 use nagare_proto::video::st2110_21::Monitor;
 
-use super::collect::Collector;
+use crate::analysis::collect::Collector;
 
 /// Which datagrams of a capture are the stream.
 #[derive(Debug, Clone, Copy)]

@@ -5,9 +5,6 @@
 //! shows what it found.
 
 pub mod capture;
-pub mod collect;
-pub mod ideal;
-pub mod output;
 pub mod plot;
 
 use std::path::PathBuf;
@@ -24,7 +21,8 @@ use crate::cli::{self, Size};
 use crate::cmd::recv::{self, RecvArgs};
 use crate::net::udp::Interface;
 
-use collect::{Collector, FramePoint};
+use crate::analysis::collect::{Collector, FramePoint};
+use crate::analysis::output;
 
 /// Command-line arguments of `nagare analyze`.
 #[derive(clap::Args, Debug, Clone)]
@@ -194,7 +192,7 @@ fn from_capture(
         &mut monitor,
         &mut collector,
         &mut print_second(args.json),
-        crate::stop_flag(),
+        crate::signal::stop_flag(),
     )?;
     Ok(collector.finish(monitor.analyzer(), monitor.stats(), other))
 }
@@ -217,7 +215,7 @@ fn live(args: &AnalyzeArgs, s: Stream) -> Result<(AnalyzeReport, Vec<FramePoint>
     if let Some(a) = bound.local_addr() {
         eprintln!("nagare analyze: listening on {a}");
     }
-    let (report, points) = recv::run_analyzed(&cfg, bound, crate::stop_flag())?;
+    let (report, points) = recv::run_analyzed(&cfg, bound, crate::signal::stop_flag())?;
     report
         .analysis
         .map(|a| (a, points))

@@ -11,7 +11,7 @@ use nagare_api::st2110::AnalyzeReport;
 use plotters::prelude::*;
 use plotters::style::{FontStyle, register_font};
 
-use super::collect::FramePoint;
+use crate::analysis::collect::FramePoint;
 
 const WIDTH: u32 = 1200;
 const HEIGHT: u32 = 1000;

@@ -181,7 +181,7 @@ fn counts(args: &LoadtestArgs) -> Result<Vec<usize>> {
 }
 
 fn run(test: &Test, args: &LoadtestArgs, counts: &[usize]) -> Result<LoadReport> {
-    let stop = crate::stop_flag();
+    let stop = crate::signal::stop_flag();
     let mut steps = Vec::new();
     for &n in counts {
         if stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -399,7 +399,7 @@ mod plot {
             .iter()
             .filter_map(|s| Some((s.streams as f64, s.server_cpu_cores? * 100.0)))
             .collect();
-        crate::cmd::probe::plot::xy_chart(
+        crate::plot::xy_chart(
             path,
             "streams",
             &[

@@ -13,12 +13,12 @@ use nagare_proto::probe::{
     TestParams, parse_fps, receiver_total, sender_total,
 };
 
+use super::args::{ClientArgs, DEFAULT_PORT};
 use super::link::{Link, Outcome};
 use super::output::{LiveLines, print_human, write_csv};
-use super::stream::{any_for, bind};
-use super::{ClientArgs, DEFAULT_PORT};
 use crate::cli::parse_bit_rate;
 use crate::net::udp::parse_addr;
+use crate::net::udp::{any_for, bind_buffered};
 
 /// Longest wait for the TCP connection to the server.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -26,7 +26,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 pub fn run(a: ClientArgs) -> Result<ExitCode> {
     // Ctrl-C from here on ends the test early with a report of what was
     // done, in either direction (installed first, so it is never missed).
-    let stop = crate::stop_flag();
+    let stop = crate::signal::stop_flag();
     let prof = chosen_profile(&a)?;
     let params = test_params(&a, &prof)?;
     let schedule = params.validate().map_err(|e| {
@@ -91,7 +91,7 @@ fn run_test(
              there, and the port open?"
         )
     })?;
-    let udp = bind(any_for(server))?;
+    let udp = bind_buffered(any_for(server))?;
     udp.connect(server)
         .with_context(|| format!("connecting UDP to {server}"))?;
     let mut link = Link::new(conn, Some(&udp))?;
@@ -283,7 +283,7 @@ fn report(
     };
     Report {
         verdict,
-        version: crate::VERSION.to_string(),
+        version: crate::version::VERSION.to_string(),
         command_line: std::env::args().collect(),
         start: humantime::format_rfc3339_millis(clock.start).to_string(),
         end: humantime::format_rfc3339_millis(clock.end).to_string(),

@@ -19,11 +19,11 @@ use nagare_proto::probe::{
     receiver_total, sender_total,
 };
 
-use super::ServerArgs;
+use super::args::ServerArgs;
 use super::link::{Link, Outcome};
 use super::output::live_lines;
-use super::stream::bind;
 use crate::cli::parse_bit_rate;
+use crate::net::udp::bind_buffered;
 
 /// `--max-rate` of a server listening beyond loopback, bits/s.
 const DEFAULT_REMOTE_MAX_RATE: u64 = 10_000_000_000;
@@ -44,7 +44,7 @@ pub fn run(args: ServerArgs) -> Result<ExitCode> {
         .with_context(|| format!("listening on TCP {}: is the port taken?", args.listen))?;
     let local = listener.local_addr()?;
     // The test stream uses the same port number, as iperf3 does.
-    let udp = Arc::new(bind(local)?);
+    let udp = Arc::new(bind_buffered(local)?);
     eprintln!(
         "nagare probe server listening on {local} (TCP control, UDP test stream); port {}",
         local.port()

@@ -5,43 +5,16 @@
 //! or `sendmmsg` call. What goes in each packet is the session's
 //! [`StreamPlan`]; this loop only keeps time and moves bytes.
 
-use std::net::{SocketAddr, UdpSocket};
+use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
 use nagare_proto::probe::{DataHeader, SenderLog, SenderReport, StreamPlan, wire};
 use nagare_proto::video::sender::{Event, FlowSpec, Input, Sender};
 use nagare_proto::{Nanos, Ssrc};
-use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use socket2::SockAddr;
 
 use crate::net::udp;
-
-const BUFFER_BYTES: usize = 64 << 20;
-
-/// A UDP socket with big buffers, bound to `addr`.
-pub fn bind(addr: SocketAddr) -> Result<UdpSocket> {
-    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))
-        .context("creating a UDP socket")?;
-    // A multi-gigabit stream needs big buffers; where the kernel grants
-    // less, say so, since the loss it causes would read as the path's.
-    for receive in [true, false] {
-        if let Some(w) = udp::size_buffer(&s, BUFFER_BYTES, receive) {
-            eprintln!("nagare probe: note: {w}");
-        }
-    }
-    s.bind(&addr.into())
-        .with_context(|| format!("binding UDP {addr}: is the port taken?"))?;
-    Ok(s.into())
-}
-
-/// The unspecified address of `peer`'s family, port 0.
-pub fn any_for(peer: SocketAddr) -> SocketAddr {
-    match peer {
-        SocketAddr::V4(_) => "0.0.0.0:0".parse().unwrap_or(peer),
-        SocketAddr::V6(_) => "[::]:0".parse().unwrap_or(peer),
-    }
-}
 
 /// Sends the whole test stream of `plan` (each of its parallel streams)
 /// on its schedule, in trains of up to one burst window; stops early when

@@ -17,6 +17,7 @@ mod metrics;
 mod output;
 mod pacer;
 mod reader;
+mod reservation;
 mod rtsp;
 mod server;
 mod table;
@@ -213,7 +214,7 @@ fn build(args: &ServeArgs, media: media::Catalog, token: Token) -> Result<Server
             max_connections: args.max_connections,
         },
         started: Instant::now(),
-        stop: crate::stop_flag(),
+        stop: crate::signal::stop_flag(),
     })
 }
 

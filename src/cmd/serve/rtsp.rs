@@ -18,7 +18,7 @@ use nagare_proto::rtsp::{
 };
 
 use super::output::{Output, TcpLink};
-use super::pacer::Reservation;
+use super::reservation::Reservation;
 use super::server::{Launch, Server};
 use super::table::StreamId;
 use crate::clock::Origin;

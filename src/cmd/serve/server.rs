@@ -9,17 +9,16 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow, bail};
-use nagare_api::serve::{
-    Encapsulation, StreamInfo, StreamKind, StreamRequest, StreamState, StripeSpec,
-};
+use nagare_api::serve::{Encapsulation, StreamInfo, StreamKind, StreamRequest, StreamState};
 use nagare_proto::video::stripe::Stripes;
 
 use super::access::{Admission, AllowList, Token};
 use super::media::{Catalog, Media};
 use super::output::Output;
-use super::pacer::{Held, Leg, Pacers, Reservation, START_LEAD, Start, release};
+use super::pacer::{Leg, Pacers, START_LEAD, Start};
 use super::reader::Reader;
-use super::table::{Counters, Entry, StreamId, Table};
+use super::reservation::{Held, Reservation, release};
+use super::table::{Counters, Entry, StreamId, Table, Tags};
 use crate::net::udp::{Interface, parse_interface};
 
 /// Room beyond the pacer's start lead for the request to reach it.
@@ -107,17 +106,6 @@ pub struct Launch {
     pub leg: Option<Leg>,
     /// The request's stripe, SSRC and label, for the table.
     pub tags: Tags,
-}
-
-/// What the table shows of a cluster leg.
-#[derive(Debug, Clone, Default)]
-pub struct Tags {
-    /// The stripe sent.
-    pub stripe: Option<StripeSpec>,
-    /// Fixed SSRC.
-    pub ssrc: Option<u32>,
-    /// Free label.
-    pub label: Option<String>,
 }
 
 impl Server {

@@ -8,8 +8,10 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use nagare_api::serve::{StreamCounters, StreamInfo, StreamKind, StreamState};
+use nagare_api::serve::{StreamCounters, StreamInfo, StreamKind, StreamState, StripeSpec};
 use nagare_proto::BitRate;
+
+use super::reservation::Held;
 
 /// A stream's number in the table (never reused while the server runs).
 pub type StreamId = u64;
@@ -88,6 +90,17 @@ impl Counters {
     }
 }
 
+/// What the table shows of a cluster leg.
+#[derive(Debug, Clone, Default)]
+pub struct Tags {
+    /// The stripe sent.
+    pub stripe: Option<StripeSpec>,
+    /// Fixed SSRC.
+    pub ssrc: Option<u32>,
+    /// Free label.
+    pub label: Option<String>,
+}
+
 /// One stream of the table.
 #[derive(Debug, Clone)]
 pub struct Entry {
@@ -106,9 +119,9 @@ pub struct Entry {
     /// Live counters.
     pub counters: Arc<Counters>,
     /// Its admitted rate (shared with its flow).
-    pub reservation: super::pacer::Held,
+    pub reservation: Held,
     /// Cluster leg details.
-    pub tags: super::server::Tags,
+    pub tags: Tags,
 }
 
 impl Entry {

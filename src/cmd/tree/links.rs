@@ -11,11 +11,12 @@
 //! link is given up) is the machine's; this file only moves bytes and
 //! time between it and the kernel.
 
+mod arrival;
 mod preauth;
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -25,6 +26,8 @@ use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use nagare_proto::Nanos;
 use nagare_proto::framing::{self, HEADER_LEN};
 use nagare_proto::tree::{Close, DialId, LinkId, LinkInput, Message, Nonce, Role, Transmit};
+
+use arrival::Arrival;
 
 /// How long opening a connection may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -46,14 +49,6 @@ const INPUT_QUEUE: usize = 4096;
 /// Upstream messages read before a test stall starts: past the first
 /// frames, so the stall hits a running stream.
 const STALL_AFTER: u64 = 30;
-
-enum Arrival {
-    Accepted(TcpStream, SocketAddr),
-    Dialed(DialId, Role, std::io::Result<TcpStream>),
-    /// A newcomer's first message, read by [`preauth`], with its socket.
-    First(LinkId, Vec<u8>, TcpStream),
-    Link(LinkInput),
-}
 
 enum Order {
     Send(Message),

@@ -15,8 +15,9 @@ use nagare_proto::stats::Distribution;
 use nagare_proto::tree::peer::{AttachFailure, Event, Failure, Input, Loss};
 use nagare_proto::tree::{DialId, Peer, PeerConfig, Transmit};
 
+use super::args::{JoinArgs, lag_limits, parse_key};
 use super::links::Links;
-use super::{JoinArgs, fingerprint, now_us, parse_key};
+use super::stamp::{fingerprint, now_us};
 use crate::clock::cpu_seconds;
 use crate::net::udp::parse_addr;
 
@@ -67,7 +68,7 @@ pub fn run(args: JoinArgs) -> anyhow::Result<ExitCode> {
         key,
         source,
         relay_port,
-        limits: super::lag_limits(args.lag_limit_kib)?,
+        limits: lag_limits(args.lag_limit_kib)?,
         give_up: Nanos::from_secs(args.timeout.max(1)),
     };
     let mut session = Session {
@@ -104,7 +105,7 @@ pub fn run(args: JoinArgs) -> anyhow::Result<ExitCode> {
 /// children in the same network can reach this peer, and nothing wider
 /// (no UDP datagram is sent; connect only picks a route).
 fn toward(source: SocketAddr) -> anyhow::Result<std::net::IpAddr> {
-    let any = crate::cmd::probe::any_for(source);
+    let any = crate::net::udp::any_for(source);
     let probe = std::net::UdpSocket::bind(any).context("finding the route to the source")?;
     probe
         .connect(source)

@@ -14,9 +14,10 @@ use nagare_proto::tree::coordinator::{Event, Input};
 use nagare_proto::tree::{Coordinator, CoordinatorConfig};
 use nagare_proto::{FrameRate, Nanos, VideoFormat};
 
+use super::args::{SourceArgs, format_key, lag_limits, parse_key, random_key};
 use super::capture::Capture;
 use super::links::Links;
-use super::{SourceArgs, fingerprint, format_key, now_us, parse_key, random_key};
+use super::stamp::{fingerprint, now_us};
 use crate::cli::parse_rate;
 use crate::clock::cpu_seconds;
 
@@ -37,7 +38,7 @@ pub fn run(args: SourceArgs) -> anyhow::Result<ExitCode> {
         &args.size,
         &args.pix_fmt,
     )?;
-    let limits = super::lag_limits(args.lag_limit_kib)?;
+    let limits = lag_limits(args.lag_limit_kib)?;
     let mut coord = Coordinator::new(CoordinatorConfig {
         key,
         format,
@@ -130,7 +131,7 @@ impl Source<'_> {
     /// Holds the stream until `count` peers are attached; false on Ctrl-C.
     fn wait_for_peers(&mut self, count: usize) -> anyhow::Result<bool> {
         eprintln!("waiting for {count} peers to attach");
-        let stop = crate::stop_flag();
+        let stop = crate::signal::stop_flag();
         while self.coord.ready() < count {
             if stop.load(Ordering::Relaxed) {
                 return Ok(false);
@@ -161,7 +162,7 @@ impl Source<'_> {
         let (mut capture_s, mut encode_s) = (0.0, 0.0);
         let cpu0 = cpu_seconds();
         let start = self.links.now();
-        let stop = crate::stop_flag();
+        let stop = crate::signal::stop_flag();
         let mut n = 0u64;
         while args.frames.is_none_or(|f| n < f) && !stop.load(Ordering::Relaxed) {
             // Frame start times fit u64 nanoseconds for 584 years.

@@ -3,7 +3,8 @@
 
 use std::collections::VecDeque;
 
-use super::{ImpairConfig, ImpairCounters};
+use super::ImpairConfig;
+use super::counters::ImpairCounters;
 use crate::stats::SeqExtender;
 use crate::units::Ssrc;
 

@@ -1,7 +1,7 @@
 //! The receiving side: a picture that applies frames, rolls back a frame
 //! cut off half way, and builds catch-ups for peers that hold older frames.
 
-use super::message::{ChunkBuilder, EncodedFrame, EncodedTile, TileIter, TileMode};
+use super::message::{ChunkBuilder, EncodedFrame, EncodedTile, TileIter, TileMode, compress};
 use super::{Error, ScreenMessage, TileGrid};
 use crate::video::format::VideoFormat;
 
@@ -282,7 +282,7 @@ impl Canvas {
                 continue;
             }
             self.grid.gather(i, &self.pixels, &mut tile);
-            super::encoder::compress(&tile, &mut packed);
+            compress(&tile, &mut packed);
             chunks.push(i, TileMode::Replace, &packed);
         }
         Ok(chunks.finish(version, base, self.captured_us))

@@ -248,3 +248,12 @@ impl ChunkBuilder {
         }
     }
 }
+
+/// LZ4-compresses `input` into `out` (replacing its content).
+pub(super) fn compress(input: &[u8], out: &mut Vec<u8>) {
+    out.resize(lz4_flex::block::get_maximum_output_size(input.len()), 0);
+    // The output was sized by the library's own bound, so this cannot
+    // fail; fall back to an empty block only to keep the type total.
+    let n = lz4_flex::block::compress_into(input, out).unwrap_or(0);
+    out.truncate(n);
+}

@@ -15,7 +15,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use super::auth::{Nonce, Role};
-use super::secure::Seed;
+
+/// Secret randomness the driver hands in with every link (never sent):
+/// the seed of the link's ephemeral key. It lives with the link input
+/// that carries it, so the link vocabulary depends on no machine.
+pub type Seed = [u8; 32];
 
 /// A framed message, shared by every link it goes to.
 pub type Message = Arc<[u8]>;

@@ -38,7 +38,7 @@ use snow::{HandshakeState, TransportState};
 use super::Error;
 use super::admission::HANDSHAKE_TIMEOUT;
 use super::auth::{Nonce, Role, SessionKey};
-use super::link::{Close, LinkId, LinkInput, Transmit};
+use super::link::{Close, LinkId, LinkInput, Seed, Transmit};
 use super::wire::Control;
 use crate::framing::{self, HEADER_LEN, Kind, MAX_MESSAGE, Writer};
 use crate::units::Nanos;
@@ -55,10 +55,6 @@ const TAG_LEN: usize = 16;
 /// Bytes of a message carried in one record: the rest of the record is
 /// the tag and the flag byte.
 pub const RECORD_PIECE: usize = MAX_RECORD - TAG_LEN - 1;
-
-/// Secret randomness the driver hands in with every link (never sent):
-/// the seed of the link's ephemeral key.
-pub type Seed = [u8; 32];
 
 const PSK_INFO: &[u8] = b"nagare tree v1 noise psk ";
 const PROLOGUE: &[u8] = b"nagare tree v1 noise";

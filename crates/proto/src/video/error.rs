@@ -109,7 +109,7 @@ pub enum Error {
     )]
     StripeGeometry {
         /// The rule asked for.
-        rule: super::stripe::Rule,
+        rule: super::rule::Rule,
         /// Stripes asked for.
         count: u32,
         /// Frame width.

@@ -11,6 +11,7 @@ pub mod format;
 pub mod pacer;
 pub mod pattern;
 pub mod receiver;
+mod rule;
 pub mod selector;
 pub mod sender;
 pub mod st2022_7;

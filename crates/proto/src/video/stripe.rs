@@ -21,48 +21,12 @@
 //! Samples move in pairs of pixels, so 4:2:2 pixel groups (two pixels
 //! sharing chroma) are never torn apart.
 
-use std::fmt;
 use std::ops::Range;
 use std::str::FromStr;
 
-use serde::{Deserialize, Serialize};
-
 use super::Error;
 use super::format::VideoFormat;
-
-/// How a frame is divided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Rule {
-    /// Horizontal bands.
-    Lines,
-    /// Quadrants (then bands).
-    Square,
-    /// Two-sample interleave (then bands).
-    #[serde(rename = "2si")]
-    TwoSampleInterleave,
-}
-
-impl Rule {
-    /// Every rule.
-    pub const ALL: [Rule; 3] = [Rule::Lines, Rule::Square, Rule::TwoSampleInterleave];
-
-    /// The name on the command line and in configs: `lines`, `square`,
-    /// `2si`.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Rule::Lines => "lines",
-            Rule::Square => "square",
-            Rule::TwoSampleInterleave => "2si",
-        }
-    }
-}
-
-impl fmt::Display for Rule {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+pub use super::rule::Rule;
 
 impl FromStr for Rule {
     type Err = Error;

@@ -6,6 +6,7 @@
 //! deadline of all its flows, or until a command arrives.
 
 mod raw;
+mod start;
 mod ts;
 
 use std::sync::Arc;
@@ -15,13 +16,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, unbounded};
-use nagare_api::serve::{Encapsulation, Pacing, StreamState};
-use nagare_proto::{BitRate, Nanos};
+use nagare_api::serve::StreamState;
+use nagare_proto::Nanos;
 
-use super::media::Media;
-use super::output::Output;
-use super::reader::Ring;
-use super::table::{Counters, StreamId};
+pub use start::{Leg, Start};
+
+use super::table::StreamId;
 use crate::clock::Origin;
 use crate::net::placement::{Placement, Role};
 use crate::net::tuning::Realtime;
@@ -29,86 +29,6 @@ use crate::net::tuning::Realtime;
 /// How far ahead of now a new flow's first packet is scheduled, so its
 /// ring holds data by then.
 pub const START_LEAD: Duration = Duration::from_millis(100);
-
-/// A reservation of admitted rate, given back when the flow ends.
-#[derive(Debug)]
-pub struct Reservation {
-    admission: Arc<super::access::Admission>,
-    rate: BitRate,
-}
-
-impl Reservation {
-    /// Takes `rate` from `admission`, or says why not.
-    pub fn take(
-        admission: &Arc<super::access::Admission>,
-        rate: BitRate,
-        load: f64,
-    ) -> std::result::Result<Reservation, String> {
-        admission.reserve(rate, load)?;
-        Ok(Reservation {
-            admission: admission.clone(),
-            rate,
-        })
-    }
-}
-
-impl Drop for Reservation {
-    fn drop(&mut self) {
-        self.admission.release(self.rate);
-    }
-}
-
-/// A stream's reservation, shared by its table entry and its flow: it is
-/// given back as soon as either lets go (the API stopped the stream, or
-/// the flow ended), not when the last of them is dropped.
-pub type Held = Arc<std::sync::Mutex<Option<Reservation>>>;
-
-/// Lets go of a held reservation.
-pub fn release(held: &Held) {
-    held.lock().unwrap_or_else(|p| p.into_inner()).take();
-}
-
-/// What makes a raw flow a `nagare cluster` leg: it is epoch-aligned
-/// (starts at a given epoch frame, whose content it sends for that frame),
-/// may send one stripe only, and may number its packets from the epoch.
-#[derive(Debug, Clone, Copy)]
-pub struct Leg {
-    /// The split and the stripe sent, if only one.
-    pub stripe: Option<(nagare_proto::video::stripe::Stripes, usize)>,
-    /// Fixed SSRC: sequence numbers locked to the epoch.
-    pub ssrc: Option<u32>,
-    /// The first epoch frame.
-    pub first_frame: u64,
-}
-
-/// Everything a flow needs to start.
-pub struct Start {
-    /// Its table id.
-    pub id: StreamId,
-    /// What it plays.
-    pub media: Arc<Media>,
-    /// Its read-ahead ring.
-    pub ring: Ring,
-    /// Where it goes.
-    pub outputs: Vec<Output>,
-    /// Raw video pacing.
-    pub pacing: Pacing,
-    /// RTP or plain UDP (TS only).
-    pub encapsulation: Encapsulation,
-    /// Its counters.
-    pub counters: Arc<Counters>,
-    /// Cluster leg settings (raw video only).
-    pub leg: Option<Leg>,
-    /// Its admitted rate, given back when the flow ends.
-    pub reservation: Held,
-}
-
-impl Drop for Start {
-    /// The flow is over (finished, failed or stopped): its rate is free.
-    fn drop(&mut self) {
-        release(&self.reservation);
-    }
-}
 
 /// Longest a stop waits for its pacer to confirm.
 const STOP_ACK: Duration = Duration::from_secs(1);

@@ -14,7 +14,7 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError, unbounded};
 use nagare_proto::framing::{self, HEADER_LEN};
 use nagare_proto::tree::{LinkId, LinkInput, MAX_HANDSHAKE_MESSAGE};
 
-use super::Arrival;
+use super::arrival::Arrival;
 
 /// Hands newcomers to the preauth thread.
 pub struct Handle {

@@ -13,7 +13,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
@@ -29,44 +29,17 @@ use nagare_proto::video::aligned::AlignedBuf;
 use nagare_proto::video::assembler::{Assembled, Assembler};
 use nagare_proto::video::receiver::{self, Config, Datagram, Event, Incomplete, Record};
 use nagare_proto::video::st2022_7::{Arrival, Merger};
-use nagare_proto::video::stripe::{Rule, Stripes};
+use nagare_proto::video::stripe::Stripes;
 use nagare_proto::{BitRate, ByteSize, FrameRate, MediaTime, Nanos};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
-use super::recv::RecvArgs;
-use super::recv::recording::{Plan as RecordingPlan, Recording};
+use super::args::RecvArgs;
+use super::recording::{Plan as RecordingPlan, Recording};
 use crate::cli;
 use crate::clock::Origin;
 use crate::net::placement::{CpuChoice, Placement, Role};
 use crate::net::udp::{self, ReceiveOptions, Receiver};
 use crate::progress::{Ticker, bitrate};
-
-/// The stripe flags of `nagare recv`.
-#[derive(clap::Args, Debug, Clone)]
-pub struct StripeArgs {
-    /// Reassemble whole frames from N stripe streams on consecutive ports
-    /// (--listen HOST:PORT is stripe 0; --size is the whole frame), or
-    /// from one --sdp per stripe, in stripe order.
-    #[arg(long, value_name = "N")]
-    pub stripes: Option<usize>,
-    /// How the sender split the frame: lines, square or 2si (as `send
-    /// --split`).
-    #[arg(long, default_value = "lines", value_parser = cli::parse_split)]
-    pub split: Rule,
-    /// Second leg of the stream (ST 2022-7), HOST:PORT; with --stripes,
-    /// stripe k's second leg is on PORT+k. The first copy of every packet
-    /// wins. (An SDP with a=group:DUP names both legs itself.)
-    #[arg(long, value_name = "HOST:PORT")]
-    pub dup: Option<String>,
-    /// Receive threads (default: one per stripe, at most one per core).
-    #[arg(long)]
-    pub threads: Option<usize>,
-    /// Receive the stream a `nagare cluster` config describes: its size,
-    /// format, rate and split, stripe k on destination k's `to` (and its
-    /// `dup` as the second leg).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["listen", "sdp", "stripes", "dup"])]
-    pub cluster: Option<PathBuf>,
-}
 
 /// Whether `args` ask for stripes or a second leg (this module's work).
 pub fn wanted(args: &RecvArgs) -> Result<bool> {
@@ -195,7 +168,7 @@ fn plan_from_listen(args: &RecvArgs) -> Result<(Stripes, Legs)> {
     };
     let count = s.stripes.unwrap_or(1);
     let format = cli::video_format(size, pf)?;
-    let stripes = super::send::stripes_of(format, count, s.split)?;
+    let stripes = cli::stripes_of(format, count, s.split)?;
     if base.port() == 0 && count > 1 {
         bail!("--stripes {count} needs a fixed base port in --listen, not 0");
     }
@@ -264,7 +237,7 @@ fn plan_from_cluster(path: &Path) -> Result<FromCluster> {
     let s = &c.stream;
     let format = cli::parse_format(&s.size, &s.pix_fmt)?;
     let rate = cli::parse_rate(&s.fps)?;
-    let stripes = super::send::stripes_of(format, s.stripes, s.split)?;
+    let stripes = cli::stripes_of(format, s.stripes, s.split)?;
     if c.destinations.len() != s.stripes {
         bail!(
             "--cluster '{}' has {} [[destination]] tables for {} stripes: one per stripe",
@@ -1114,7 +1087,7 @@ fn listed(l: &FrameList) -> String {
 /// `nagare recv --stripes N` / `--dup`.
 pub fn main(args: RecvArgs) -> Result<std::process::ExitCode> {
     let plan = Plan::new(&args)?;
-    let report = run(&plan, crate::stop_flag())?;
+    let report = run(&plan, crate::signal::stop_flag())?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -1,0 +1,368 @@
+//! The flags of `nagare recv` and the configuration they make: one
+//! stream (`single`) or stripes and ST 2022-7 legs (`stripes`). A leaf
+//! both receive paths read.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use nagare_proto::sdp::SdpStream;
+use nagare_proto::video::receiver::Incomplete;
+use nagare_proto::video::st2110_21::{Scan, SenderType, StreamShape};
+use nagare_proto::{FrameRate, PixelFormat, VideoFormat};
+
+use crate::cli::{self, Size};
+use crate::net::placement::CpuChoice;
+use crate::net::udp::{self, Interface, ReceiveOptions};
+use nagare_proto::video::stripe::Rule;
+
+use super::recording::{Plan, Segmenting};
+
+/// Command-line arguments of `nagare recv`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RecvArgs {
+    /// Address to listen on, HOST:PORT (a multicast group joins it).
+    #[arg(long, conflicts_with = "sdp", required_unless_present_any = ["sdp", "cluster"])]
+    pub listen: Option<String>,
+    /// Frame size WIDTHxHEIGHT (with --listen; with --sdp, checked
+    /// against the SDP's).
+    #[arg(long, value_parser = cli::parse_size)]
+    pub size: Option<Size>,
+    /// Pixel format (with --listen): uyvy422, uyvp, rgb24 (with --sdp,
+    /// checked against the SDP's).
+    #[arg(long = "pix-fmt", value_parser = cli::parse_pix_fmt)]
+    pub pix_fmt: Option<PixelFormat>,
+    /// Frame rate, used to number frames and count lost ones (otherwise
+    /// learned from the SDP or the stream).
+    #[arg(long, value_parser = cli::parse_rate)]
+    pub fps: Option<FrameRate>,
+    /// Take address, port and format from an SDP file (nagare's or FFmpeg's);
+    /// several (one per stripe) with --split, one with a=group:DUP for
+    /// two legs.
+    #[arg(long)]
+    pub sdp: Vec<PathBuf>,
+    /// Multicast interface, by address (127.0.0.1) or name (lo).
+    #[arg(long, value_parser = cli::parse_interface)]
+    pub interface: Option<Interface>,
+    /// Only a stream from this address is recorded: the source of
+    /// source-specific multicast, or a filter on a unicast port (an SDP's
+    /// source filter does the same).
+    #[arg(long)]
+    pub source: Option<String>,
+    /// When a new sender (SSRC) takes over after the stream went silent,
+    /// record it as a new take instead of stopping with an error.
+    #[arg(long)]
+    pub follow_ssrc: bool,
+    /// Record frames to this raw file; `-` writes them to standard output
+    /// (`nagare recv -o - | ffmpeg -f rawvideo ... -i -`).
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+    /// Append to the output file instead of replacing it (a partial frame
+    /// at its end, left by a crash, is cut first).
+    #[arg(long, requires = "output")]
+    pub append: bool,
+    /// Split the recording into files of N frames each, named with a
+    /// counter (copy-000000.uyvy, copy-000001.uyvy, ...); each is renamed
+    /// into place from NAME.part once complete.
+    #[arg(long, requires = "output", conflicts_with_all = ["append", "segment_seconds"])]
+    pub segment_frames: Option<u64>,
+    /// Split the recording into files of about this many seconds each
+    /// (a new file at the first frame after), named as with --segment-frames.
+    #[arg(long, requires = "output", conflicts_with = "append", value_parser = cli::parse_seconds)]
+    pub segment_seconds: Option<Duration>,
+    /// Write the recording with O_DIRECT, past the page cache: at 8K rates
+    /// (2.5 GB/s) copying into the page cache and reclaiming it costs
+    /// most of a core. Needs a filesystem that takes O_DIRECT (ext4, xfs;
+    /// tmpfs only since Linux 6.6, and gains nothing there) and a file
+    /// (not -o -).
+    #[arg(long, requires = "output", conflicts_with = "append")]
+    pub direct: bool,
+    /// Stop after N frames (complete, incomplete or lost).
+    #[arg(long)]
+    pub frames: Option<u64>,
+    /// Give up after this many seconds without a packet (5, 0.5, 250ms).
+    #[arg(long, value_parser = cli::parse_seconds)]
+    pub timeout: Option<Duration>,
+    /// What to record for incomplete frames: drop (nothing), keep (with
+    /// zeros where bytes are missing) or repeat-last (the last complete
+    /// frame, also for lost frames).
+    #[arg(long, default_value = "drop", value_parser = cli::parse_incomplete())]
+    pub incomplete: Incomplete,
+    /// Frames buffered between the receive thread and the writer.
+    #[arg(long, default_value_t = 8)]
+    pub buffer_frames: usize,
+    /// The receiving thread's CPU (with --stripes, every receive thread's):
+    /// 'auto' puts receive threads on the lowest CPUs and keeps every
+    /// thread off the highest, which a sender takes (docs/pacing.md); a
+    /// number pins them there; 'none' places nothing.
+    #[arg(long, default_value = "auto", value_name = "CPU|auto|none")]
+    pub cpu: CpuChoice,
+    /// Run the receiving thread with real-time (SCHED_FIFO) priority;
+    /// needs root or CAP_SYS_NICE.
+    #[arg(long)]
+    pub realtime: bool,
+    /// Analyse the stream's ST 2110-21 timing too (Cinst, VRX, FPT, RTP
+    /// offset, verdict; see `nagare analyze`), from kernel receive stamps.
+    #[arg(long)]
+    pub analyze: bool,
+    /// Print statistics as JSON on stdout at the end.
+    #[arg(long)]
+    pub json: bool,
+    /// Stripes and ST 2022-7 legs (see `stripes`).
+    #[command(flatten)]
+    pub striping: StripeArgs,
+}
+
+/// The ST 2110-21 analysis of a receive run.
+#[derive(Debug, Clone, Copy)]
+pub struct AnalyzeSpec {
+    /// What is known of the stream.
+    pub shape: StreamShape,
+    /// The sender type to hold it to.
+    pub declared: Option<SenderType>,
+    /// Print a line per second on stderr.
+    pub print_seconds: bool,
+}
+
+/// A validated receiver configuration.
+#[derive(Debug, Clone)]
+pub struct RecvConfig {
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// Frame format.
+    pub format: VideoFormat,
+    /// Frame rate if known.
+    pub rate: Option<FrameRate>,
+    /// Socket options.
+    pub socket: ReceiveOptions,
+    /// Only datagrams from here can be the stream.
+    pub source_filter: Option<IpAddr>,
+    /// Follow a takeover as a new take.
+    pub follow_ssrc: bool,
+    /// Recording path.
+    pub output: Option<PathBuf>,
+    /// Append to the recording.
+    pub append: bool,
+    /// Split the recording into segment files.
+    pub segmenting: Segmenting,
+    /// Write the recording with O_DIRECT.
+    pub direct: bool,
+    /// Frame limit.
+    pub frames: Option<u64>,
+    /// Idle timeout.
+    pub timeout: Option<Duration>,
+    /// Incomplete-frame policy.
+    pub incomplete: Incomplete,
+    /// Writer queue depth.
+    pub buffer_frames: usize,
+    /// Keep an xxh3 of each frame (demo).
+    pub checksums: bool,
+    /// Suppress the progress line.
+    pub quiet: bool,
+    /// Analyse the stream's ST 2110-21 timing.
+    pub analyze: Option<AnalyzeSpec>,
+}
+
+impl RecvArgs {
+    /// Validates the arguments.
+    /// With --sdp, a --size or --pix-fmt given too must say what the SDP
+    /// says: silently preferring one would record the wrong frames.
+    fn agrees_with(&self, f: &VideoFormat, path: &std::path::Path) -> Result<()> {
+        if let Some(s) = self.size
+            && (s.width, s.height) != (f.width, f.height)
+        {
+            bail!(
+                "--size {s} disagrees with the SDP '{}', which says {}x{}: drop --size (the SDP \
+                 describes the stream) or fix the SDP",
+                path.display(),
+                f.width,
+                f.height
+            );
+        }
+        if let Some(p) = self.pix_fmt
+            && p != f.pixel_format
+        {
+            bail!(
+                "--pix-fmt {p} disagrees with the SDP '{}', which says {}: drop --pix-fmt (the \
+                 SDP describes the stream) or fix the SDP",
+                path.display(),
+                f.pixel_format
+            );
+        }
+        Ok(())
+    }
+
+    pub fn config(&self) -> Result<RecvConfig> {
+        let interface = self.interface.clone();
+        let mut source: Option<IpAddr> = self
+            .source
+            .as_deref()
+            .map(|s| {
+                s.parse()
+                    .map_err(|_| anyhow!("--source '{s}' is not an IP address"))
+            })
+            .transpose()?;
+        let mut declared = None;
+        let (listen, format, mut rate) = match (&self.listen, self.sdp.as_slice()) {
+            (Some(l), []) => {
+                let listen = udp::parse_addr(l, "listen address")?;
+                let (Some(size), Some(pf)) = (self.size, self.pix_fmt) else {
+                    bail!("--listen needs --size and --pix-fmt (or use --sdp FILE)");
+                };
+                (listen, cli::video_format(size, pf)?, None)
+            }
+            (None, [path]) => {
+                let text = read_small(path)?;
+                let sdp = SdpStream::parse(&text)
+                    .map_err(|e| anyhow!("SDP file '{}': {e}", path.display()))?;
+                if source.is_none() {
+                    source = sdp.source;
+                }
+                self.agrees_with(&sdp.format, path)?;
+                declared = sdp.sender_type;
+                (SocketAddr::new(sdp.address, sdp.port), sdp.format, sdp.rate)
+            }
+            _ => bail!("give either --listen HOST:PORT with --size and --pix-fmt, or --sdp FILE"),
+        };
+        if self.fps.is_some() {
+            rate = self.fps;
+        }
+        if let Some(s) = source
+            && listen.ip().is_multicast()
+        {
+            udp::check_family(listen.ip(), Some(s))?;
+        }
+        if self.buffer_frames == 0 || self.buffer_frames > 1024 {
+            bail!(
+                "--buffer-frames {} is out of range: 1..=1024",
+                self.buffer_frames
+            );
+        }
+        // Room for a few frames in the kernel: senders that do not pace
+        // (GStreamer, FFmpeg) send each frame as one burst.
+        let buffer_bytes = (format.frame_bytes() * 4).clamp(16 << 20, 512 << 20);
+        let analyze = if self.analyze {
+            Some(analyze_spec(format, rate, declared)?)
+        } else {
+            None
+        };
+        Ok(RecvConfig {
+            listen,
+            format,
+            rate,
+            socket: ReceiveOptions {
+                interface,
+                // Joined as source-specific multicast; on unicast only a
+                // filter.
+                source: source.filter(|_| listen.ip().is_multicast()),
+                buffer_bytes,
+            },
+            source_filter: source,
+            follow_ssrc: self.follow_ssrc,
+            output: self.output.clone(),
+            append: self.append,
+            segmenting: self.segmenting()?,
+            direct: self.direct,
+            frames: self.frames,
+            timeout: self.timeout,
+            incomplete: self.incomplete,
+            buffer_frames: self.buffer_frames,
+            checksums: false,
+            quiet: self.json,
+            analyze,
+        })
+    }
+}
+
+/// The analysis of `recv --analyze`: the raster and rate of the stream,
+/// Npackets learned from it.
+fn analyze_spec(
+    format: VideoFormat,
+    rate: Option<FrameRate>,
+    declared: Option<SenderType>,
+) -> Result<AnalyzeSpec> {
+    let rate = rate
+        .ok_or_else(|| anyhow!("--analyze needs the frame rate: give --fps (like 60000/1001)"))?;
+    Ok(AnalyzeSpec {
+        shape: StreamShape {
+            rate,
+            lines: format.height,
+            scan: Scan::Progressive,
+            packets: None,
+            tr_offset: None,
+        },
+        declared,
+        print_seconds: false,
+    })
+}
+
+impl RecvArgs {
+    /// The recording's segmenting, from --segment-frames/--segment-seconds.
+    pub(crate) fn segmenting(&self) -> Result<Segmenting> {
+        Ok(match (self.segment_frames, self.segment_seconds) {
+            (Some(0), _) => bail!("--segment-frames 0: a segment holds at least one frame"),
+            (Some(n), _) => Segmenting::Frames(n),
+            (None, Some(d)) if d.is_zero() => {
+                bail!("--segment-seconds 0: give a segment length above zero")
+            }
+            (None, Some(d)) => Segmenting::Every(d),
+            (None, None) => Segmenting::None,
+        })
+    }
+}
+
+impl RecvConfig {
+    /// How the recording is opened, when there is one.
+    pub(super) fn plan(&self) -> Option<Plan> {
+        Some(Plan {
+            path: self.output.clone()?,
+            frame_bytes: self.format.frame_bytes() as u64,
+            segmenting: self.segmenting,
+            append: self.append,
+            pad_partial: self.incomplete == Incomplete::Keep,
+            direct: self.direct,
+        })
+    }
+}
+
+fn read_small(path: &PathBuf) -> Result<String> {
+    let meta = std::fs::metadata(path)
+        .with_context(|| format!("cannot read SDP file '{}'", path.display()))?;
+    if meta.len() > 64 * 1024 {
+        bail!(
+            "SDP file '{}' is {} bytes; an SDP is at most a few KiB",
+            path.display(),
+            meta.len()
+        );
+    }
+    std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read SDP file '{}'", path.display()))
+}
+
+/// The stripe flags of `nagare recv`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct StripeArgs {
+    /// Reassemble whole frames from N stripe streams on consecutive ports
+    /// (--listen HOST:PORT is stripe 0; --size is the whole frame), or
+    /// from one --sdp per stripe, in stripe order.
+    #[arg(long, value_name = "N")]
+    pub stripes: Option<usize>,
+    /// How the sender split the frame: lines, square or 2si (as `send
+    /// --split`).
+    #[arg(long, default_value = "lines", value_parser = cli::parse_split)]
+    pub split: Rule,
+    /// Second leg of the stream (ST 2022-7), HOST:PORT; with --stripes,
+    /// stripe k's second leg is on PORT+k. The first copy of every packet
+    /// wins. (An SDP with a=group:DUP names both legs itself.)
+    #[arg(long, value_name = "HOST:PORT")]
+    pub dup: Option<String>,
+    /// Receive threads (default: one per stripe, at most one per core).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Receive the stream a `nagare cluster` config describes: its size,
+    /// format, rate and split, stripe k on destination k's `to` (and its
+    /// `dup` as the second leg).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["listen", "sdp", "stripes", "dup"])]
+    pub cluster: Option<PathBuf>,
+}

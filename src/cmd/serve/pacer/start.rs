@@ -1,0 +1,55 @@
+//! What a pacing thread is handed to start a flow: a leaf, so the
+//! per-kind pacers (raw, ts) and the pool that dispatches to them do not
+//! import each other.
+
+use std::sync::Arc;
+
+use nagare_api::serve::{Encapsulation, Pacing};
+
+use super::super::media::Media;
+use super::super::output::Output;
+use super::super::reader::Ring;
+use super::super::reservation::{Held, release};
+use super::super::table::{Counters, StreamId};
+
+/// What makes a raw flow a `nagare cluster` leg: it is epoch-aligned
+/// (starts at a given epoch frame, whose content it sends for that frame),
+/// may send one stripe only, and may number its packets from the epoch.
+#[derive(Debug, Clone, Copy)]
+pub struct Leg {
+    /// The split and the stripe sent, if only one.
+    pub stripe: Option<(nagare_proto::video::stripe::Stripes, usize)>,
+    /// Fixed SSRC: sequence numbers locked to the epoch.
+    pub ssrc: Option<u32>,
+    /// The first epoch frame.
+    pub first_frame: u64,
+}
+
+/// Everything a flow needs to start.
+pub struct Start {
+    /// Its table id.
+    pub id: StreamId,
+    /// What it plays.
+    pub media: Arc<Media>,
+    /// Its read-ahead ring.
+    pub ring: Ring,
+    /// Where it goes.
+    pub outputs: Vec<Output>,
+    /// Raw video pacing.
+    pub pacing: Pacing,
+    /// RTP or plain UDP (TS only).
+    pub encapsulation: Encapsulation,
+    /// Its counters.
+    pub counters: Arc<Counters>,
+    /// Cluster leg settings (raw video only).
+    pub leg: Option<Leg>,
+    /// Its admitted rate, given back when the flow ends.
+    pub reservation: Held,
+}
+
+impl Drop for Start {
+    /// The flow is over (finished, failed or stopped): its rate is free.
+    fn drop(&mut self) {
+        release(&self.reservation);
+    }
+}

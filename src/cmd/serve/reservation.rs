@@ -1,0 +1,47 @@
+//! A stream's share of the admitted rate: taken at admission, given back
+//! when its table entry or its flow lets go, whichever is first. A leaf
+//! shared by the table, the pacers and the sessions.
+
+use std::sync::Arc;
+
+use nagare_proto::BitRate;
+
+use super::access::Admission;
+
+/// A reservation of admitted rate, given back when the flow ends.
+#[derive(Debug)]
+pub struct Reservation {
+    admission: Arc<Admission>,
+    rate: BitRate,
+}
+
+impl Reservation {
+    /// Takes `rate` from `admission`, or says why not.
+    pub fn take(
+        admission: &Arc<Admission>,
+        rate: BitRate,
+        load: f64,
+    ) -> std::result::Result<Reservation, String> {
+        admission.reserve(rate, load)?;
+        Ok(Reservation {
+            admission: admission.clone(),
+            rate,
+        })
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.admission.release(self.rate);
+    }
+}
+
+/// A stream's reservation, shared by its table entry and its flow: it is
+/// given back as soon as either lets go (the API stopped the stream, or
+/// the flow ended), not when the last of them is dropped.
+pub type Held = Arc<std::sync::Mutex<Option<Reservation>>>;
+
+/// Lets go of a held reservation.
+pub fn release(held: &Held) {
+    held.lock().unwrap_or_else(|p| p.into_inner()).take();
+}
