@@ -23,7 +23,7 @@ use libfuzzer_sys::fuzz_target;
 use nagare_api::serve::{ApiError, Health, StreamInfo, StreamList, StreamState};
 use nagare_proto::Nanos;
 use nagare_proto::cluster::{
-    Command, Controller, Event, Failover, Input, Listed, NodeSpec, NodeStatus, Plan, label,
+    Controller, Event, Failover, Input, Listed, NodeSpec, NodeStatus, Plan, Transmit, label,
 };
 
 const NAME: &str = "wall";
@@ -149,7 +149,7 @@ fn drive(list: &StreamList, failover: Failover) {
         let now = Nanos(poll * 100 * MS);
         while let Some(cmd) = c.poll_transmit(now) {
             match cmd {
-                Command::Poll { node } => {
+                Transmit::Poll { node } => {
                     assert!(node < NODES);
                     let table = list
                         .streams
@@ -160,7 +160,7 @@ fn drive(list: &StreamList, failover: Failover) {
                     let status = NodeStatus::from_table(NAME, STRIPES, table, offset);
                     c.handle_input(now, Input::Status { node, status }).unwrap();
                 }
-                Command::Send { node, stripe } | Command::Halt { node, stripe } => {
+                Transmit::Send { node, stripe } | Transmit::Halt { node, stripe } => {
                     assert!(node < NODES && stripe < STRIPES)
                 }
             }
@@ -172,7 +172,7 @@ fn drive(list: &StreamList, failover: Failover) {
         .unwrap();
     let mut halts = 0;
     while let Some(cmd) = c.poll_transmit(Nanos(u64::MAX)) {
-        assert!(matches!(cmd, Command::Halt { .. }), "{cmd:?} after Stop");
+        assert!(matches!(cmd, Transmit::Halt { .. }), "{cmd:?} after Stop");
         halts += 1;
         assert!(halts <= STRIPES * NODES);
     }

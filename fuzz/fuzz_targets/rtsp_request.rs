@@ -145,7 +145,7 @@ fuzz_target!(|data: &[u8]| {
         m.handle_input(now, Input::Bytes(&rest[..n]));
         rest = &rest[n..];
         let mut sent = 0;
-        while let Some(t) = m.poll_transmit() {
+        while let Some(t) = m.poll_transmit(now) {
             check_response(&t);
             sent += 1;
         }
@@ -160,7 +160,7 @@ fuzz_target!(|data: &[u8]| {
     while let Some(e) = m.poll_event() {
         model.event(&e);
     }
-    assert!(m.poll_transmit().is_none());
+    assert!(m.poll_transmit(now).is_none());
     let used = CountingAlloc::peak() - base;
     assert!(used < 1 << 20, "{used} bytes of heap");
 });

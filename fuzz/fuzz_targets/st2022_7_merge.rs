@@ -11,8 +11,9 @@
 
 use libfuzzer_sys::fuzz_target;
 use nagare_fuzz::Reader;
+use nagare_proto::Nanos;
 use nagare_proto::rtp::RtpPacket;
-use nagare_proto::video::st2022_7::{Arrival, Merger};
+use nagare_proto::video::st2022_7::{Arrival, Input, Merger};
 
 fuzz_target!(|data: &[u8]| {
     let mut input = Reader::new(data);
@@ -25,7 +26,9 @@ fuzz_target!(|data: &[u8]| {
         let len = usize::from(input.u16());
         let bytes = input.bytes(len);
         let rtp = RtpPacket::new_checked(bytes).is_ok();
-        let arrival = m.handle_datagram(leg, bytes);
+        m.handle_input(Nanos::ZERO, Input::Datagram { leg, bytes })
+            .expect("every datagram is taken");
+        let arrival = m.poll_event().expect("a verdict per datagram");
         if rtp {
             parsed += 1;
             first += u64::from(arrival == Arrival::First);
@@ -40,6 +43,9 @@ fuzz_target!(|data: &[u8]| {
     };
     assert_eq!(sum(|l| l.received), parsed);
     assert_eq!(c.forwarded, first);
-    assert_eq!(c.forwarded + sum(|l| l.duplicates) + sum(|l| l.late), parsed);
+    assert_eq!(
+        c.forwarded + sum(|l| l.duplicates) + sum(|l| l.late),
+        parsed
+    );
     assert!(sum(|l| l.recovered) <= c.forwarded);
 });

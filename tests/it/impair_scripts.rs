@@ -1,6 +1,6 @@
 //! impair's scripts against a real `nagare send`: `--drop-nth` counts
 //! from the stream's first packet, whatever sequence number the sender
-//! starts at, so the README's example works as written.
+//! starts at, so the example in docs/impair.md works as written.
 
 use std::collections::BTreeSet;
 

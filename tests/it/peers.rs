@@ -273,7 +273,7 @@ fn ffmpeg_receives_nagare_through_nagares_sdp() {
     let out = s.path("out.yuv");
     let ff = Command::new("ffmpeg")
         .args(["-loglevel", "error", "-protocol_whitelist", "file,udp,rtp"])
-        // The README's receive flags: a big socket buffer, no reorder queue.
+        // docs/recv.md's receive flags: a big socket buffer, no reorder queue.
         .args(["-buffer_size", "268435456", "-reorder_queue_size", "0"])
         .args([
             "-i",

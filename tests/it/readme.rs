@@ -1,21 +1,56 @@
-//! The README works as written: every `nagare` command in its shell blocks
-//! names a real subcommand and only flags that subcommand has, the FFmpeg
-//! receive flags it recommends exist, and the points a new user tripped
-//! over are there (checked list). The pipes it shows run in `pipes.rs`.
+//! The docs work as written: every `nagare` command in the shell blocks of
+//! README.md and of every `docs/*.md` names a real subcommand and only
+//! flags that subcommand has, every relative link between them leads to a
+//! file, the FFmpeg receive flags they recommend exist, and the points a
+//! new user tripped over are there (checked list). The pipes they show run
+//! in `pipes.rs`.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::common::{have, nagare};
 
-const README: &str = include_str!("../../README.md");
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// README.md and every Markdown file in docs/, with their text: read at
+/// run time, so a new guide is checked without touching this test.
+fn docs() -> Vec<(PathBuf, String)> {
+    let mut paths = vec![root().join("README.md")];
+    let mut guides: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    guides.sort();
+    paths.extend(guides);
+    paths
+        .into_iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).unwrap();
+            (p, text)
+        })
+        .collect()
+}
+
+/// All the docs as one text, for the checks that care what is said, not
+/// on which page.
+fn all_text() -> String {
+    docs()
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
 
 /// The shell blocks' lines, continuations joined.
-fn shell_lines() -> Vec<String> {
+fn shell_lines(doc: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut in_sh = false;
     let mut cur = String::new();
-    for line in README.lines() {
+    for line in doc.lines() {
         let t = line.trim_end();
         if t.starts_with("```") {
             in_sh = !in_sh && t == "```sh";
@@ -36,9 +71,9 @@ fn shell_lines() -> Vec<String> {
     out
 }
 
-/// Each `nagare ...` command in the README, as words.
-fn nagare_commands() -> Vec<Vec<String>> {
-    shell_lines()
+/// Each `nagare ...` command in one doc, as words.
+fn nagare_commands(doc: &str) -> Vec<Vec<String>> {
+    shell_lines(doc)
         .iter()
         .flat_map(|l| l.split(['|', ';', '&']).map(str::trim).collect::<Vec<_>>())
         .map(|seg| seg.trim_start_matches("do ").trim())
@@ -55,10 +90,25 @@ fn help(path: &[&str]) -> String {
 
 #[test]
 fn every_nagare_command_uses_real_subcommands_and_flags() {
-    let cmds = nagare_commands();
-    assert!(cmds.len() >= 20, "found only {} commands", cmds.len());
     let mut helps: HashMap<Vec<String>, String> = HashMap::new();
-    for words in &cmds {
+    let mut total = 0;
+    for (path, text) in docs() {
+        let cmds = nagare_commands(&text);
+        total += cmds.len();
+        check_commands(&path, &cmds, &mut helps);
+    }
+    assert!(total >= 40, "found only {total} commands in all the docs");
+    let readme = nagare_commands(&std::fs::read_to_string(root().join("README.md")).unwrap());
+    assert!(
+        readme.len() >= 10,
+        "the README tour shows only {} commands",
+        readme.len()
+    );
+}
+
+/// Every word of every command against `nagare ... --help`.
+fn check_commands(doc: &Path, cmds: &[Vec<String>], helps: &mut HashMap<Vec<String>, String>) {
+    for words in cmds {
         // probe and tree have a role: `probe client`, `tree join`.
         let depth = if ["probe", "tree"].contains(&words[1].as_str()) {
             3
@@ -82,7 +132,8 @@ fn every_nagare_command_uses_real_subcommands_and_flags() {
             };
             assert!(
                 known,
-                "README: `{}` uses {flag}, which nagare {path:?} lacks",
+                "{}: `{}` uses {flag}, which nagare {path:?} lacks",
+                doc.display(),
                 words.join(" ")
             );
         }
@@ -91,8 +142,9 @@ fn every_nagare_command_uses_real_subcommands_and_flags() {
 
 #[test]
 fn ffmpeg_receive_flags_are_given_and_exist() {
-    assert!(README.contains("-buffer_size 268435456"));
-    assert!(README.contains("-reorder_queue_size 0"));
+    let docs = all_text();
+    assert!(docs.contains("-buffer_size 268435456"));
+    assert!(docs.contains("-reorder_queue_size 0"));
     if !have("ffmpeg") {
         return;
     }
@@ -108,20 +160,22 @@ fn ffmpeg_receive_flags_are_given_and_exist() {
 
 #[test]
 fn checked_list_of_what_new_users_missed() {
+    let docs = all_text();
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
     // Capture advice and pipes.
-    assert!(README.contains("--no-gso"));
-    assert!(README.contains("super-datagram"));
-    assert!(README.contains("nagare send - "));
-    assert!(README.contains("-o - \\"));
+    assert!(docs.contains("--no-gso"));
+    assert!(docs.contains("super-datagram"));
+    assert!(docs.contains("nagare send - "));
+    assert!(docs.contains("-o - \\"));
     // One packet size story.
-    assert!(README.contains("### Packet size"));
-    assert!(README.contains("**1440 bytes of UDP payload**"));
+    assert!(docs.contains("### Packet size"));
+    assert!(docs.contains("**1440 bytes of UDP payload**"));
     // Papers by title, not by a seed number nobody can look up.
     assert!(
-        !README.contains("seed 00"),
-        "a 'seed 00x' reference is left"
+        !docs.contains("seed 00"),
+        "a 'seed 00x' reference is left in the docs"
     );
-    let refs = README
+    let refs = readme
         .split("## References")
         .nth(1)
         .expect("a References section");
@@ -129,7 +183,7 @@ fn checked_list_of_what_new_users_missed() {
         assert!(refs.contains(&format!("\n{n}. ")), "reference {n} missing");
     }
     for cited in ["[1]", "[3]", "[4]", "[5]"] {
-        assert!(README.contains(cited), "{cited} is never cited");
+        assert!(docs.contains(cited), "{cited} is never cited");
     }
     // The probe's iperf3-style flags and outputs.
     for w in [
@@ -139,6 +193,24 @@ fn checked_list_of_what_new_users_missed() {
         "nagare completions bash",
         "nagare man",
     ] {
-        assert!(README.contains(w), "README lacks {w}");
+        assert!(docs.contains(w), "the docs lack {w}");
+    }
+}
+
+#[test]
+fn every_relative_link_leads_to_a_file() {
+    for (path, text) in docs() {
+        let dir = path.parent().unwrap();
+        for target in text.split("](").skip(1).filter_map(|t| t.split(')').next()) {
+            let file = target.split('#').next().unwrap_or("");
+            if file.is_empty() || file.contains("://") {
+                continue;
+            }
+            assert!(
+                dir.join(file).exists(),
+                "{}: the link to {target} leads nowhere",
+                path.display()
+            );
+        }
     }
 }

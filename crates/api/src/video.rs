@@ -1,5 +1,5 @@
 //! Reports of `nagare send`, `nagare recv` and `nagare demo` (`--json`).
-//! Field names are the ones README documents; keep them.
+//! Field names are the ones the docs (docs/recv.md, docs/send.md) document; keep them.
 
 use std::fmt;
 use std::net::SocketAddr;

@@ -7,7 +7,7 @@
 use nagare_proto::netem::{ImpairConfig, Netem};
 use nagare_proto::video::receiver::{self, Config, Datagram, Incomplete};
 use nagare_proto::video::sender::{self, Event, FlowSpec, Input, locked_seq_base};
-use nagare_proto::video::st2022_7::{Arrival, Merger};
+use nagare_proto::video::st2022_7::{self, Arrival, Merger};
 use nagare_proto::video::st2110_20::{Frame, Packetizer};
 use nagare_proto::{FrameRate, Nanos, PixelFormat, Ssrc, VideoFormat};
 
@@ -121,7 +121,9 @@ fn run(legs: &mut [Node; 2], tolerance: usize) -> (Vec<Frame>, Merger) {
         for (leg, node) in legs.iter_mut().enumerate() {
             node.step(now);
             while let Some(d) = node.net.poll_transmit(now) {
-                if merger.handle_datagram(leg, &d) == Arrival::First {
+                let datagram = st2022_7::Input::Datagram { leg, bytes: &d };
+                merger.handle_input(now, datagram).unwrap();
+                if merger.poll_event() == Some(Arrival::First) {
                     rx.handle_input(
                         now,
                         Datagram {

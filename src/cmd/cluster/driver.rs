@@ -10,7 +10,7 @@ use anyhow::{Result, anyhow};
 use nagare_api::cluster::ClusterLog;
 use nagare_api::serve::{StreamInfo, StreamState};
 use nagare_proto::Nanos;
-use nagare_proto::cluster::{Command, Controller, Event, Input, Listed, NodeStatus};
+use nagare_proto::cluster::{Controller, Event, Input, Listed, NodeStatus, Transmit};
 
 use super::client::{Failure, Snapshot};
 use super::config::Cluster;
@@ -119,18 +119,18 @@ impl<'a> Driver<'a> {
     /// over legs another process started).
     pub fn poll_all(&mut self) {
         for node in 0..self.cluster.clients.len() {
-            self.execute(Command::Poll { node });
+            self.execute(Transmit::Poll { node });
         }
         while let Some(e) = self.ctl.poll_event() {
             self.report(&e);
         }
     }
 
-    fn execute(&mut self, cmd: Command) {
+    fn execute(&mut self, cmd: Transmit) {
         match cmd {
-            Command::Poll { node } => self.poll(node),
-            Command::Send { node, stripe } => self.send(node, stripe),
-            Command::Halt { node, stripe } => self.halt(node, stripe),
+            Transmit::Poll { node } => self.poll(node),
+            Transmit::Send { node, stripe } => self.send(node, stripe),
+            Transmit::Halt { node, stripe } => self.halt(node, stripe),
         }
     }
 

@@ -28,7 +28,7 @@ use nagare_proto::sdp::SdpStream;
 use nagare_proto::video::aligned::AlignedBuf;
 use nagare_proto::video::assembler::{Assembled, Assembler};
 use nagare_proto::video::receiver::{self, Config, Datagram, Event, Incomplete, Record};
-use nagare_proto::video::st2022_7::{Arrival, Merger};
+use nagare_proto::video::st2022_7::{self, Arrival, Merger};
 use nagare_proto::video::stripe::Stripes;
 use nagare_proto::{BitRate, ByteSize, FrameRate, MediaTime, Nanos};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
@@ -420,7 +420,10 @@ impl Unit {
                 let now = origin.nanos(d.at);
                 for bytes in d.segments() {
                     if let Some(m) = merger.as_mut()
-                        && m.handle_datagram(leg, bytes) != Arrival::First
+                        && (m
+                            .handle_input(now, st2022_7::Input::Datagram { leg, bytes })
+                            .is_err()
+                            || m.poll_event() != Some(Arrival::First))
                     {
                         continue;
                     }

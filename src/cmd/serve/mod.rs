@@ -170,7 +170,7 @@ fn read_config(path: &std::path::Path) -> Result<ServeConfig> {
         .with_context(|| format!("cannot read --config '{}'", path.display()))?;
     toml::from_str(&text).with_context(|| {
         format!(
-            "--config '{}' does not parse: it holds [[media]] and [[streams]] tables (see README)",
+            "--config '{}' does not parse: it holds [[media]] and [[streams]] tables (see docs/serve.md)",
             path.display()
         )
     })

@@ -188,7 +188,7 @@ fn read_loop(
 ) {
     let mut buf = vec![0u8; 4096];
     loop {
-        d.pump(machine);
+        d.pump(machine, origin.elapsed());
         if machine.is_closed() || d.server.stopping() {
             return;
         }
@@ -226,17 +226,17 @@ struct Driver<'a> {
 
 impl Driver<'_> {
     /// Queues the machine's responses and acts on its events.
-    fn pump(&mut self, machine: &mut Connection<ConnCatalog>) {
-        while let Some(bytes) = machine.poll_transmit() {
+    fn pump(&mut self, machine: &mut Connection<ConnCatalog>, now: Nanos) {
+        while let Some(bytes) = machine.poll_transmit(now) {
             if !self.link.respond(bytes) {
-                machine.handle_input(Nanos::ZERO, Input::Closed);
+                machine.handle_input(now, Input::Closed);
             }
         }
         while let Some(e) = machine.poll_event() {
             self.event(e);
         }
         // Responses the events produced (none today), and a close.
-        while let Some(bytes) = machine.poll_transmit() {
+        while let Some(bytes) = machine.poll_transmit(now) {
             let _ = self.link.respond(bytes);
         }
     }

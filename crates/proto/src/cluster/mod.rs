@@ -3,9 +3,9 @@
 //! stripe moves between nodes without losing a packet.
 //!
 //! [`Controller`] is sans-IO. Its driver polls every node's HTTP API when
-//! [`Controller::poll_transmit`] says [`Command::Poll`], feeds the answers
+//! [`Controller::poll_transmit`] says [`Transmit::Poll`], feeds the answers
 //! back as [`Input::Status`] or [`Input::Unreachable`], and carries out
-//! [`Command::Send`] and [`Command::Halt`]. What happened comes out of
+//! [`Transmit::Send`] and [`Transmit::Halt`]. What happened comes out of
 //! [`Controller::poll_event`].
 //!
 //! Every sender of a stripe derives SSRC, sequence numbers and timestamps
@@ -16,6 +16,21 @@
 //! only then halts the old leg. A hot standby is such a second leg kept
 //! running all the time; a cold one is started when the primary fails,
 //! and the frames in between are lost (the receiver counts them).
+//!
+//! # Polling order
+//!
+//! The driver:
+//!
+//! 1. feeds the user's request ([`Input::Start`], [`Input::Adopt`],
+//!    [`Input::Move`], [`Input::Stop`]) and every node's answer
+//!    ([`Input::Status`], [`Input::Unreachable`], [`Input::Refused`]) with
+//!    [`Controller::handle_input`]`(now, ..)` as it comes;
+//! 2. carries out every [`Controller::poll_transmit`]`(now)` in order
+//!    (queued sends and halts first, then the polls that are due), each
+//!    HTTP call's answer going back as in 1;
+//! 3. reports every [`Controller::poll_event`];
+//! 4. sleeps until [`Controller::poll_timeout`] (or a signal) and starts
+//!    over.
 
 mod error;
 pub mod label;
@@ -178,7 +193,7 @@ pub enum Input {
 
 /// What the driver must do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Command {
+pub enum Transmit {
     /// Ask the node for its status.
     Poll {
         /// Node index.
@@ -302,7 +317,7 @@ pub struct Controller {
     stripes: Vec<Stripe>,
     adopting: bool,
     running: bool,
-    commands: VecDeque<Command>,
+    commands: VecDeque<Transmit>,
     events: VecDeque<Event>,
 }
 
@@ -381,7 +396,7 @@ impl Controller {
 
     /// The next command due at `now`: queued sends and halts first, then
     /// polls whose time has come.
-    pub fn poll_transmit(&mut self, now: Nanos) -> Option<Command> {
+    pub fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
         if let Some(c) = self.commands.pop_front() {
             return Some(c);
         }
@@ -393,7 +408,7 @@ impl Controller {
             .filter(|&n| !self.nodes[n].failed && self.nodes[n].next_poll <= now)
             .min_by_key(|&n| self.nodes[n].next_poll)?;
         self.nodes[node].next_poll = now + interval;
-        Some(Command::Poll { node })
+        Some(Transmit::Poll { node })
     }
 
     /// The next thing that happened.
@@ -441,7 +456,7 @@ impl Controller {
             }
             for &stripe in &spec.stripes {
                 self.stripes[stripe].legs.push(Leg::new(node));
-                self.commands.push_back(Command::Send { node, stripe });
+                self.commands.push_back(Transmit::Send { node, stripe });
             }
         }
     }
@@ -449,7 +464,7 @@ impl Controller {
     fn stop(&mut self) {
         for (stripe, s) in self.stripes.iter_mut().enumerate() {
             for leg in s.legs.drain(..) {
-                self.commands.push_back(Command::Halt {
+                self.commands.push_back(Transmit::Halt {
                     node: leg.node,
                     stripe,
                 });
@@ -476,7 +491,7 @@ impl Controller {
         let s = &mut self.stripes[stripe];
         s.legs.push(Leg::new(to));
         s.moving = Some((from, to));
-        self.commands.push_back(Command::Send { node: to, stripe });
+        self.commands.push_back(Transmit::Send { node: to, stripe });
         Ok(())
     }
 
@@ -560,7 +575,7 @@ impl Controller {
         s.legs.retain(|l| l.node != from);
         s.moving = None;
         self.commands
-            .push_back(Command::Halt { node: from, stripe });
+            .push_back(Transmit::Halt { node: from, stripe });
         self.events.push_back(Event::Moved { stripe, from, to });
     }
 
@@ -653,7 +668,7 @@ impl Controller {
         match (wanted, self.free_alternate(stripe)) {
             (true, Some(to)) => {
                 self.stripes[stripe].legs.push(Leg::new(to));
-                self.commands.push_back(Command::Send { node: to, stripe });
+                self.commands.push_back(Transmit::Send { node: to, stripe });
                 if !hot {
                     self.events.push_back(Event::FailedOver {
                         stripe,

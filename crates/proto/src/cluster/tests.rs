@@ -35,7 +35,7 @@ struct World {
     dead: Vec<bool>,
     dry: Vec<bool>,
     underruns: u64,
-    log: Vec<Command>,
+    log: Vec<Transmit>,
     events: Vec<Event>,
 }
 
@@ -73,11 +73,11 @@ impl World {
         }
     }
 
-    fn carry_out(&mut self, c: &mut Controller, now: Nanos, cmd: Command) {
+    fn carry_out(&mut self, c: &mut Controller, now: Nanos, cmd: Transmit) {
         match cmd {
-            Command::Send { node, stripe } => self.sending[node].push((stripe, 0)),
-            Command::Halt { node, stripe } => self.sending[node].retain(|&(s, _)| s != stripe),
-            Command::Poll { node } if self.dead[node] => c
+            Transmit::Send { node, stripe } => self.sending[node].push((stripe, 0)),
+            Transmit::Halt { node, stripe } => self.sending[node].retain(|&(s, _)| s != stripe),
+            Transmit::Poll { node } if self.dead[node] => c
                 .handle_input(
                     now,
                     Input::Unreachable {
@@ -86,7 +86,7 @@ impl World {
                     },
                 )
                 .unwrap(),
-            Command::Poll { node } => {
+            Transmit::Poll { node } => {
                 if self.dry[node] {
                     self.underruns += 1;
                 }
@@ -133,7 +133,7 @@ fn start_sends_every_stripe_from_its_primary_only() {
     let polls = w
         .log
         .iter()
-        .filter(|c| matches!(c, Command::Poll { node: 0 }))
+        .filter(|c| matches!(c, Transmit::Poll { node: 0 }))
         .count();
     assert_eq!(polls, 6);
 }
@@ -151,7 +151,7 @@ fn hot_standby_runs_a_second_leg_and_takes_over_without_a_new_send() {
     let sends_before = w
         .log
         .iter()
-        .filter(|c| matches!(c, Command::Send { .. }))
+        .filter(|c| matches!(c, Transmit::Send { .. }))
         .count();
     w.run(&mut c, 310, 1000);
     assert!(c.is_failed(0));
@@ -166,7 +166,7 @@ fn hot_standby_runs_a_second_leg_and_takes_over_without_a_new_send() {
     let sends_after = w
         .log
         .iter()
-        .filter(|c| matches!(c, Command::Send { .. }))
+        .filter(|c| matches!(c, Transmit::Send { .. }))
         .count();
     assert_eq!(sends_before, sends_after);
 }
@@ -343,7 +343,7 @@ fn adopt_takes_over_running_legs_for_a_move_from_another_process() {
         .unwrap();
     assert_eq!(
         c.poll_transmit(Nanos::ZERO),
-        Some(Command::Send { node: 2, stripe: 1 })
+        Some(Transmit::Send { node: 2, stripe: 1 })
     );
 }
 

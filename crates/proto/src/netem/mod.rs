@@ -11,6 +11,14 @@
 //! timing or on other traffic (echo probes, control) that shares the path.
 //! Delay, jitter, the rate limit and the queue cap act on every datagram,
 //! like a link.
+//!
+//! # Polling order
+//!
+//! The driver sends every [`Netem::poll_transmit`]`(now)` (the datagrams
+//! whose time has come), waits for a datagram until
+//! [`Netem::poll_timeout`], and feeds each one it reads to
+//! [`Netem::handle_input`]`(now, ..)`. Netem has no events: what it did
+//! is in its counters.
 
 mod config;
 mod counters;

@@ -125,8 +125,10 @@ impl<C: Catalog> Connection<C> {
         }
     }
 
-    /// The next response to write, whole, in request order.
-    pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
+    /// The next response to write at `now`, whole, in request order.
+    /// Responses are due as soon as they are queued, so `now` changes
+    /// nothing today; it is the verb set's, as in every machine.
+    pub fn poll_transmit(&mut self, _now: Nanos) -> Option<Vec<u8>> {
         self.transmits.pop_front()
     }
 

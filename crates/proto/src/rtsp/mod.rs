@@ -20,6 +20,19 @@
 //! is allowed, and admission. The session state follows RFC 2326
 //! Appendix A (Init, Ready, Playing); a connection holds at most one
 //! session, and the session ends with the connection.
+//!
+//! # Polling order
+//!
+//! After every read (or timer, or close) the driver:
+//!
+//! 1. feeds it with [`Connection::handle_input`]`(now, ..)`: the bytes
+//!    read, [`Input::Timer`] once `now` has reached
+//!    [`Connection::poll_timeout`], [`Input::Closed`] when the peer left;
+//! 2. writes every [`Connection::poll_transmit`]`(now)` in order (a
+//!    failed write is fed back as [`Input::Closed`]);
+//! 3. acts on every [`Connection::poll_event`], then writes any response
+//!    the events produced, as in 2;
+//! 4. waits for bytes until [`Connection::poll_timeout`].
 
 mod connection;
 mod error;

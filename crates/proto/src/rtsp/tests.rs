@@ -85,7 +85,7 @@ const SID: &str = "0123456789abcdef";
 /// whole RTSP/1.0 response each.
 fn responses<C: Catalog>(m: &mut Connection<C>) -> Vec<Response<Vec<u8>>> {
     let mut out = Vec::new();
-    while let Some(bytes) = m.poll_transmit() {
+    while let Some(bytes) = m.poll_transmit(Nanos::ZERO) {
         let (msg, used) = Message::<Vec<u8>>::parse(&bytes).expect("well-formed response");
         assert_eq!(used, bytes.len(), "one message per transmit");
         match msg {

@@ -14,6 +14,7 @@ use super::link::{Close, LinkId, Message, Transmit};
 use super::relay::{ChildQueue, Chunk, Limits, Next, Offer};
 use super::wire::{Control, PeerId};
 use crate::screen::Canvas;
+use crate::units::Nanos;
 use crate::video::format::VideoFormat;
 
 #[derive(Debug)]
@@ -130,8 +131,9 @@ impl Fanout {
         self.end = Some(end);
     }
 
-    /// The next message or close for a child that is ready for one.
-    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+    /// The next message or close for a child that is ready for one at
+    /// `now` (a ready child's message is due at once).
+    pub fn poll_transmit(&mut self, _now: Nanos) -> Option<Transmit> {
         let mut closed = None;
         let mut send = None;
         for (&link, c) in self.children.iter_mut().filter(|(_, c)| !c.busy) {

@@ -15,6 +15,23 @@
 //!
 //! Both machines are sans-IO with one verb set: `handle_input(now, ..)`,
 //! `poll_transmit(now)`, `poll_event()`, `poll_timeout()`.
+//!
+//! # Polling order
+//!
+//! The driver of a [`Coordinator`] or a [`Peer`], after anything happens
+//! on a link, a frame is captured, or the timeout passes:
+//!
+//! 1. feeds it with `handle_input(now, ..)`: each [`LinkInput`] (accepted,
+//!    connected, received, sent, closed), each captured frame, and
+//!    `Input::Timeout` once `now` has reached `poll_timeout()`;
+//! 2. carries out every `poll_transmit(now)` in order: writes a message,
+//!    dials, closes (each write is reported back as [`LinkInput::Sent`],
+//!    which releases the child's next message: see [`Fanout`]);
+//! 3. acts on every `poll_event()`;
+//! 4. waits for link I/O until `poll_timeout()`.
+//!
+//! [`Secure`] sits inside both machines: link inputs pass through it
+//! before the machine sees them, and transmits after.
 
 mod admission;
 pub mod auth;

@@ -392,12 +392,12 @@ impl Peer {
     }
 
     /// The next thing to write, connect or close.
-    pub fn poll_transmit(&mut self, _now: Nanos) -> Option<Transmit> {
+    pub fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
         loop {
-            if let Some(t) = self.secure.poll_transmit() {
+            if let Some(t) = self.secure.poll_transmit(now) {
                 return Some(t);
             }
-            let t = self.fanout.poll_transmit()?;
+            let t = self.fanout.poll_transmit(now)?;
             self.secure.push(t);
             self.check_done();
         }

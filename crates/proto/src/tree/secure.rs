@@ -562,8 +562,9 @@ impl Secure {
         }
     }
 
-    /// The next transmit for the driver.
-    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+    /// The next transmit for the driver at `now`. Transmits are due as
+    /// soon as they are queued; `now` is the verb set's.
+    pub fn poll_transmit(&mut self, _now: Nanos) -> Option<Transmit> {
         self.out.pop_front()
     }
 

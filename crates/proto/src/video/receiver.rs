@@ -10,6 +10,15 @@
 //! arrived as [`Event::Lost`]; a frame limit is accounted here too, so a
 //! driver only moves datagrams in and frames out. Frame buffers are
 //! recycled ([`Receiver::recycle`]): nothing is allocated per packet.
+//!
+//! # Polling order
+//!
+//! The receiver sends nothing and sets no timer. For each batch of
+//! datagrams the driver calls [`Receiver::handle_input`]`(now, ..)` per
+//! datagram, `now` being its kernel receive stamp, then takes every
+//! [`Receiver::poll_event`] (writing frames out and handing their buffers
+//! back with [`Receiver::recycle`]). A frame is never held back for a
+//! timer: it leaves when a later frame's packets show it is over.
 
 use std::collections::VecDeque;
 use std::fmt;

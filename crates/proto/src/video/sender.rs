@@ -17,6 +17,22 @@
 //! stream writes its own headers), one made with [`FlowSpec::video`]
 //! writes RFC 4175 headers through [`Sender::write_header`] while the
 //! driver gathers the frame's bytes next to them without copying.
+//!
+//! # Polling order
+//!
+//! The pacing loop of a driver (`send`, serve's raw pacer, the probe's
+//! stream):
+//!
+//! 1. takes every [`Sender::poll_event`]: each [`Event::NeedFrame`] is
+//!    answered, in order, with [`Sender::handle_input`]`(now, `
+//!    [`Input::Frame`]` | `[`Input::Underrun`]`)` (an answer may raise the
+//!    next request at once, so events are taken again after each);
+//! 2. sends every [`Sender::poll_transmit`]`(now)`, one train each,
+//!    headers from [`Sender::write_header`], taking events again after
+//!    each train (a train that ends a frame raises `FrameSent` and the
+//!    next `NeedFrame`);
+//! 3. sleeps until [`Sender::poll_timeout`] (or the earliest unanswered
+//!    `NeedFrame`'s `at`) and starts over.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};

@@ -4,8 +4,8 @@
 //! the first copy of every packet and drops the second.
 //!
 //! [`Merger`] sits in front of a [`super::Receiver`]: every datagram of
-//! either leg goes through [`Merger::handle_input`], and only those it
-//! calls [`Arrival::First`] go on. It keeps, per sequence number, which
+//! either leg goes through [`Merger::handle_input`], and only those whose
+//! verdict ([`Merger::poll_event`]) is [`Arrival::First`] go on. It keeps, per sequence number, which
 //! legs delivered it for as long as a copy may still come (the
 //! path-differential tolerance, in packets: at least two frame periods of
 //! the stream), then classifies it exactly:
@@ -21,16 +21,54 @@
 //! Sequence numbers of both legs are extended by one shared
 //! [`SeqExtender`] (with the RFC 4175 ESN when the sender fills it), so a
 //! leg running behind still names the same packets.
+//!
+//! # Polling order
+//!
+//! For every datagram of any leg the driver calls
+//! [`Merger::handle_input`]`(now, `[`Input::Datagram`]`)`, then takes its
+//! verdict from [`Merger::poll_event`] before the next datagram, and
+//! hands the datagram to the receiver only on [`Arrival::First`]. The
+//! merger sends nothing and sets no timer: there is no `poll_transmit`
+//! or `poll_timeout`. At the end, [`Merger::finish`] settles the window.
 
 use serde::{Deserialize, Serialize};
 
+use super::Error;
 use crate::rtp::RtpPacket;
 use crate::stats::SeqExtender;
+use crate::units::Nanos;
 
 /// Legs a merger takes (ST 2022-7 has two; more cost nothing here).
 pub const MAX_LEGS: usize = 4;
 
-/// What to do with a datagram.
+/// One input of the merger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Input<'a> {
+    /// A datagram of `leg` as it came off the wire: its RTP sequence
+    /// number and RFC 4175 ESN decide. A datagram too short to be RTP
+    /// passes as [`Arrival::First`] so the receiver behind counts it
+    /// malformed, as it would without a second leg.
+    Datagram {
+        /// The leg it came on (beyond the configured count: the last).
+        leg: usize,
+        /// The UDP payload.
+        bytes: &'a [u8],
+    },
+    /// A packet already parsed: its RTP sequence number and, when the
+    /// payload carries one, the RFC 4175 extended sequence number's high
+    /// half.
+    Packet {
+        /// The leg it came on (beyond the configured count: the last).
+        leg: usize,
+        /// RTP sequence number.
+        seq: u16,
+        /// RFC 4175 ESN (high half of the extended sequence number).
+        esn: Option<u16>,
+    },
+}
+
+/// The merger's event: the verdict on the last input, what to do with
+/// that datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Arrival {
     /// The first copy: pass it on.
@@ -82,6 +120,8 @@ pub struct Merger {
     /// First and newest sequence number each leg carried.
     spans: Vec<Option<(u64, u64)>>,
     counters: MergeCounters,
+    /// The verdict on the last input, until polled.
+    verdict: Option<Arrival>,
 }
 
 impl Merger {
@@ -98,6 +138,7 @@ impl Merger {
             highest: None,
             settled: 0,
             spans: vec![None; legs],
+            verdict: None,
             counters: MergeCounters {
                 legs: vec![LegCounters::default(); legs],
                 ..MergeCounters::default()
@@ -105,10 +146,27 @@ impl Merger {
         }
     }
 
-    /// One datagram on `leg` with RTP sequence number `seq` and, when the
-    /// payload carries one, the RFC 4175 extended sequence number's high
-    /// half. A leg beyond the configured count is treated as the last.
-    pub fn handle_input(&mut self, leg: usize, seq: u16, esn: Option<u16>) -> Arrival {
+    /// One datagram or packet at `now`; its verdict waits in
+    /// [`Merger::poll_event`] (a verdict not polled before the next input
+    /// is replaced: the merger holds one, so it never grows). Every input
+    /// is taken: a leg beyond the configured count counts as the last, and
+    /// bytes that are not RTP pass on. The `Result` is the verb set's.
+    pub fn handle_input(&mut self, _now: Nanos, input: Input<'_>) -> Result<(), Error> {
+        let verdict = match input {
+            Input::Datagram { leg, bytes } => self.arrival_of_datagram(leg, bytes),
+            Input::Packet { leg, seq, esn } => self.arrival(leg, seq, esn),
+        };
+        self.verdict = Some(verdict);
+        Ok(())
+    }
+
+    /// The verdict on the last input, once.
+    pub fn poll_event(&mut self) -> Option<Arrival> {
+        self.verdict.take()
+    }
+
+    /// Classifies one packet of `leg` by its extended sequence number.
+    fn arrival(&mut self, leg: usize, seq: u16, esn: Option<u16>) -> Arrival {
         let leg = leg.min(self.spans.len() - 1);
         let s = self.ext.extend(seq, esn);
         self.counters.legs[leg].received += 1;
@@ -139,11 +197,8 @@ impl Merger {
         Arrival::First
     }
 
-    /// One datagram of `leg` as it came off the wire: its RTP sequence
-    /// number and RFC 4175 ESN decide. A datagram too short to be RTP
-    /// passes as [`Arrival::First`] so the receiver behind counts it
-    /// malformed, as it would without a second leg.
-    pub fn handle_datagram(&mut self, leg: usize, bytes: &[u8]) -> Arrival {
+    /// Reads a datagram's sequence number and ESN (see [`Input::Datagram`]).
+    fn arrival_of_datagram(&mut self, leg: usize, bytes: &[u8]) -> Arrival {
         let Ok(pkt) = RtpPacket::new_checked(bytes) else {
             return Arrival::First;
         };
@@ -151,7 +206,7 @@ impl Merger {
             .payload()
             .get(..2)
             .map(|b| u16::from_be_bytes([b[0], b[1]]));
-        self.handle_input(leg, pkt.sequence_number(), esn)
+        self.arrival(leg, pkt.sequence_number(), esn)
     }
 
     /// Classifies every sequence number that falls out of the window when
@@ -233,6 +288,20 @@ impl Merger {
 mod tests {
     use super::*;
 
+    /// Feeds one parsed packet and takes its verdict.
+    fn packet(m: &mut Merger, leg: usize, seq: u16, esn: Option<u16>) -> Arrival {
+        m.handle_input(Nanos::ZERO, Input::Packet { leg, seq, esn })
+            .unwrap();
+        m.poll_event().unwrap()
+    }
+
+    /// Feeds one datagram and takes its verdict.
+    fn datagram(m: &mut Merger, leg: usize, bytes: &[u8]) -> Arrival {
+        m.handle_input(Nanos::ZERO, Input::Datagram { leg, bytes })
+            .unwrap();
+        m.poll_event().unwrap()
+    }
+
     /// Sends packets `0..n` (16-bit numbers from `start`) on both legs,
     /// leg A first, dropping those each leg's filter refuses.
     fn run(
@@ -246,7 +315,7 @@ mod tests {
         for i in 0..n {
             let seq = start.wrapping_add(i);
             for (leg, keep) in [(0, a(i)), (1, b(i))] {
-                if keep && m.handle_input(leg, seq, None) == Arrival::First {
+                if keep && packet(&mut m, leg, seq, None) == Arrival::First {
                     out.push(i);
                 }
             }
@@ -295,9 +364,9 @@ mod tests {
             )
             .unwrap();
         let mut m = Merger::new(2, 64);
-        assert_eq!(m.handle_datagram(0, &pk[0]), Arrival::First);
-        assert_eq!(m.handle_datagram(1, &pk[0]), Arrival::Duplicate);
-        assert_eq!(m.handle_datagram(1, b"junk"), Arrival::First);
+        assert_eq!(datagram(&mut m, 0, &pk[0]), Arrival::First);
+        assert_eq!(datagram(&mut m, 1, &pk[0]), Arrival::Duplicate);
+        assert_eq!(datagram(&mut m, 1, b"junk"), Arrival::First);
         assert_eq!(m.counters().legs[1].received, 1);
     }
 
@@ -325,15 +394,15 @@ mod tests {
         let mut m = Merger::new(2, 64);
         let mut first = 0;
         for i in 0..200u16 {
-            if i % 10 != 3 && m.handle_input(0, i, None) == Arrival::First {
+            if i % 10 != 3 && packet(&mut m, 0, i, None) == Arrival::First {
                 first += 1;
             }
-            if i >= 40 && m.handle_input(1, i - 40, None) == Arrival::First {
+            if i >= 40 && packet(&mut m, 1, i - 40, None) == Arrival::First {
                 first += 1;
             }
         }
         for i in 160..200u16 {
-            if m.handle_input(1, i, None) == Arrival::First {
+            if packet(&mut m, 1, i, None) == Arrival::First {
                 first += 1;
             }
         }
@@ -342,16 +411,37 @@ mod tests {
         assert_eq!(m.counters().unrecovered, 0);
         assert_eq!(m.counters().legs[1].recovered, 20);
         // Beyond the window a copy is too late.
-        assert_eq!(m.handle_input(1, 0, None), Arrival::TooLate);
+        assert_eq!(packet(&mut m, 1, 0, None), Arrival::TooLate);
+    }
+
+    #[test]
+    fn each_verdict_is_polled_once_and_never_piles_up() {
+        let mut m = Merger::new(2, 64);
+        assert_eq!(m.poll_event(), None, "no input, no verdict");
+        for seq in 0..1000 {
+            m.handle_input(
+                Nanos::ZERO,
+                Input::Packet {
+                    leg: 0,
+                    seq,
+                    esn: None,
+                },
+            )
+            .unwrap();
+        }
+        // Only the last input's verdict is held.
+        assert_eq!(m.poll_event(), Some(Arrival::First));
+        assert_eq!(m.poll_event(), None);
+        assert_eq!(m.counters().forwarded, 1000);
     }
 
     #[test]
     fn hostile_jumps_stay_bounded() {
         let mut m = Merger::new(2, 1 << 30);
-        assert_eq!(m.handle_input(0, 0, Some(1)), Arrival::First);
-        assert_eq!(m.handle_input(0, 0, Some(0x4001)), Arrival::First);
+        assert_eq!(packet(&mut m, 0, 0, Some(1)), Arrival::First);
+        assert_eq!(packet(&mut m, 0, 0, Some(0x4001)), Arrival::First);
         // A leg number beyond the count is the last leg.
-        m.handle_input(7, 5, None);
+        packet(&mut m, 7, 5, None);
         assert_eq!(m.counters().legs[1].received, 1);
         m.finish();
         // Everything between leg 0's two packets was never seen: charged

@@ -232,7 +232,7 @@ fn layers(link: LinkId) -> (Secure, Secure, Message, Vec<Message>) {
         msg: ch.clone(),
     });
     assert_eq!(
-        acc.poll_transmit(),
+        acc.poll_transmit(Nanos::ZERO),
         Some(Transmit::Send {
             link,
             msg: ch.clone()
@@ -244,7 +244,7 @@ fn layers(link: LinkId) -> (Secure, Secure, Message, Vec<Message>) {
         msg: req.clone(),
     });
     dial.initiate(link, &KEY, Role::Attach, &ch, &req).unwrap();
-    let out: Vec<Transmit> = std::iter::from_fn(|| dial.poll_transmit()).collect();
+    let out: Vec<Transmit> = std::iter::from_fn(|| dial.poll_transmit(Nanos::ZERO)).collect();
     assert_eq!(out.len(), 2, "request, then the handshake");
     // The acceptor admits it; its welcome is held until the handshake.
     acc.respond(Nanos(0), link, &KEY, &NONCE, Role::Attach, &req)
@@ -259,7 +259,7 @@ fn layers(link: LinkId) -> (Secure, Secure, Message, Vec<Message>) {
         link,
         msg: welcome.clone(),
     });
-    assert_eq!(acc.poll_transmit(), None);
+    assert_eq!(acc.poll_transmit(Nanos::ZERO), None);
     let Transmit::Send { msg: hello, .. } = &out[1] else {
         panic!()
     };
@@ -268,7 +268,7 @@ fn layers(link: LinkId) -> (Secure, Secure, Message, Vec<Message>) {
         msg: hello.clone(),
     });
     assert_eq!(got, Ok(None));
-    let sends: Vec<Message> = std::iter::from_fn(|| acc.poll_transmit())
+    let sends: Vec<Message> = std::iter::from_fn(|| acc.poll_transmit(Nanos::ZERO))
         .map(|t| match t {
             Transmit::Send { msg, .. } => msg,
             other => panic!("{other:?}"),
@@ -316,7 +316,7 @@ fn secure_layer_names_a_tampered_link_and_never_writes_to_it_again() {
         link,
         msg: Arc::from(Control::End.to_bytes()),
     });
-    let Some(Transmit::Send { msg, .. }) = acc.poll_transmit() else {
+    let Some(Transmit::Send { msg, .. }) = acc.poll_transmit(Nanos::ZERO) else {
         panic!()
     };
     let mut bad = msg.to_vec();
@@ -334,7 +334,7 @@ fn secure_layer_names_a_tampered_link_and_never_writes_to_it_again() {
         link,
         msg: Arc::from(Control::Ready.to_bytes()),
     });
-    assert_eq!(dial.poll_transmit(), None);
+    assert_eq!(dial.poll_transmit(Nanos::ZERO), None);
 }
 
 #[test]
@@ -378,14 +378,18 @@ fn a_refusal_after_admission_goes_out_sealed_before_the_close() {
         how: Close::Flush,
     };
     acc.push(flush.clone());
-    assert_eq!(acc.poll_transmit(), None, "nothing before the handshake");
+    assert_eq!(
+        acc.poll_transmit(Nanos::ZERO),
+        None,
+        "nothing before the handshake"
+    );
     let (mut dialer, hello) = dial();
     acc.input(LinkInput::Received {
         link,
         msg: hello.into(),
     })
     .unwrap();
-    let out: Vec<Transmit> = std::iter::from_fn(|| acc.poll_transmit()).collect();
+    let out: Vec<Transmit> = std::iter::from_fn(|| acc.poll_transmit(Nanos::ZERO)).collect();
     let [
         Transmit::Send { msg: ref reply, .. },
         Transmit::Send {

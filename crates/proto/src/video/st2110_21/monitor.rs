@@ -8,6 +8,13 @@
 //! their sequence numbers as the packets of a frame, as EBU LIST does,
 //! then builds the [`Model`] and replays what it held. Holding back is
 //! bounded by [`MAX_LEARN`] packets.
+//!
+//! # Polling order
+//!
+//! The monitor sends nothing and sets no timer: the driver feeds each
+//! datagram with [`Monitor::handle_input`]`(at, ..)`, `at` being its
+//! receive (or capture) time, and takes every [`Monitor::poll_event`]
+//! after each batch.
 
 use std::collections::VecDeque;
 
