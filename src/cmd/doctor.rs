@@ -11,8 +11,9 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, anyhow, bail};
 use nagare_api::doctor::{Check, CheckKind, Report};
 use nagare_proto::sdp::SdpStream;
-use nagare_proto::video::st2110_20::DEFAULT_PACKET_SIZE;
-use nagare_proto::{BitRate, ByteSize};
+use nagare_proto::video::st2110_20::{DEFAULT_PACKET_SIZE, Packetizer};
+use nagare_proto::video::st2110_21::{Model, Scan, SenderSchedule, SenderType};
+use nagare_proto::{BitRate, ByteSize, Nanos};
 
 use crate::cli::{parse_address, parse_bit_rate, parse_interface, parse_packet_size};
 use crate::net::host::{self, ClockSync};
@@ -41,6 +42,20 @@ pub struct DoctorArgs {
     /// Apply the sysctl fixes (root only).
     #[arg(long)]
     pub apply: bool,
+    /// Measure the timer floor this long on every CPU (a cyclictest-like
+    /// sample: a real-time thread per CPU waking every 200 µs); 0 skips it.
+    #[arg(long, default_value = "5", value_parser = crate::cli::parse_seconds)]
+    pub timer_seconds: std::time::Duration,
+    /// Frame size of the stream the sender type is judged for (with
+    /// --pix-fmt and --fps; default the demo's 1920x1080 uyvp at 59.94).
+    #[arg(long, value_parser = crate::cli::parse_size)]
+    pub size: Option<crate::cli::Size>,
+    /// Pixel format of that stream.
+    #[arg(long = "pix-fmt", value_parser = crate::cli::parse_pix_fmt)]
+    pub pix_fmt: Option<nagare_proto::PixelFormat>,
+    /// Frame rate of that stream.
+    #[arg(long, value_parser = crate::cli::parse_rate)]
+    pub fps: Option<nagare_proto::FrameRate>,
     /// Print the checks as JSON.
     #[arg(long)]
     pub json: bool,
@@ -328,6 +343,93 @@ fn clock_check(sync: ClockSync) -> Check {
     }
 }
 
+/// The timer floor of every CPU, and the tightest sender type it holds
+/// for the stream (`--size`, `--pix-fmt`, `--fps`, else the demo's).
+fn timer_checks(args: &DoctorArgs, plan: &Plan) -> Result<Vec<Check>> {
+    let size = args.size.unwrap_or(crate::cli::Size {
+        width: 1920,
+        height: 1080,
+    });
+    let pix = args.pix_fmt.unwrap_or(nagare_proto::PixelFormat::Uyvp);
+    let fps = match args.fps {
+        Some(f) => f,
+        None => nagare_proto::FrameRate::new(60000, 1001).map_err(|e| anyhow!("{e}"))?,
+    };
+    let format = crate::cli::video_format(size, pix)?;
+    let packets = Packetizer::new(format, plan.packet_size, nagare_proto::Ssrc(0))
+        .map_err(|e| anyhow!("--packet-size {}: {e}", plan.packet_size))?
+        .packets_per_frame();
+    let model = Model::new(fps, format.height, Scan::Progressive, packets as u32)
+        .map_err(|e| anyhow!("the ST 2110-21 model of this stream: {e}"))?;
+    let cpus = crate::net::tuning::start_cpus();
+    let period = std::time::Duration::from_micros(200);
+    let floor = crate::net::wakeup::sample(&cpus, period, args.timer_seconds)?;
+    let w_slack = SenderSchedule::with_jitter_margin(&model, SenderType::W).stall_slack();
+    let what = format!(
+        "{}x{} {} at {} fps, {}-byte packets",
+        format.width, format.height, format.pixel_format, fps, plan.packet_size
+    );
+    let us = |d: std::time::Duration| d.as_secs_f64() * 1e6;
+    let mut checks: Vec<Check> = floor
+        .iter()
+        .map(|w| Check {
+            kind: CheckKind::TimerFloor,
+            name: format!(
+                "timer wake-up on CPU {} ({:.0} s, every 200 µs, {})",
+                w.cpu,
+                args.timer_seconds.as_secs_f64(),
+                if w.realtime {
+                    "SCHED_FIFO"
+                } else {
+                    "normal priority"
+                }
+            ),
+            current: format!(
+                "p99 {:.0} µs, p99.9 {:.0} µs, max {:.0} µs",
+                us(w.p99),
+                us(w.p999),
+                us(w.max)
+            ),
+            needed: format!(
+                "p99.9 below W's slack, {:.0} µs, for {what}",
+                w_slack.as_micros_f64()
+            ),
+            ok: Nanos::from(w.p999) < w_slack,
+            fix: (Nanos::from(w.p999) >= w_slack).then(|| {
+                format!(
+                    "CPU {} wakes too late for any sender type: stop what else runs there, \
+                     ask for dedicated vCPUs, or pace as root (SCHED_FIFO)",
+                    w.cpu
+                )
+            }),
+        })
+        .collect();
+    let worst = floor.iter().map(|w| w.p999).max().unwrap_or_default();
+    let holds = SenderSchedule::tightest_holdable(&model, Nanos::from(worst));
+    let slack = |t| {
+        SenderSchedule::with_jitter_margin(&model, t)
+            .stall_slack()
+            .as_micros_f64()
+    };
+    checks.push(Check {
+        kind: CheckKind::SenderType,
+        name: format!("tightest ST 2110-21 sender type this host holds for {what}"),
+        current: match holds {
+            Some(t) => format!("{t} (worst p99.9 wake-up {:.0} µs)", us(worst)),
+            None => format!("none (worst p99.9 wake-up {:.0} µs)", us(worst)),
+        },
+        needed: format!(
+            "a type whose slack passes the p99.9 wake-up: N {:.0} µs, NL {:.0} µs, W {:.0} µs",
+            slack(SenderType::N),
+            slack(SenderType::NL),
+            slack(SenderType::W)
+        ),
+        ok: holds.is_some(),
+        fix: None,
+    });
+    Ok(checks)
+}
+
 /// The interface checks: the one named with `--interface`, else the
 /// route to a unicast `--to`; for a multicast group without an interface,
 /// whether a route to it exists.
@@ -437,6 +539,9 @@ pub fn main(args: DoctorArgs) -> Result<ExitCode> {
     let mut checks: Vec<Check> = findings.into_iter().map(|f| f.check).collect();
     checks.extend(interface_checks(&args, &plan)?);
     checks.push(clock_check(host::clock_sync()));
+    if !args.timer_seconds.is_zero() {
+        checks.extend(timer_checks(&args, &plan)?);
+    }
     let report = Report::new(plan.rate, ByteSize::of_len(plan.packet_size), checks);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

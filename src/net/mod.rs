@@ -14,4 +14,5 @@ pub mod shm;
 pub mod tuning;
 pub mod udp;
 pub mod wait;
+pub mod wakeup;
 pub mod watch;

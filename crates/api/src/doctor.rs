@@ -56,6 +56,10 @@ pub enum CheckKind {
     MulticastRoute,
     /// Whether the system clock is synchronized.
     Clock,
+    /// How late a real-time thread wakes on one CPU (cyclictest-like).
+    TimerFloor,
+    /// The tightest ST 2110-21 sender type this host's timer floor holds.
+    SenderType,
 }
 
 /// The outcome of one check.

@@ -151,6 +151,24 @@ impl SenderSchedule {
         centred.min(self.max_lead)
     }
 
+    /// How late a train may leave without emptying the virtual receiver:
+    /// the lead, in time (`lead` read periods of TRS).
+    pub fn stall_slack(&self) -> Nanos {
+        let trs = self.trs();
+        let ns = trs.num() * u128::from(self.lead()) / trs.den().max(1);
+        Nanos(u64::try_from(ns).unwrap_or(u64::MAX))
+    }
+
+    /// The tightest sender type whose software schedule
+    /// ([`with_jitter_margin`](Self::with_jitter_margin)) has more slack
+    /// than `wake_latency`, the host's worst usual wake-up delay, for
+    /// `model`; `None` when even W has less.
+    pub fn tightest_holdable(model: &Model, wake_latency: Nanos) -> Option<SenderType> {
+        [SenderType::N, SenderType::NL, SenderType::W]
+            .into_iter()
+            .find(|&t| SenderSchedule::with_jitter_margin(model, t).stall_slack() > wake_latency)
+    }
+
     /// When packet `packet` (0-based) of epoch frame `frame` leaves.
     pub fn release(&self, frame: u64, packet: u32) -> Nanos {
         let first_of_train = u64::from(packet) / self.train * self.train;
@@ -361,6 +379,22 @@ mod tests {
         let one = Model::new(FrameRate::new(25, 1).unwrap(), 48, Scan::Progressive, 1).unwrap();
         let w = SenderSchedule::new(&one, SenderType::W);
         assert_eq!((w.max_train(), w.train()), (1, 1));
+    }
+
+    #[test]
+    fn the_tightest_type_a_host_holds_follows_each_types_slack() {
+        let m = p5994();
+        let slack = |t| SenderSchedule::with_jitter_margin(&m, t).stall_slack();
+        // N: 3 reads ahead, 11 µs; NL: 3 linear reads, 11.6 µs; W: 150
+        // reads, 557 µs.
+        assert_eq!(slack(SenderType::N), Nanos(11_122));
+        assert_eq!(slack(SenderType::W), Nanos(556_108));
+        let holds = |us| SenderSchedule::tightest_holdable(&m, Nanos::from_micros(us));
+        assert_eq!(holds(5), Some(SenderType::N));
+        assert_eq!(holds(11), Some(SenderType::N));
+        assert_eq!(holds(12), Some(SenderType::W));
+        assert_eq!(holds(556), Some(SenderType::W));
+        assert_eq!(holds(557), None);
     }
 
     #[test]
