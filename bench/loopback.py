@@ -429,6 +429,10 @@ def whole_8k(seconds):
             rows.append(row())
             if pin:
                 rows[-1]["tool"] += " [pinned: senders CPU 0, receivers CPU 1]"
+            elif "nagare" in rows[-1]["tool"]:
+                # nagare places its own threads: the pacer alone on the
+                # highest CPU, the receiver off it (docs/pacing.md).
+                rows[-1]["tool"] += " [defaults, unpinned]"
             print(f"  done: {rows[-1]['tool']}", file=sys.stderr, flush=True)
     PIN = False
     return rows

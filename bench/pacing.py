@@ -55,31 +55,43 @@ def finish(p, timeout):
     return out, err, cpu
 
 
-def nagare_row(pacing):
+def w_verdict(judged):
+    """'W kept, Cinst max N' from an AnalyzeReport."""
+    if not (judged or {}).get("verdict"):
+        return "–"
+    cinst = judged.get("cinst") or {}
+    kept = judged.get("declared_met")
+    if kept is None:  # a receiver told no type: judge as W
+        kept = judged["verdict"]["compliance"] in ("narrow", "narrow_linear", "wide")
+    broken = judged.get("broken_total", 0)
+    return (f"{'W kept' if kept else 'W NOT kept'} ({broken} frames broke), "
+            f"Cinst max {cinst.get('max', float('nan')):.0f}")
+
+
+def nagare_row(pacing, extra=(), label="defaults: placed, real-time where allowed"):
+    """Two separate processes, as a user starts them; `extra` goes to the
+    sender, and its --cpu to the receiver too."""
+    recv_extra = extra[:2] if extra[:1] == ("--cpu",) else ()
     frames = int(SECONDS * FPS)
     recv = subprocess.Popen(
         [NAGARE, "recv", "--listen", f"127.0.0.1:{PORT}", "--size", f"{W}x{H}",
          "--pix-fmt", PIX, "--fps", str(FPS), "--frames", str(frames),
-         "--timeout", "5", "--json"],
+         "--timeout", "5", "--analyze", "--json", *recv_extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(0.3)  # the receiver binds before the sender's first frame (20 ms lead)
     send = timed([NAGARE, "send", "pattern:bars", "--to", f"127.0.0.1:{PORT}",
                   "--size", f"{W}x{H}", "--pix-fmt", PIX, "--fps", str(FPS),
                   "--packet-size", str(PKT), "--frames", str(frames),
-                  "--pacing", pacing, "--json"])
+                  "--pacing", pacing, "--json", *extra])
     out, _, cpu = finish(send, SECONDS * 3 + 30)
     r_out, _ = recv.communicate(timeout=30)
     s, r = json.loads(out), json.loads(r_out)
     got_bits = r["bytes"] * 8
     total = s["packets_sent"] or 1
-    judged = s.get("st2110_21") or {}
-    verdict = "–"
-    if judged.get("verdict"):
-        cinst = judged.get("cinst") or {}
-        verdict = (f"{'W kept' if judged.get('declared_met') else 'W NOT kept'}, "
-                   f"Cinst max {cinst.get('max', float('nan')):.0f}")
+    verdict = (f"sender: {w_verdict(s.get('st2110_21'))}; "
+               f"recv --analyze: {w_verdict(r.get('analysis'))}")
     return {
-        "tool": f"nagare send --pacing {pacing}",
+        "tool": f"nagare send --pacing {pacing} ({label})",
         "rate": got_bits / r["seconds"] / 1e9 if r["seconds"] else 0.0,
         "lost": r["packets_lost"],
         "cpu_gbit": cpu / (got_bits / 1e9) if got_bits else float("nan"),
@@ -126,13 +138,15 @@ def iperf_row(udp, rate=RATE):
 def main():
     if not os.path.exists(NAGARE):
         sys.exit("bench: build first (bench/pacing.sh does)")
-    rows = [nagare_row("precise"), nagare_row("efficient"), iperf_row(True),
-            iperf_row(True, 0), iperf_row(False)]
+    unplaced = ("--cpu", "none")
+    rows = [nagare_row("precise"), nagare_row("efficient"),
+            nagare_row("precise", unplaced + ("--no-realtime",), "not placed, normal priority"),
+            iperf_row(True), iperf_row(True, 0), iperf_row(False)]
     load = os.getloadavg()[0]
     print(f"\nPacing cost, one 3.2 Gbit/s stream on loopback, {SECONDS:.0f} s per row; "
           f"{platform.node()}, {os.cpu_count()} CPUs, load {load:.1f} at the end\n")
     print("| sender | received Gbit/s | lost | sender CPU-s/Gbit | sending thread CPU-s/Gbit "
-          "| late >100 µs | lateness p99 µs | max µs | packets/train | ST 2110-21 (perfect-clock receiver) |")
+          "| late >100 µs | lateness p99 µs | max µs | packets/train | ST 2110-21 (sender's perfect-clock self-check; the receiver's kernel stamps) |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['tool']} | {r['rate']:.2f} | {r['lost']} | {r['cpu_gbit']:.3f} | "

@@ -6,6 +6,7 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use nagare_proto::video::receiver::{Config, Datagram, Event, Incomplete, Receiver};
 use nagare_proto::video::sender::{self, FlowSpec, Input};
 use nagare_proto::video::st2110_20::Packetizer;
+use nagare_proto::video::st2110_21::{Model, Scan, SenderSchedule, SenderType};
 use nagare_proto::{ExtSeq, FrameRate, MediaTime, Nanos, PixelFormat, Ssrc, VideoFormat};
 
 fn sender_8_flows(c: &mut Criterion) {
@@ -39,6 +40,41 @@ fn sender_8_flows(c: &mut Criterion) {
                     for (k, h) in headers.chunks_exact_mut(64).take(t.len()).enumerate() {
                         let _ = s.write_header(&t, k, h);
                     }
+                    return t.len();
+                }
+                now = s.poll_timeout().unwrap_or(now);
+            }
+        })
+    });
+    g.finish();
+}
+
+/// One shaped W flow of a 1080p 10-bit frame (the demo's stream): each
+/// train's release comes from the ST 2110-21 schedule and passes the Cinst
+/// gate, and the driver reports when it left. Guards the pacing thread's
+/// per-train cost (a grid rebuilt per release once took a quarter of it).
+fn sender_shaped_w(c: &mut Criterion) {
+    let format = VideoFormat::new(1920, 1080, PixelFormat::Uyvp).unwrap();
+    let rate = FrameRate::new(60000, 1001).unwrap();
+    let p = Packetizer::new(format, 1440, Ssrc(1)).unwrap().uniform();
+    let packets = p.packets_per_frame();
+    let model = Model::new(rate, 1080, Scan::Progressive, packets as u32).unwrap();
+    let schedule = SenderSchedule::with_jitter_margin(&model, SenderType::W);
+    let mut s = sender::Sender::new();
+    let flow = s.add_flow(FlowSpec::video(rate, p).shaped(schedule).trains(Nanos::ZERO, 64));
+    let mut now = Nanos::ZERO;
+    let mut g = c.benchmark_group("sender");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("poll_transmit_shaped_w_train", |b| {
+        b.iter(|| {
+            loop {
+                while let Some(e) = s.poll_event() {
+                    if let sender::Event::NeedFrame { flow, .. } = e {
+                        let _ = s.handle_input(now, Input::Frame { flow });
+                    }
+                }
+                if let Some(t) = s.poll_transmit(now) {
+                    let _ = s.handle_input(now, Input::Departed { flow });
                     return t.len();
                 }
                 now = s.poll_timeout().unwrap_or(now);
@@ -99,5 +135,5 @@ fn receiver_1080p(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, sender_8_flows, receiver_1080p);
+criterion_group!(benches, sender_8_flows, sender_shaped_w, receiver_1080p);
 criterion_main!(benches);
