@@ -177,6 +177,10 @@ fn parse_steal_ticks(s: &str, cpus: &[usize]) -> u64 {
         let Some(rest) = line.strip_prefix("cpu") else {
             break;
         };
+        // "cpu  …" sums every CPU; "cpuN …" is one.
+        if rest.starts_with(' ') {
+            continue;
+        }
         let mut fields = rest.split_whitespace();
         let Some(Ok(cpu)) = fields.next().map(str::parse::<usize>) else {
             continue;

@@ -9,6 +9,22 @@ use nagare_proto::video::st2110_20::Packetizer;
 use nagare_proto::video::st2110_21::{Model, Scan, SenderSchedule, SenderType};
 use nagare_proto::{ExtSeq, FrameRate, MediaTime, Nanos, PixelFormat, Ssrc, VideoFormat};
 
+/// The next train, answering frame requests and moving `now` to each
+/// deadline as a driver would.
+fn next_train(s: &mut sender::Sender, now: &mut Nanos) -> sender::Transmit {
+    loop {
+        while let Some(e) = s.poll_event() {
+            if let sender::Event::NeedFrame { flow, .. } = e {
+                let _ = s.handle_input(*now, Input::Frame { flow });
+            }
+        }
+        if let Some(t) = s.poll_transmit(*now) {
+            return t;
+        }
+        *now = s.poll_timeout().unwrap_or(*now);
+    }
+}
+
 fn sender_8_flows(c: &mut Criterion) {
     // Eight stripes of a 1080p frame, 1440-byte packets, 100 µs trains.
     let format = VideoFormat::new(1920, 1080 / 8, PixelFormat::Uyvp).unwrap();
@@ -30,20 +46,11 @@ fn sender_8_flows(c: &mut Criterion) {
     g.throughput(Throughput::Elements(1));
     g.bench_function("poll_transmit_8_flows", |b| {
         b.iter(|| {
-            loop {
-                while let Some(e) = s.poll_event() {
-                    if let sender::Event::NeedFrame { flow, .. } = e {
-                        let _ = s.handle_input(now, Input::Frame { flow });
-                    }
-                }
-                if let Some(t) = s.poll_transmit(now) {
-                    for (k, h) in headers.chunks_exact_mut(64).take(t.len()).enumerate() {
-                        let _ = s.write_header(&t, k, h);
-                    }
-                    return t.len();
-                }
-                now = s.poll_timeout().unwrap_or(now);
+            let t = next_train(&mut s, &mut now);
+            for (k, h) in headers.chunks_exact_mut(64).take(t.len()).enumerate() {
+                let _ = s.write_header(&t, k, h);
             }
+            t.len()
         })
     });
     g.finish();
@@ -67,18 +74,9 @@ fn sender_shaped_w(c: &mut Criterion) {
     g.throughput(Throughput::Elements(1));
     g.bench_function("poll_transmit_shaped_w_train", |b| {
         b.iter(|| {
-            loop {
-                while let Some(e) = s.poll_event() {
-                    if let sender::Event::NeedFrame { flow, .. } = e {
-                        let _ = s.handle_input(now, Input::Frame { flow });
-                    }
-                }
-                if let Some(t) = s.poll_transmit(now) {
-                    let _ = s.handle_input(now, Input::Departed { flow });
-                    return t.len();
-                }
-                now = s.poll_timeout().unwrap_or(now);
-            }
+            let t = next_train(&mut s, &mut now);
+            let _ = s.handle_input(now, Input::Departed { flow });
+            t.len()
         })
     });
     g.finish();
