@@ -10,6 +10,7 @@ pub mod host;
 pub mod iface;
 #[cfg(feature = "x11")]
 pub mod shm;
+pub mod train;
 pub mod tuning;
 pub mod udp;
 pub mod wait;
