@@ -4,6 +4,9 @@
 //! parses the command line, opens sockets and files, runs threads and
 //! reads clocks. Each subcommand's driver lives in its own module.
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};

@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use nagare_api::video::{PacingHost, SendReport};
 use nagare_proto::sdp::{PtpClock, RefClock, SdpStream};
-use nagare_proto::video::sender::{self as schedule, Event, FlowId, FlowSpec, Input, Transmit};
+use nagare_proto::video::sender::{
+    self as schedule, Event, FlowId, FlowSpec, Input, RingFrame, Transmit,
+};
 use nagare_proto::video::st2110_20::{DEFAULT_PACKET_SIZE, Packetizer};
 use nagare_proto::video::st2110_21::{Model, Scan, SenderSchedule, SenderType};
 use nagare_proto::video::stripe::Rule;
@@ -25,8 +27,9 @@ use crate::analysis::ideal::IdealReceiver;
 use crate::cli::{self, Size};
 use crate::clock::{EpochStart, Origin, Pacing};
 use crate::net::placement::{CpuChoice, Placement, Role};
+use crate::net::train::{self, TrainBuf};
 use crate::net::tuning::Realtime;
-use crate::net::udp::{self, Interface, SendOptions, Sender, iovec};
+use crate::net::udp::{self, Interface, SendOptions, Sender};
 use crate::net::watch::{Gauge, Watch, thread_id};
 use crate::progress::{Ticker, bitrate};
 use crate::source::{Arrange, FrameData, Frames, ReadPlan, Source, Take};
@@ -684,14 +687,11 @@ struct Held {
     users: usize,
 }
 
-/// Buffers for gathering one train: headers back to back, and the iovecs
-/// and message headers pointing into them and into the frame.
+/// Buffers for gathering and sending one train.
 struct TrainIo {
     gso: bool,
-    headers: Vec<u8>,
-    header_stride: usize,
-    iov: Vec<libc::iovec>,
-    mmsg: Vec<libc::mmsghdr>,
+    train: TrainBuf,
+    io: train::TrainIo,
 }
 
 /// The send loop's state: the schedule (nagare-proto), and what it needs
@@ -704,7 +704,8 @@ struct Driver<'a> {
     origin: Origin,
     first_frame: u64,
     held: VecDeque<Held>,
-    pending: VecDeque<(FlowId, u64, Nanos)>,
+    /// Open frame requests: flow and epoch frame.
+    pending: VecDeque<(FlowId, u64)>,
     finished: usize,
     io: TrainIo,
     frames_sent: u64,
@@ -755,15 +756,11 @@ impl<'a> Driver<'a> {
         for flow in &flows {
             ids.push(sched.add_flow(flow_spec(cfg, format, flow, start, cap)?));
         }
-        let max_train = sched.max_train(ids[0]).unwrap_or(1);
         let packetizer = sched
             .packetizer(ids[0])
             .context("a video flow has a packetizer")?;
         let ideal = ideal_receiver(cfg, packetizer.packets_per_frame(), start)?;
-        let header_stride = (0..packetizer.packets_per_frame())
-            .map(|i| packetizer.header_len(i))
-            .max()
-            .unwrap_or(0);
+        let train = TrainBuf::for_flow(&sched, ids[0]);
         Ok(Driver {
             cfg,
             schedule: sched,
@@ -776,10 +773,8 @@ impl<'a> Driver<'a> {
             finished: 0,
             io: TrainIo {
                 gso,
-                headers: vec![0; header_stride * max_train],
-                header_stride,
-                iov: Vec::with_capacity(3 * max_train),
-                mmsg: Vec::with_capacity(max_train),
+                train,
+                io: train::TrainIo::default(),
             },
             frames_sent: 0,
             packets_sent: 0,
@@ -812,16 +807,18 @@ impl<'a> Driver<'a> {
             // requests for more go unanswered.
             ended = ended || !self.answer(ring, now)?;
             if ended {
-                self.pending.clear();
+                self.end_requests(now)?;
             }
             if let Some(t) = self.schedule.poll_transmit(now) {
                 self.transmit(&t)?;
                 self.progress();
                 continue;
             }
-            let due = self.schedule.poll_timeout();
-            let need = self.pending.iter().map(|p| p.2).min();
-            match due.into_iter().chain(need).min() {
+            // Slots given up at their deadline ask for the next frames.
+            if self.events(ring) {
+                continue;
+            }
+            match self.schedule.poll_timeout() {
                 Some(at) => self.cfg.pacing.wait(self.origin.instant(at)),
                 None => return Ok(()),
             }
@@ -829,36 +826,63 @@ impl<'a> Driver<'a> {
     }
 
     /// Takes the schedule's events: frame requests wait in `pending`, a
-    /// frame every flow has sent goes back to the ring.
-    fn events(&mut self, ring: &Frames) {
+    /// frame every flow has sent (or given up) goes back to the ring.
+    /// Returns whether there were any.
+    fn events(&mut self, ring: &Frames) -> bool {
+        let mut any = false;
         while let Some(e) = self.schedule.poll_event() {
+            any = true;
             match e {
-                Event::NeedFrame { flow, frame, at } => self.pending.push_back((flow, frame, at)),
+                Event::NeedFrame { flow, frame, .. } => self.pending.push_back((flow, frame)),
                 Event::FrameSent { frame, .. } => self.release(frame, ring),
+                Event::Underrun { flow, frame } => self.given_up(flow, frame, ring),
                 Event::Finished { .. } => self.finished += 1,
             }
         }
+        any
     }
 
-    /// Answers frame requests in order; an empty ring becomes an underrun
-    /// once the frame is due (the schedule never shifts). Returns false at
-    /// the end of the input.
+    /// The schedule gave up `flow`'s slot of `frame` at its deadline: the
+    /// other flows (stripes of the same frame) give it up too.
+    fn given_up(&mut self, flow: FlowId, frame: u64, ring: &Frames) {
+        self.pending.retain(|p| p.0 != flow);
+        if !self.held.iter().any(|h| h.frame == frame) {
+            let users = self.flows.len();
+            self.held.push_back(Held {
+                frame,
+                data: None,
+                users,
+            });
+        }
+        self.release(frame, ring);
+    }
+
+    /// At the end of the input: flows waiting for a frame finish.
+    fn end_requests(&mut self, now: Nanos) -> Result<()> {
+        for (flow, _) in std::mem::take(&mut self.pending) {
+            self.schedule.handle_input(now, Input::End { flow })?;
+        }
+        Ok(())
+    }
+
+    /// Answers frame requests in order from the ring; a request the ring
+    /// cannot answer waits (the schedule gives its slot up at its
+    /// deadline). Returns false at the end of the input.
     fn answer(&mut self, ring: &mut Frames, now: Nanos) -> Result<bool> {
-        while let Some(&(flow, frame, at)) = self.pending.front() {
+        while let Some(&(flow, frame)) = self.pending.front() {
             let have = match self.held.iter().find(|h| h.frame == frame) {
                 Some(h) => h.data.is_some(),
                 None => {
                     let data = match self.take_for(ring, frame)? {
-                        Take::Frame(f) => Some(f),
-                        Take::Empty if now < at => return Ok(true),
-                        Take::Empty => None,
+                        Take::Frame(f) => f,
+                        Take::Empty => return Ok(true),
                         Take::End => return Ok(false),
                     };
                     self.ring_fill = ring.fill();
                     let users = self.flows.len();
-                    let have = data.is_some();
+                    let data = Some(data);
                     self.held.push_back(Held { frame, data, users });
-                    have
+                    true
                 }
             };
             self.pending.pop_front();
@@ -882,13 +906,15 @@ impl<'a> Driver<'a> {
     fn take_for(&mut self, ring: &mut Frames, frame: u64) -> Result<Take> {
         loop {
             match (ring.take()?, self.ring_next.as_mut()) {
-                (Take::Frame(f), Some(next)) if *next < frame => {
-                    *next += 1;
-                    ring.give_back(f);
-                }
                 (Take::Frame(f), Some(next)) => {
+                    let number = *next;
                     *next += 1;
-                    return Ok(Take::Frame(f));
+                    match RingFrame::of(number, frame) {
+                        RingFrame::Behind => ring.give_back(f),
+                        // Never ahead: the ring is numbered from the first
+                        // request, and requests only move on.
+                        RingFrame::Due | RingFrame::Ahead => return Ok(Take::Frame(f)),
+                    }
                 }
                 (other, _) => return Ok(other),
             }
@@ -922,40 +948,18 @@ impl<'a> Driver<'a> {
     }
 
     /// Sends one train: headers, frame slices and padding gathered into
-    /// one GSO send (or sendmmsg).
+    /// one GSO send (or sendmmsg) by `net::train`.
     fn transmit(&mut self, t: &Transmit) -> Result<()> {
         let held = self.held.iter().find(|h| h.frame == t.frame);
         let frame = held
             .and_then(|h| h.data.as_deref())
             .context("a train of a frame not held")?;
         let flow = &mut self.flows[t.flow.index()];
-        let p = self
-            .schedule
-            .packetizer(t.flow)
-            .context("a video flow has a packetizer")?;
         let stripe = &frame[flow.data.clone()];
         let io = &mut self.io;
-        io.iov.clear();
-        let (mut bytes, mut uniform) = (0usize, true);
-        for (j, chunk) in io
-            .headers
-            .chunks_exact_mut(io.header_stride)
-            .take(t.len())
-            .enumerate()
-        {
-            let i = t.packets.start + j;
-            let h = self.schedule.write_header(t, j, chunk)?;
-            let (data, pad) = (&stripe[p.data_range(i)], p.padding(i));
-            io.iov.extend([iovec(&chunk[..h]), iovec(data), iovec(pad)]);
-            let len = h + data.len() + pad.len();
-            bytes += len;
-            uniform &= j + 1 == t.len() || len == self.cfg.packet_size;
-        }
-        let segment = (t.len() > 1 && uniform).then_some(self.cfg.packet_size);
-        match flow
-            .sender
-            .send_train(&io.iov, 3, segment, &mut io.gso, &mut io.mmsg)
-        {
+        let train = io.train.gather(&self.schedule, t, stripe)?;
+        let bytes = train.bytes;
+        match io.io.send(&flow.sender, &train, &mut io.gso) {
             Ok(_) => {}
             Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
                 if flow.refused == 0 {

@@ -11,6 +11,7 @@ pub mod iface;
 pub mod placement;
 #[cfg(feature = "x11")]
 pub mod shm;
+pub mod train;
 pub mod tuning;
 pub mod udp;
 pub mod wait;

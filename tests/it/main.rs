@@ -1,6 +1,8 @@
 //! One integration test binary (ripgrep style): every test drives the real
 //! `nagare` binary over loopback or inside network namespaces it creates.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 mod bad_input;
 mod cluster;
 mod common;

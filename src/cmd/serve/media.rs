@@ -433,7 +433,7 @@ fn ts_rate(path: &Path, bytes: u64, fallback: BitRate) -> Result<BitRate> {
     }
     let mut schedule = Schedule::new(ScheduleConfig::new(fallback));
     for p in head.chunks_exact(PACKET_LEN) {
-        schedule.handle_input(p);
+        schedule.feed(p);
     }
     schedule.finish();
     let span = schedule.duration().unwrap_or(Nanos::ZERO);

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use anyhow::{Context, Result};
 use crossbeam_channel::{Sender, TrySendError};
 
+use crate::net::train::{Train, TrainIo};
 use crate::net::udp::{self, Interface, SendOptions};
 
 /// What became of a send.
@@ -152,27 +153,12 @@ impl Output {
     /// Sends a train of datagrams, each the concatenation of its three
     /// parts (header, data, padding), as one GSO send of `segment`-byte
     /// datagrams where possible; `io` is reused scratch space.
-    pub fn train(
-        &mut self,
-        packets: &[[&[u8]; 3]],
-        segment: Option<usize>,
-        io: &mut TrainIo,
-    ) -> Sent {
+    pub fn train(&mut self, train: &Train<'_>, io: &mut TrainIo) -> Sent {
         match self {
-            Output::Udp(u) => {
-                io.iov.clear();
-                for p in packets {
-                    io.iov.extend(p.iter().map(|b| udp::iovec(b)));
-                }
-                let r = u
-                    .sender
-                    .send_train(&io.iov, 3, segment, &mut u.gso, &mut io.mmsg);
-                io.iov.clear();
-                refused(r)
-            }
+            Output::Udp(u) => refused(io.send(&u.sender, train, &mut u.gso)),
             Output::Tcp { link, channel } => {
-                for p in packets {
-                    let s = link.frame(*channel, p);
+                for p in train.parts() {
+                    let s = link.frame(*channel, &p);
                     if s != Sent::Ok {
                         return s;
                     }
@@ -196,11 +182,4 @@ fn refused(r: io::Result<usize>) -> Sent {
         Ok(_) => Sent::Ok,
         Err(_) => Sent::Refused,
     }
-}
-
-/// Scratch space for gathering trains: iovecs and message headers.
-#[derive(Default)]
-pub struct TrainIo {
-    iov: Vec<libc::iovec>,
-    mmsg: Vec<libc::mmsghdr>,
 }

@@ -53,4 +53,16 @@ pub enum Error {
         /// Bytes available.
         got: usize,
     },
+    /// A flow id that the sender does not hold (removed, finished, or
+    /// never added).
+    #[error("no such TS flow")]
+    NoSuchFlow,
+    /// A chunk whose length runs past its buffer.
+    #[error("chunk of {len} bytes in a buffer of {buffer}")]
+    ChunkLength {
+        /// Bytes said to be data.
+        len: usize,
+        /// Bytes in the buffer.
+        buffer: usize,
+    },
 }

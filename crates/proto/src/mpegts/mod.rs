@@ -3,13 +3,13 @@
 //! PCR-paced departure schedule of 7-packet datagrams, and their
 //! encapsulation over RTP (RFC 2250) or plain UDP.
 //!
-//! The serve driver reads a file, feeds each packet to a [`Schedule`]
-//! (and, for statistics, a [`ContinuityChecker`]), and sends datagram `d`
-//! (packets `7d..7d+7`) at its start time plus the departure offset, written
-//! by a [`DatagramWriter`]. To loop, it calls [`Schedule::restart`] and
-//! [`LoopStamper::next_pass`] and restamps each packet with
-//! [`LoopStamper::stamp`] before writing it, so that receivers see one
-//! continuous stream.
+//! The [`Sender`] is the machine of serve's TS flows: it feeds each
+//! file's packets to a [`Schedule`], sends datagram `d` (packets
+//! `7d..7d+7`) at the flow's start plus the departure offset (moved on by
+//! pauses), written by a [`DatagramWriter`], and on a loop calls
+//! [`Schedule::restart`] and restamps each packet with a [`LoopStamper`],
+//! so that receivers see one continuous stream. Its driver only reads the
+//! file, sends the datagrams and keeps the clock.
 
 mod continuity;
 mod datagram;
@@ -17,6 +17,7 @@ mod error;
 mod looping;
 mod packet;
 mod schedule;
+pub mod sender;
 #[cfg(test)]
 mod synth;
 
@@ -28,3 +29,4 @@ pub use packet::{PACKET_LEN, PCR_HZ, PCR_MODULUS, Packet, Pcr, Pid, SYNC_BYTE};
 pub use schedule::{
     DATAGRAM_LEN, Departure, PACKETS_PER_DATAGRAM, Schedule, ScheduleConfig, ScheduleCounters,
 };
+pub use sender::{FlowId, FlowSpec, Sender};

@@ -8,9 +8,12 @@
 //! (packet 0 at zero): the pacing thread adds its start time, and for a
 //! loop the previous pass's [`Schedule::duration`].
 //!
-//! The machine only counts packets and keeps the last timing anchor, so it
-//! holds O(1) state plus the departures not yet polled, which are bounded
-//! by the lookahead limit: serve's pacing thread can run hundreds.
+//! The schedule only counts packets and keeps the last timing anchor, so it
+//! holds O(1) state plus the departures not yet taken, which are bounded
+//! by the lookahead limit: serve's pacing thread can run hundreds. It
+//! reads no clock and is no machine of its own: it is fed packets and
+//! hands out offsets on the file's timeline, which the
+//! [`Sender`](super::Sender) places on the pacing thread's.
 //!
 //! - PCR wrap (2^33 * 300 ticks) is taken forward.
 //! - A PCR with the discontinuity indicator, a PCR that does not advance,
@@ -156,7 +159,7 @@ impl Schedule {
     /// The next packet of the file, in order (normally 188 bytes; a
     /// short or unparsable one still takes its place, it just has no PCR).
     /// Ignored after [`Schedule::finish`].
-    pub fn handle_input(&mut self, packet: &[u8]) {
+    pub fn feed(&mut self, packet: &[u8]) {
         if self.end.is_some() {
             return;
         }
@@ -204,7 +207,7 @@ impl Schedule {
     }
 
     /// The next datagram whose departure is known, in datagram order.
-    pub fn poll_event(&mut self) -> Option<Departure> {
+    pub fn take_departure(&mut self) -> Option<Departure> {
         self.departures.pop_front()
     }
 
@@ -342,11 +345,11 @@ mod tests {
         let mut s = Schedule::new(cfg);
         let mut out = Vec::new();
         for p in ts.chunks(PACKET_LEN) {
-            s.handle_input(p);
-            out.extend(std::iter::from_fn(|| s.poll_event()));
+            s.feed(p);
+            out.extend(std::iter::from_fn(|| s.take_departure()));
         }
         s.finish();
-        out.extend(std::iter::from_fn(|| s.poll_event()));
+        out.extend(std::iter::from_fn(|| s.take_departure()));
         (out, s)
     }
 
@@ -393,10 +396,10 @@ mod tests {
         let mut passes = Vec::new();
         for _ in 0..3 {
             for p in ts.chunks(PACKET_LEN) {
-                s.handle_input(p);
+                s.feed(p);
             }
             s.restart();
-            passes.push(std::iter::from_fn(|| s.poll_event()).collect::<Vec<_>>());
+            passes.push(std::iter::from_fn(|| s.take_departure()).collect::<Vec<_>>());
         }
         for (n, pass) in passes.iter().enumerate() {
             assert_eq!(pass.len(), 1000);
@@ -444,8 +447,8 @@ mod tests {
         };
         let mut s = Schedule::new(cfg);
         for (i, p) in ts.chunks(PACKET_LEN).enumerate() {
-            s.handle_input(p);
-            while s.poll_event().is_some() {}
+            s.feed(p);
+            while s.take_departure().is_some() {}
             // Never more than the lookahead without a time.
             let timed = s.next_datagram * PACKETS_PER_DATAGRAM;
             assert!((i as u64 + 1).saturating_sub(timed) <= 70 + PACKETS_PER_DATAGRAM);

@@ -49,6 +49,7 @@ impl Role {
 
 fn mac(key: &SessionKey, nonce: &Nonce, role: Role) -> Hmac<Sha256> {
     // Invariant: HMAC takes keys of any length, so this cannot fail.
+    #[allow(clippy::expect_used)]
     let mut mac =
         <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC accepts keys of any length");
     mac.update(nonce);

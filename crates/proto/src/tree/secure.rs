@@ -67,7 +67,9 @@ fn psk(key: &SessionKey, nonce: &Nonce, role: Role) -> [u8; 32] {
     let hk = Hkdf::<Sha256>::new(Some(nonce), key);
     let mut out = [0u8; 32];
     let info = [PSK_INFO, role_context(role)].concat();
-    // Invariant: 32 bytes is far below HKDF-SHA256's 8160-byte limit.
+    // Invariant: 32 bytes is far below HKDF-SHA256's 8160-byte limit, the
+    // only error expand() has.
+    #[allow(clippy::expect_used)]
     hk.expand(&info, &mut out)
         .expect("HKDF-SHA256 expands to 32 bytes");
     out
@@ -134,8 +136,9 @@ fn handshake(
     seed: Seed,
     initiator: bool,
 ) -> Result<HandshakeState, Error> {
-    // Invariant: PATTERN is a valid Noise name built into snow.
-    let params = PATTERN.parse().expect("a pattern snow supports");
+    // PATTERN is a Noise name built into snow; were it refused, the
+    // handshake fails like any other.
+    let params = PATTERN.parse().map_err(|_| Error::Handshake)?;
     let b = snow::Builder::with_resolver(params, Box::new(Resolver(seed)))
         .psk(0, psk)
         .and_then(|b| b.prologue(prologue))

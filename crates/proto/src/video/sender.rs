@@ -9,30 +9,39 @@
 //! never scans them.
 //!
 //! A flow cannot send frame f before its driver has it: the sender asks
-//! with [`Event::NeedFrame`] and the driver answers [`Input::Frame`] or,
-//! when its frame ring is empty at the frame's first release,
-//! [`Input::Underrun`], which gives up that frame slot (counted) without
-//! ever shifting the schedule. Packet contents stay out of the schedule: a
-//! flow made with [`FlowSpec::new`] has no packetizer (the probe's test
-//! stream writes its own headers), one made with [`FlowSpec::video`]
-//! writes RFC 4175 headers through [`Sender::write_header`] while the
-//! driver gathers the frame's bytes next to them without copying.
+//! with [`Event::NeedFrame`] and the driver answers [`Input::Frame`] when
+//! it has the frame. The request's deadline is the frame's first release,
+//! and [`Sender::poll_timeout`] counts it: a request still open then is an
+//! underrun, which the sender raises itself ([`Event::Underrun`]), giving
+//! up that frame slot (counted) without ever shifting the schedule, and
+//! asking for the next frame. A driver may give a slot up sooner with
+//! [`Input::Underrun`] (the stripes of one frame give it up together), and
+//! ends a flow whose input ended with [`Input::End`]. An epoch-aligned
+//! driver lines its ring up with the requests by [`RingFrame`].
+//!
+//! Packet contents stay out of the schedule: a flow made with
+//! [`FlowSpec::new`] has no packetizer (the probe's test stream writes its
+//! own headers), one made with [`FlowSpec::video`] writes RFC 4175 headers
+//! through [`Sender::write_header`], and [`Sender::lay_out`] says where
+//! each packet's headers, frame bytes and padding are, so that the driver
+//! gathers them into one send without copying the frame.
 //!
 //! # Polling order
 //!
-//! The pacing loop of a driver (`send`, serve's raw pacer, the probe's
-//! stream):
+//! As with quinn-proto's `Connection`, a driver, whenever it wakes:
 //!
-//! 1. takes every [`Sender::poll_event`]: each [`Event::NeedFrame`] is
-//!    answered, in order, with [`Sender::handle_input`]`(now, `
-//!    [`Input::Frame`]` | `[`Input::Underrun`]`)` (an answer may raise the
-//!    next request at once, so events are taken again after each);
-//! 2. sends every [`Sender::poll_transmit`]`(now)`, one train each,
-//!    headers from [`Sender::write_header`], taking events again after
-//!    each train (a train that ends a frame raises `FrameSent` and the
-//!    next `NeedFrame`);
-//! 3. sleeps until [`Sender::poll_timeout`] (or the earliest unanswered
-//!    `NeedFrame`'s `at`) and starts over.
+//! 1. drains [`Sender::poll_event`], noting every frame request and
+//!    underrun, freeing every frame sent;
+//! 2. answers the requests it can with [`Sender::handle_input`] (a frame
+//!    that arrived by its deadline is used);
+//! 3. calls [`Sender::poll_transmit`] with `now` (which raises the
+//!    underruns of requests past their deadline) and sends the train it
+//!    returns, reports when its send call returned with
+//!    [`Input::Departed`] (a shaped flow's Cinst bucket counts the train
+//!    from then), then goes back to 1;
+//! 4. when it returns `None`, goes back to 1 if that raised events, and
+//!    otherwise sleeps until [`Sender::poll_timeout`] (the next train or
+//!    request deadline) or until its input has news.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -240,7 +249,8 @@ pub enum Input {
         /// The flow.
         flow: FlowId,
     },
-    /// No frame was ready at its first release: give up the slot.
+    /// Give up the slot of the frame asked for now, before its deadline
+    /// (the sender does so itself at the deadline).
     Underrun {
         /// The flow.
         flow: FlowId,
@@ -251,13 +261,20 @@ pub enum Input {
         /// The flow.
         flow: FlowId,
     },
+    /// The flow's input ended: it finishes instead of waiting for a frame
+    /// (a flow that has its frame sends it first, and finishes at its
+    /// next request).
+    End {
+        /// The flow.
+        flow: FlowId,
+    },
 }
 
 /// What the sender tells its driver.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {
     /// The flow needs epoch frame `frame`, whose first packet is due `at`;
-    /// answer with [`Input::Frame`] or [`Input::Underrun`].
+    /// answer with [`Input::Frame`] by then, or the slot is given up.
     NeedFrame {
         /// The flow.
         flow: FlowId,
@@ -265,6 +282,14 @@ pub enum Event {
         frame: u64,
         /// Release time of its first packet.
         at: Nanos,
+    },
+    /// Nobody answered the request for `frame` by its deadline: the flow
+    /// gave its slot up and asks for the next frame.
+    Underrun {
+        /// The flow.
+        flow: FlowId,
+        /// The epoch frame given up.
+        frame: u64,
     },
     /// Every packet of `frame` has left: its buffer is free for this flow.
     FrameSent {
@@ -307,6 +332,54 @@ impl Transmit {
     /// Whether the train is empty (never, for a train the sender made).
     pub fn is_empty(&self) -> bool {
         self.packets.is_empty()
+    }
+}
+
+/// Where one packet of a laid-out train is (see [`Sender::lay_out`]): its
+/// headers, then frame bytes, then padding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PacketLayout {
+    /// Bytes of headers at the start of the packet's header slot.
+    pub header: usize,
+    /// The frame bytes it carries.
+    pub data: Range<usize>,
+    /// The RTP padding that ends it.
+    pub padding: &'static [u8],
+}
+
+/// A laid-out train as a whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrainLayout {
+    /// Bytes of all its packets.
+    pub bytes: usize,
+    /// The GSO segment size, when every packet but the last fills one.
+    pub segment: Option<usize>,
+}
+
+/// Where the next frame of an epoch-aligned driver's ring, whose epoch
+/// frame is `number`, stands against a request for epoch frame `wanted`:
+/// the one rule that keeps a ring and the epoch schedule aligned after
+/// underruns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RingFrame {
+    /// Its slot was given up: drop it (give its buffer back) and look at
+    /// the next one.
+    Behind,
+    /// It answers the request.
+    Due,
+    /// It comes before its slot: keep it for its own request; this one
+    /// goes unanswered.
+    Ahead,
+}
+
+impl RingFrame {
+    /// Places ring frame `number` against a request for `wanted`.
+    pub fn of(number: u64, wanted: u64) -> RingFrame {
+        match number.cmp(&wanted) {
+            std::cmp::Ordering::Less => RingFrame::Behind,
+            std::cmp::Ordering::Equal => RingFrame::Due,
+            std::cmp::Ordering::Greater => RingFrame::Ahead,
+        }
     }
 }
 
@@ -441,6 +514,9 @@ pub struct Sender {
     free: Vec<u32>,
     /// Next release of every ready flow: (time, slot, generation).
     heap: BinaryHeap<Reverse<(Nanos, u32, u32)>>,
+    /// Deadline of every open frame request: (time, slot, generation,
+    /// frame).
+    deadlines: BinaryHeap<Reverse<(Nanos, u32, u32, u64)>>,
     events: VecDeque<Event>,
     lateness: Distribution,
     active: usize,
@@ -467,14 +543,17 @@ impl Sender {
             generation: slot.generation,
         };
         let mut flow = Flow::new(spec);
-        if flow.limit_reached() {
+        let finished = flow.limit_reached();
+        if finished {
             flow.state = State::Finished;
             self.events.push_back(Event::Finished { flow: id });
         } else {
-            self.events.push_back(flow.need_frame(id));
             self.active += 1;
         }
         slot.flow = Some(flow);
+        if !finished {
+            self.ask(id);
+        }
         id
     }
 
@@ -530,12 +609,68 @@ impl Sender {
                 let flow = self.flow_mut(id).ok_or(Error::NoSuchFlow)?;
                 if flow.state == State::Waiting {
                     flow.pacer.skip_frame();
-                    let ev = flow.need_frame(id);
-                    self.events.push_back(ev);
+                    self.ask(id);
+                }
+            }
+            Input::End { flow: id } => {
+                let flow = self.flow_mut(id).ok_or(Error::NoSuchFlow)?;
+                if flow.state == State::Waiting {
+                    flow.state = State::Finished;
+                    self.active -= 1;
+                    self.events.push_back(Event::Finished { flow: id });
+                } else if flow.state == State::Ready {
+                    flow.frame_limit = Some(flow.frames_sent + 1);
                 }
             }
         }
         Ok(())
+    }
+
+    /// Asks for the flow's next frame, with its deadline.
+    fn ask(&mut self, id: FlowId) {
+        let Some(flow) = self.flow_mut(id) else {
+            return;
+        };
+        let ev = flow.need_frame(id);
+        let frame = flow.pacer.frame();
+        if let Event::NeedFrame { at, .. } = ev {
+            self.deadlines
+                .push(Reverse((at, id.index, id.generation, frame)));
+        }
+        self.events.push_back(ev);
+    }
+
+    /// Drops deadlines of requests answered (or flows removed), then
+    /// names the earliest open one.
+    fn peek_deadline(&mut self) -> Option<(Nanos, FlowId)> {
+        while let Some(&Reverse((at, index, generation, frame))) = self.deadlines.peek() {
+            let id = FlowId { index, generation };
+            let open = self
+                .flow(id)
+                .is_some_and(|f| f.state == State::Waiting && f.pacer.frame() == frame);
+            if open {
+                return Some((at, id));
+            }
+            self.deadlines.pop();
+        }
+        None
+    }
+
+    /// Gives up the slots whose requests are still open at `now`.
+    fn expire(&mut self, now: Nanos) {
+        while let Some((at, id)) = self.peek_deadline() {
+            if at > now {
+                return;
+            }
+            self.deadlines.pop();
+            let Some(flow) = self.flow_mut(id) else {
+                continue;
+            };
+            let frame = flow.pacer.frame();
+            flow.pacer.skip_frame();
+            self.events.push_back(Event::Underrun { flow: id, frame });
+            self.ask(id);
+        }
     }
 
     /// Drops heap entries of removed flows, then names the earliest.
@@ -550,8 +685,10 @@ impl Sender {
         None
     }
 
-    /// The next train due at `now`, earliest release first.
+    /// The next train due at `now`, earliest release first. Gives up
+    /// first the frame slots whose requests are past their deadline.
     pub fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+        self.expire(now);
         let (at, id) = self.peek_live()?;
         if at > now {
             return None;
@@ -594,18 +731,19 @@ impl Sender {
             return;
         }
         flow.frames_sent += 1;
-        let next = if flow.limit_reached() {
+        let finished = flow.limit_reached();
+        if finished {
             flow.state = State::Finished;
-            Event::Finished { flow: id }
+            self.active -= 1;
         } else {
             flow.state = State::Waiting;
-            flow.need_frame(id)
-        };
-        if flow.state == State::Finished {
-            self.active -= 1;
         }
         self.events.push_back(Event::FrameSent { flow: id, frame });
-        self.events.push_back(next);
+        if finished {
+            self.events.push_back(Event::Finished { flow: id });
+        } else {
+            self.ask(id);
+        }
     }
 
     /// The next event, in the order they happened.
@@ -613,10 +751,12 @@ impl Sender {
         self.events.pop_front()
     }
 
-    /// When the next train is due (`None` while every flow waits for a
-    /// frame or has finished).
+    /// When the next train or frame request deadline is due (`None` once
+    /// every flow has finished).
     pub fn poll_timeout(&mut self) -> Option<Nanos> {
-        self.peek_live().map(|(at, _)| at)
+        let train = self.peek_live().map(|(at, _)| at);
+        let deadline = self.peek_deadline().map(|(at, _)| at);
+        train.into_iter().chain(deadline).min()
     }
 
     /// Writes the RFC 4175 headers of packet `k` of train `t` into `buf`
@@ -635,6 +775,57 @@ impl Sender {
             t.timestamp,
             buf,
         )
+    }
+
+    /// Room for one packet's headers in a train's header buffer: the
+    /// longest header of the flow's packets (size the buffer
+    /// `header_stride × max_train`).
+    pub fn header_stride(&self, id: FlowId) -> Option<usize> {
+        let p = self.flow(id)?.packetizer.as_ref()?;
+        (0..p.packets_per_frame()).map(|i| p.header_len(i)).max()
+    }
+
+    /// Lays out train `t` for a gathering send: writes each packet's
+    /// headers into its slot of `headers` (`stride` bytes apart, see
+    /// [`Sender::header_stride`]) and puts in `out` where each packet's
+    /// parts are. The train may leave as one GSO send of
+    /// [`TrainLayout::segment`]-byte segments when every packet but the
+    /// last is a full packet.
+    pub fn lay_out(
+        &self,
+        t: &Transmit,
+        headers: &mut [u8],
+        stride: usize,
+        out: &mut Vec<PacketLayout>,
+    ) -> Result<TrainLayout, Error> {
+        let flow = self.flow(t.flow).ok_or(Error::NoSuchFlow)?;
+        let p = flow.packetizer.as_ref().ok_or(Error::NoPacketizer)?;
+        out.clear();
+        let size = p.packet_size();
+        let (mut bytes, mut uniform) = (0usize, true);
+        for (j, slot) in headers
+            .chunks_exact_mut(stride.max(1))
+            .take(t.len())
+            .enumerate()
+        {
+            let i = t.packets.start + j;
+            let header = self.write_header(t, j, slot)?;
+            let data = p.data_range(i);
+            let padding = p.padding(i);
+            let len = header + data.len() + padding.len();
+            bytes += len;
+            uniform &= j + 1 == t.len() || len == size;
+            out.push(PacketLayout {
+                header,
+                data,
+                padding,
+            });
+        }
+        if out.len() < t.len() {
+            return Err(Error::NoSuchPacket(t.packets.start + out.len()));
+        }
+        let segment = (t.len() > 1 && uniform).then_some(size);
+        Ok(TrainLayout { bytes, segment })
     }
 
     /// The flow's packetizer, if it was made with [`FlowSpec::video`].
@@ -938,6 +1129,123 @@ mod tests {
         assert_eq!(t.first_seq, ExtSeq(0));
         let st = s.flow_stats(id).unwrap();
         assert_eq!((st.underruns, st.frames_sent, st.late), (1, 0, 0));
+    }
+
+    #[test]
+    fn an_unanswered_request_is_an_underrun_at_its_deadline() {
+        let r = rate(50, 1);
+        let mut s = Sender::new();
+        let id = s.add_flow(
+            FlowSpec::new(r, 4, Ssrc(1))
+                .start(Nanos::from_millis(3), 10)
+                .first_seq(ExtSeq(100)),
+        );
+        let asked = Event::NeedFrame {
+            flow: id,
+            frame: 10,
+            at: Nanos::from_millis(3),
+        };
+        assert_eq!(s.poll_event(), Some(asked));
+        // The request's deadline is the next thing to wake for.
+        assert_eq!(s.poll_timeout(), Some(Nanos::from_millis(3)));
+        assert_eq!(s.poll_transmit(Nanos(2_999_999)), None);
+        assert_eq!(s.poll_event(), None);
+        // At the deadline the sender gives the slot up itself, once, and
+        // asks for the next frame on the same grid.
+        assert_eq!(s.poll_transmit(Nanos::from_millis(3)), None);
+        assert_eq!(
+            s.poll_event(),
+            Some(Event::Underrun {
+                flow: id,
+                frame: 10
+            })
+        );
+        let next = Event::NeedFrame {
+            flow: id,
+            frame: 11,
+            at: Nanos::from_millis(23),
+        };
+        assert_eq!(s.poll_event(), Some(next));
+        assert_eq!(s.poll_event(), None);
+        assert_eq!(s.poll_timeout(), Some(Nanos::from_millis(23)));
+        assert_eq!(s.flow_stats(id).unwrap().underruns, 1);
+        // Answered before its deadline, frame 11 leaves on its slot with
+        // the numbers frame 10 did not use.
+        s.handle_input(Nanos::from_millis(10), Input::Frame { flow: id })
+            .unwrap();
+        assert_eq!(s.poll_timeout(), Some(Nanos::from_millis(23)));
+        let t = s.poll_transmit(Nanos::from_millis(23)).unwrap();
+        assert_eq!((t.frame, t.first_seq), (11, ExtSeq(100)));
+        assert_eq!(s.poll_event(), None);
+        assert_eq!(s.flow_stats(id).unwrap().underruns, 1);
+    }
+
+    #[test]
+    fn ring_frames_behind_the_epoch_are_skipped() {
+        // An epoch-aligned flow whose ring holds frames 10 to 14 answers
+        // on virtual time; the ring is late by one frame at the start, so
+        // frame 10's slot is given up and ring frame 10 is dropped.
+        let mut s = Sender::new();
+        let id = s.add_flow(FlowSpec::new(rate(50, 1), 1, Ssrc(1)).start(Nanos::ZERO, 10));
+        let mut ring: VecDeque<u64> = VecDeque::new();
+        let (mut sent, mut dropped, mut underruns) = (Vec::new(), Vec::new(), Vec::new());
+        let mut wanted = None;
+        let mut now = Nanos::ZERO;
+        while sent.len() < 4 {
+            if now >= Nanos::from_millis(5) && ring.is_empty() && sent.is_empty() {
+                ring.extend(10..15);
+            }
+            while let Some(e) = s.poll_event() {
+                match e {
+                    Event::NeedFrame { frame, .. } => wanted = Some(frame),
+                    Event::Underrun { frame, .. } => underruns.push(frame),
+                    _ => {}
+                }
+            }
+            while let (Some(want), Some(&number)) = (wanted, ring.front()) {
+                match RingFrame::of(number, want) {
+                    RingFrame::Behind => dropped.extend(ring.pop_front()),
+                    RingFrame::Due => {
+                        ring.pop_front();
+                        wanted = None;
+                        s.handle_input(now, Input::Frame { flow: id }).unwrap();
+                    }
+                    RingFrame::Ahead => break,
+                }
+            }
+            match s.poll_transmit(now) {
+                Some(t) => sent.push((now, t.frame)),
+                None => now = s.poll_timeout().unwrap(),
+            }
+        }
+        let ms = Nanos::from_millis;
+        assert_eq!(underruns, [10]);
+        assert_eq!(dropped, [10]);
+        assert_eq!(
+            sent,
+            [(ms(20), 11), (ms(40), 12), (ms(60), 13), (ms(80), 14)]
+        );
+        assert_eq!(RingFrame::of(15, 14), RingFrame::Ahead);
+    }
+
+    #[test]
+    fn an_ended_input_finishes_a_waiting_flow() {
+        let mut s = Sender::new();
+        let id = s.add_flow(FlowSpec::new(rate(50, 1), 2, Ssrc(1)));
+        feed_all(&mut s, Nanos::ZERO);
+        s.poll_transmit(Nanos::ZERO).unwrap();
+        s.poll_transmit(Nanos::from_millis(10)).unwrap();
+        assert_eq!(
+            s.poll_event(),
+            Some(Event::FrameSent { flow: id, frame: 0 })
+        );
+        assert!(matches!(s.poll_event(), Some(Event::NeedFrame { .. })));
+        s.handle_input(Nanos::from_millis(10), Input::End { flow: id })
+            .unwrap();
+        assert_eq!(s.poll_event(), Some(Event::Finished { flow: id }));
+        assert_eq!(s.poll_timeout(), None);
+        assert_eq!(s.active_flows(), 0);
+        assert_eq!(s.flow_stats(id).unwrap().underruns, 0);
     }
 
     #[test]

@@ -1,9 +1,9 @@
 //! The pacing threads: one per core, each serving many flows from one
 //! schedule. Raw video flows share one nagare-proto `video::Sender` (a
-//! heap of next-release times); MPEG-TS flows share one heap of next
-//! departures that proto's `mpegts::Schedule` computes from each file's
-//! PCR. No thread and no spin per flow: a thread sleeps until the earliest
-//! deadline of all its flows, or until a command arrives.
+//! heap of next-release times); MPEG-TS flows share one
+//! `mpegts::Sender` (a heap of next departures, timed from each file's
+//! PCR). No thread and no spin per flow: a thread sleeps until the
+//! earliest deadline of all its flows, or until a command arrives.
 
 mod raw;
 mod start;

@@ -8,17 +8,18 @@ use std::time::Duration;
 
 use nagare_api::serve::StreamState;
 use nagare_proto::video::sender::{
-    Event, FlowId, FlowSpec, Input, Sender, Transmit, locked_seq_base,
+    Event, FlowId, FlowSpec, Input, RingFrame, Sender, Transmit, locked_seq_base,
 };
 use nagare_proto::video::st2110_20::Packetizer;
 use nagare_proto::{ExtSeq, FrameRate, Nanos, Ssrc};
 
 use super::super::media::Kind;
-use super::super::output::{Sent, TrainIo};
+use super::super::output::Sent;
 use super::super::reader::{Chunk, Delivery};
 use super::super::table::{Counters, StreamId};
 use super::{Leg, Start};
 use crate::clock::{EpochStart, Origin};
+use crate::net::train::{TrainBuf, TrainIo};
 use crate::net::udp;
 
 /// One raw flow's driver state.
@@ -28,12 +29,11 @@ struct RawFlow {
     packetizer: Packetizer,
     /// Frames in hand, by epoch frame number.
     held: VecDeque<(u64, Chunk)>,
-    /// The frame the schedule asked for and when it is due.
-    pending: Option<(u64, Nanos)>,
+    /// The frame the schedule asked for.
+    pending: Option<u64>,
     /// Sequence number of the next packet (kept across PAUSE).
     next_seq: u64,
-    headers: Vec<u8>,
-    stride: usize,
+    train: TrainBuf,
     paused: bool,
     /// A chunk taken ahead of its frame (epoch-aligned flows).
     ahead: Option<Chunk>,
@@ -51,16 +51,20 @@ impl RawFlow {
                 Some(c) => Delivery::Chunk(c),
                 None => self.start.ring.take()?,
             };
-            match d {
-                Delivery::Chunk(c) if aligned && c.number < frame => {
-                    self.start.ring.give_back(c.data)
-                }
-                Delivery::Chunk(c) if aligned && c.number > frame => {
+            let place = match &d {
+                Delivery::Chunk(c) if aligned => RingFrame::of(c.number, frame),
+                _ => RingFrame::Due,
+            };
+            match (d, place) {
+                (Delivery::Chunk(c), RingFrame::Behind) => self.start.ring.give_back(c.data),
+                (Delivery::Chunk(c), RingFrame::Ahead) => {
                     self.ahead = Some(c);
                     return None;
                 }
-                Delivery::Chunk(c) => return Some(Delivery::Chunk(self.cut(c))),
-                other => return Some(other),
+                (Delivery::Chunk(c), RingFrame::Due) => {
+                    return Some(Delivery::Chunk(self.cut(c)));
+                }
+                (other, _) => return Some(other),
             }
         }
     }
@@ -134,10 +138,6 @@ impl RawFlows {
             return;
         };
         let packetizer = packetizer.uniform();
-        let stride = (0..packetizer.packets_per_frame())
-            .map(|i| packetizer.header_len(i))
-            .max()
-            .unwrap_or(0);
         let flow = RawFlow {
             start,
             rate,
@@ -145,8 +145,7 @@ impl RawFlows {
             held: VecDeque::new(),
             pending: None,
             next_seq: u64::from(getrandom::u32().unwrap_or(0)),
-            headers: Vec::new(),
-            stride,
+            train: TrainBuf::default(),
             paused: false,
             ahead: None,
             spare: Vec::new(),
@@ -168,8 +167,7 @@ impl RawFlows {
             .trains(Nanos::from_micros(flow.start.pacing.burst_us), cap);
         spec = leg_spec(spec, flow.start.leg);
         let id = self.sender.add_flow(spec);
-        let max = self.sender.max_train(id).unwrap_or(1);
-        flow.headers = vec![0; flow.stride * max];
+        flow.train = TrainBuf::for_flow(&self.sender, id);
         flow.paused = false;
         flow.start.counters.set_state(StreamState::Playing);
         self.ids.insert(flow.start.id, id);
@@ -178,27 +176,40 @@ impl RawFlows {
 
     /// Answers frame requests, sends every train due at `now`.
     pub(super) fn step(&mut self, now: Nanos) {
-        self.events();
-        self.answer(now);
-        while let Some(t) = self.sender.poll_transmit(now) {
-            self.transmit(&t, now);
+        loop {
             self.events();
             self.answer(now);
+            if let Some(t) = self.sender.poll_transmit(now) {
+                self.transmit(&t, now);
+                continue;
+            }
+            // Slots given up at their deadline ask for the next frames.
+            if !self.events() {
+                return;
+            }
         }
     }
 
     /// The earliest train or frame deadline.
     pub(super) fn next_deadline(&mut self) -> Option<Nanos> {
-        let need = self.flows.values().filter_map(|f| f.pending.map(|p| p.1));
-        self.sender.poll_timeout().into_iter().chain(need).min()
+        self.sender.poll_timeout()
     }
 
-    fn events(&mut self) {
+    /// Takes the schedule's events; returns whether there were any.
+    fn events(&mut self) -> bool {
+        let mut any = false;
         while let Some(e) = self.sender.poll_event() {
+            any = true;
             match e {
-                Event::NeedFrame { flow, frame, at } => {
+                Event::NeedFrame { flow, frame, .. } => {
                     if let Some(f) = self.flows.get_mut(&flow) {
-                        f.pending = Some((frame, at));
+                        f.pending = Some(frame);
+                    }
+                }
+                Event::Underrun { flow, .. } => {
+                    if let Some(f) = self.flows.get_mut(&flow) {
+                        f.pending = None;
+                        Counters::add(&f.start.counters.underruns, 1);
                     }
                 }
                 Event::FrameSent { flow, frame } => {
@@ -212,14 +223,15 @@ impl RawFlows {
                 Event::Finished { .. } => {}
             }
         }
+        any
     }
 
-    /// Answers every pending frame request the ring can, and gives up the
-    /// slots that came due with an empty ring.
+    /// Answers every pending frame request the ring can (the schedule
+    /// gives up the slots of the others at their deadline).
     fn answer(&mut self, now: Nanos) {
         let mut ended = Vec::new();
         for (&id, f) in self.flows.iter_mut() {
-            let Some((frame, at)) = f.pending else {
+            let Some(frame) = f.pending else {
                 continue;
             };
             let input = match f.take(frame) {
@@ -227,11 +239,7 @@ impl RawFlows {
                     f.held.push_back((frame, c));
                     Input::Frame { flow: id }
                 }
-                None if now < at => continue,
-                None => {
-                    Counters::add(&f.start.counters.underruns, 1);
-                    Input::Underrun { flow: id }
-                }
+                None => continue,
                 Some(Delivery::End) => {
                     ended.push((id, StreamState::Finished));
                     continue;
@@ -258,32 +266,15 @@ impl RawFlows {
         let Some((_, frame)) = f.held.iter().find(|h| h.0 == t.frame) else {
             return;
         };
-        let mut packets: Vec<[&[u8]; 3]> = Vec::with_capacity(t.len());
-        let (mut bytes, mut uniform) = (0usize, true);
-        let size = f.start.pacing.packet_size;
-        for (j, chunk) in f
-            .headers
-            .chunks_exact_mut(f.stride)
-            .take(t.len())
-            .enumerate()
-        {
-            let i = t.packets.start + j;
-            let Ok(h) = self.sender.write_header(t, j, chunk) else {
-                return;
-            };
-            let data = &frame.data[f.packetizer.data_range(i)];
-            let pad = f.packetizer.padding(i);
-            let len = h + data.len() + pad.len();
-            bytes += len;
-            uniform &= j + 1 == t.len() || len == size;
-            packets.push([&chunk[..h], data, pad]);
-        }
-        let segment = (t.len() > 1 && uniform).then_some(size);
+        let Ok(train) = f.train.gather(&self.sender, t, &frame.data) else {
+            return;
+        };
+        let bytes = train.bytes;
         let io = self.io.0.get_or_insert_with(TrainIo::default);
         let c = &f.start.counters;
         let mut dropped = false;
         for out in &mut f.start.outputs {
-            match out.train(&packets, segment, io) {
+            match out.train(&train, io) {
                 Sent::Ok => {
                     Counters::add(&c.packets, t.len() as u64);
                     Counters::add(&c.bytes, bytes as u64);
