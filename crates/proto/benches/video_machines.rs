@@ -68,7 +68,11 @@ fn sender_shaped_w(c: &mut Criterion) {
     let model = Model::new(rate, 1080, Scan::Progressive, packets as u32).unwrap();
     let schedule = SenderSchedule::with_jitter_margin(&model, SenderType::W);
     let mut s = sender::Sender::new();
-    let flow = s.add_flow(FlowSpec::video(rate, p).shaped(schedule).trains(Nanos::ZERO, 64));
+    let flow = s.add_flow(
+        FlowSpec::video(rate, p)
+            .shaped(schedule)
+            .trains(Nanos::ZERO, 64),
+    );
     let mut now = Nanos::ZERO;
     let mut g = c.benchmark_group("sender");
     g.throughput(Throughput::Elements(1));

@@ -99,6 +99,7 @@ fn run(stall: Nanos) -> Run {
                 }
                 Event::Finished { .. } => waiting += 1,
                 Event::FrameSent { .. } => {}
+                Event::Underrun { .. } => panic!("the frame was in hand"),
             }
         }
         if waiting == 1 {
