@@ -70,7 +70,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     signal::install();
-    net::tuning::note_start_cpus();
+    net::placement::note_start_cpus();
     let result: anyhow::Result<ExitCode> = match cli.command {
         Command::Send(a) => cmd::send::main(a),
         Command::Recv(a) => cmd::recv::main(a),

@@ -361,7 +361,7 @@ fn timer_checks(args: &DoctorArgs, plan: &Plan) -> Result<Vec<Check>> {
         .packets_per_frame();
     let model = Model::new(fps, format.height, Scan::Progressive, packets as u32)
         .map_err(|e| anyhow!("the ST 2110-21 model of this stream: {e}"))?;
-    let cpus = crate::net::tuning::start_cpus();
+    let cpus = crate::net::placement::start_cpus();
     let period = std::time::Duration::from_micros(200);
     let floor = crate::net::wakeup::sample(&cpus, period, args.timer_seconds)?;
     let w_slack = SenderSchedule::with_jitter_margin(&model, SenderType::W).stall_slack();

@@ -93,7 +93,7 @@ impl Layout {
 
     /// The CPUs this process was allowed as it started.
     pub fn of_process() -> Layout {
-        Layout::new(super::tuning::start_cpus())
+        Layout::new(start_cpus())
     }
 
     /// The allowed CPUs, ascending.
@@ -176,12 +176,62 @@ impl Placement {
         if !cpus.is_empty() {
             pin_to(&cpus)?;
         }
-        if matches!(role, Role::Helper { .. }) {
-            // The first helper placement becomes the process's: threads
-            // that reset themselves (tuning::ordinary) go there too.
-            let _ = HELPERS.set(cpus.clone());
+        // The first helper placement becomes the process's: threads that
+        // reset themselves (tuning::ordinary) go there too, and so do the
+        // threads already running.
+        if matches!(role, Role::Helper { .. })
+            && HELPERS.set(cpus.clone()).is_ok()
+            && !cpus.is_empty()
+        {
+            pin_other_threads(&cpus);
         }
         Ok(cpus)
+    }
+}
+
+/// The CPUs this process was allowed as it started.
+static START_CPUS: OnceLock<CpuSet> = OnceLock::new();
+
+/// The CPUs this process was allowed as it started, as a set (`None` if
+/// never noted).
+pub fn start_set() -> Option<CpuSet> {
+    START_CPUS.get().copied()
+}
+
+/// The CPUs this process was allowed as it started, ascending (all the
+/// CPUs there are if that was never noted).
+pub fn start_cpus() -> Vec<usize> {
+    match START_CPUS.get() {
+        Some(set) => cpus_of(set),
+        None => (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect(),
+    }
+}
+
+/// Notes the CPUs this process may use as it starts (what `taskset` or a
+/// cgroup allowed), for the rule and for `tuning::ordinary` to go back
+/// to. Call it before any thread is pinned.
+pub fn note_start_cpus() {
+    if let Ok(set) = nix::sched::sched_getaffinity(Pid::from_raw(0)) {
+        let _ = START_CPUS.set(set);
+    }
+}
+
+/// Moves every thread of this process but the caller to `cpus`: threads
+/// started before placement (the signal handler's) keep off the pacers'
+/// CPUs too. A thread that ended meanwhile is skipped.
+fn pin_other_threads(cpus: &[usize]) {
+    let me = nix::unistd::gettid();
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return;
+    };
+    let mut set = CpuSet::new();
+    for &cpu in cpus {
+        let _ = set.set(cpu);
+    }
+    for tid in dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok()) {
+        if tid != me.as_raw() {
+            let _ = sched_setaffinity(Pid::from_raw(tid), &set);
+        }
     }
 }
 

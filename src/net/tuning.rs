@@ -5,10 +5,9 @@
 //! `sched_setscheduler`, so the scheduling policy is one raw call.
 
 use std::io;
-use std::sync::OnceLock;
 
 use anyhow::{Result, bail};
-use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
+use nix::sched::{CpuSet, sched_setaffinity};
 use nix::unistd::Pid;
 
 /// Shrinks this thread's timer slack to 1 µs. Linux otherwise lets sleeps
@@ -18,10 +17,6 @@ use nix::unistd::Pid;
 pub fn precise_timers() {
     // Failure only leaves the default slack in place.
     let _ = nix::sys::prctl::set_timerslack(1000);
-}
-
-fn cpu_count() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// Sets the calling thread's scheduling policy and priority.
@@ -164,27 +159,6 @@ pub fn lock_memory() -> Option<String> {
     }
 }
 
-/// The CPUs this process was allowed as it started.
-static START_CPUS: OnceLock<CpuSet> = OnceLock::new();
-
-/// The CPUs this process was allowed as it started, ascending (all the
-/// CPUs there are if that was never noted).
-pub fn start_cpus() -> Vec<usize> {
-    match START_CPUS.get() {
-        Some(set) => super::placement::cpus_of(set),
-        None => (0..cpu_count()).collect(),
-    }
-}
-
-/// Notes the CPUs this process may use as it starts (what `taskset` or a
-/// cgroup allowed), for [`ordinary`] to go back to. Call it before any
-/// thread is pinned.
-pub fn note_start_cpus() {
-    if let Ok(set) = sched_getaffinity(Pid::from_raw(0)) {
-        let _ = START_CPUS.set(set);
-    }
-}
-
 /// Undoes what a tuned parent thread passed on (Linux threads inherit
 /// affinity and scheduling policy): the CPUs the process started with,
 /// normal priority. For helper threads such as the recorder's writer.
@@ -197,7 +171,7 @@ pub fn ordinary() {
         let _ = set_policy(libc::SCHED_OTHER, 0);
         return;
     }
-    let set = START_CPUS.get().copied().unwrap_or_else(|| {
+    let set = super::placement::start_set().unwrap_or_else(|| {
         let mut all = CpuSet::new();
         for cpu in 0..CpuSet::count() {
             let _ = all.set(cpu);
@@ -232,7 +206,7 @@ mod tests {
 
     #[test]
     fn ordinary_goes_back_to_the_cpus_the_process_started_with() {
-        note_start_cpus();
+        super::super::placement::note_start_cpus();
         std::thread::spawn(|| {
             let before = allowed_cpus();
             // The last CPU: counting the pinned thread's CPUs would give

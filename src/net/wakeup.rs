@@ -76,7 +76,7 @@ mod tests {
 
     #[test]
     fn every_cpu_is_sampled_in_order_of_lateness() {
-        let cpus = crate::net::tuning::start_cpus();
+        let cpus = crate::net::placement::start_cpus();
         let got = sample(
             &cpus,
             Duration::from_micros(500),

@@ -14,6 +14,8 @@ fn doctor_reports_each_check_and_exit_status_matches() {
             "3.2G",
             "--to",
             "127.0.0.1:5004",
+            "--timer-seconds",
+            "0.5",
             "--json",
         ])
         .output()
@@ -23,16 +25,41 @@ fn doctor_reports_each_check_and_exit_status_matches() {
     // One default packet size everywhere: send's 1440.
     assert_eq!(report.packet_size, ByteSize(1440));
     let kinds: Vec<CheckKind> = report.checks.iter().map(|c| c.kind).collect();
+    // The timer floor: one check per CPU this process may use, then the
+    // tightest sender type it holds.
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    let mut want = vec![
+        CheckKind::RmemMax,
+        CheckKind::WmemMax,
+        CheckKind::NetdevBacklog,
+        CheckKind::UdpMem,
+        CheckKind::Mtu,
+        CheckKind::Clock,
+    ];
+    want.extend(std::iter::repeat_n(CheckKind::TimerFloor, cpus));
+    want.push(CheckKind::SenderType);
+    assert_eq!(kinds, want);
+    let floor = report.check(CheckKind::TimerFloor).unwrap();
+    assert!(floor.current.starts_with("p99 "), "{}", floor.current);
+    assert!(
+        floor.needed.contains("for 1920x1080 uyvp at 60000/1001")
+            && floor.needed.ends_with("1440-byte packets"),
+        "{}",
+        floor.needed
+    );
+    // A host whose every CPU holds W holds some type, and the reverse.
+    let held = report.check(CheckKind::SenderType).unwrap();
+    let all_hold_w = report
+        .checks
+        .iter()
+        .filter(|c| c.kind == CheckKind::TimerFloor)
+        .all(|c| c.ok);
+    assert_eq!(held.ok, all_hold_w, "{held:?}");
     assert_eq!(
-        kinds,
-        [
-            CheckKind::RmemMax,
-            CheckKind::WmemMax,
-            CheckKind::NetdevBacklog,
-            CheckKind::UdpMem,
-            CheckKind::Mtu,
-            CheckKind::Clock,
-        ]
+        held.current.starts_with("none"),
+        !held.ok,
+        "{}",
+        held.current
     );
     // the route to 127.0.0.1 leaves by loopback
     let mtu = report.check(CheckKind::Mtu).unwrap();
@@ -54,6 +81,7 @@ fn doctor_checks_a_multicast_group_on_a_named_interface() {
     let out = nagare()
         .args(["doctor", "--rate", "1G", "--packet-size", "1400"])
         .args(["--to", "239.1.2.3:5004", "--interface", "lo", "--json"])
+        .args(["--timer-seconds", "0"])
         .output()
         .unwrap();
     let report: Report = serde_json::from_slice(&out.stdout).unwrap();

@@ -851,11 +851,13 @@ fn assembly_depth(plan: &Plan) -> usize {
 
 /// Receives until the frame limit, the idle timeout or `stop`.
 fn run(plan: &Plan, stop: &AtomicBool) -> Result<StripesReport> {
-    // Receive threads inherit what this thread is set to here (so a bad
-    // --cpu is refused before anything listens); the assembler and the writer
-    // go back to ordinary once they are running.
+    // A bad --cpu is refused here, before anything listens. Then this
+    // thread (reassembly), the writer and any thread already running go to
+    // the helper CPUs, off a local sender's; each receive thread places
+    // itself, and inherits --realtime from here.
     let placement = Placement::new(plan.cpu);
     placement.apply(Role::Receive { index: 0 })?;
+    placement.apply(Role::Helper { pacers: 0 })?;
     if plan.realtime {
         crate::net::tuning::realtime()?;
     }
@@ -886,9 +888,6 @@ fn run(plan: &Plan, stop: &AtomicBool) -> Result<StripesReport> {
             .context("starting a receive thread")?;
         handles.push(h);
     }
-    // Reassembly (this thread) and the writer stay off the receive
-    // threads' CPU where there is room, and off a local sender's.
-    placement.apply(Role::Helper { pacers: 0 })?;
     if plan.realtime {
         crate::net::tuning::ordinary();
     }
