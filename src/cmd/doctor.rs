@@ -44,7 +44,7 @@ pub struct DoctorArgs {
     pub apply: bool,
     /// Measure the timer floor this long on every CPU (a cyclictest-like
     /// sample: a real-time thread per CPU waking every 200 µs); 0 skips it.
-    #[arg(long, default_value = "5", value_parser = crate::cli::parse_seconds)]
+    #[arg(long, default_value = "5", value_parser = parse_timer_seconds)]
     pub timer_seconds: std::time::Duration,
     /// Frame size of the stream the sender type is judged for (with
     /// --pix-fmt and --fps; default the demo's 1920x1080 uyvp at 59.94).
@@ -59,6 +59,14 @@ pub struct DoctorArgs {
     /// Print the checks as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--timer-seconds`: any duration `parse_seconds` takes, or 0 to skip.
+fn parse_timer_seconds(s: &str) -> Result<std::time::Duration> {
+    if s.trim().parse::<f64>() == Ok(0.0) {
+        return Ok(std::time::Duration::ZERO);
+    }
+    crate::cli::parse_seconds(s)
 }
 
 /// The stream the checks are for.
