@@ -93,8 +93,8 @@ fn second_pass(file: &[u8], schedule: &mut Schedule, last: Option<Departure>) {
     let mut count = 0u64;
     let mut prev = last.map(|d| d.at);
     for p in file.chunks(PACKET_LEN) {
-        schedule.handle_input(p);
-        while let Some(d) = schedule.poll_event() {
+        schedule.feed(p);
+        while let Some(d) = schedule.take_departure() {
             assert_eq!(d.datagram, count);
             assert!(prev.is_none_or(|t| d.at >= t) && end.is_none_or(|e| d.at >= e));
             prev = Some(d.at);
@@ -126,12 +126,12 @@ fuzz_target!(|data: &[u8]| {
                 check_packet(&p, bytes);
                 checker.check(&p);
             }
-            schedule.handle_input(bytes);
+            schedule.feed(bytes);
         }
-        departures.extend(std::iter::from_fn(|| schedule.poll_event()));
+        departures.extend(std::iter::from_fn(|| schedule.take_departure()));
     }
     schedule.finish();
-    departures.extend(std::iter::from_fn(|| schedule.poll_event()));
+    departures.extend(std::iter::from_fn(|| schedule.take_departure()));
 
     let n = checker.counters();
     assert!(n.errors + n.duplicates + n.discontinuities <= n.packets);

@@ -129,10 +129,10 @@ impl ThreadCounters {
     /// Run-queue wait, involuntary switches and steal, all cumulative.
     fn read(&mut self) -> (Nanos, u64, Nanos) {
         let run_delay = reread(&mut self.schedstat, &mut self.buf)
-            .and_then(|s| parse_run_delay(s))
+            .and_then(parse_run_delay)
             .unwrap_or(0);
         let involuntary = reread(&mut self.status, &mut self.buf)
-            .and_then(|s| parse_involuntary(s))
+            .and_then(parse_involuntary)
             .unwrap_or(0);
         let ticks = reread(&mut self.stat, &mut self.buf)
             .map(|s| parse_steal_ticks(s, &self.cpus))

@@ -242,7 +242,7 @@ mod tests {
         // 30 late packets, 8 ms late at worst.
         let s = run(40, |i, s| {
             if i == 12 {
-                s.run_delay = s.run_delay + ms(8);
+                s.run_delay += ms(8);
                 s.involuntary += 3;
             }
             if i == 12 || i == 13 {
@@ -268,7 +268,7 @@ mod tests {
         // 10 ms stolen, worst lateness 12 ms: 10 steal, 2 timer.
         let s = run(40, |i, s| {
             if i == 20 {
-                s.steal = s.steal + ms(10);
+                s.steal += ms(10);
                 s.late_packets += 5;
                 s.lateness = ms(12);
             }
@@ -287,7 +287,7 @@ mod tests {
         // 50 ms of run-queue wait around a 1 ms late episode.
         let s = run(40, |i, s| {
             if i == 20 {
-                s.run_delay = s.run_delay + ms(50);
+                s.run_delay += ms(50);
                 s.late_packets += 1;
                 s.lateness = ms(1);
             }
