@@ -476,20 +476,22 @@ pub fn run(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport> {
     let placement = Placement::new(cfg.cpu);
     let helper_cpus = placement.apply(Role::Helper { pacers: 1 })?;
     let mut frames = Frames::start(source, cfg.format, cfg.buffer_frames, plan);
-    let mut host = tune_pacer(cfg, &placement, helper_cpus)?;
     // Fill the ring before the first frame so early frames never underrun.
     while !frames.primed(cfg.buffer_frames) && !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(1));
     }
     let mut driver = Driver::new(cfg, sockets, planned)?;
+    // The watcher too starts from the helper CPUs, never for an instant on
+    // the pacer's; then this thread becomes the pacer.
     let watch = Watch::start(
         thread_id(),
-        host.cpus.clone(),
+        placement.cpus(Role::Pacer { index: 0 }),
         Arc::clone(&driver.gauge),
         driver.origin,
         &placement,
         1,
     );
+    let mut host = tune_pacer(cfg, &placement, helper_cpus)?;
     let cpu = crate::clock::thread_cpu_seconds();
     let result = driver.run(&mut frames, stop);
     driver.ticker.finish();

@@ -388,7 +388,7 @@ mod tests {
         // N: 3 reads ahead, 11 µs; NL: 3 linear reads, 11.6 µs; W: 150
         // reads, 557 µs.
         assert_eq!(slack(SenderType::N), Nanos(11_122));
-        assert_eq!(slack(SenderType::W), Nanos(556_108));
+        assert_eq!(slack(SenderType::W), Nanos(556_111));
         let holds = |us| SenderSchedule::tightest_holdable(&m, Nanos::from_micros(us));
         assert_eq!(holds(5), Some(SenderType::N));
         assert_eq!(holds(11), Some(SenderType::N));
