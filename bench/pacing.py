@@ -62,7 +62,7 @@ def w_verdict(judged):
     cinst = judged.get("cinst") or {}
     kept = judged.get("declared_met")
     if kept is None:  # a receiver told no type: judge as W
-        kept = judged["verdict"]["compliance"] in ("narrow", "narrow_linear", "wide")
+        kept = str(judged["verdict"]["compliance"]).lower() in ("narrow", "narrowlinear", "narrow_linear", "wide")
     broken = judged.get("broken_total", 0)
     return (f"{'W kept' if kept else 'W NOT kept'} ({broken} frames broke), "
             f"Cinst max {cinst.get('max', float('nan')):.0f}")
