@@ -88,8 +88,9 @@ fn fix(c: Cause, cpu: &str) -> String {
             "give the pacer {cpu} alone: move what else runs there (ps -eLo psr,comm), \
              isolate it (isolcpus, a cpuset), or pace real-time (root or CAP_SYS_NICE)"
         ),
-        Cause::Steal => "the hypervisor ran something else on this vCPU: ask for dedicated \
-             (pinned) vCPUs or a quieter host; no setting in nagare wins that time back"
+        Cause::Steal => "the hypervisor held this vCPU: on a VM with free page reporting, \
+             reused memory faults on the host (`nagare doctor` checks it, `--apply` turns it \
+             off); otherwise ask for dedicated (pinned) vCPUs or a quieter host"
             .into(),
         Cause::Timer => "the thread woke late with nothing in its way: see the host's \
              timer floor with `nagare doctor`; --pacing precise spins the last stretch"

@@ -438,6 +438,58 @@ fn timer_checks(args: &DoctorArgs, plan: &Plan) -> Result<Vec<Check>> {
     Ok(checks)
 }
 
+/// Where a VM's kernel sets which freed blocks it reports to the host.
+const PAGE_REPORTING_ORDER: &str = "/sys/module/page_reporting/parameters/page_reporting_order";
+/// The largest buddy order (4 MiB blocks on x86-64): reporting above it
+/// never happens.
+const MAX_PAGE_ORDER: u32 = 10;
+
+/// The page reporting order, where the kernel has free page reporting.
+fn page_reporting_order() -> Option<u32> {
+    std::fs::read_to_string(PAGE_REPORTING_ORDER)
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+fn apply_page_reporting() -> Result<()> {
+    if !host::is_root() {
+        bail!("--apply changes kernel settings and needs root; run the printed lines with sudo");
+    }
+    std::fs::write(PAGE_REPORTING_ORDER, (MAX_PAGE_ORDER + 1).to_string())
+        .with_context(|| format!("writing {PAGE_REPORTING_ORDER}"))?;
+    eprintln!(
+        "doctor: applied page_reporting_order = {}",
+        MAX_PAGE_ORDER + 1
+    );
+    Ok(())
+}
+
+/// Free page reporting hands freed guest memory back to the hypervisor;
+/// the kernel's next use of it (a sender's socket buffers) faults on the
+/// host and stalls the vCPU. Measured on a 2-vCPU Firecracker VM: the
+/// demo's pacer lost 5-20 ms at a time inside sendmsg, and the demo
+/// passed 3 of 20 runs; with reporting off, 14 of 20.
+fn page_reporting_check(order: u32) -> Check {
+    let on = order <= MAX_PAGE_ORDER;
+    Check {
+        kind: CheckKind::PageReporting,
+        name: "free page reporting to the hypervisor (virtio-balloon)".into(),
+        current: if on {
+            format!(
+                "on: freed blocks of {} KiB go back to the host",
+                4u64 << order
+            )
+        } else {
+            format!("off (page_reporting_order {order})")
+        },
+        needed: "off: reused memory must not fault on the host mid-stream".into(),
+        ok: !on,
+        fix: on.then(|| format!("echo {} > {PAGE_REPORTING_ORDER}", MAX_PAGE_ORDER + 1)),
+    }
+}
+
 /// The interface checks: the one named with `--interface`, else the
 /// route to a unicast `--to`; for a multicast group without an interface,
 /// whether a route to it exists.
@@ -547,6 +599,12 @@ pub fn main(args: DoctorArgs) -> Result<ExitCode> {
     let mut checks: Vec<Check> = findings.into_iter().map(|f| f.check).collect();
     checks.extend(interface_checks(&args, &plan)?);
     checks.push(clock_check(host::clock_sync()));
+    if let Some(order) = page_reporting_order() {
+        if args.apply && order <= MAX_PAGE_ORDER {
+            apply_page_reporting()?;
+        }
+        checks.extend(page_reporting_order().map(page_reporting_check));
+    }
     if !args.timer_seconds.is_zero() {
         checks.extend(timer_checks(&args, &plan)?);
     }

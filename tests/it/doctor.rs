@@ -36,6 +36,10 @@ fn doctor_reports_each_check_and_exit_status_matches() {
         CheckKind::Mtu,
         CheckKind::Clock,
     ];
+    // A VM with free page reporting (virtio-balloon) is told about it.
+    if std::path::Path::new("/sys/module/page_reporting/parameters/page_reporting_order").exists() {
+        want.push(CheckKind::PageReporting);
+    }
     want.extend(std::iter::repeat_n(CheckKind::TimerFloor, cpus));
     want.push(CheckKind::SenderType);
     assert_eq!(kinds, want);

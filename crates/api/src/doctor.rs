@@ -60,6 +60,9 @@ pub enum CheckKind {
     TimerFloor,
     /// The tightest ST 2110-21 sender type this host's timer floor holds.
     SenderType,
+    /// Whether a VM hands freed memory back to its host (virtio-balloon
+    /// free page reporting), so that reusing it stalls the vCPU.
+    PageReporting,
 }
 
 /// The outcome of one check.
