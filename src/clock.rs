@@ -40,7 +40,7 @@ struct SpinBudget {
 
 /// Marks the calling thread real-time: from now on its waits spin only
 /// while its CPU share stays below [`SPIN_SHARE`].
-pub fn mark_realtime() {
+pub(crate) fn mark_realtime() {
     SPIN.with(|s| {
         s.set(Some(SpinBudget {
             since: Instant::now(),
@@ -81,7 +81,7 @@ fn may_spin(now: Instant) -> bool {
 /// How a sender waits for its next train: the trade between pacing
 /// precision and CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum Pacing {
+pub(crate) enum Pacing {
     /// Sleep, then spin the last stretch: trains leave within a few µs of
     /// their slot, at the cost of a spinning core between close trains.
     #[default]
@@ -94,7 +94,7 @@ pub enum Pacing {
 
 impl Pacing {
     /// Waits for `deadline` the way this mode does.
-    pub fn wait(self, deadline: Instant) {
+    pub(crate) fn wait(self, deadline: Instant) {
         match self {
             Pacing::Precise => wait_until(deadline),
             Pacing::Efficient => sleep_until(deadline),
@@ -104,7 +104,7 @@ impl Pacing {
 
 /// Sleeps until `deadline` without spinning; returns at once if it has
 /// passed.
-pub fn sleep_until(deadline: Instant) {
+pub(crate) fn sleep_until(deadline: Instant) {
     let now = Instant::now();
     if now < deadline {
         std::thread::sleep(deadline - now);
@@ -115,7 +115,7 @@ pub fn sleep_until(deadline: Instant) {
 /// left for spinning adapts to how late this thread's sleeps have been
 /// ending (twice the smoothed overshoot), so an idle machine spins little
 /// and a loaded one still meets its deadlines.
-pub fn wait_until(deadline: Instant) {
+pub(crate) fn wait_until(deadline: Instant) {
     let now = Instant::now();
     if now >= deadline {
         return;
@@ -145,7 +145,7 @@ pub fn wait_until(deadline: Instant) {
 
 /// CPU time this process used, user plus system, in seconds (0 if the
 /// kernel does not say).
-pub fn cpu_seconds() -> f64 {
+pub(crate) fn cpu_seconds() -> f64 {
     use nix::sys::resource::{UsageWho, getrusage};
     let tv = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
     getrusage(UsageWho::RUSAGE_SELF).map_or(0.0, |u| tv(u.user_time()) + tv(u.system_time()))
@@ -154,14 +154,14 @@ pub fn cpu_seconds() -> f64 {
 /// CPU time the calling thread used, user plus system, in seconds (0 if
 /// the kernel does not say): the sending thread's own cost, without the
 /// reader's.
-pub fn thread_cpu_seconds() -> f64 {
+pub(crate) fn thread_cpu_seconds() -> f64 {
     use nix::sys::resource::{UsageWho, getrusage};
     let tv = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
     getrusage(UsageWho::RUSAGE_THREAD).map_or(0.0, |u| tv(u.user_time()) + tv(u.system_time()))
 }
 
 /// Nanoseconds since the Unix epoch on the system clock.
-pub fn epoch_ns() -> u128 {
+pub(crate) fn epoch_ns() -> u128 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos())
@@ -171,13 +171,13 @@ pub fn epoch_ns() -> u128 {
 /// this `Instant`, and a driver converts at the edges (a deadline into an
 /// `Instant` to wait for, a receive stamp into `Nanos`).
 #[derive(Debug, Clone, Copy)]
-pub struct Origin {
+pub(crate) struct Origin {
     zero: Instant,
 }
 
 /// Where a stream starts on the epoch frame grid.
 #[derive(Debug, Clone, Copy)]
-pub struct EpochStart {
+pub(crate) struct EpochStart {
     /// First frame number counted from the Unix epoch.
     pub first_frame: u64,
     /// When that frame starts, on the origin's timeline.
@@ -186,30 +186,30 @@ pub struct EpochStart {
 
 impl Origin {
     /// A timeline starting now.
-    pub fn now() -> Origin {
+    pub(crate) fn now() -> Origin {
         Origin {
             zero: Instant::now(),
         }
     }
 
     /// `at` on this timeline (zero for instants before the origin).
-    pub fn nanos(&self, at: Instant) -> Nanos {
+    pub(crate) fn nanos(&self, at: Instant) -> Nanos {
         Nanos::from(at.saturating_duration_since(self.zero))
     }
 
     /// Now on this timeline.
-    pub fn elapsed(&self) -> Nanos {
+    pub(crate) fn elapsed(&self) -> Nanos {
         self.nanos(Instant::now())
     }
 
     /// The `Instant` of `t` on this timeline.
-    pub fn instant(&self, t: Nanos) -> Instant {
+    pub(crate) fn instant(&self, t: Nanos) -> Instant {
         self.zero + Duration::from(t)
     }
 
     /// Epoch frame `first_frame` of `rate` and when it starts on this
     /// timeline (now, if it is already past).
-    pub fn frame_start(&self, rate: FrameRate, first_frame: u64) -> EpochStart {
+    pub(crate) fn frame_start(&self, rate: FrameRate, first_frame: u64) -> EpochStart {
         let now = self.elapsed();
         let ahead = rate.frame_start_ns(first_frame).saturating_sub(epoch_ns());
         EpochStart {
@@ -220,7 +220,7 @@ impl Origin {
 
     /// The first frame boundary on the epoch grid at least `lead` from now,
     /// so every sender of the same rate starts on the same grid.
-    pub fn epoch_start(&self, rate: FrameRate, lead: Duration) -> EpochStart {
+    pub(crate) fn epoch_start(&self, rate: FrameRate, lead: Duration) -> EpochStart {
         let now = self.elapsed();
         let now_e = epoch_ns();
         let first_frame = rate.frame_at_or_after_ns(now_e + lead.as_nanos());

@@ -14,7 +14,7 @@ const SHOWN: usize = 3;
 
 /// Where the pacer ran: "pacing thread on CPU 1 (others on CPU 0),
 /// SCHED_FIFO, memory locked".
-pub fn placement_line(h: &PacingHost) -> String {
+pub(crate) fn placement_line(h: &PacingHost) -> String {
     let cpus = if h.cpus.is_empty() {
         "on any CPU (not placed)".to_string()
     } else {
@@ -43,7 +43,7 @@ fn ms(n: Nanos) -> String {
 }
 
 /// The attribution lines: totals by cause, the fixes, the worst episodes.
-pub fn stall_lines(s: &StallSummary, cpus: &[usize]) -> Vec<String> {
+pub(crate) fn stall_lines(s: &StallSummary, cpus: &[usize]) -> Vec<String> {
     if s.episodes == 0 {
         return vec!["no packet was late by more than the tolerance".into()];
     }
@@ -117,7 +117,7 @@ const BROKEN_SHOWN: usize = 10;
 
 /// The frames that broke the declared type, worst first, each with the
 /// late episode around it and that episode's main cause.
-pub fn broken_lines(a: &AnalyzeReport, stalls: Option<&StallSummary>) -> Vec<String> {
+pub(crate) fn broken_lines(a: &AnalyzeReport, stalls: Option<&StallSummary>) -> Vec<String> {
     if a.broken_total == 0 {
         return Vec::new();
     }
@@ -154,7 +154,7 @@ fn episode_near(s: &StallSummary, at_s: f64) -> Option<&Episode> {
 }
 
 /// Every line about the pacer, prefixed with `who` ("send", "demo").
-pub fn print(who: &str, h: &PacingHost) {
+pub(crate) fn print(who: &str, h: &PacingHost) {
     eprintln!("{who}: {}", placement_line(h));
     if let Some(s) = &h.stalls {
         for line in stall_lines(s, &h.cpus) {

@@ -20,25 +20,25 @@ const FONT: &[u8] = include_bytes!("../assets/fonts/DejaVuSansMono.ttf");
 const FAMILY: &str = "sans-serif";
 
 /// Width of a plot, pixels.
-pub const WIDTH: u32 = 1200;
+pub(crate) const WIDTH: u32 = 1200;
 /// Height of one panel, pixels.
-pub const PANEL_HEIGHT: u32 = 300;
+pub(crate) const PANEL_HEIGHT: u32 = 300;
 /// Height of the title block, pixels.
 const TITLE_HEIGHT: u32 = 80;
 
 /// Series colours, in order; the set rate has its own.
-pub const PALETTE: [RGBColor; 4] = [
+pub(crate) const PALETTE: [RGBColor; 4] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
     RGBColor(44, 160, 44),
     RGBColor(148, 103, 189),
 ];
 /// The set (target) rate line.
-pub const SET_COLOR: RGBColor = RGBColor(255, 127, 14);
+pub(crate) const SET_COLOR: RGBColor = RGBColor(255, 127, 14);
 
 /// How a series is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stroke {
+pub(crate) enum Stroke {
     /// A solid line with a dot per point.
     Solid,
     /// A dashed line without points (targets, limits).
@@ -47,7 +47,7 @@ pub enum Stroke {
 
 /// One named line.
 #[derive(Debug, Clone)]
-pub struct Series {
+pub(crate) struct Series {
     /// Legend text.
     pub name: String,
     /// (x, y) points, x ascending.
@@ -60,7 +60,7 @@ pub struct Series {
 
 impl Series {
     /// A solid series in the `i`-th palette colour.
-    pub fn solid(name: &str, i: usize, points: Vec<(f64, f64)>) -> Series {
+    pub(crate) fn solid(name: &str, i: usize, points: Vec<(f64, f64)>) -> Series {
         Series {
             name: name.to_string(),
             points,
@@ -70,7 +70,7 @@ impl Series {
     }
 
     /// The dashed set-rate line across `x0..x1` at `y`.
-    pub fn target(name: &str, x0: f64, x1: f64, y: f64) -> Series {
+    pub(crate) fn target(name: &str, x0: f64, x1: f64, y: f64) -> Series {
         Series {
             name: name.to_string(),
             points: vec![(x0, y), (x1, y)],
@@ -82,7 +82,7 @@ impl Series {
 
 /// One panel: a y axis and its series.
 #[derive(Debug, Clone)]
-pub struct Panel {
+pub(crate) struct Panel {
     /// Y axis label, with unit.
     pub y_label: String,
     /// Its lines.
@@ -91,7 +91,7 @@ pub struct Panel {
 
 /// A whole figure: title lines, an x axis shared by the panels.
 #[derive(Debug, Clone)]
-pub struct Figure {
+pub(crate) struct Figure {
     /// First title line: what and when.
     pub title: String,
     /// Second title line: rate, size, verdict.
@@ -145,7 +145,7 @@ fn y_range(p: &Panel) -> (f64, f64) {
 }
 
 /// Draws `f` and returns it as PNG bytes.
-pub fn png(f: &Figure) -> Result<Vec<u8>> {
+pub(crate) fn png(f: &Figure) -> Result<Vec<u8>> {
     fonts();
     let height = TITLE_HEIGHT + PANEL_HEIGHT * f.panels.len().max(1) as u32;
     let mut rgb = vec![255u8; (WIDTH * height * 3) as usize];
@@ -164,7 +164,7 @@ pub fn png(f: &Figure) -> Result<Vec<u8>> {
 }
 
 /// Draws `f` into the PNG file `path`.
-pub fn write_png(path: &Path, f: &Figure) -> Result<()> {
+pub(crate) fn write_png(path: &Path, f: &Figure) -> Result<()> {
     let bytes = png(f)?;
     std::fs::write(path, bytes).with_context(|| format!("writing the plot {}", path.display()))
 }
@@ -172,7 +172,7 @@ pub fn write_png(path: &Path, f: &Figure) -> Result<()> {
 /// Up to a few panels of y against x, one series each, sharing an x axis
 /// (`nagare loadtest --plot` draws frame drop and CPU against stream
 /// count with it), in the shared style.
-pub fn xy_chart(path: &Path, x_label: &str, panels: &[(&str, &[(f64, f64)])]) -> Result<()> {
+pub(crate) fn xy_chart(path: &Path, x_label: &str, panels: &[(&str, &[(f64, f64)])]) -> Result<()> {
     let figure = Figure {
         title: format!(
             "nagare: {}",

@@ -5,7 +5,7 @@ use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
 /// Decides when a status line is due and prints it.
-pub struct Ticker {
+pub(crate) struct Ticker {
     last: Instant,
     every: Duration,
     tty: bool,
@@ -15,7 +15,7 @@ pub struct Ticker {
 
 impl Ticker {
     /// A ticker printing every second (never when `quiet`).
-    pub fn new(quiet: bool) -> Ticker {
+    pub(crate) fn new(quiet: bool) -> Ticker {
         Ticker {
             last: Instant::now(),
             every: Duration::from_secs(1),
@@ -26,7 +26,7 @@ impl Ticker {
     }
 
     /// Whether a line is due at `now` (and resets the timer if so).
-    pub fn due(&mut self, now: Instant) -> bool {
+    pub(crate) fn due(&mut self, now: Instant) -> bool {
         if now.duration_since(self.last) >= self.every {
             self.last = now;
             true
@@ -36,7 +36,7 @@ impl Ticker {
     }
 
     /// Prints a status line.
-    pub fn print(&mut self, line: &str) {
+    pub(crate) fn print(&mut self, line: &str) {
         if self.quiet {
             return;
         }
@@ -51,7 +51,7 @@ impl Ticker {
     }
 
     /// Ends the status line so later output starts on a fresh line.
-    pub fn finish(&mut self) {
+    pub(crate) fn finish(&mut self) {
         if self.tty && self.printed && !self.quiet {
             eprintln!();
         }
@@ -60,7 +60,7 @@ impl Ticker {
 }
 
 /// Formats bits per second as `12.34 Gbit/s`.
-pub fn bitrate(bps: f64) -> String {
+pub(crate) fn bitrate(bps: f64) -> String {
     let (v, unit) = if bps >= 1e9 {
         (bps / 1e9, "Gbit/s")
     } else if bps >= 1e6 {

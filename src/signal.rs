@@ -35,7 +35,7 @@ fn state() -> &'static Stop {
 
 /// Installs the handler. `main` calls it first, so no subcommand can be
 /// killed by a signal it forgot to ask for; later calls do nothing.
-pub fn install() {
+pub(crate) fn install() {
     static INSTALLED: OnceLock<()> = OnceLock::new();
     INSTALLED.get_or_init(|| {
         // ctrlc runs this on its own thread, not in signal context, so it
@@ -56,20 +56,20 @@ pub fn install() {
 
 /// Set once SIGINT, SIGTERM or SIGHUP arrived: stop cleanly, flush and
 /// report. Installs the handler if `main` has not.
-pub fn stop_flag() -> &'static AtomicBool {
+pub(crate) fn stop_flag() -> &'static AtomicBool {
     install();
     &state().flag
 }
 
 /// Whether a stop was asked for.
-pub fn stopping() -> bool {
+pub(crate) fn stopping() -> bool {
     stop_flag().load(Ordering::Acquire)
 }
 
 /// Sleeps up to `timeout`, waking at once when a stop is asked for;
 /// true when it was. The way for a daemon's idle loop to wait.
 #[allow(dead_code, reason = "for daemons with no socket to poll (serve)")]
-pub fn wait(timeout: Duration) -> bool {
+pub(crate) fn wait(timeout: Duration) -> bool {
     let s = state();
     let deadline = Instant::now() + timeout;
     let mut guard = s.lock.lock().unwrap_or_else(|p| p.into_inner());
@@ -94,13 +94,13 @@ const ACCEPT_TICK: Duration = Duration::from_millis(100);
 /// Accepts the next connection on `listener`, or `None` once a stop is
 /// asked for: a daemon's accept loop that still ends on SIGTERM. A
 /// connection is taken the moment it arrives (poll(2), not a sleep).
-pub fn accept(listener: &TcpListener) -> Option<std::io::Result<(TcpStream, SocketAddr)>> {
+pub(crate) fn accept(listener: &TcpListener) -> Option<std::io::Result<(TcpStream, SocketAddr)>> {
     accept_while(listener, || true)
 }
 
 /// Like [`accept`], also ending (`None`) once `more` says no: a daemon
 /// told to serve a number of clients.
-pub fn accept_while(
+pub(crate) fn accept_while(
     listener: &TcpListener,
     more: impl Fn() -> bool,
 ) -> Option<std::io::Result<(TcpStream, SocketAddr)>> {

@@ -19,7 +19,7 @@ use crate::net::file::{ALIGN, AlignedBuf, advise_sequential, open_direct};
 
 /// Where frames come from.
 #[derive(Debug)]
-pub enum Source {
+pub(crate) enum Source {
     /// A raw file of frames back to back.
     File {
         /// Path for messages and reopening when looping.
@@ -42,7 +42,7 @@ impl Source {
     /// Opens and validates `input` against `format`. With `direct`, a file
     /// is read with O_DIRECT: a multi-gigabit stream read once should not
     /// push everything else out of the page cache.
-    pub fn open(input: &str, format: VideoFormat, direct: bool) -> Result<Source> {
+    pub(crate) fn open(input: &str, format: VideoFormat, direct: bool) -> Result<Source> {
         let frame = format.frame_bytes() as u64;
         if let Some(name) = input.strip_prefix("pattern:") {
             if name != "bars" && !name.is_empty() {
@@ -86,7 +86,7 @@ impl Source {
     }
 
     /// Whether the input can be read only once, in order (a pipe).
-    pub fn is_stream(&self) -> bool {
+    pub(crate) fn is_stream(&self) -> bool {
         matches!(self, Source::Pipe(_))
     }
 
@@ -164,7 +164,7 @@ impl Source {
 
     /// Frames available in one pass (None for the endless pattern, and
     /// for a pipe, which says only when it ends).
-    pub fn frames(&self) -> Option<u64> {
+    pub(crate) fn frames(&self) -> Option<u64> {
         match self {
             Source::File { frames, .. } => Some(*frames),
             Source::Dir(files) => Some(files.len() as u64),
@@ -174,7 +174,7 @@ impl Source {
 }
 
 /// A frame handed from the reader to the sender.
-pub struct FrameBuf {
+pub(crate) struct FrameBuf {
     /// The frame's bytes.
     pub data: AlignedBuf,
     /// Its xxh3, when the plan asked for checksums.
@@ -182,7 +182,7 @@ pub struct FrameBuf {
 }
 
 /// Message on the ring: a frame, or why the reader stopped early.
-pub enum Slot {
+pub(crate) enum Slot {
     /// The next frame.
     Frame(FrameBuf),
     /// A read failed; the sender reports it and stops.
@@ -192,11 +192,11 @@ pub enum Slot {
 /// Rearranges a frame as read (`from`) into the buffer sent (`to`), on
 /// the reader thread: how stripes that are not one contiguous run of the
 /// frame (2SI, quadrants) are gathered without costing the pacing thread.
-pub type Arrange = Box<dyn Fn(&[u8], &mut [u8]) + Send + Sync>;
+pub(crate) type Arrange = Box<dyn Fn(&[u8], &mut [u8]) + Send + Sync>;
 
 /// What the reader thread reads.
 #[derive(Default)]
-pub struct ReadPlan {
+pub(crate) struct ReadPlan {
     /// Frames to read (`None`: one pass, or forever when looping).
     pub limit: Option<u64>,
     /// Start again at the end of the input.
@@ -216,7 +216,7 @@ pub struct ReadPlan {
 
 /// A frame the sender holds: read into a ring buffer (handed back once
 /// sent) or one of a cycle's frames (shared, never copied).
-pub enum FrameData {
+pub(crate) enum FrameData {
     /// A ring buffer, filled by the reader thread, and its checksum.
     Read(AlignedBuf, Option<u64>),
     /// A frame of a [`FrameCycle`], and its checksum.
@@ -225,7 +225,7 @@ pub enum FrameData {
 
 impl FrameData {
     /// The frame's xxh3, when the read plan asked for checksums.
-    pub fn checksum(&self) -> Option<u64> {
+    pub(crate) fn checksum(&self) -> Option<u64> {
         match self {
             FrameData::Read(_, sum) | FrameData::Cycled(_, sum) => *sum,
         }
@@ -243,7 +243,7 @@ impl std::ops::Deref for FrameData {
 }
 
 /// What the frame source had when asked.
-pub enum Take {
+pub(crate) enum Take {
     /// The next frame.
     Frame(FrameData),
     /// None yet (the reader is behind).
@@ -253,7 +253,7 @@ pub enum Take {
 }
 
 /// Where the sender takes its frames from.
-pub enum Frames {
+pub(crate) enum Frames {
     /// Read ahead on the reader thread.
     Ring(FrameRing),
     /// Rendered once and played in a loop.
@@ -267,7 +267,12 @@ impl Frames {
     /// at 30 fps, and the frames are there before the schedule starts.
     /// Anything else, and the pattern under a simulated read delay (slow
     /// storage), is read ahead into a ring of `capacity` frames.
-    pub fn start(source: Source, format: VideoFormat, capacity: usize, plan: ReadPlan) -> Frames {
+    pub(crate) fn start(
+        source: Source,
+        format: VideoFormat,
+        capacity: usize,
+        plan: ReadPlan,
+    ) -> Frames {
         match source {
             Source::Pattern(p) if plan.read_delay.is_zero() => {
                 Frames::Cycle(FrameCycle::render(&p, format, capacity, plan))
@@ -277,7 +282,7 @@ impl Frames {
     }
 
     /// The next frame, without waiting.
-    pub fn take(&mut self) -> Result<Take> {
+    pub(crate) fn take(&mut self) -> Result<Take> {
         match self {
             Frames::Ring(ring) => ring.take(),
             Frames::Cycle(cycle) => Ok(cycle.take()),
@@ -286,7 +291,7 @@ impl Frames {
 
     /// Hands a frame back once it is sent (a ring buffer is read into
     /// again; a cycle's frame stays where it is).
-    pub fn give_back(&self, data: FrameData) {
+    pub(crate) fn give_back(&self, data: FrameData) {
         if let (Frames::Ring(ring), FrameData::Read(buf, _)) = (self, data) {
             // The channel has a place for every buffer.
             let _ = ring.empty.try_send(buf);
@@ -294,7 +299,7 @@ impl Frames {
     }
 
     /// Frames ready to send without waiting.
-    pub fn fill(&self) -> usize {
+    pub(crate) fn fill(&self) -> usize {
         match self {
             Frames::Ring(ring) => ring.fill(),
             Frames::Cycle(cycle) => cycle.frames.len(),
@@ -302,7 +307,7 @@ impl Frames {
     }
 
     /// Whether `want` frames are ready, or no more will come.
-    pub fn primed(&self, want: usize) -> bool {
+    pub(crate) fn primed(&self, want: usize) -> bool {
         match self {
             Frames::Ring(ring) => ring.fill() >= want || ring.reader_done(),
             Frames::Cycle(_) => true,
@@ -314,7 +319,7 @@ impl Frames {
 /// frame `f` is cycle frame `f mod n`, so a sender costs no reading,
 /// rendering or copying per frame, and epoch-locked senders of the same
 /// cycle send identical frames.
-pub struct FrameCycle {
+pub(crate) struct FrameCycle {
     frames: Vec<Arc<AlignedBuf>>,
     /// Each frame's xxh3, when the plan asked for checksums.
     sums: Vec<Option<u64>>,
@@ -328,7 +333,12 @@ impl FrameCycle {
     /// Renders `count` frames of `pattern` (pattern frames 0..count),
     /// arranged by `plan.arrange`, each page touched once here rather than
     /// on the schedule; a thread per frame up to the CPUs there are.
-    pub fn render(pattern: &Pattern, format: VideoFormat, count: usize, plan: ReadPlan) -> Self {
+    pub(crate) fn render(
+        pattern: &Pattern,
+        format: VideoFormat,
+        count: usize,
+        plan: ReadPlan,
+    ) -> Self {
         let count = count.max(1);
         let n = format.frame_bytes();
         let arrange = plan.arrange.as_ref();
@@ -381,7 +391,7 @@ impl FrameCycle {
 
 /// The bounded ring between reader and sender, with a return path for
 /// buffers so nothing is allocated per frame.
-pub struct FrameRing {
+pub(crate) struct FrameRing {
     /// Frames ready to send.
     pub full: Receiver<Slot>,
     /// Buffers to hand back after sending.
@@ -394,7 +404,7 @@ pub struct FrameRing {
 impl FrameRing {
     /// Starts the reader thread with `capacity` frame buffers, reading as
     /// `plan` says.
-    pub fn start_with(
+    pub(crate) fn start_with(
         source: Source,
         format: VideoFormat,
         capacity: usize,
@@ -431,17 +441,17 @@ impl FrameRing {
 
     /// Whether the reader has finished (no more frames will come once the
     /// ring is drained).
-    pub fn reader_done(&self) -> bool {
+    pub(crate) fn reader_done(&self) -> bool {
         self.done.load(Ordering::Acquire)
     }
 
     /// Frames waiting in the ring.
-    pub fn fill(&self) -> usize {
+    pub(crate) fn fill(&self) -> usize {
         self.full.len()
     }
 
     /// The next frame from the ring, without waiting.
-    pub fn take(&self) -> Result<Take> {
+    pub(crate) fn take(&self) -> Result<Take> {
         match self.full.try_recv() {
             Ok(Slot::Frame(f)) => Ok(Take::Frame(FrameData::Read(f.data, f.sum))),
             Ok(Slot::Failed(e)) => bail!("{e}"),

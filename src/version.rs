@@ -3,4 +3,4 @@
 
 /// This build's version: the crate's, and the git commit it was built
 /// from when built in a checkout (see build.rs).
-pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), env!("NAGARE_VERSION_SUFFIX"));
+pub(crate) const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), env!("NAGARE_VERSION_SUFFIX"));

@@ -16,7 +16,7 @@ const MAX_POINTS: usize = 20_000;
 
 /// One frame, as the plot draws it.
 #[derive(Debug, Clone, Copy)]
-pub struct FramePoint {
+pub(crate) struct FramePoint {
     /// Seconds since the first frame.
     pub t: f64,
     /// Highest Cinst of its packets.
@@ -39,7 +39,7 @@ struct Second {
 }
 
 /// Gathers events (see the module docs).
-pub struct Collector {
+pub(crate) struct Collector {
     report: AnalyzeReport,
     model: Option<Model>,
     start: Option<Nanos>,
@@ -59,7 +59,7 @@ fn widen(a: &mut VrxRange, b: VrxRange) {
 
 impl Collector {
     /// A collector for a report about `source`.
-    pub fn new(source: String, declared: Option<SenderType>) -> Collector {
+    pub(crate) fn new(source: String, declared: Option<SenderType>) -> Collector {
         Collector {
             report: AnalyzeReport {
                 source,
@@ -78,7 +78,7 @@ impl Collector {
 
     /// Broken frames are timed on a sender's timeline whose zero is epoch
     /// time `epoch_base` (send's self-check), not from the first frame.
-    pub fn set_timeline(&mut self, epoch_base: i128) {
+    pub(crate) fn set_timeline(&mut self, epoch_base: i128) {
         self.timeline = Some(epoch_base);
     }
 
@@ -105,7 +105,7 @@ impl Collector {
     }
 
     /// Takes one event; returns the line of a second that just ended.
-    pub fn event(&mut self, e: MonitorEvent) -> Option<SecondLine> {
+    pub(crate) fn event(&mut self, e: MonitorEvent) -> Option<SecondLine> {
         match e {
             MonitorEvent::Stream { ssrc } => self.report.ssrc = Some(ssrc.0),
             MonitorEvent::Model(m) => {
@@ -165,7 +165,7 @@ impl Collector {
     }
 
     /// Ends the second being gathered, returning its line.
-    pub fn close_second(&mut self) -> Option<SecondLine> {
+    pub(crate) fn close_second(&mut self) -> Option<SecondLine> {
         let s = self.second.take()?;
         let limits = self.model?.limits();
         let verdict = Verdict::judge(limits, s.cinst_peak, s.gapped, s.linear);
@@ -187,7 +187,7 @@ impl Collector {
 
     /// The final report, from the analyser's summary and the datagram
     /// counters.
-    pub fn finish(
+    pub(crate) fn finish(
         mut self,
         analyzer: Option<&Analyzer>,
         stats: MonitorStats,

@@ -14,7 +14,7 @@ use nagare_proto::{ByteSize, Nanos};
 use super::collect::Collector;
 
 /// See the module docs.
-pub struct IdealReceiver {
+pub(crate) struct IdealReceiver {
     analyzer: Analyzer,
     collector: Collector,
     /// Epoch nanoseconds at the sender's timeline zero.
@@ -25,7 +25,7 @@ pub struct IdealReceiver {
 impl IdealReceiver {
     /// A receiver judging by `model` the stream declared `declared`,
     /// whose timeline point `at` is epoch time `at + epoch_base`.
-    pub fn new(model: Model, declared: SenderType, epoch_base: i128) -> IdealReceiver {
+    pub(crate) fn new(model: Model, declared: SenderType, epoch_base: i128) -> IdealReceiver {
         let mut collector = Collector::new("send (ideal receiver)".into(), Some(declared));
         collector.event(MonitorEvent::Model(model));
         collector.set_timeline(epoch_base);
@@ -39,7 +39,7 @@ impl IdealReceiver {
 
     /// Train `t` left at `at` on the sender's timeline; `len` is each
     /// packet's length.
-    pub fn sent(&mut self, at: Nanos, t: &Transmit, len: usize) {
+    pub(crate) fn sent(&mut self, at: Nanos, t: &Transmit, len: usize) {
         let epoch = (i128::from(at.0) + self.epoch_base).max(0);
         let arrival = Nanos(u64::try_from(epoch).unwrap_or(u64::MAX));
         for (k, j) in t.packets.clone().enumerate() {
@@ -57,7 +57,7 @@ impl IdealReceiver {
     }
 
     /// The analysis of everything sent.
-    pub fn finish(mut self) -> AnalyzeReport {
+    pub(crate) fn finish(mut self) -> AnalyzeReport {
         self.analyzer.flush();
         while let Some(r) = self.analyzer.poll_event() {
             self.collector.event(MonitorEvent::Frame(r));

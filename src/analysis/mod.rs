@@ -4,6 +4,6 @@
 //! ([`ideal`]) and how it is printed ([`output`]). Outside `cmd` so no
 //! subcommand imports another for it.
 
-pub mod collect;
-pub mod ideal;
-pub mod output;
+pub(crate) mod collect;
+pub(crate) mod ideal;
+pub(crate) mod output;

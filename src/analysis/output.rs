@@ -9,7 +9,7 @@ fn vrx(r: VrxRange) -> String {
 }
 
 /// The line of one second.
-pub fn second(l: &SecondLine) -> String {
+pub(crate) fn second(l: &SecondLine) -> String {
     format!(
         "analyze: {:>4} s  {:>3} frames  Cinst peak {:>3}  VRX gapped {:>9} linear {:>9}  FPT max {:>8.1} µs  lost {}  -> {}",
         l.second,
@@ -59,7 +59,7 @@ fn vrx_line(name: &str, v: &VrxSummary) -> String {
 }
 
 /// The summary after the run.
-pub fn summary(r: &AnalyzeReport) -> String {
+pub(crate) fn summary(r: &AnalyzeReport) -> String {
     let mut out = String::new();
     let mut line = |s: String| {
         out.push_str(&s);

@@ -17,23 +17,23 @@ use nagare_proto::video::st2110_21::SenderType;
 use nagare_proto::video::stripe::{Rule, Stripes};
 use nagare_proto::{BitRate, FrameRate, PixelFormat, VideoFormat};
 
-pub use crate::net::iface::parse_interface;
+pub(crate) use crate::net::iface::parse_interface;
 
 /// Parses a pixel format with a message listing the known ones.
-pub fn parse_pix_fmt(s: &str) -> Result<PixelFormat> {
+pub(crate) fn parse_pix_fmt(s: &str) -> Result<PixelFormat> {
     s.parse().map_err(|_| {
         anyhow!("unknown pixel format '{s}': known formats are uyvy422 (8-bit 4:2:2), uyvp (10-bit 4:2:2), rgb24")
     })
 }
 
 /// Parses `--split`: how a frame is divided into stripes.
-pub fn parse_split(s: &str) -> Result<Rule> {
+pub(crate) fn parse_split(s: &str) -> Result<Rule> {
     s.parse()
         .map_err(|_| anyhow!("unknown split '{s}': use lines, square or 2si"))
 }
 
 /// `stripes` stripes of `format` by `rule`, or why not in flag terms.
-pub fn stripes_of(format: VideoFormat, stripes: usize, rule: Rule) -> Result<Stripes> {
+pub(crate) fn stripes_of(format: VideoFormat, stripes: usize, rule: Rule) -> Result<Stripes> {
     Stripes::new(format, rule, stripes).map_err(|e| {
         anyhow!(
             "--split {rule} --stripes {stripes} does not fit {}x{}: {e}",
@@ -45,7 +45,7 @@ pub fn stripes_of(format: VideoFormat, stripes: usize, rule: Rule) -> Result<Str
 
 /// A picture size in pixels, from `--size WIDTHxHEIGHT`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Size {
+pub(crate) struct Size {
     /// Pixels per line.
     pub width: u32,
     /// Lines per frame.
@@ -59,7 +59,7 @@ impl fmt::Display for Size {
 }
 
 /// Parses `--size WIDTHxHEIGHT` (`1920x1080`), both sides above zero.
-pub fn parse_size(text: &str) -> Result<Size> {
+pub(crate) fn parse_size(text: &str) -> Result<Size> {
     let (width, height) = nagare_proto::video::format::parse_size(text)
         .map_err(|_| anyhow!("size '{text}' does not parse: give WIDTHxHEIGHT, e.g. 1920x1080"))?;
     if width == 0 || height == 0 {
@@ -70,7 +70,7 @@ pub fn parse_size(text: &str) -> Result<Size> {
 
 /// Combines a parsed `--size` and `--pix-fmt` into a validated format
 /// (the pixel format decides which widths are allowed).
-pub fn video_format(size: Size, pix_fmt: PixelFormat) -> Result<VideoFormat> {
+pub(crate) fn video_format(size: Size, pix_fmt: PixelFormat) -> Result<VideoFormat> {
     VideoFormat::new(size.width, size.height, pix_fmt)
         .map_err(|e| anyhow!("size {size} with {pix_fmt}: {e}"))
 }
@@ -80,20 +80,20 @@ pub fn video_format(size: Size, pix_fmt: PixelFormat) -> Result<VideoFormat> {
     dead_code,
     reason = "send, recv and demo parse the flags with clap; tree and probe may still call this"
 )]
-pub fn parse_format(size: &str, pix_fmt: &str) -> Result<VideoFormat> {
+pub(crate) fn parse_format(size: &str, pix_fmt: &str) -> Result<VideoFormat> {
     let pf = parse_pix_fmt(pix_fmt)?;
     video_format(parse_size(size)?, pf)
 }
 
 /// Parses `--fps`: `30`, `60000/1001` or `29.97`.
-pub fn parse_rate(fps: &str) -> Result<FrameRate> {
+pub(crate) fn parse_rate(fps: &str) -> Result<FrameRate> {
     fps.parse()
         .map_err(|_| anyhow!("frame rate '{fps}' does not parse: give 30, 60000/1001 or 29.97 (above 0, at most 1000)"))
 }
 
 /// Parses `--tp`: the ST 2110-21 sender type `n`, `nl` or `w` (either
 /// case).
-pub fn parse_sender_type(text: &str) -> Result<SenderType> {
+pub(crate) fn parse_sender_type(text: &str) -> Result<SenderType> {
     SenderType::ALL
         .into_iter()
         .find(|t| t.name().eq_ignore_ascii_case(text.trim()))
@@ -107,7 +107,7 @@ pub fn parse_sender_type(text: &str) -> Result<SenderType> {
 
 /// The `--incomplete` parser: clap lists and checks the names, proto's
 /// policy type takes them.
-pub fn parse_incomplete() -> impl clap::builder::TypedValueParser<Value = Incomplete> {
+pub(crate) fn parse_incomplete() -> impl clap::builder::TypedValueParser<Value = Incomplete> {
     use clap::builder::TypedValueParser as _;
     clap::builder::PossibleValuesParser::new(Incomplete::NAMES)
         .map(|name| name.parse().unwrap_or_default())
@@ -116,19 +116,19 @@ pub fn parse_incomplete() -> impl clap::builder::TypedValueParser<Value = Incomp
 /// Parses a bit rate such as `3.2G`, `500M`, `100k`, `6m` or `6000000`
 /// (bits/s; suffixes k, M, G, T in either case) into bits per second.
 /// Wrap the result in [`BitRate`] where it is kept.
-pub fn parse_bit_rate(text: &str) -> Result<u64> {
+pub(crate) fn parse_bit_rate(text: &str) -> Result<u64> {
     text.parse::<BitRate>()
         .map(BitRate::bps)
         .map_err(|e| anyhow!("rate {text:?}: {e}"))
 }
 
 /// Largest UDP payload over IPv4 (65535 less the IPv4 and UDP headers).
-pub const MAX_UDP_PAYLOAD: usize = 65_507;
+pub(crate) const MAX_UDP_PAYLOAD: usize = 65_507;
 
 /// Parses `--packet-size`: UDP payload bytes per packet, 1 to 65507.
 /// Each subcommand checks its own narrower bounds (a video packet must
 /// hold a pixel group) against the parsed number.
-pub fn parse_packet_size(text: &str) -> Result<usize> {
+pub(crate) fn parse_packet_size(text: &str) -> Result<usize> {
     let hint = "give the UDP payload per packet, e.g. 1440 for a 1500-byte MTU or 8800 for \
                 9000-byte jumbo frames";
     let n: usize = text
@@ -146,11 +146,11 @@ pub fn parse_packet_size(text: &str) -> Result<usize> {
 /// Longest span [`parse_seconds`] accepts: a year, far beyond any test or
 /// timeout, and small enough that adding it to any `Instant` cannot
 /// overflow.
-pub const MAX_SECONDS: u64 = 365 * 24 * 3600;
+pub(crate) const MAX_SECONDS: u64 = 365 * 24 * 3600;
 
 /// Parses a span of time in seconds: `5`, `0.25`, `2.5s` or `250ms`;
 /// above zero and at most a year.
-pub fn parse_seconds(text: &str) -> Result<Duration> {
+pub(crate) fn parse_seconds(text: &str) -> Result<Duration> {
     let t = text.trim();
     let (num, scale) = if let Some(ms) = t.strip_suffix("ms") {
         (ms, 1e-3)
@@ -174,13 +174,13 @@ pub fn parse_seconds(text: &str) -> Result<Duration> {
 
 /// Parses a `HOST:PORT` flag through the one address resolver
 /// ([`crate::net::udp::parse_addr`]).
-pub fn parse_address(text: &str) -> Result<SocketAddr> {
+pub(crate) fn parse_address(text: &str) -> Result<SocketAddr> {
     crate::net::udp::parse_addr(text, "address")
 }
 
 /// Where `-o/--output` sends frames: `-` is standard output (for a pipe
 /// into ffmpeg or ffplay), anything else a file created (or truncated).
-pub fn open_output(path: &std::path::Path) -> Result<Box<dyn std::io::Write + Send>> {
+pub(crate) fn open_output(path: &std::path::Path) -> Result<Box<dyn std::io::Write + Send>> {
     if is_stdio(path) {
         return Ok(Box::new(std::io::stdout()));
     }
@@ -194,7 +194,7 @@ pub fn open_output(path: &std::path::Path) -> Result<Box<dyn std::io::Write + Se
 }
 
 /// Whether `path` means standard input or output (`-`).
-pub fn is_stdio(path: &std::path::Path) -> bool {
+pub(crate) fn is_stdio(path: &std::path::Path) -> bool {
     path.as_os_str() == "-"
 }
 

@@ -25,7 +25,7 @@ use crate::progress::bitrate;
 
 /// Command-line arguments of `nagare demo`.
 #[derive(clap::Args, Debug, Clone)]
-pub struct DemoArgs {
+pub(crate) struct DemoArgs {
     /// Frame size.
     #[arg(long, default_value = "1920x1080", value_parser = cli::parse_size)]
     pub size: Size,
@@ -50,7 +50,7 @@ pub struct DemoArgs {
 }
 
 /// `nagare demo`.
-pub fn main(args: DemoArgs) -> Result<ExitCode> {
+pub(crate) fn main(args: DemoArgs) -> Result<ExitCode> {
     let format = cli::video_format(args.size, args.pix_fmt)?;
     let rate = args.fps;
     let recv_cfg = RecvConfig {

@@ -21,7 +21,7 @@ use crate::net::iface::{self, Interface, Link};
 
 /// Command-line arguments of `nagare doctor`.
 #[derive(clap::Args, Debug, Clone)]
-pub struct DoctorArgs {
+pub(crate) struct DoctorArgs {
     /// Planned stream rate in bit/s, like 3.2G or 24G.
     #[arg(long, conflicts_with = "sdp", value_parser = parse_bit_rate)]
     pub rate: Option<u64>,
@@ -120,7 +120,7 @@ const UDP_MEM: Knob = Knob {
 
 /// A sysctl value that fixes a check.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Setting {
+pub(crate) struct Setting {
     key: &'static str,
     value: String,
 }
@@ -138,7 +138,7 @@ impl Setting {
 
 /// A check, and for a short sysctl the setting that fixes it.
 #[derive(Debug, Clone)]
-pub struct Finding {
+pub(crate) struct Finding {
     /// The check as reported.
     pub check: Check,
     /// What `--apply` writes.
@@ -148,13 +148,13 @@ pub struct Finding {
 /// Socket buffer a receiver wants at `rate`: 100 ms of stream, so a
 /// scheduling hiccup of the receiving thread loses nothing, and never
 /// below 16 MiB (a 4K frame from an unpaced sender arrives as one burst).
-pub fn buffer_need(rate: BitRate) -> ByteSize {
+pub(crate) fn buffer_need(rate: BitRate) -> ByteSize {
     ByteSize((rate.bps() / 8 / 10).max(16 << 20))
 }
 
 /// Packets the kernel may queue per CPU before a softirq runs: 10 ms of
 /// packets, at least Table 4's 4000.
-pub fn backlog_need(rate: BitRate, packet_size: usize) -> u64 {
+pub(crate) fn backlog_need(rate: BitRate, packet_size: usize) -> u64 {
     let packet = u64::try_from(packet_size.max(1)).unwrap_or(u64::MAX);
     (rate.bps() / 8 / packet / 100).max(4000)
 }
@@ -227,7 +227,7 @@ fn udp_mem_check(buffer: ByteSize, read: &dyn Fn(&str) -> Option<String>) -> Fin
 
 /// Evaluates the sysctl checks from their current values (pure, so the
 /// rules are unit-tested without touching the host).
-pub fn sysctl_checks(
+pub(crate) fn sysctl_checks(
     rate: BitRate,
     packet_size: usize,
     read: &dyn Fn(&str) -> Option<String>,
@@ -590,7 +590,7 @@ fn print_text(report: &Report) {
 }
 
 /// `nagare doctor`.
-pub fn main(args: DoctorArgs) -> Result<ExitCode> {
+pub(crate) fn main(args: DoctorArgs) -> Result<ExitCode> {
     let plan = plan(&args)?;
     let mut findings = sysctl_checks(plan.rate, plan.packet_size, &host::sysctl);
     if args.apply {

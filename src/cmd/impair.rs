@@ -22,7 +22,7 @@ use nagare_proto::{BitRate, ByteSize, Nanos};
 
 /// `nagare impair`.
 #[derive(Args, Debug)]
-pub struct ImpairArgs {
+pub(crate) struct ImpairArgs {
     /// Address to receive on; port 0 picks one (printed on stderr).
     #[arg(long)]
     listen: SocketAddr,
@@ -211,7 +211,7 @@ fn bind_listen(listen: SocketAddr, tcp: bool) -> Result<(UdpSocket, Option<TcpLi
     }
 }
 
-pub fn run(a: ImpairArgs) -> Result<ExitCode> {
+pub(crate) fn run(a: ImpairArgs) -> Result<ExitCode> {
     let cfg = config(&a)?;
     if !a.listen.ip().is_loopback() && !a.public {
         bail!(

@@ -1,15 +1,15 @@
 //! One module per subcommand: each parses its arguments into a config and
 //! drives nagare-proto's machines with sockets, threads, files and clocks.
 
-pub mod analyze;
-pub mod cluster;
-pub mod demo;
-pub mod doctor;
-pub mod impair;
-pub mod loadtest;
-pub mod probe;
-pub mod recv;
-pub mod send;
-pub mod serve;
-pub mod shell;
-pub mod tree;
+pub(crate) mod analyze;
+pub(crate) mod cluster;
+pub(crate) mod demo;
+pub(crate) mod doctor;
+pub(crate) mod impair;
+pub(crate) mod loadtest;
+pub(crate) mod probe;
+pub(crate) mod recv;
+pub(crate) mod send;
+pub(crate) mod serve;
+pub(crate) mod shell;
+pub(crate) mod tree;

@@ -41,7 +41,7 @@ const WAKE_SLACK: Nanos = Nanos::from_micros(100);
 
 /// Command-line arguments of `nagare send`.
 #[derive(clap::Args, Debug, Clone)]
-pub struct SendArgs {
+pub(crate) struct SendArgs {
     /// Raw video file (frames back to back), a directory with one file per
     /// frame (sorted by name), pattern:bars for a moving test pattern, or
     /// `-` (or a pipe such as /dev/stdin) to read frames as they come
@@ -154,7 +154,7 @@ pub struct SendArgs {
 
 /// How the stripes of a send are made and named.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Striping {
+pub(crate) struct Striping {
     /// How a frame is divided.
     pub split: Rule,
     /// Send this stripe alone.
@@ -175,7 +175,7 @@ impl Default for Striping {
 
 /// A validated sender configuration.
 #[derive(Debug, Clone)]
-pub struct SendConfig {
+pub(crate) struct SendConfig {
     /// Input description (file, directory, pattern:bars).
     pub input: String,
     /// Destination.
@@ -226,7 +226,7 @@ pub struct SendConfig {
 
 impl SendArgs {
     /// Validates the arguments.
-    pub fn config(&self) -> Result<SendConfig> {
+    pub(crate) fn config(&self) -> Result<SendConfig> {
         let format = cli::video_format(self.size, self.pix_fmt)?;
         let rate = self.fps;
         let dest = udp::parse_addr(&self.to, "destination")?;
@@ -318,7 +318,7 @@ impl SendConfig {
 /// a `format` raster: the sender type's, with `train` packets per train
 /// (checked against what the type allows) or the default for how the
 /// sender waits (a spinning sender's jitter margin, or a sleeping one's).
-pub fn shaping(
+pub(crate) fn shaping(
     format: VideoFormat,
     rate: FrameRate,
     packets: usize,
@@ -435,7 +435,7 @@ fn clock_mac(local: Option<std::net::IpAddr>) -> Result<[u8; 6]> {
 }
 
 /// Runs a sender until its frames are sent, the input ends, or `stop`.
-pub fn run(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport> {
+pub(crate) fn run(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport> {
     let source = Source::open(&cfg.input, cfg.format, cfg.direct)?;
     if source.is_stream() && cfg.looping {
         bail!(
@@ -1062,7 +1062,7 @@ impl<'a> Driver<'a> {
 
 /// CPU seconds of the sending thread per gigabit sent (0 when nothing
 /// was sent).
-pub fn cpu_per_gbit(r: &SendReport) -> f64 {
+pub(crate) fn cpu_per_gbit(r: &SendReport) -> f64 {
     let gbit = r.bytes_sent as f64 * 8.0 / 1e9;
     if gbit > 0.0 {
         r.send_cpu_seconds / gbit
@@ -1072,7 +1072,7 @@ pub fn cpu_per_gbit(r: &SendReport) -> f64 {
 }
 
 /// Prints the human summary of a send.
-pub fn print_summary(r: &SendReport) {
+pub(crate) fn print_summary(r: &SendReport) {
     eprintln!(
         "send: {} frames, {} packets ({} per frame), {} in {:.2} s; late packets {}, underruns {}, \
          lateness p50 {:.1} µs p99 {:.1} µs max {:.1} µs; {}; sending thread {:.3} CPU-s per Gbit",
@@ -1115,7 +1115,7 @@ pub fn print_summary(r: &SendReport) {
 
 /// The ST 2110-21 lines of a send summary: what a receiver with a
 /// perfect clock would find, and whether that is the declared type.
-pub fn pacing_verdict(a: &nagare_api::st2110::AnalyzeReport) -> String {
+pub(crate) fn pacing_verdict(a: &nagare_api::st2110::AnalyzeReport) -> String {
     let Some(v) = &a.verdict else {
         return "send: ST 2110-21: no whole frame sent to judge".into();
     };
@@ -1141,7 +1141,7 @@ pub fn pacing_verdict(a: &nagare_api::st2110::AnalyzeReport) -> String {
 }
 
 /// `nagare send`.
-pub fn main(args: SendArgs) -> Result<std::process::ExitCode> {
+pub(crate) fn main(args: SendArgs) -> Result<std::process::ExitCode> {
     let cfg = args.config()?;
     let stop = crate::signal::stop_flag();
     let report = run(&cfg, stop)?;

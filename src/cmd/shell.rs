@@ -11,7 +11,7 @@ use clap_complete::Shell;
 
 /// `nagare completions`.
 #[derive(Args, Debug)]
-pub struct CompletionsArgs {
+pub(crate) struct CompletionsArgs {
     /// The shell: bash, zsh, fish, elvish or powershell. Install, e.g.:
     /// `nagare completions bash > /etc/bash_completion.d/nagare`.
     shell: Shell,
@@ -19,21 +19,21 @@ pub struct CompletionsArgs {
 
 /// `nagare man`.
 #[derive(Args, Debug)]
-pub struct ManArgs {
+pub(crate) struct ManArgs {
     /// The page of this subcommand (`nagare man probe` is nagare-probe(1));
     /// the top-level nagare(1) without it.
     subcommand: Option<String>,
 }
 
 /// Prints the completion script for `a.shell` of `cmd`.
-pub fn completions(a: &CompletionsArgs, mut cmd: Command) -> Result<ExitCode> {
+pub(crate) fn completions(a: &CompletionsArgs, mut cmd: Command) -> Result<ExitCode> {
     let mut out = Vec::new();
     clap_complete::generate(a.shell, &mut cmd, "nagare", &mut out);
     write_stdout(&out)
 }
 
 /// Prints the roff man page of `cmd` (or of one subcommand).
-pub fn man(a: &ManArgs, cmd: Command) -> Result<ExitCode> {
+pub(crate) fn man(a: &ManArgs, cmd: Command) -> Result<ExitCode> {
     let cmd = match &a.subcommand {
         None => cmd,
         Some(name) => {

@@ -9,11 +9,11 @@ use std::path::Path;
 use anyhow::{Result, anyhow};
 use nix::fcntl::{OFlag, PosixFadviseAdvice, posix_fadvise};
 
-pub use nagare_proto::video::aligned::{ALIGN, AlignedBuf};
+pub(crate) use nagare_proto::video::aligned::{ALIGN, AlignedBuf};
 
 /// Opens `path` for reading with O_DIRECT; says what to do where the
 /// filesystem refuses it.
-pub fn open_direct(path: &Path) -> Result<File> {
+pub(crate) fn open_direct(path: &Path) -> Result<File> {
     let mut options = std::fs::OpenOptions::new();
     options.read(true);
     with_o_direct(&options, path, "opening")
@@ -42,7 +42,7 @@ fn with_o_direct(options: &std::fs::OpenOptions, path: &Path, doing: &str) -> Re
 
 /// Tells the kernel `file` is read front to back, so it reads ahead. Only
 /// advice: a refusal changes nothing but speed.
-pub fn advise_sequential(file: &File) {
+pub(crate) fn advise_sequential(file: &File) {
     let _ = posix_fadvise(file, 0, 0, PosixFadviseAdvice::POSIX_FADV_SEQUENTIAL);
 }
 
@@ -57,7 +57,7 @@ const DIRECT_CHUNK: usize = 8 << 20;
 /// few bytes past the last whole block wait for the next write, or for
 /// [`DirectWriter::finish`], which writes them through the page cache
 /// (O_DIRECT takes whole blocks only).
-pub struct DirectWriter {
+pub(crate) struct DirectWriter {
     file: File,
     stage: AlignedBuf,
     held: usize,
@@ -66,7 +66,7 @@ pub struct DirectWriter {
 impl DirectWriter {
     /// Creates (or truncates) `path` for writing with O_DIRECT; says what
     /// to do where the filesystem refuses it.
-    pub fn create(path: &Path) -> Result<DirectWriter> {
+    pub(crate) fn create(path: &Path) -> Result<DirectWriter> {
         let mut options = std::fs::OpenOptions::new();
         options.write(true).create(true).truncate(true);
         let file = with_o_direct(&options, path, "cannot create output")?;
@@ -80,7 +80,7 @@ impl DirectWriter {
     /// Appends `data`: every whole block staged so far goes to the disk.
     /// Page-aligned data (an [`AlignedBuf`])
     /// following whole blocks goes straight from where it is, uncopied.
-    pub fn write_all(&mut self, mut data: &[u8]) -> std::io::Result<()> {
+    pub(crate) fn write_all(&mut self, mut data: &[u8]) -> std::io::Result<()> {
         if self.held == 0 && data.as_ptr().addr() % ALIGN == 0 {
             let whole = data.len() / ALIGN * ALIGN;
             for chunk in data[..whole].chunks(DIRECT_CHUNK) {
@@ -105,7 +105,7 @@ impl DirectWriter {
 
     /// Writes the staged tail (under a block) through the page cache; the
     /// file ends there, so no O_DIRECT write can follow.
-    pub fn finish(&mut self) -> std::io::Result<()> {
+    pub(crate) fn finish(&mut self) -> std::io::Result<()> {
         if self.held == 0 {
             return Ok(());
         }
@@ -119,7 +119,7 @@ impl DirectWriter {
     }
 
     /// The file (for its length, or to cut it back).
-    pub fn file(&self) -> &File {
+    pub(crate) fn file(&self) -> &File {
         &self.file
     }
 }

@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 
 /// The kernel's view of the system clock (from `adjtimex`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ClockSync {
+pub(crate) struct ClockSync {
     /// Whether a time service (NTP, PTP via phc2sys) disciplines the clock.
     pub synced: bool,
     /// The kernel's bound on the clock's error, in microseconds.
@@ -16,7 +16,7 @@ pub struct ClockSync {
 
 /// Reads the kernel's clock discipline state. nix has no wrapper for
 /// `adjtimex`, hence the one raw call.
-pub fn clock_sync() -> ClockSync {
+pub(crate) fn clock_sync() -> ClockSync {
     // SAFETY: timex is plain data (glibc pads it with private fields, so
     // it cannot be built field by field); all-zero is a valid value and
     // modes = 0 makes adjtimex only read the kernel's state into it.
@@ -32,7 +32,7 @@ pub fn clock_sync() -> ClockSync {
 }
 
 /// Whether this process runs as root (sysctl writes need it).
-pub fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
@@ -42,14 +42,14 @@ fn sysctl_path(key: &str) -> PathBuf {
 
 /// The value of sysctl `key` (`net.core.rmem_max`), trimmed; `None` when
 /// unreadable.
-pub fn sysctl(key: &str) -> Option<String> {
+pub(crate) fn sysctl(key: &str) -> Option<String> {
     std::fs::read_to_string(sysctl_path(key))
         .ok()
         .map(|s| s.trim().to_string())
 }
 
 /// Sets sysctl `key` to `value` (root only).
-pub fn set_sysctl(key: &str, value: &str) -> Result<()> {
+pub(crate) fn set_sysctl(key: &str, value: &str) -> Result<()> {
     let path = sysctl_path(key);
     std::fs::write(&path, value).with_context(|| {
         format!(

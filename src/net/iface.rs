@@ -14,7 +14,7 @@ use nix::net::if_::{InterfaceFlags, if_nametoindex};
 
 /// One interface as the kernel lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Link {
+pub(crate) struct Link {
     /// Its name (`lo`, `eth0`).
     pub name: String,
     /// Kernel interface index (0 where the name no longer resolves).
@@ -29,7 +29,7 @@ pub struct Link {
 
 impl Link {
     /// Its first IPv4 address, if any.
-    pub fn ipv4(&self) -> Option<Ipv4Addr> {
+    pub(crate) fn ipv4(&self) -> Option<Ipv4Addr> {
         self.addrs.iter().find_map(|a| match a {
             IpAddr::V4(v4) => Some(*v4),
             IpAddr::V6(_) => None,
@@ -38,7 +38,7 @@ impl Link {
 
     /// Its hardware (MAC) address, from sysfs; `None` for interfaces
     /// without a 6-byte one (tunnels).
-    pub fn mac(&self) -> Option<[u8; 6]> {
+    pub(crate) fn mac(&self) -> Option<[u8; 6]> {
         let path = PathBuf::from("/sys/class/net")
             .join(&self.name)
             .join("address");
@@ -46,7 +46,7 @@ impl Link {
     }
 
     /// Its MTU in bytes, from sysfs.
-    pub fn mtu(&self) -> io::Result<u32> {
+    pub(crate) fn mtu(&self) -> io::Result<u32> {
         let path = PathBuf::from("/sys/class/net").join(&self.name).join("mtu");
         let text = std::fs::read_to_string(&path)?;
         text.trim()
@@ -57,7 +57,7 @@ impl Link {
 
 /// Every interface of this host, each once, with all its addresses; an
 /// interface without any address is listed too.
-pub fn links() -> io::Result<Vec<Link>> {
+pub(crate) fn links() -> io::Result<Vec<Link>> {
     let mut out: Vec<Link> = Vec::new();
     for entry in nix::ifaddrs::getifaddrs()? {
         let addr = entry.address.as_ref().and_then(|a| {
@@ -84,7 +84,7 @@ pub fn links() -> io::Result<Vec<Link>> {
 }
 
 /// The interface with kernel index `index`, if it exists.
-pub fn find(index: u32) -> io::Result<Option<Link>> {
+pub(crate) fn find(index: u32) -> io::Result<Option<Link>> {
     Ok(links()?.into_iter().find(|l| l.index == index))
 }
 
@@ -105,7 +105,7 @@ fn parse_mac(text: &str) -> Option<[u8; 6]> {
 /// the host) takes the first other interface's, preferring one with an
 /// address. The second value says
 /// which interface it came from when that is not the sending one.
-pub fn clock_mac(local: Option<IpAddr>, links: &[Link]) -> ([u8; 6], Option<String>) {
+pub(crate) fn clock_mac(local: Option<IpAddr>, links: &[Link]) -> ([u8; 6], Option<String>) {
     let real = |l: &Link| l.mac().filter(|m| m.iter().any(|b| *b != 0));
     let sending = local.and_then(|ip| links.iter().find(|l| l.addrs.contains(&ip)));
     if let Some(mac) = sending.and_then(real) {
@@ -126,7 +126,7 @@ pub fn clock_mac(local: Option<IpAddr>, links: &[Link]) -> ([u8; 6], Option<Stri
 
 /// A network interface named by address or by name.
 #[derive(Debug, Clone)]
-pub struct Interface {
+pub(crate) struct Interface {
     /// What the user typed, for messages.
     pub label: String,
     /// Kernel interface index.
@@ -137,7 +137,7 @@ pub struct Interface {
 
 /// Resolves `--interface ADDR|NAME` against the machine's interfaces.
 /// Usable as a clap `value_parser`.
-pub fn parse_interface(text: &str) -> Result<Interface> {
+pub(crate) fn parse_interface(text: &str) -> Result<Interface> {
     let links = links().context("listing network interfaces")?;
     resolve(text, &links)
 }

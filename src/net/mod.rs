@@ -5,15 +5,15 @@
 //! this module, each block with a SAFETY comment; calls off the
 //! per-packet path go through nix's safe wrappers.
 
-pub mod file;
-pub mod host;
-pub mod iface;
-pub mod placement;
+pub(crate) mod file;
+pub(crate) mod host;
+pub(crate) mod iface;
+pub(crate) mod placement;
 #[cfg(feature = "x11")]
-pub mod shm;
-pub mod train;
-pub mod tuning;
-pub mod udp;
-pub mod wait;
-pub mod wakeup;
-pub mod watch;
+pub(crate) mod shm;
+pub(crate) mod train;
+pub(crate) mod tuning;
+pub(crate) mod udp;
+pub(crate) mod wait;
+pub(crate) mod wakeup;
+pub(crate) mod watch;

@@ -30,7 +30,7 @@ use nix::unistd::Pid;
 
 /// What `--cpu` asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum CpuChoice {
+pub(crate) enum CpuChoice {
     /// The placement rule of this module.
     #[default]
     Auto,
@@ -66,7 +66,7 @@ impl fmt::Display for CpuChoice {
 
 /// A thread's job, which decides its CPUs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
+pub(crate) enum Role {
     /// Pacing thread `index` (0 for a sender's one).
     Pacer { index: usize },
     /// Receive thread `index` (socket reads).
@@ -78,31 +78,31 @@ pub enum Role {
 
 /// The placement rule over the CPUs a process may use.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Layout {
+pub(crate) struct Layout {
     /// Allowed CPUs, ascending.
     allowed: Vec<usize>,
 }
 
 impl Layout {
     /// The rule over `allowed` CPUs (any order, duplicates ignored).
-    pub fn new(mut allowed: Vec<usize>) -> Layout {
+    pub(crate) fn new(mut allowed: Vec<usize>) -> Layout {
         allowed.sort_unstable();
         allowed.dedup();
         Layout { allowed }
     }
 
     /// The CPUs this process was allowed as it started.
-    pub fn of_process() -> Layout {
+    pub(crate) fn of_process() -> Layout {
         Layout::new(start_cpus())
     }
 
     /// The allowed CPUs, ascending.
-    pub fn allowed(&self) -> &[usize] {
+    pub(crate) fn allowed(&self) -> &[usize] {
         &self.allowed
     }
 
     /// The CPUs of `role`; empty when the rule places nothing (one CPU).
-    pub fn cpus(&self, role: Role) -> Vec<usize> {
+    pub(crate) fn cpus(&self, role: Role) -> Vec<usize> {
         let n = self.allowed.len();
         if n < 2 {
             return Vec::new();
@@ -133,14 +133,14 @@ impl Layout {
 
 /// How a process places its threads: `--cpu` and the rule.
 #[derive(Debug, Clone)]
-pub struct Placement {
+pub(crate) struct Placement {
     choice: CpuChoice,
     layout: Layout,
 }
 
 impl Placement {
     /// Placement by `choice` over the CPUs this process started with.
-    pub fn new(choice: CpuChoice) -> Placement {
+    pub(crate) fn new(choice: CpuChoice) -> Placement {
         Placement {
             choice,
             layout: Layout::of_process(),
@@ -149,7 +149,7 @@ impl Placement {
 
     /// The CPUs `role` gets: `--cpu N` for the thread it names (pacers in a
     /// sender, receive threads in a receiver), the rule otherwise.
-    pub fn cpus(&self, role: Role) -> Vec<usize> {
+    pub(crate) fn cpus(&self, role: Role) -> Vec<usize> {
         match (self.choice, role) {
             (CpuChoice::None, _) => Vec::new(),
             (CpuChoice::Cpu(c), Role::Pacer { .. } | Role::Receive { .. }) => vec![c],
@@ -171,7 +171,7 @@ impl Placement {
     /// Puts the calling thread on the CPUs of `role`; returns them (empty
     /// when nothing was placed). A CPU out of range is refused with the
     /// CPUs there are.
-    pub fn apply(&self, role: Role) -> Result<Vec<usize>> {
+    pub(crate) fn apply(&self, role: Role) -> Result<Vec<usize>> {
         let cpus = self.cpus(role);
         if !cpus.is_empty() {
             pin_to(&cpus)?;
@@ -194,13 +194,13 @@ static START_CPUS: OnceLock<CpuSet> = OnceLock::new();
 
 /// The CPUs this process was allowed as it started, as a set (`None` if
 /// never noted).
-pub fn start_set() -> Option<CpuSet> {
+pub(crate) fn start_set() -> Option<CpuSet> {
     START_CPUS.get().copied()
 }
 
 /// The CPUs this process was allowed as it started, ascending (all the
 /// CPUs there are if that was never noted).
-pub fn start_cpus() -> Vec<usize> {
+pub(crate) fn start_cpus() -> Vec<usize> {
     match START_CPUS.get() {
         Some(set) => cpus_of(set),
         None => (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect(),
@@ -210,7 +210,7 @@ pub fn start_cpus() -> Vec<usize> {
 /// Notes the CPUs this process may use as it starts (what `taskset` or a
 /// cgroup allowed), for the rule and for `tuning::ordinary` to go back
 /// to. Call it before any thread is pinned.
-pub fn note_start_cpus() {
+pub(crate) fn note_start_cpus() {
     if let Ok(set) = nix::sched::sched_getaffinity(Pid::from_raw(0)) {
         let _ = START_CPUS.set(set);
     }
@@ -239,12 +239,12 @@ fn pin_other_threads(cpus: &[usize]) {
 static HELPERS: OnceLock<Vec<usize>> = OnceLock::new();
 
 /// The CPUs this process's helper threads were given (`None`: not placed).
-pub fn helper_cpus() -> Option<&'static [usize]> {
+pub(crate) fn helper_cpus() -> Option<&'static [usize]> {
     HELPERS.get().map(Vec::as_slice).filter(|c| !c.is_empty())
 }
 
 /// Restricts the calling thread to `cpus`.
-pub fn pin_to(cpus: &[usize]) -> Result<()> {
+pub(crate) fn pin_to(cpus: &[usize]) -> Result<()> {
     let count = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut set = CpuSet::new();
     for &cpu in cpus {
@@ -265,19 +265,19 @@ pub fn pin_to(cpus: &[usize]) -> Result<()> {
 
 /// The CPUs the calling thread may run on now.
 #[cfg(test)]
-pub fn current_cpus() -> Vec<usize> {
+pub(crate) fn current_cpus() -> Vec<usize> {
     nix::sched::sched_getaffinity(Pid::from_raw(0)).map_or_else(|_| Vec::new(), |set| cpus_of(&set))
 }
 
 /// The CPUs in `set`, ascending.
-pub fn cpus_of(set: &CpuSet) -> Vec<usize> {
+pub(crate) fn cpus_of(set: &CpuSet) -> Vec<usize> {
     (0..CpuSet::count())
         .filter(|&c| set.is_set(c).unwrap_or(false))
         .collect()
 }
 
 /// `0,2-3` form, as /proc's Cpus_allowed_list writes it.
-pub fn list(cpus: &[usize]) -> String {
+pub(crate) fn list(cpus: &[usize]) -> String {
     let mut out: Vec<String> = Vec::new();
     let mut i = 0;
     while i < cpus.len() {

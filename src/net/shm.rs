@@ -6,7 +6,7 @@
 use anyhow::bail;
 
 /// A private shared-memory segment attached to this process.
-pub struct Segment {
+pub(crate) struct Segment {
     id: libc::c_int,
     addr: *mut u8,
     len: usize,
@@ -18,7 +18,7 @@ unsafe impl Send for Segment {}
 
 impl Segment {
     /// Creates and attaches a segment of `len` bytes.
-    pub fn new(len: usize) -> anyhow::Result<Segment> {
+    pub(crate) fn new(len: usize) -> anyhow::Result<Segment> {
         // SAFETY: shmget takes no pointers; the result is checked.
         let id = unsafe { libc::shmget(libc::IPC_PRIVATE, len, libc::IPC_CREAT | 0o600) };
         if id < 0 {
@@ -44,14 +44,14 @@ impl Segment {
     }
 
     /// The id to hand to the X server.
-    pub fn id(&self) -> u32 {
+    pub(crate) fn id(&self) -> u32 {
         // shmget returns non-negative ids (checked in `new`).
         self.id as u32
     }
 
     /// Marks the segment for removal once every process has detached, so
     /// it cannot outlive this one. Call it once the X server attached.
-    pub fn mark_removed(&self) {
+    pub(crate) fn mark_removed(&self) {
         // SAFETY: IPC_RMID on our own segment takes no buffer; the memory
         // stays mapped until detached.
         unsafe { libc::shmctl(self.id, libc::IPC_RMID, std::ptr::null_mut()) };
@@ -60,7 +60,7 @@ impl Segment {
     /// The segment's bytes. Read them only after the reply to a request
     /// that wrote them: the X server writes while serving a request and
     /// is done before it replies.
-    pub fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         // SAFETY: `addr` maps `len` bytes for as long as `self` lives
         // (detached only in Drop), and the only other writer, the X
         // server, writes only during requests the caller waits for.

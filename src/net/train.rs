@@ -13,14 +13,14 @@ use super::udp;
 
 /// A train's headers and layout, made by [`TrainBuf::gather`].
 #[derive(Debug, Default)]
-pub struct TrainBuf {
+pub(crate) struct TrainBuf {
     headers: Vec<u8>,
     stride: usize,
     layout: Vec<PacketLayout>,
 }
 
 /// One gathered train: per packet its headers, frame bytes and padding.
-pub struct Train<'a> {
+pub(crate) struct Train<'a> {
     buf: &'a TrainBuf,
     frame: &'a [u8],
     /// Bytes of all its packets.
@@ -31,7 +31,7 @@ pub struct Train<'a> {
 
 impl TrainBuf {
     /// Room for the longest train of flow `id` of `sender`.
-    pub fn for_flow(sender: &Sender, id: FlowId) -> TrainBuf {
+    pub(crate) fn for_flow(sender: &Sender, id: FlowId) -> TrainBuf {
         let stride = sender.header_stride(id).unwrap_or(0);
         let max = sender.max_train(id).unwrap_or(1);
         TrainBuf {
@@ -42,7 +42,7 @@ impl TrainBuf {
     }
 
     /// Lays out train `t` of `sender` over `frame`, the bytes it carries.
-    pub fn gather<'a>(
+    pub(crate) fn gather<'a>(
         &'a mut self,
         sender: &Sender,
         t: &Transmit,
@@ -69,7 +69,7 @@ impl TrainBuf {
 
 impl<'a> Train<'a> {
     /// Each packet's headers, frame bytes and padding, in order.
-    pub fn parts(&self) -> impl Iterator<Item = [&'a [u8]; 3]> + 'a {
+    pub(crate) fn parts(&self) -> impl Iterator<Item = [&'a [u8]; 3]> + 'a {
         let (buf, frame) = (self.buf, self.frame);
         let slots = buf.headers.chunks_exact(buf.stride.max(1));
         buf.layout
@@ -82,7 +82,7 @@ impl<'a> Train<'a> {
 /// Scratch space for sending trains: iovecs and message headers (raw
 /// pointers: made and used on one thread).
 #[derive(Default)]
-pub struct TrainIo {
+pub(crate) struct TrainIo {
     iov: Vec<libc::iovec>,
     mmsg: Vec<libc::mmsghdr>,
 }
@@ -90,7 +90,7 @@ pub struct TrainIo {
 impl TrainIo {
     /// Sends `train` on `sock` as one GSO send when `*gso` is on (see
     /// [`udp::send_train`]), else with `sendmmsg`.
-    pub fn send(
+    pub(crate) fn send(
         &mut self,
         sock: &udp::Sender,
         train: &Train<'_>,

@@ -14,7 +14,7 @@ use nix::unistd::Pid;
 /// end up to 50 µs late to batch wake-ups, which is more than a packet
 /// interval at gigabit rates; with it the pacer can sleep closer to each
 /// slot and spin less.
-pub fn precise_timers() {
+pub(crate) fn precise_timers() {
     // Failure only leaves the default slack in place.
     let _ = nix::sys::prctl::set_timerslack(1000);
 }
@@ -36,7 +36,7 @@ fn set_policy(policy: libc::c_int, priority: libc::c_int) -> io::Result<()> {
 
 /// Switches the calling thread to SCHED_FIFO at a middle priority, so a
 /// busy machine cannot delay a packet train by a scheduler tick.
-pub fn realtime() -> Result<()> {
+pub(crate) fn realtime() -> Result<()> {
     if let Err(e) = set_policy(libc::SCHED_FIFO, 50) {
         bail!(
             "--realtime: cannot switch to SCHED_FIFO: {e}; run as root, grant CAP_SYS_NICE, \
@@ -49,7 +49,7 @@ pub fn realtime() -> Result<()> {
 /// Whether a pacing thread runs real-time: `--realtime` demands it,
 /// `--no-realtime` refuses it, and by default it is taken where allowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Realtime {
+pub(crate) enum Realtime {
     /// SCHED_FIFO when the process may (CAP_SYS_NICE, root, `ulimit -r`)
     /// and the kernel's RT throttling is on; otherwise normal priority,
     /// said once.
@@ -63,7 +63,7 @@ pub enum Realtime {
 
 impl Realtime {
     /// From the `--realtime` / `--no-realtime` flags.
-    pub fn from_flags(required: bool, off: bool) -> Realtime {
+    pub(crate) fn from_flags(required: bool, off: bool) -> Realtime {
         match (required, off) {
             (true, _) => Realtime::Required,
             (false, true) => Realtime::Off,
@@ -73,7 +73,7 @@ impl Realtime {
 
     /// Applies the choice to the calling thread. Returns whether it now
     /// runs SCHED_FIFO, and why not when it does not (for the report).
-    pub fn apply(self) -> Result<(bool, Option<String>)> {
+    pub(crate) fn apply(self) -> Result<(bool, Option<String>)> {
         match self {
             Realtime::Off => Ok((false, Some("--no-realtime".into()))),
             Realtime::Required => realtime().map(|()| {
@@ -136,7 +136,7 @@ fn has_ipc_lock() -> bool {
 /// where the lock is unlimited (`ulimit -l unlimited`) or the process holds
 /// CAP_IPC_LOCK (root): under a bounded limit, large ring allocations would
 /// fail. Returns why not when not.
-pub fn lock_memory() -> Option<String> {
+pub(crate) fn lock_memory() -> Option<String> {
     use nix::sys::mman::{MlockAllFlags, mlockall};
     use nix::sys::resource::{Resource, getrlimit};
     let unlimited = getrlimit(Resource::RLIMIT_MEMLOCK)
@@ -164,7 +164,7 @@ pub fn lock_memory() -> Option<String> {
 /// normal priority. For helper threads such as the recorder's writer.
 /// (Counting CPUs here would count the pinned parent's one, and a
 /// `taskset` the user gave would be lost.)
-pub fn ordinary() {
+pub(crate) fn ordinary() {
     // Placed helpers stay off the pacing CPUs.
     if let Some(cpus) = super::placement::helper_cpus() {
         let _ = super::placement::pin_to(cpus);

@@ -24,13 +24,13 @@ use socket2::{Domain, InterfaceIndexOrAddress, Protocol, SockAddr, Socket, Type}
     unused_imports,
     reason = "kept in udp's stable API for subcommands that still resolve interfaces through it"
 )]
-pub use super::iface::{Interface, parse_interface};
+pub(crate) use super::iface::{Interface, parse_interface};
 
 /// Largest datagram a GSO train or GRO batch carries (the kernel's limit
 /// for one UDP super-packet).
-pub const MAX_GSO_BYTES: usize = 65_000;
+pub(crate) const MAX_GSO_BYTES: usize = 65_000;
 /// Most segments the kernel accepts in one GSO send.
-pub const MAX_GSO_SEGMENTS: usize = 64;
+pub(crate) const MAX_GSO_SEGMENTS: usize = 64;
 
 /// Datagrams per `sendmmsg` call when GSO is off.
 const SENDMMSG_BATCH: usize = 64;
@@ -42,7 +42,7 @@ const GSO_MESSAGES: usize = 4;
 
 /// Most datagrams of `packet_size` bytes one send call carries: what fits
 /// in a GSO train, or a `sendmmsg` batch.
-pub fn train_cap(gso: bool, packet_size: usize) -> usize {
+pub(crate) fn train_cap(gso: bool, packet_size: usize) -> usize {
     if gso {
         (MAX_GSO_BYTES / packet_size.max(1)).clamp(1, MAX_GSO_SEGMENTS)
     } else {
@@ -52,7 +52,7 @@ pub fn train_cap(gso: bool, packet_size: usize) -> usize {
 
 /// Most datagrams of `packet_size` bytes one send call carries when a
 /// train may span several GSO super-datagrams ([`send_train`] splits it).
-pub fn train_cap_batched(gso: bool, packet_size: usize) -> usize {
+pub(crate) fn train_cap_batched(gso: bool, packet_size: usize) -> usize {
     if gso {
         train_cap(gso, packet_size) * GSO_MESSAGES
     } else {
@@ -61,7 +61,7 @@ pub fn train_cap_batched(gso: bool, packet_size: usize) -> usize {
 }
 
 /// Parses `HOST:PORT` (`127.0.0.1:5004`, `[::1]:5004`, `localhost:5004`).
-pub fn parse_addr(text: &str, what: &str) -> Result<SocketAddr> {
+pub(crate) fn parse_addr(text: &str, what: &str) -> Result<SocketAddr> {
     if let Ok(a) = text.parse::<SocketAddr>() {
         return Ok(a);
     }
@@ -119,7 +119,7 @@ const MAX_BUFFER: usize = 0x3fff_ffff;
 
 /// Asks for a socket buffer of `bytes`, forcing past `net.core.*mem_max`
 /// when running as root. Returns a warning when the kernel granted less.
-pub fn size_buffer(sock: &Socket, bytes: usize, receive: bool) -> Option<String> {
+pub(crate) fn size_buffer(sock: &Socket, bytes: usize, receive: bool) -> Option<String> {
     let want = bytes.min(MAX_BUFFER);
     let forced = if receive {
         setsockopt(sock, sockopt::RcvBufForce, &want)
@@ -158,7 +158,7 @@ pub fn size_buffer(sock: &Socket, bytes: usize, receive: bool) -> Option<String>
 const BUFFER_BYTES: usize = 64 << 20;
 
 /// A UDP socket with big buffers, bound to `addr`.
-pub fn bind_buffered(addr: SocketAddr) -> Result<UdpSocket> {
+pub(crate) fn bind_buffered(addr: SocketAddr) -> Result<UdpSocket> {
     let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))
         .context("creating a UDP socket")?;
     // A multi-gigabit stream needs big buffers; where the kernel grants
@@ -174,7 +174,7 @@ pub fn bind_buffered(addr: SocketAddr) -> Result<UdpSocket> {
 }
 
 /// The unspecified address of `peer`'s family, port 0.
-pub fn any_for(peer: SocketAddr) -> SocketAddr {
+pub(crate) fn any_for(peer: SocketAddr) -> SocketAddr {
     match peer {
         SocketAddr::V4(_) => "0.0.0.0:0".parse().unwrap_or(peer),
         SocketAddr::V6(_) => "[::]:0".parse().unwrap_or(peer),
@@ -183,7 +183,7 @@ pub fn any_for(peer: SocketAddr) -> SocketAddr {
 
 /// Options for a sending socket.
 #[derive(Debug, Clone, Default)]
-pub struct SendOptions {
+pub(crate) struct SendOptions {
     /// Multicast interface.
     pub interface: Option<Interface>,
     /// TTL / hop limit (multicast or unicast).
@@ -193,7 +193,7 @@ pub struct SendOptions {
 }
 
 /// A connected sending socket and what it supports.
-pub struct Sender {
+pub(crate) struct Sender {
     sock: Socket,
     /// Whether UDP GSO is available.
     pub gso: bool,
@@ -203,7 +203,7 @@ pub struct Sender {
 
 impl Sender {
     /// Opens a socket towards `dest`.
-    pub fn open(dest: SocketAddr, opts: &SendOptions) -> Result<Sender> {
+    pub(crate) fn open(dest: SocketAddr, opts: &SendOptions) -> Result<Sender> {
         let sock = Socket::new(Domain::for_address(dest), Type::DGRAM, Some(Protocol::UDP))
             .context("creating a UDP socket")?;
         let mut notices = Vec::new();
@@ -256,17 +256,17 @@ impl Sender {
     }
 
     /// The local address the socket sends from.
-    pub fn local_addr(&self) -> Option<SocketAddr> {
+    pub(crate) fn local_addr(&self) -> Option<SocketAddr> {
         self.sock.local_addr().ok()?.as_socket()
     }
 
     /// Sends one datagram to the connected peer.
-    pub fn send(&self, datagram: &[u8]) -> io::Result<usize> {
+    pub(crate) fn send(&self, datagram: &[u8]) -> io::Result<usize> {
         self.sock.send(datagram)
     }
 
     /// Sends one train on the connected socket; see [`send_train`].
-    pub fn send_train(
+    pub(crate) fn send_train(
         &self,
         iov: &[libc::iovec],
         parts: usize,
@@ -294,7 +294,7 @@ impl Sender {
 /// it prints a one-line note as `who`, turns `*gso` off for later trains
 /// and sends this one with `sendmmsg`. Returns how many datagrams left.
 #[allow(clippy::too_many_arguments)] // one call's worth of borrowed state
-pub fn send_train(
+pub(crate) fn send_train(
     sock: &impl AsRawFd,
     iov: &[libc::iovec],
     parts: usize,
@@ -341,7 +341,7 @@ fn gso_refused(e: &io::Error) -> bool {
 
 /// An iovec over `b` for the send calls here, which only read through it
 /// (the C struct wants a *mut).
-pub fn iovec(b: &[u8]) -> libc::iovec {
+pub(crate) fn iovec(b: &[u8]) -> libc::iovec {
     libc::iovec {
         iov_base: b.as_ptr().cast_mut().cast(),
         iov_len: b.len(),
@@ -351,7 +351,7 @@ pub fn iovec(b: &[u8]) -> libc::iovec {
 /// Whether the kernel supports UDP GSO on `sock`: setting a segment size
 /// on the socket fails where it lacks it. Leaves the socket's default
 /// segment size at 0 (trains name theirs per call).
-pub fn gso_available(sock: &impl AsRawFd) -> bool {
+pub(crate) fn gso_available(sock: &impl AsRawFd) -> bool {
     set_int_option(sock, libc::SOL_UDP, libc::UDP_SEGMENT, 1400).is_ok()
         && set_int_option(sock, libc::SOL_UDP, libc::UDP_SEGMENT, 0).is_ok()
 }
@@ -371,7 +371,7 @@ fn set_name(msg: &mut libc::msghdr, dest: Option<&SockAddr>) {
 /// holds the gathered bytes of the train's datagrams, each `segment`
 /// bytes long except possibly the last. The kernel splits it; one
 /// syscall and one trip down the stack for the whole train.
-pub fn send_gso(
+pub(crate) fn send_gso(
     sock: &impl AsRawFd,
     iov: &[libc::iovec],
     segment: usize,
@@ -482,7 +482,7 @@ const SEGMENT_LEN: libc::c_uint = socklen_of::<u16>();
 /// Sends datagrams with `sendmmsg` on `sock`, to `dest` or the connected
 /// peer: datagram `k` is the iovecs `iov[parts * k .. parts * (k + 1)]`.
 /// Returns how many were sent (an error only when none were).
-pub fn send_many(
+pub(crate) fn send_many(
     sock: &impl AsRawFd,
     iov: &[libc::iovec],
     parts: usize,
@@ -566,7 +566,7 @@ fn set_multicast_if_index_v4(sock: &Socket, index: u32) -> io::Result<()> {
 
 /// Options for a receiving socket.
 #[derive(Debug, Clone, Default)]
-pub struct ReceiveOptions {
+pub(crate) struct ReceiveOptions {
     /// Multicast interface to join on.
     pub interface: Option<Interface>,
     /// Source for source-specific multicast.
@@ -576,7 +576,7 @@ pub struct ReceiveOptions {
 }
 
 /// A bound receiving socket with batch buffers.
-pub struct Receiver {
+pub(crate) struct Receiver {
     sock: Socket,
     /// Whether UDP GRO is on (datagrams may arrive coalesced).
     pub gro: bool,
@@ -605,7 +605,7 @@ const RECV_SLOTS: usize = RECV_BATCH as usize;
 const SK_MEMINFO_DROPS: usize = 8;
 
 /// One datagram (or GRO batch of equal-sized datagrams) from a batch.
-pub struct Datagram<'a> {
+pub(crate) struct Datagram<'a> {
     /// The bytes received.
     pub bytes: &'a [u8],
     /// Segment size when GRO coalesced several datagrams, else `bytes.len()`.
@@ -624,7 +624,7 @@ pub struct Datagram<'a> {
 
 impl Datagram<'_> {
     /// The individual datagrams (splits a GRO batch).
-    pub fn segments(&self) -> impl Iterator<Item = &[u8]> {
+    pub(crate) fn segments(&self) -> impl Iterator<Item = &[u8]> {
         // A zero-length datagram is one (empty) datagram, not none, so
         // the machine counts it as malformed.
         let empty = self.bytes.is_empty().then_some(self.bytes);
@@ -634,7 +634,7 @@ impl Datagram<'_> {
 
 impl Receiver {
     /// Binds `listen` (joining it when it is a multicast group).
-    pub fn open(listen: SocketAddr, opts: &ReceiveOptions) -> Result<Receiver> {
+    pub(crate) fn open(listen: SocketAddr, opts: &ReceiveOptions) -> Result<Receiver> {
         let sock = Socket::new(
             Domain::for_address(listen),
             Type::DGRAM,
@@ -704,7 +704,7 @@ impl Receiver {
     /// the caller): turns on the drop counter and GRO, and a 100 ms
     /// receive timeout. The socket may be a duplicate of one the caller
     /// keeps sending on; the options apply to the shared socket.
-    pub fn from_socket(sock: Socket, notices: Vec<String>) -> Result<Receiver> {
+    pub(crate) fn from_socket(sock: Socket, notices: Vec<String>) -> Result<Receiver> {
         // Without the drop counter, only kernel_drops stays at zero.
         let _ = setsockopt(&sock, sockopt::RxqOvfl, &1);
         let gro = setsockopt(&sock, sockopt::UdpGroSegment, &true).is_ok();
@@ -726,14 +726,14 @@ impl Receiver {
     /// Asks the kernel to stamp each datagram's arrival (SO_TIMESTAMPNS),
     /// so receive times do not include how long this thread took to get
     /// to the datagram. Returns whether it is on.
-    pub fn enable_timestamps(&mut self) -> bool {
+    pub(crate) fn enable_timestamps(&mut self) -> bool {
         self.stamps = setsockopt(&self.sock, sockopt::ReceiveTimestampns, &true).is_ok();
         self.stamps
     }
 
     /// Turns UDP GRO off, so every datagram comes with its own receive
     /// stamp (a GRO batch shares one, which would read as a burst).
-    pub fn disable_gro(&mut self) {
+    pub(crate) fn disable_gro(&mut self) {
         if self.gro && setsockopt(&self.sock, sockopt::UdpGroSegment, &false).is_ok() {
             self.gro = false;
         }
@@ -741,7 +741,7 @@ impl Receiver {
 
     /// Sets how long [`Receiver::recv_batch`] waits for the first datagram
     /// (at least 1 µs: zero would mean forever).
-    pub fn set_wait(&self, wait: Duration) -> io::Result<()> {
+    pub(crate) fn set_wait(&self, wait: Duration) -> io::Result<()> {
         self.sock
             .set_read_timeout(Some(wait.max(Duration::from_micros(1))))
     }
@@ -749,13 +749,13 @@ impl Receiver {
     /// Waits up to `wait` for a datagram, to the microsecond (the socket
     /// timeout of [`Receiver::set_wait`] is rounded up to the kernel's
     /// tick); see [`super::wait`].
-    pub fn readable_within(&self, wait: Duration) -> io::Result<bool> {
+    pub(crate) fn readable_within(&self, wait: Duration) -> io::Result<bool> {
         super::wait::readable_within(&self.sock, wait)
     }
 
     /// Sends one datagram from this socket, to `to` or the connected peer
     /// (a reply leaves from the address the request came to).
-    pub fn send_to(&self, buf: &[u8], to: Option<SocketAddr>) -> io::Result<usize> {
+    pub(crate) fn send_to(&self, buf: &[u8], to: Option<SocketAddr>) -> io::Result<usize> {
         match to {
             Some(a) => self.sock.send_to(buf, &SockAddr::from(a)),
             None => self.sock.send(buf),
@@ -765,7 +765,7 @@ impl Receiver {
     /// The kernel's drop counter of this socket now (SO_MEMINFO), which,
     /// unlike the per-datagram SO_RXQ_OVFL value, also counts drops after
     /// the last datagram read. `None` where the kernel lacks it.
-    pub fn drops_now(&self) -> Option<u32> {
+    pub(crate) fn drops_now(&self) -> Option<u32> {
         // Room for more SK_MEMINFO_* values than any kernel has; the
         // kernel writes what it has and says how much in `len`. (nix's
         // getsockopt for a struct panics when the kernel writes less.)
@@ -787,13 +787,13 @@ impl Receiver {
     }
 
     /// The bound address (with the port chosen when 0 was asked for).
-    pub fn local_addr(&self) -> Option<SocketAddr> {
+    pub(crate) fn local_addr(&self) -> Option<SocketAddr> {
         self.sock.local_addr().ok()?.as_socket()
     }
 
     /// Waits up to 100 ms for datagrams and hands each to `each`.
     /// Returns the number of receive calls' messages (0 on timeout).
-    pub fn recv_batch(&mut self, mut each: impl FnMut(Datagram<'_>)) -> io::Result<usize> {
+    pub(crate) fn recv_batch(&mut self, mut each: impl FnMut(Datagram<'_>)) -> io::Result<usize> {
         // Built per call so the struct holds no raw pointers (and is Send).
         let mut iovs: [libc::iovec; RECV_SLOTS] = std::array::from_fn(|k| libc::iovec {
             iov_base: self.bufs[k].as_mut_ptr().cast(),
@@ -1003,7 +1003,7 @@ fn join_ssm_v6(sock: &Socket, group: Ipv6Addr, source: Ipv6Addr, index: u32) -> 
 }
 
 /// Rejects an address family mix early with a clear message.
-pub fn check_family(group: IpAddr, source: Option<IpAddr>) -> Result<()> {
+pub(crate) fn check_family(group: IpAddr, source: Option<IpAddr>) -> Result<()> {
     if let Some(s) = source
         && s.is_ipv4() != group.is_ipv4()
     {

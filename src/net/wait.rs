@@ -18,7 +18,7 @@ use nix::sys::time::TimeSpec;
 /// whether it has (an error pending on the socket counts as readable, so
 /// the next receive reports it). An interrupting signal ends the wait
 /// early, as readable=false.
-pub fn readable_within(sock: &impl AsFd, wait: Duration) -> io::Result<bool> {
+pub(crate) fn readable_within(sock: &impl AsFd, wait: Duration) -> io::Result<bool> {
     let mut fds = [PollFd::new(sock.as_fd(), PollFlags::POLLIN)];
     match ppoll(&mut fds, Some(TimeSpec::from_duration(wait)), None) {
         Ok(n) => Ok(n > 0),

@@ -12,7 +12,7 @@ use super::tuning::{Realtime, precise_timers};
 
 /// Wake-up latency of one CPU over a sample.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Wakeups {
+pub(crate) struct Wakeups {
     /// The CPU.
     pub cpu: usize,
     /// Wake-ups measured.
@@ -29,7 +29,7 @@ pub struct Wakeups {
 
 /// Samples every CPU in `cpus` at once, one wake-up every `period` for
 /// `total`.
-pub fn sample(cpus: &[usize], period: Duration, total: Duration) -> Result<Vec<Wakeups>> {
+pub(crate) fn sample(cpus: &[usize], period: Duration, total: Duration) -> Result<Vec<Wakeups>> {
     let threads: Vec<_> = cpus
         .iter()
         .map(|&cpu| std::thread::spawn(move || sample_cpu(cpu, period, total)))

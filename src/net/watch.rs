@@ -24,14 +24,14 @@ const PERIOD: Duration = Duration::from_millis(5);
 
 /// What the pacer publishes for its watcher.
 #[derive(Debug, Default)]
-pub struct Gauge {
+pub(crate) struct Gauge {
     late_packets: AtomicU64,
     lateness_ns: AtomicU64,
 }
 
 impl Gauge {
     /// Records the pacer's late count and its latest train's lateness.
-    pub fn record(&self, late_packets: u64, lateness: Nanos) {
+    pub(crate) fn record(&self, late_packets: u64, lateness: Nanos) {
         self.late_packets.store(late_packets, Ordering::Relaxed);
         self.lateness_ns
             .store(lateness.as_nanos(), Ordering::Relaxed);
@@ -39,12 +39,12 @@ impl Gauge {
 }
 
 /// The calling thread's kernel id.
-pub fn thread_id() -> i32 {
+pub(crate) fn thread_id() -> i32 {
     nix::unistd::gettid().as_raw()
 }
 
 /// A watcher thread; [`Watch::finish`] stops it and returns the summary.
-pub struct Watch {
+pub(crate) struct Watch {
     stop: Arc<AtomicBool>,
     handle: JoinHandle<StallSummary>,
 }
@@ -52,7 +52,7 @@ pub struct Watch {
 impl Watch {
     /// Starts watching thread `tid`, which runs on `cpus` (empty: any),
     /// from a helper CPU. `None` where /proc does not have the counters.
-    pub fn start(
+    pub(crate) fn start(
         tid: i32,
         cpus: Vec<usize>,
         gauge: Arc<Gauge>,
@@ -92,7 +92,7 @@ impl Watch {
     }
 
     /// Takes a last sample, stops the watcher and returns what it saw.
-    pub fn finish(self) -> StallSummary {
+    pub(crate) fn finish(self) -> StallSummary {
         self.stop.store(true, Ordering::Relaxed);
         self.handle.join().unwrap_or_default()
     }

@@ -16,7 +16,7 @@ use crate::analysis::collect::Collector;
 
 /// Which datagrams of a capture are the stream.
 #[derive(Debug, Clone, Copy)]
-pub enum Filter {
+pub(crate) enum Filter {
     /// To this address and port (from the SDP).
     Destination(SocketAddr),
     /// To this port, any address.
@@ -80,7 +80,7 @@ fn wanted(filter: &mut Filter, d: &UdpDatagram<'_>) -> bool {
 /// Feeds every datagram of the stream in `path` to `monitor`, events to
 /// `collector` (printing a line per second with `each_second`). Returns
 /// the captured frames that were not the stream's.
-pub fn run(
+pub(crate) fn run(
     path: &Path,
     mut filter: Filter,
     monitor: &mut Monitor,

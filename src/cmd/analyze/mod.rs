@@ -4,8 +4,8 @@
 //! `st2110_21::Monitor`; this driver moves datagrams and times to it and
 //! shows what it found.
 
-pub mod capture;
-pub mod plot;
+pub(crate) mod capture;
+pub(crate) mod plot;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,7 +26,7 @@ use crate::analysis::output;
 
 /// Command-line arguments of `nagare analyze`.
 #[derive(clap::Args, Debug, Clone)]
-pub struct AnalyzeArgs {
+pub(crate) struct AnalyzeArgs {
     /// Read this pcap or pcapng capture (tcpdump -w, Wireshark) instead of
     /// listening.
     #[arg(long)]
@@ -223,7 +223,7 @@ fn live(args: &AnalyzeArgs, s: Stream) -> Result<(AnalyzeReport, Vec<FramePoint>
 }
 
 /// `nagare analyze`.
-pub fn main(args: AnalyzeArgs) -> Result<ExitCode> {
+pub(crate) fn main(args: AnalyzeArgs) -> Result<ExitCode> {
     let stream = args.stream()?;
     let (report, points) = match &args.pcap {
         Some(path) => from_capture(&args, path, stream)?,
@@ -246,7 +246,7 @@ pub fn main(args: AnalyzeArgs) -> Result<ExitCode> {
 
 /// 0 when the stream complies (with its declared type, if any); 1 when
 /// it does not, or nothing could be judged.
-pub fn exit_code(r: &AnalyzeReport) -> ExitCode {
+pub(crate) fn exit_code(r: &AnalyzeReport) -> ExitCode {
     let ok = match (r.declared_met, &r.verdict) {
         (Some(met), _) => met,
         (None, Some(v)) => v.compliance != Compliance::NotCompliant,

@@ -33,7 +33,7 @@ fn err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
 }
 
 /// Draws the three panels into `path`.
-pub fn draw(path: &Path, report: &AnalyzeReport, points: &[FramePoint]) -> Result<()> {
+pub(crate) fn draw(path: &Path, report: &AnalyzeReport, points: &[FramePoint]) -> Result<()> {
     font()?;
     let root = BitMapBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;

@@ -12,7 +12,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Why a request failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Failure {
+pub(super) enum Failure {
     /// The node answered with an error status (wrong token, refusal).
     Refused(String),
     /// No answer: connection refused, timeout, garbage.
@@ -28,14 +28,14 @@ impl std::fmt::Display for Failure {
 }
 
 /// A node's API.
-pub struct NodeClient {
+pub(super) struct NodeClient {
     agent: ureq::Agent,
     base: String,
     token: Option<String>,
 }
 
 /// The node's clock and what it sends, from one poll.
-pub struct Snapshot {
+pub(super) struct Snapshot {
     /// Node clock minus ours, ns, from the midpoint of the request.
     pub clock_offset_ns: i64,
     /// Every stream of its table.
@@ -46,7 +46,7 @@ pub struct Snapshot {
 
 impl NodeClient {
     /// A client of the API at `url` (`http://HOST:PORT`).
-    pub fn new(url: &str, token: Option<String>) -> NodeClient {
+    pub(super) fn new(url: &str, token: Option<String>) -> NodeClient {
         NodeClient {
             // A fresh connection per request: serve's tiny_http can leave a
             // kept-alive connection's next request unanswered, and a poll
@@ -63,7 +63,7 @@ impl NodeClient {
     }
 
     /// Clock offset (from `/healthz`) and the stream table.
-    pub fn snapshot(&self) -> Result<Snapshot, Failure> {
+    pub(super) fn snapshot(&self) -> Result<Snapshot, Failure> {
         let t0 = crate::clock::epoch_ns();
         let health: Health = self.call(self.agent.get(&self.url("/healthz")), None)?;
         let t1 = crate::clock::epoch_ns();
@@ -78,7 +78,7 @@ impl NodeClient {
     }
 
     /// Creates a stream; returns its id.
-    pub fn create(&self, req: &StreamRequest) -> Result<StreamInfo, Failure> {
+    pub(super) fn create(&self, req: &StreamRequest) -> Result<StreamInfo, Failure> {
         let body = serde_json::to_string(req).map_err(|e| Failure::Refused(e.to_string()))?;
         let r = self
             .agent
@@ -88,7 +88,7 @@ impl NodeClient {
     }
 
     /// Stops and removes stream `id`.
-    pub fn delete(&self, id: u64) -> Result<(), Failure> {
+    pub(super) fn delete(&self, id: u64) -> Result<(), Failure> {
         let r = self.agent.delete(&self.url(&format!("/v1/streams/{id}")));
         self.call::<serde_json::Value>(r, None).map(|_| ())
     }

@@ -18,7 +18,7 @@ use crate::cli;
 const DEFAULT_SSRC: u32 = 0x6e61_0000;
 
 /// A checked cluster.
-pub struct Cluster {
+pub(super) struct Cluster {
     /// The file as written.
     pub config: ClusterConfig,
     /// Frame rate of the stream.
@@ -31,7 +31,7 @@ pub struct Cluster {
 
 impl Cluster {
     /// Reads and checks `path`.
-    pub fn load(path: &Path) -> Result<Cluster> {
+    pub(super) fn load(path: &Path) -> Result<Cluster> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read --config '{}'", path.display()))?;
         let config: ClusterConfig = toml::from_str(&text).with_context(|| {
@@ -45,7 +45,7 @@ impl Cluster {
     }
 
     /// Checks `config`.
-    pub fn new(config: ClusterConfig) -> Result<Cluster> {
+    pub(super) fn new(config: ClusterConfig) -> Result<Cluster> {
         let s = &config.stream;
         let format = cli::parse_format(&s.size, &s.pix_fmt)?;
         let rate = cli::parse_rate(&s.fps)?;
@@ -106,7 +106,7 @@ impl Cluster {
     }
 
     /// The node index of `name`, or which names there are.
-    pub fn node(&self, name: &str) -> Result<usize> {
+    pub(super) fn node(&self, name: &str) -> Result<usize> {
         self.config
             .nodes
             .iter()
@@ -121,23 +121,23 @@ impl Cluster {
     }
 
     /// Node names, by index.
-    pub fn name(&self, node: usize) -> &str {
+    pub(super) fn name(&self, node: usize) -> &str {
         &self.config.nodes[node].name
     }
 
     /// The label of stripe `k`'s legs on every node.
-    pub fn label(&self, k: usize) -> String {
+    pub(super) fn label(&self, k: usize) -> String {
         label::label(&self.config.name, k)
     }
 
     /// Which stripe a node's stream with `label` is, if it is ours.
-    pub fn stripe_of(&self, label: Option<&str>) -> Option<usize> {
+    pub(super) fn stripe_of(&self, label: Option<&str>) -> Option<usize> {
         label::stripe_of(&self.config.name, self.config.stream.stripes, label?)
     }
 
     /// The request that makes a node send stripe `k` to `dest`, starting
     /// at `epoch_frame` (or the next frame).
-    pub fn request(&self, k: usize, dest: &str, epoch_frame: Option<u64>) -> StreamRequest {
+    pub(super) fn request(&self, k: usize, dest: &str, epoch_frame: Option<u64>) -> StreamRequest {
         let s = &self.config.stream;
         let mut pacing = Pacing::default();
         if let Some(p) = s.packet_size {

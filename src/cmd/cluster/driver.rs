@@ -24,7 +24,7 @@ struct Leg {
 }
 
 /// The controller with its I/O.
-pub struct Driver<'a> {
+pub(super) struct Driver<'a> {
     cluster: &'a Cluster,
     ctl: Controller,
     origin: Instant,
@@ -42,7 +42,7 @@ pub struct Driver<'a> {
 
 impl<'a> Driver<'a> {
     /// A driver of `cluster`; `quiet` keeps events off stderr.
-    pub fn new(cluster: &'a Cluster, quiet: bool) -> Result<Driver<'a>> {
+    pub(super) fn new(cluster: &'a Cluster, quiet: bool) -> Result<Driver<'a>> {
         let ctl = Controller::new(cluster.plan.clone()).map_err(|e| anyhow!("{e}"))?;
         let n = cluster.clients.len();
         Ok(Driver {
@@ -59,12 +59,12 @@ impl<'a> Driver<'a> {
     }
 
     /// Now on the controller's timeline.
-    pub fn now(&self) -> Nanos {
+    pub(super) fn now(&self) -> Nanos {
         Nanos::from(self.origin.elapsed())
     }
 
     /// Feeds an input.
-    pub fn input(&mut self, input: Input) -> Result<()> {
+    pub(super) fn input(&mut self, input: Input) -> Result<()> {
         let now = self.now();
         self.ctl
             .handle_input(now, input)
@@ -72,12 +72,12 @@ impl<'a> Driver<'a> {
     }
 
     /// The controller.
-    pub fn controller(&self) -> &Controller {
+    pub(super) fn controller(&self) -> &Controller {
         &self.ctl
     }
 
     /// Carries out every command due now and reports every event.
-    pub fn pump(&mut self) {
+    pub(super) fn pump(&mut self) {
         loop {
             let now = self.now();
             let Some(cmd) = self.ctl.poll_transmit(now) else {
@@ -91,7 +91,11 @@ impl<'a> Driver<'a> {
     }
 
     /// Runs until `done` says so or `limit` passes; false on the limit.
-    pub fn run_until(&mut self, limit: Duration, mut done: impl FnMut(&Self) -> bool) -> bool {
+    pub(super) fn run_until(
+        &mut self,
+        limit: Duration,
+        mut done: impl FnMut(&Self) -> bool,
+    ) -> bool {
         let end = Instant::now() + limit;
         loop {
             self.pump();
@@ -117,7 +121,7 @@ impl<'a> Driver<'a> {
 
     /// Polls every node once (for `status`, `move` and `stop`, which take
     /// over legs another process started).
-    pub fn poll_all(&mut self) {
+    pub(super) fn poll_all(&mut self) {
         for node in 0..self.cluster.clients.len() {
             self.execute(Transmit::Poll { node });
         }
@@ -257,7 +261,7 @@ impl<'a> Driver<'a> {
     }
 
     /// Per stripe, the names of its senders now.
-    pub fn senders(&self) -> Vec<Vec<String>> {
+    pub(super) fn senders(&self) -> Vec<Vec<String>> {
         (0..self.cluster.plan.stripes)
             .map(|k| {
                 self.ctl

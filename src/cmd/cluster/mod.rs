@@ -47,7 +47,7 @@ const MOVE_LIMIT: Duration = Duration::from_secs(15);
 
 /// Command-line arguments of `nagare cluster`.
 #[derive(clap::Args, Debug, Clone)]
-pub struct ClusterArgs {
+pub(crate) struct ClusterArgs {
     /// The cluster file (see docs/cluster.md).
     #[arg(long)]
     pub config: PathBuf,
@@ -61,7 +61,7 @@ pub struct ClusterArgs {
 
 /// The verbs of `nagare cluster`.
 #[derive(clap::Subcommand, Debug, Clone)]
-pub enum Action {
+pub(crate) enum Action {
     /// Start every stripe on its node and watch the nodes until
     /// SIGINT/SIGTERM (failover as the config says).
     Start {
@@ -83,7 +83,7 @@ pub enum Action {
 }
 
 /// `nagare cluster`.
-pub fn main(args: ClusterArgs) -> Result<ExitCode> {
+pub(crate) fn main(args: ClusterArgs) -> Result<ExitCode> {
     let cluster = Cluster::load(&args.config)?;
     match &args.action {
         Action::Start { leave } => start(&cluster, *leave, args.json),

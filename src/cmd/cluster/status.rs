@@ -14,7 +14,7 @@ use super::config::Cluster;
 use super::driver::Driver;
 
 /// Prints the status; exit status 1 when a node did not answer.
-pub fn run(cluster: &Cluster, json: bool) -> Result<ExitCode> {
+pub(super) fn run(cluster: &Cluster, json: bool) -> Result<ExitCode> {
     let mut d = Driver::new(cluster, true)?;
     d.input(Input::Adopt)?;
     d.poll_all();

@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail};
 
 /// One virtual RTSP client with its session.
-pub struct RtspClient {
+pub(super) struct RtspClient {
     stream: TcpStream,
     reader: BufReader<TcpStream>,
     url: String,
@@ -44,7 +44,7 @@ fn track_url(url: &str, headers: &[(String, String)], sdp: &str) -> String {
 }
 
 /// The host:port of an `rtsp://` or `http://` URL.
-pub fn authority(url: &str) -> Result<SocketAddr> {
+pub(super) fn authority(url: &str) -> Result<SocketAddr> {
     let rest = url
         .split_once("://")
         .map(|x| x.1)
@@ -58,7 +58,7 @@ pub fn authority(url: &str) -> Result<SocketAddr> {
 
 impl RtspClient {
     /// Connects, DESCRIBEs, SETUPs UDP to `sink`'s port and PLAYs.
-    pub fn start(url: &str, sink: SocketAddr) -> Result<RtspClient> {
+    pub(super) fn start(url: &str, sink: SocketAddr) -> Result<RtspClient> {
         let stream =
             TcpStream::connect(authority(url)?).with_context(|| format!("connecting to {url}"))?;
         stream.set_read_timeout(Some(Duration::from_secs(10)))?;
@@ -99,14 +99,14 @@ impl RtspClient {
     }
 
     /// GET_PARAMETER, so the server keeps the session.
-    pub fn keep_alive(&mut self) -> Result<()> {
+    pub(super) fn keep_alive(&mut self) -> Result<()> {
         let url = self.url.clone();
         let h = format!("Session: {}\r\n", self.session);
         self.request("GET_PARAMETER", &url, &h).map(|_| ())
     }
 
     /// TEARDOWN (answer not awaited beyond the read timeout).
-    pub fn stop(mut self) {
+    pub(super) fn stop(mut self) {
         let url = self.url.clone();
         let h = format!("Session: {}\r\n", self.session);
         let _ = self.request("TEARDOWN", &url, &h);
@@ -174,7 +174,7 @@ const MAX_LINE: u64 = 8 << 10;
 const MAX_HEADERS: usize = 64;
 
 /// One HTTP/1.0 request to `api`; returns status and body.
-pub fn http(
+pub(super) fn http(
     api: SocketAddr,
     method: &str,
     path: &str,
@@ -203,7 +203,12 @@ pub fn http(
 }
 
 /// A push stream of `source` to `sink`, through the API; returns its id.
-pub fn push(api: SocketAddr, source: &str, sink: SocketAddr, token: Option<&str>) -> Result<u64> {
+pub(super) fn push(
+    api: SocketAddr,
+    source: &str,
+    sink: SocketAddr,
+    token: Option<&str>,
+) -> Result<u64> {
     let body = serde_json::to_string(&nagare_api::serve::StreamRequest {
         source: source.to_string(),
         destinations: vec![sink.to_string()],
@@ -227,12 +232,12 @@ pub fn push(api: SocketAddr, source: &str, sink: SocketAddr, token: Option<&str>
 }
 
 /// Stops push stream `id`.
-pub fn unpush(api: SocketAddr, id: u64, token: Option<&str>) {
+pub(super) fn unpush(api: SocketAddr, id: u64, token: Option<&str>) {
     let _ = http(api, "DELETE", &format!("/v1/streams/{id}"), "", token);
 }
 
 /// `process_cpu_seconds_total` from a server's /metrics.
-pub fn server_cpu(api: SocketAddr, token: Option<&str>) -> Option<f64> {
+pub(super) fn server_cpu(api: SocketAddr, token: Option<&str>) -> Option<f64> {
     let (status, text) = http(api, "GET", "/metrics", "", token).ok()?;
     (status == 200).then_some(())?;
     text.lines()
@@ -241,7 +246,7 @@ pub fn server_cpu(api: SocketAddr, token: Option<&str>) -> Option<f64> {
 }
 
 /// CPU seconds of process `pid` (user + system) from /proc.
-pub fn process_cpu(pid: u32) -> Option<f64> {
+pub(super) fn process_cpu(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let after = stat.rsplit_once(')')?.1;
     let fields: Vec<&str> = after.split_whitespace().collect();

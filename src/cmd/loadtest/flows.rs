@@ -17,7 +17,7 @@ use nagare_proto::stats::{Arrival, Distribution, SeqExtender, SequenceTracker};
 use crate::net::udp::{ReceiveOptions, Receiver};
 
 /// One stream's counters over the current window.
-pub struct Flow {
+pub(super) struct Flow {
     seq: SeqExtender,
     tracker: SequenceTracker,
     /// Datagrams received.
@@ -55,7 +55,7 @@ impl Flow {
     }
 
     /// Datagrams missing so far.
-    pub fn lost(&self) -> u64 {
+    pub(super) fn lost(&self) -> u64 {
         self.tracker.lost()
     }
 
@@ -92,10 +92,10 @@ impl Flow {
 }
 
 /// Streams by SSRC.
-pub type Flows = HashMap<u32, Flow>;
+pub(super) type Flows = HashMap<u32, Flow>;
 
 /// The receiving socket and the thread reading it.
-pub struct Sink {
+pub(super) struct Sink {
     /// Where streams must be sent.
     pub addr: std::net::SocketAddr,
     flows: Arc<Mutex<Flows>>,
@@ -108,7 +108,7 @@ impl Sink {
     /// Binds `bind` with a large forced buffer; with `realtime` the
     /// receiving thread runs SCHED_FIFO (a server given real-time pacing
     /// on a busy host would otherwise outrun its own load generator).
-    pub fn open(bind: std::net::SocketAddr, realtime: bool) -> Result<Sink> {
+    pub(super) fn open(bind: std::net::SocketAddr, realtime: bool) -> Result<Sink> {
         let opts = ReceiveOptions {
             buffer_bytes: 256 << 20,
             ..ReceiveOptions::default()
@@ -142,17 +142,17 @@ impl Sink {
     }
 
     /// Starts a new window: every stream's counters from zero.
-    pub fn reset(&self) {
+    pub(super) fn reset(&self) {
         self.lock().clear();
     }
 
     /// The streams of the window so far.
-    pub fn lock(&self) -> MutexGuard<'_, Flows> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, Flows> {
         self.flows.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Kernel drops of the socket so far.
-    pub fn kernel_drops(&self) -> u64 {
+    pub(super) fn kernel_drops(&self) -> u64 {
         self.drops.load(Ordering::Relaxed)
     }
 }

@@ -21,7 +21,7 @@ use flows::Sink;
 
 /// Command-line arguments of `nagare loadtest`.
 #[derive(clap::Args, Debug, Clone)]
-pub struct LoadtestArgs {
+pub(crate) struct LoadtestArgs {
     /// rtsp://HOST:PORT/PATH for RTSP clients, or http://HOST:PORT of a
     /// `nagare serve` API for push streams (then --source names the path).
     pub url: String,
@@ -97,7 +97,7 @@ impl CpuSource {
 }
 
 /// `nagare loadtest`.
-pub fn main(args: LoadtestArgs) -> Result<ExitCode> {
+pub(crate) fn main(args: LoadtestArgs) -> Result<ExitCode> {
     let counts = counts(&args)?;
     let token = args
         .token
@@ -388,7 +388,7 @@ mod plot {
     use nagare_api::serve::LoadReport;
 
     /// Draws the report's steps.
-    pub fn draw(path: &Path, r: &LoadReport) -> Result<()> {
+    pub(super) fn draw(path: &Path, r: &LoadReport) -> Result<()> {
         let drop: Vec<(f64, f64)> = r
             .steps
             .iter()

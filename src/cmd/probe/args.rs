@@ -7,11 +7,11 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 
 /// Default port of the probe server (TCP control and UDP test stream).
-pub const DEFAULT_PORT: u16 = 5201;
+pub(super) const DEFAULT_PORT: u16 = 5201;
 
 /// `nagare probe`.
 #[derive(Args, Debug)]
-pub struct ProbeArgs {
+pub(crate) struct ProbeArgs {
     #[command(subcommand)]
     pub(super) role: Role,
 }
@@ -27,7 +27,7 @@ pub(super) enum Role {
 
 /// `nagare probe server`.
 #[derive(Args, Debug)]
-pub struct ServerArgs {
+pub(super) struct ServerArgs {
     /// Address to listen on; port 0 picks a free one (printed on stderr).
     #[arg(long, default_value = "127.0.0.1:5201")]
     pub(super) listen: SocketAddr,
@@ -46,7 +46,7 @@ pub struct ServerArgs {
 
 /// `nagare probe client`.
 #[derive(Args, Debug)]
-pub struct ClientArgs {
+pub(super) struct ClientArgs {
     /// The probe server, HOST:PORT (PORT defaults to 5201).
     pub(super) server: String,
     /// Stream rate: bits of UDP payload per second, with k/M/G suffixes

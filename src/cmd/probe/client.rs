@@ -23,7 +23,7 @@ use crate::net::udp::{any_for, bind_buffered};
 /// Longest wait for the TCP connection to the server.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
-pub fn run(a: ClientArgs) -> Result<ExitCode> {
+pub(super) fn run(a: ClientArgs) -> Result<ExitCode> {
     // Ctrl-C from here on ends the test early with a report of what was
     // done, in either direction (installed first, so it is never missed).
     let stop = crate::signal::stop_flag();

@@ -29,7 +29,7 @@ fn esc(text: &str) -> String {
 }
 
 /// The page of `r`, with `png` as its plot.
-pub fn page(r: &Report, png: &[u8]) -> String {
+pub(super) fn page(r: &Report, png: &[u8]) -> String {
     let v = &r.verdict;
     let word = match (v.pass, v.partial) {
         (true, false) => "PASS",
@@ -123,7 +123,7 @@ fn numbers(r: &Report) -> String {
 }
 
 /// Writes the page of `r` to `path`.
-pub fn write(path: &Path, r: &Report) -> Result<()> {
+pub(super) fn write(path: &Path, r: &Report) -> Result<()> {
     let png = crate::plot::png(&figure(r))?;
     std::fs::write(path, page(r, &png))
         .with_context(|| format!("writing the --html page {}", path.display()))

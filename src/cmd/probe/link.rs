@@ -27,7 +27,7 @@ const POLL: Duration = Duration::from_millis(10);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How a session ended.
-pub enum Outcome {
+pub(super) enum Outcome {
     /// Client: the test's results.
     Results(Box<Results>),
     /// Server: the test is over.
@@ -55,7 +55,7 @@ enum ControlRead {
 }
 
 /// The sockets, threads and clock of one session.
-pub struct Link {
+pub(super) struct Link {
     origin: Instant,
     conn: TcpStream,
     control: Receiver<ControlRead>,
@@ -71,14 +71,18 @@ pub struct Link {
 impl Link {
     /// A link over the control connection `conn` and, unless the session
     /// only talks on `conn`, the test-stream socket `udp`.
-    pub fn new(conn: TcpStream, udp: Option<&UdpSocket>) -> Result<Link> {
+    pub(super) fn new(conn: TcpStream, udp: Option<&UdpSocket>) -> Result<Link> {
         Link::with_prefix(conn, udp, Vec::new())
     }
 
     /// Like [`Link::new`], for a connection whose first `prefix` bytes were
     /// already read (a server reads the hello before it commits a thread
     /// and the test slot to a client).
-    pub fn with_prefix(conn: TcpStream, udp: Option<&UdpSocket>, prefix: Vec<u8>) -> Result<Link> {
+    pub(super) fn with_prefix(
+        conn: TcpStream,
+        udp: Option<&UdpSocket>,
+        prefix: Vec<u8>,
+    ) -> Result<Link> {
         conn.set_nodelay(true)?;
         conn.set_write_timeout(Some(WRITE_TIMEOUT))?;
         // The hello's deadline set a read timeout; the session keeps time
@@ -111,14 +115,14 @@ impl Link {
     }
 
     /// Now, on the session's clock.
-    pub fn now(&self) -> Nanos {
+    pub(super) fn now(&self) -> Nanos {
         Nanos::from(self.origin.elapsed())
     }
 
     /// Runs `session` to its end; `interrupt` (Ctrl-C) is handed to it once
     /// set. `on_event` sees every event but the final one, after the link
     /// acted on it (for logging).
-    pub fn run(
+    pub(super) fn run(
         &mut self,
         session: &mut Session,
         interrupt: Option<&AtomicBool>,

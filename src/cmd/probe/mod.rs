@@ -17,11 +17,11 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 
-pub use args::ProbeArgs;
+pub(crate) use args::ProbeArgs;
 use args::Role;
 
 /// Runs `nagare probe`.
-pub fn run(args: ProbeArgs) -> Result<ExitCode> {
+pub(crate) fn run(args: ProbeArgs) -> Result<ExitCode> {
     match args.role {
         Role::Server(a) => server::run(a),
         Role::Client(a) => client::run(a),

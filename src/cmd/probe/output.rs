@@ -23,7 +23,7 @@ fn pct(p: &Quantiles) -> String {
 
 /// The live interval lines of a running test, on stdout, as iperf3
 /// prints them: the receiver's count of each interval.
-pub struct LiveLines {
+pub(super) struct LiveLines {
     on: bool,
     header: bool,
     /// Both directions run (`--bidir`): each line says which.
@@ -33,7 +33,7 @@ pub struct LiveLines {
 impl LiveLines {
     /// Lines that print when `on` (not with --json, whose stdout is the
     /// report alone); with `bidir`, lines of both directions.
-    pub fn new(on: bool, bidir: bool) -> LiveLines {
+    pub(super) fn new(on: bool, bidir: bool) -> LiveLines {
         LiveLines {
             on,
             header: false,
@@ -43,7 +43,7 @@ impl LiveLines {
 
     /// Prints one interval of every stream going `direction` (the header
     /// first).
-    pub fn lines(&mut self, direction: Direction, ivs: &[LiveInterval]) {
+    pub(super) fn lines(&mut self, direction: Direction, ivs: &[LiveInterval]) {
         if !self.on {
             return;
         }
@@ -61,7 +61,7 @@ impl LiveLines {
 }
 
 /// The column names of [`live_line`].
-pub fn live_header() -> String {
+pub(super) fn live_header() -> String {
     format!(
         "{:<6} {:>15} {:>12} {:>9} {:>7} {:>11}",
         "stream", "interval (s)", "Mbit/s", "received", "lost", "jitter ms"
@@ -69,7 +69,7 @@ pub fn live_header() -> String {
 }
 
 /// A short label of a direction for live lines and tables.
-pub fn way(d: Direction) -> &'static str {
+pub(super) fn way(d: Direction) -> &'static str {
     match d {
         Direction::ClientToServer => "c>s",
         Direction::ServerToClient => "s>c",
@@ -79,7 +79,7 @@ pub fn way(d: Direction) -> &'static str {
 /// One interval of every stream, a line each, and with several streams
 /// a SUM line (mean jitter), as iperf3 prints them; with `direction`
 /// (`--bidir`), the stream column says which way (`c>s 0`, `s>c SUM`).
-pub fn live_lines(direction: Option<Direction>, ivs: &[LiveInterval]) -> Vec<String> {
+pub(super) fn live_lines(direction: Option<Direction>, ivs: &[LiveInterval]) -> Vec<String> {
     let label = |name: &str| match direction {
         Some(d) => format!("{} {name}", way(d)),
         None => name.to_string(),
@@ -117,14 +117,14 @@ fn live_line(stream: &str, iv: &LiveInterval) -> String {
 }
 
 /// Prints the report as tables.
-pub fn print_human(r: &Report) {
+pub(super) fn print_human(r: &Report) {
     let o = human_text(r);
     // A closed pipe (| head) is not an error worth a panic.
     let _ = std::io::stdout().lock().write_all(o.as_bytes());
 }
 
 /// The report as tables, as printed.
-pub fn human_text(r: &Report) -> String {
+pub(super) fn human_text(r: &Report) -> String {
     let mut o = String::new();
     // Writing into a String cannot fail.
     let _ = human(&mut o, r);
@@ -451,7 +451,7 @@ fn intervals(o: &mut String, x: &ReceiverReport) -> fmt::Result {
 }
 
 /// Writes one line per received packet, in arrival order.
-pub fn write_csv(path: &Path, records: &[Arrival]) -> Result<()> {
+pub(super) fn write_csv(path: &Path, records: &[Arrival]) -> Result<()> {
     let f = std::fs::File::create(path)
         .with_context(|| format!("creating the --log file {}", path.display()))?;
     let mut w = BufWriter::new(f);

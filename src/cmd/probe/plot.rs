@@ -18,7 +18,7 @@ use crate::plot::{Figure, Panel, Series, write_png};
 const MIN_SHARE: f64 = 0.25;
 
 /// The figure of `r`.
-pub fn figure(r: &Report) -> Figure {
+pub(super) fn figure(r: &Report) -> Figure {
     let all = &r.receiver.intervals;
     let nominal = all.first().map_or(1.0, |i| i.end_s - i.start_s).max(1e-9);
     let shown: Vec<&IntervalStats> = all
@@ -114,6 +114,6 @@ fn subtitle(r: &Report) -> String {
 }
 
 /// Draws the report's time series into the PNG file `path`.
-pub fn draw(path: &Path, r: &Report) -> Result<()> {
+pub(super) fn draw(path: &Path, r: &Report) -> Result<()> {
     write_png(path, &figure(r))
 }

@@ -28,7 +28,7 @@ use crate::net::udp::bind_buffered;
 /// `--max-rate` of a server listening beyond loopback, bits/s.
 const DEFAULT_REMOTE_MAX_RATE: u64 = 10_000_000_000;
 
-pub fn run(args: ServerArgs) -> Result<ExitCode> {
+pub(super) fn run(args: ServerArgs) -> Result<ExitCode> {
     if !args.listen.ip().is_loopback() && args.token.is_none() {
         bail!(
             "listening on {} reaches beyond this host: give --token SECRET (clients pass the same), \

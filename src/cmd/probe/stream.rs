@@ -23,7 +23,11 @@ use crate::net::udp;
 /// own slot. The schedule is the same [`video::Sender`] that paces
 /// `nagare send`, with one flow per stream whose packets this loop writes
 /// itself. Returns one report per stream.
-pub fn send_stream(sock: &UdpSocket, plan: &StreamPlan, stop: &AtomicBool) -> Vec<SenderReport> {
+pub(super) fn send_stream(
+    sock: &UdpSocket,
+    plan: &StreamPlan,
+    stop: &AtomicBool,
+) -> Vec<SenderReport> {
     let size = plan.packet_size;
     let schedule = &plan.schedule;
     let ppf = schedule.packets_per_frame;

@@ -21,7 +21,7 @@ use super::recording::{Plan, Segmenting};
 
 /// Command-line arguments of `nagare recv`.
 #[derive(clap::Args, Debug, Clone)]
-pub struct RecvArgs {
+pub(crate) struct RecvArgs {
     /// Address to listen on, HOST:PORT (a multicast group joins it).
     #[arg(long, conflicts_with = "sdp", required_unless_present_any = ["sdp", "cluster"])]
     pub listen: Option<String>,
@@ -116,7 +116,7 @@ pub struct RecvArgs {
 
 /// The ST 2110-21 analysis of a receive run.
 #[derive(Debug, Clone, Copy)]
-pub struct AnalyzeSpec {
+pub(crate) struct AnalyzeSpec {
     /// What is known of the stream.
     pub shape: StreamShape,
     /// The sender type to hold it to.
@@ -127,7 +127,7 @@ pub struct AnalyzeSpec {
 
 /// A validated receiver configuration.
 #[derive(Debug, Clone)]
-pub struct RecvConfig {
+pub(crate) struct RecvConfig {
     /// Where to listen.
     pub listen: SocketAddr,
     /// Frame format.
@@ -193,7 +193,7 @@ impl RecvArgs {
         Ok(())
     }
 
-    pub fn config(&self) -> Result<RecvConfig> {
+    pub(crate) fn config(&self) -> Result<RecvConfig> {
         let interface = self.interface.clone();
         let mut source: Option<IpAddr> = self
             .source
@@ -342,7 +342,7 @@ fn read_small(path: &PathBuf) -> Result<String> {
 
 /// The stripe flags of `nagare recv`.
 #[derive(clap::Args, Debug, Clone)]
-pub struct StripeArgs {
+pub(crate) struct StripeArgs {
     /// Reassemble whole frames from N stripe streams on consecutive ports
     /// (--listen HOST:PORT is stripe 0; --size is the whole frame), or
     /// from one --sdp per stripe, in stripe order.

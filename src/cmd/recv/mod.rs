@@ -11,12 +11,12 @@ mod writer;
 
 use anyhow::Result;
 
-pub use args::{AnalyzeSpec, RecvArgs, RecvConfig};
-pub use recording::Segmenting;
-pub use single::{Bound, print_summary, run, run_analyzed};
+pub(crate) use args::{AnalyzeSpec, RecvArgs, RecvConfig};
+pub(crate) use recording::Segmenting;
+pub(crate) use single::{Bound, print_summary, run, run_analyzed};
 
 /// `nagare recv`.
-pub fn main(args: RecvArgs) -> Result<std::process::ExitCode> {
+pub(crate) fn main(args: RecvArgs) -> Result<std::process::ExitCode> {
     if stripes::wanted(&args)? {
         return stripes::main(args);
     }

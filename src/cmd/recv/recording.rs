@@ -26,7 +26,7 @@ use crate::net::file::DirectWriter;
 
 /// When a recording moves on to the next segment file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Segmenting {
+pub(crate) enum Segmenting {
     /// One file for the whole recording.
     None,
     /// A new file every this many frames.
@@ -37,7 +37,7 @@ pub enum Segmenting {
 
 /// How a recording is opened.
 #[derive(Debug, Clone)]
-pub struct Plan {
+pub(super) struct Plan {
     /// The file, or the name segments are numbered after.
     pub path: PathBuf,
     /// Bytes of one frame.
@@ -94,7 +94,7 @@ impl Sink {
 }
 
 /// An open recording.
-pub struct Recording {
+pub(super) struct Recording {
     plan: Plan,
     file: Sink,
     /// The path being written (`.part` for a segment).
@@ -114,7 +114,7 @@ pub struct Recording {
 impl Recording {
     /// Opens the first file (appending after cutting a partial tail, when
     /// asked); says on stderr what it cut.
-    pub fn open(plan: Plan) -> Result<Recording> {
+    pub(super) fn open(plan: Plan) -> Result<Recording> {
         if plan.frame_bytes == 0 {
             bail!("a recording needs frames of at least one byte");
         }
@@ -149,13 +149,13 @@ impl Recording {
     }
 
     /// Frames written so far, in every file.
-    pub fn frames(&self) -> u64 {
+    pub(super) fn frames(&self) -> u64 {
         self.frames
     }
 
     /// Writes one frame now. On an error the file is left frame-aligned
     /// and later writes are refused.
-    pub fn write(&mut self, frame: &[u8]) -> Result<()> {
+    pub(super) fn write(&mut self, frame: &[u8]) -> Result<()> {
         if self.failed {
             bail!("the recording stopped at an earlier error");
         }
@@ -176,7 +176,7 @@ impl Recording {
     }
 
     /// Closes the last file, renaming a segment into place.
-    pub fn close(mut self) -> Result<()> {
+    pub(super) fn close(mut self) -> Result<()> {
         self.finish_segment()
     }
 

@@ -25,24 +25,24 @@ use super::writer::{ToWriter, Writer};
 
 /// A bound receiver ready to run (binding first lets callers learn the
 /// port before the sender starts).
-pub struct Bound {
+pub(crate) struct Bound {
     rx: Receiver,
 }
 
 impl Bound {
     /// Binds and joins as configured.
-    pub fn open(cfg: &RecvConfig) -> Result<Bound> {
+    pub(crate) fn open(cfg: &RecvConfig) -> Result<Bound> {
         let rx = Receiver::open(cfg.listen, &cfg.socket)?;
         Ok(Bound { rx })
     }
 
     /// The bound address.
-    pub fn local_addr(&self) -> Option<SocketAddr> {
+    pub(crate) fn local_addr(&self) -> Option<SocketAddr> {
         self.rx.local_addr()
     }
 
     /// Notices from socket setup.
-    pub fn notices(&self) -> &[String] {
+    pub(crate) fn notices(&self) -> &[String] {
         &self.rx.notices
     }
 }
@@ -108,12 +108,12 @@ impl Analysis {
 }
 
 /// Receives until the frame limit, the idle timeout, or `stop`.
-pub fn run(cfg: &RecvConfig, bound: Bound, stop: &AtomicBool) -> Result<RecvReport> {
+pub(crate) fn run(cfg: &RecvConfig, bound: Bound, stop: &AtomicBool) -> Result<RecvReport> {
     run_analyzed(cfg, bound, stop).map(|(r, _)| r)
 }
 
 /// [`run`], also returning the analysis's per-frame series (for a plot).
-pub fn run_analyzed(
+pub(crate) fn run_analyzed(
     cfg: &RecvConfig,
     bound: Bound,
     stop: &AtomicBool,
@@ -405,7 +405,7 @@ fn listed(l: &FrameList) -> String {
 }
 
 /// Prints the human summary of a receive.
-pub fn print_summary(r: &RecvReport) {
+pub(crate) fn print_summary(r: &RecvReport) {
     eprintln!(
         "recv: {} frames complete, {} incomplete{}, {} lost{}; {} written",
         r.frames_complete,
@@ -439,7 +439,7 @@ pub fn print_summary(r: &RecvReport) {
 /// mismatch rather than loss: packets whose lines or offsets fall outside
 /// the frame this receiver expects are malformed, and their frames then
 /// count as incomplete or lost.
-pub fn format_hint(r: &RecvReport, f: &VideoFormat) -> Option<String> {
+pub(super) fn format_hint(r: &RecvReport, f: &VideoFormat) -> Option<String> {
     let seen = r.packets_received + r.packets_malformed;
     let mostly_bad = r.packets_malformed > 0 && r.packets_malformed * 10 >= seen;
     (mostly_bad && r.frames_complete * 2 <= r.frames_incomplete.count + r.frames_lost.count + 1)
@@ -454,7 +454,7 @@ pub fn format_hint(r: &RecvReport, f: &VideoFormat) -> Option<String> {
 }
 
 /// `nagare recv` of one stream on one leg.
-pub fn main(args: RecvArgs) -> Result<std::process::ExitCode> {
+pub(super) fn main(args: RecvArgs) -> Result<std::process::ExitCode> {
     let cfg = args.config()?;
     if args.json && cfg.output.as_deref().is_some_and(crate::cli::is_stdio) {
         bail!("--json prints on stdout, where -o - writes the frames: drop one, or give -o a file");

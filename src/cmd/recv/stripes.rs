@@ -42,7 +42,7 @@ use crate::net::udp::{self, ReceiveOptions, Receiver};
 use crate::progress::{Ticker, bitrate};
 
 /// Whether `args` ask for stripes or a second leg (this module's work).
-pub fn wanted(args: &RecvArgs) -> Result<bool> {
+pub(super) fn wanted(args: &RecvArgs) -> Result<bool> {
     let s = &args.striping;
     if s.stripes.is_some() || s.dup.is_some() || s.cluster.is_some() || args.sdp.len() > 1 {
         return Ok(true);
@@ -1087,7 +1087,7 @@ fn listed(l: &FrameList) -> String {
 }
 
 /// `nagare recv --stripes N` / `--dup`.
-pub fn main(args: RecvArgs) -> Result<std::process::ExitCode> {
+pub(super) fn main(args: RecvArgs) -> Result<std::process::ExitCode> {
     let plan = Plan::new(&args)?;
     let report = run(&plan, crate::signal::stop_flag())?;
     if args.json {

@@ -48,7 +48,7 @@ impl Reply {
 }
 
 /// Answers requests until the server stops.
-pub fn serve(server: Arc<Server>, http: tiny_http::Server) {
+pub(super) fn serve(server: Arc<Server>, http: tiny_http::Server) {
     while !server.stopping() {
         match http.recv_timeout(Duration::from_millis(100)) {
             Ok(Some(req)) => answer(&server, req),

@@ -32,7 +32,7 @@ type Counters = Family<StreamLabels, Counter>;
 type Gauges = Family<StreamLabels, Gauge>;
 
 /// The exposition text.
-pub fn render(server: &Server) -> String {
+pub(super) fn render(server: &Server) -> String {
     let mut reg = Registry::default();
     streams(server, &mut reg);
     paths(server, &mut reg);

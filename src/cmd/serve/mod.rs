@@ -40,7 +40,7 @@ use server::{Server, Settings, Stats};
 
 /// Command-line arguments of `nagare serve`.
 #[derive(clap::Args, Debug, Clone)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// Directory of media: NAME.ts files, raw files with a NAME.toml
     /// sidecar (size, pix_fmt, fps) or NAME.sdp beside them.
     #[arg(long)]
@@ -114,7 +114,7 @@ pub struct ServeArgs {
 }
 
 /// `nagare serve`.
-pub fn main(args: ServeArgs) -> Result<ExitCode> {
+pub(crate) fn main(args: ServeArgs) -> Result<ExitCode> {
     let config = match &args.config {
         Some(p) => read_config(p)?,
         None => ServeConfig::default(),

@@ -10,14 +10,14 @@ use super::access::Admission;
 
 /// A reservation of admitted rate, given back when the flow ends.
 #[derive(Debug)]
-pub struct Reservation {
+pub(super) struct Reservation {
     admission: Arc<Admission>,
     rate: BitRate,
 }
 
 impl Reservation {
     /// Takes `rate` from `admission`, or says why not.
-    pub fn take(
+    pub(super) fn take(
         admission: &Arc<Admission>,
         rate: BitRate,
         load: f64,
@@ -39,9 +39,9 @@ impl Drop for Reservation {
 /// A stream's reservation, shared by its table entry and its flow: it is
 /// given back as soon as either lets go (the API stopped the stream, or
 /// the flow ended), not when the last of them is dropped.
-pub type Held = Arc<std::sync::Mutex<Option<Reservation>>>;
+pub(super) type Held = Arc<std::sync::Mutex<Option<Reservation>>>;
 
 /// Lets go of a held reservation.
-pub fn release(held: &Held) {
+pub(super) fn release(held: &Held) {
     held.lock().unwrap_or_else(|p| p.into_inner()).take();
 }

@@ -71,7 +71,7 @@ impl rtsp::Catalog for ConnCatalog {
 }
 
 /// Accepts connections until the server stops.
-pub fn listen(server: Arc<Server>, listener: TcpListener) {
+pub(super) fn listen(server: Arc<Server>, listener: TcpListener) {
     if listener.set_nonblocking(true).is_err() {
         eprintln!("nagare serve: cannot poll the RTSP listener; RTSP is off");
         return;

@@ -9,7 +9,7 @@ use nagare_proto::tree::{KEY_LEN, Limits, SessionKey};
 
 /// Arguments of `nagare tree`.
 #[derive(Args)]
-pub struct TreeArgs {
+pub(crate) struct TreeArgs {
     #[command(subcommand)]
     pub(super) command: TreeCommand,
 }
@@ -24,7 +24,7 @@ pub(super) enum TreeCommand {
 
 /// Arguments of `nagare tree source`.
 #[derive(Args)]
-pub struct SourceArgs {
+pub(super) struct SourceArgs {
     /// Raw video file (packed frames of --size and --pix-fmt) or
     /// `pattern:bars`; not needed with --capture.
     #[arg(value_name = "INPUT", required_unless_present = "capture")]
@@ -70,7 +70,7 @@ pub struct SourceArgs {
 
 /// Arguments of `nagare tree join`.
 #[derive(Args)]
-pub struct JoinArgs {
+pub(super) struct JoinArgs {
     /// The source's address, as it printed it.
     #[arg(value_name = "HOST:PORT")]
     pub(super) source: String,

@@ -11,7 +11,7 @@ use nagare_proto::video::pattern::Pattern;
 use crate::cli::parse_format;
 
 /// A source of packed frames.
-pub enum Capture {
+pub(super) enum Capture {
     /// Test pattern, frame after frame.
     Pattern(Pattern, u64),
     /// Raw video file.
@@ -38,7 +38,7 @@ fn display_of(spec: &str) -> anyhow::Result<Option<String>> {
 
 impl Capture {
     /// Opens what the command line names.
-    pub fn open(
+    pub(super) fn open(
         capture: Option<&str>,
         input: Option<&str>,
         size: &str,
@@ -88,7 +88,7 @@ impl Capture {
     }
 
     /// How frames are captured, for the banner (`None`: not a screen).
-    pub fn describe(&self) -> Option<&'static str> {
+    pub(super) fn describe(&self) -> Option<&'static str> {
         match self {
             #[cfg(feature = "x11")]
             Capture::X11(x) if x.uses_shm() => Some("MIT-SHM"),
@@ -99,7 +99,7 @@ impl Capture {
     }
 
     /// Fills `frame` with the next frame; `false` at the end of a file.
-    pub fn next(&mut self, frame: &mut [u8]) -> anyhow::Result<bool> {
+    pub(super) fn next(&mut self, frame: &mut [u8]) -> anyhow::Result<bool> {
         match self {
             Capture::Pattern(p, n) => {
                 p.render(*n, frame);
@@ -121,7 +121,7 @@ impl Capture {
 }
 
 #[cfg(feature = "x11")]
-pub mod x11 {
+pub(super) mod x11 {
     //! The X11 screen, captured through MIT-SHM when the server offers it.
 
     use anyhow::{Context, bail};
@@ -138,7 +138,7 @@ pub mod x11 {
     /// Captures the root window of an X11 screen as RGB24, through
     /// MIT-SHM when the server offers it (one copy, no socket transfer)
     /// and through plain GetImage otherwise.
-    pub struct X11Capture {
+    pub(crate) struct X11Capture {
         conn: RustConnection,
         root: Window,
         format: VideoFormat,
@@ -149,7 +149,7 @@ pub mod x11 {
 
     /// Byte offsets of red, green and blue within the screen's 32-bit
     /// pixels, for capture and for the viewer window alike.
-    pub fn rgb_offsets(setup: &Setup, screen: &Screen) -> anyhow::Result<[usize; 3]> {
+    pub(crate) fn rgb_offsets(setup: &Setup, screen: &Screen) -> anyhow::Result<[usize; 3]> {
         let depth = screen.root_depth;
         let bpp = setup
             .pixmap_formats
@@ -182,7 +182,7 @@ pub mod x11 {
 
     impl X11Capture {
         /// Connects to `display` (`None`: $DISPLAY).
-        pub fn open(display: Option<&str>) -> anyhow::Result<Self> {
+        pub(crate) fn open(display: Option<&str>) -> anyhow::Result<Self> {
             let shown = display
                 .map(str::to_owned)
                 .or_else(|| std::env::var("DISPLAY").ok());
@@ -213,17 +213,17 @@ pub mod x11 {
         }
 
         /// The screen's format (RGB24 at the screen's size).
-        pub fn format(&self) -> VideoFormat {
+        pub(crate) fn format(&self) -> VideoFormat {
             self.format
         }
 
         /// Whether frames come through shared memory.
-        pub fn uses_shm(&self) -> bool {
+        pub(crate) fn uses_shm(&self) -> bool {
             self.shm.is_some()
         }
 
         /// Fills `frame` (packed RGB24) with the screen.
-        pub fn grab(&mut self, frame: &mut [u8]) -> anyhow::Result<()> {
+        pub(crate) fn grab(&mut self, frame: &mut [u8]) -> anyhow::Result<()> {
             // The screen's size came from u16 fields of the X setup.
             let (w, h) = (self.format.width as u16, self.format.height as u16);
             let reply_data;

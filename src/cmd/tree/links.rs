@@ -62,7 +62,7 @@ struct Open {
 }
 
 /// The connections of one machine.
-pub struct Links {
+pub(super) struct Links {
     origin: Instant,
     tx: Sender<Arrival>,
     rx: Receiver<Arrival>,
@@ -85,7 +85,7 @@ pub struct Links {
 impl Links {
     /// No connections yet; `stall` (tests only) pauses the reader of the
     /// first link to a parent once, after a few messages.
-    pub fn new(stall: Option<Duration>) -> Self {
+    pub(super) fn new(stall: Option<Duration>) -> Self {
         let (tx, rx) = bounded(INPUT_QUEUE);
         Links {
             origin: Instant::now(),
@@ -103,17 +103,17 @@ impl Links {
     }
 
     /// The machine's clock: nanoseconds since these links were made.
-    pub fn now(&self) -> Nanos {
+    pub(super) fn now(&self) -> Nanos {
         Nanos::from(self.origin.elapsed())
     }
 
     /// The instant a machine time stands for.
-    pub fn instant(&self, at: Nanos) -> Instant {
+    pub(super) fn instant(&self, at: Nanos) -> Instant {
         self.origin + Duration::from_nanos(at.as_nanos())
     }
 
     /// Accepts connections on `listener` from now on.
-    pub fn listen(&self, listener: TcpListener) -> anyhow::Result<()> {
+    pub(super) fn listen(&self, listener: TcpListener) -> anyhow::Result<()> {
         let tx = self.tx.clone();
         std::thread::Builder::new()
             .name("accept".into())
@@ -131,7 +131,7 @@ impl Links {
 
     /// The next input, waiting at most until `deadline` (`None`: the
     /// deadline passed first).
-    pub fn next(&mut self, deadline: Option<Nanos>) -> anyhow::Result<Option<LinkInput>> {
+    pub(super) fn next(&mut self, deadline: Option<Nanos>) -> anyhow::Result<Option<LinkInput>> {
         if let Some(input) = self.ready.pop_front() {
             return Ok(Some(input));
         }
@@ -214,7 +214,7 @@ impl Links {
     }
 
     /// Does what the machine asked.
-    pub fn apply(&mut self, t: Transmit) {
+    pub(super) fn apply(&mut self, t: Transmit) {
         match t {
             Transmit::Send { link, msg } if self.pending.contains_key(&link) => {
                 self.write_pending(link, &msg);
@@ -263,14 +263,14 @@ impl Links {
     }
 
     /// Why dial `dial` failed, for the user.
-    pub fn dial_error(&self, dial: DialId) -> Option<&std::io::Error> {
+    pub(super) fn dial_error(&self, dial: DialId) -> Option<&std::io::Error> {
         self.dial_errors.get(&dial)
     }
 
     /// Waits (at most `limit`) for links closed with a flush to finish
     /// writing, so the last messages (the end of the stream) go out
     /// before the process exits.
-    pub fn finish(&mut self, limit: Duration) {
+    pub(super) fn finish(&mut self, limit: Duration) {
         let end = Instant::now() + limit;
         for t in self.closing.drain(..) {
             while !t.is_finished() && Instant::now() < end {

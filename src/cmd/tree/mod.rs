@@ -16,11 +16,11 @@ mod view;
 
 use std::process::ExitCode;
 
-pub use args::TreeArgs;
+pub(crate) use args::TreeArgs;
 use args::TreeCommand;
 
 /// Runs `nagare tree`.
-pub fn run(args: TreeArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: TreeArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         TreeCommand::Source(a) => source::run(a),
         TreeCommand::Join(a) => peer::run(a),

@@ -29,7 +29,7 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(12);
 const SIGNAL_TICK: Nanos = Nanos::from_millis(200);
 
 /// Joins the tree and runs until the stream ends.
-pub fn run(args: JoinArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn run(args: JoinArgs) -> anyhow::Result<ExitCode> {
     let key_text = match &args.key {
         Some(k) => k.clone(),
         None => std::env::var("NAGARE_TREE_KEY").map_err(|_| {

@@ -26,7 +26,7 @@ use crate::clock::cpu_seconds;
 const DRAIN_LIMIT: Duration = Duration::from_secs(12);
 
 /// Runs the source until the input ends, --frames is reached, or Ctrl-C.
-pub fn run(args: SourceArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn run(args: SourceArgs) -> anyhow::Result<ExitCode> {
     let rate = parse_rate(&args.fps)?;
     let key = match &args.key {
         Some(k) => parse_key(k)?,

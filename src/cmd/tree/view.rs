@@ -12,7 +12,7 @@ use x11rb::rust_connection::RustConnection;
 use x11rb::wrapper::ConnectionExt as _;
 
 /// A window showing RGB24 frames.
-pub struct Viewer {
+pub(super) struct Viewer {
     conn: RustConnection,
     window: Window,
     gc: Gcontext,
@@ -25,7 +25,7 @@ pub struct Viewer {
 
 impl Viewer {
     /// Opens a window of the frame's size on $DISPLAY.
-    pub fn open(format: VideoFormat) -> anyhow::Result<Self> {
+    pub(super) fn open(format: VideoFormat) -> anyhow::Result<Self> {
         if format.pixel_format != PixelFormat::Rgb24 {
             bail!(
                 "the window shows rgb24 screens; this one is {}",
@@ -84,7 +84,7 @@ impl Viewer {
     }
 
     /// Draws one RGB24 frame.
-    pub fn show(&mut self, rgb: &[u8]) -> anyhow::Result<()> {
+    pub(super) fn show(&mut self, rgb: &[u8]) -> anyhow::Result<()> {
         let [r, g, b] = self.offsets;
         for (dst, src) in self.pixels.chunks_exact_mut(4).zip(rgb.chunks_exact(3)) {
             dst[r] = src[0];

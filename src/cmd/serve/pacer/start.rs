@@ -16,7 +16,7 @@ use super::super::table::{Counters, StreamId};
 /// (starts at a given epoch frame, whose content it sends for that frame),
 /// may send one stripe only, and may number its packets from the epoch.
 #[derive(Debug, Clone, Copy)]
-pub struct Leg {
+pub(crate) struct Leg {
     /// The split and the stripe sent, if only one.
     pub stripe: Option<(nagare_proto::video::stripe::Stripes, usize)>,
     /// Fixed SSRC: sequence numbers locked to the epoch.
@@ -26,7 +26,7 @@ pub struct Leg {
 }
 
 /// Everything a flow needs to start.
-pub struct Start {
+pub(crate) struct Start {
     /// Its table id.
     pub id: StreamId,
     /// What it plays.

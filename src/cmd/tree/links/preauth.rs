@@ -17,7 +17,7 @@ use nagare_proto::tree::{LinkId, LinkInput, MAX_HANDSHAKE_MESSAGE};
 use super::arrival::Arrival;
 
 /// Hands newcomers to the preauth thread.
-pub struct Handle {
+pub(super) struct Handle {
     tx: Sender<(LinkId, TcpStream)>,
     /// Wakes the thread from poll(2) when a newcomer is added.
     waker: UnixStream,
@@ -25,7 +25,7 @@ pub struct Handle {
 
 impl Handle {
     /// Reads `stream`'s first message from now on (it is non-blocking).
-    pub fn add(&mut self, link: LinkId, stream: TcpStream) {
+    pub(super) fn add(&mut self, link: LinkId, stream: TcpStream) {
         if self.tx.send((link, stream)).is_ok() {
             // A full waker pipe already has a wake-up pending.
             let _ = self.waker.write(&[1]);
@@ -34,7 +34,7 @@ impl Handle {
 }
 
 /// Starts the thread; what it reads goes to `out`.
-pub fn start(out: Sender<Arrival>) -> anyhow::Result<Handle> {
+pub(super) fn start(out: Sender<Arrival>) -> anyhow::Result<Handle> {
     let (waker, wake) = UnixStream::pair()?;
     waker.set_nonblocking(true)?;
     wake.set_nonblocking(true)?;
