@@ -246,7 +246,7 @@ impl Pacer {
                 self.command(c);
             }
             let now = self.origin.elapsed();
-            self.raw.step(now);
+            self.raw.step(now, &self.origin);
             self.ts.step(now);
             let next = [self.raw.next_deadline(), self.ts.next_deadline()]
                 .into_iter()

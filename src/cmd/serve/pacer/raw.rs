@@ -175,12 +175,18 @@ impl RawFlows {
     }
 
     /// Answers frame requests, sends every train due at `now`.
-    pub(super) fn step(&mut self, now: Nanos) {
+    pub(super) fn step(&mut self, now: Nanos, origin: &Origin) {
         loop {
             self.events();
             self.answer(now);
             if let Some(t) = self.sender.poll_transmit(now) {
                 self.transmit(&t, now);
+                // A shaped flow's Cinst bucket counts the train from when
+                // its sends returned (video::Sender's Input::Departed); a
+                // flow that ended in `transmit` has nothing left to count.
+                let _ = self
+                    .sender
+                    .handle_input(origin.elapsed(), Input::Departed { flow: t.flow });
                 continue;
             }
             // Slots given up at their deadline ask for the next frames.
