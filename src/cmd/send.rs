@@ -34,11 +34,6 @@ use crate::net::watch::{Gauge, Watch, thread_id};
 use crate::progress::{Ticker, bitrate};
 use crate::source::{Arrange, FrameData, Frames, ReadPlan, Source, Take};
 
-/// How late an efficient (sleeping) sender's wake-up may be without
-/// slowing its flow: the lateness tolerance, well above this VM's typical
-/// 20-60 µs sleep overshoot.
-const WAKE_SLACK: Nanos = Nanos::from_micros(100);
-
 /// Command-line arguments of `nagare send`.
 #[derive(clap::Args, Debug, Clone)]
 pub(crate) struct SendArgs {
@@ -640,13 +635,9 @@ fn flow_spec(
         // Stagger as in the whole sender, so a node sending one stripe
         // keeps that stripe's timing.
         .stripe(k, cfg.stripes)
-        .frame_limit(cfg.frames)
-        .wake_slack(match cfg.pacing {
-            // A sleeping sender wakes tens of µs late every time; that must
-            // not slow it (see Pacer::set_wake_slack).
-            Pacing::Efficient => WAKE_SLACK,
-            Pacing::Precise => Nanos::ZERO,
-        });
+        // A late wake-up needs no slack: a shaped flow has no fixed
+        // catch-up limit to push, only its Cinst bucket (CinstGate).
+        .frame_limit(cfg.frames);
     let (spec, first_seq) = match cfg.striping.ssrc {
         Some(_) => {
             let base = schedule::locked_seq_base(ssrc);
@@ -937,11 +928,8 @@ impl<'a> Driver<'a> {
             data: Some(data), ..
         }) = self.held.remove(pos)
         {
-            if self.cfg.checksums {
-                // Hashed by the reader; a frame without a sum is hashed here.
-                let sum = data
-                    .checksum()
-                    .unwrap_or_else(|| xxhash_rust::xxh3::xxh3_64(&data));
+            // Hashed by the reader (the read plan asks when cfg.checksums).
+            if let Some(sum) = data.checksum() {
                 self.checksums.push(sum);
             }
             self.frames_sent += 1;
@@ -981,7 +969,9 @@ impl<'a> Driver<'a> {
         let now = Instant::now();
         self.schedule
             .handle_input(self.origin.nanos(now), Input::Departed { flow: t.flow })?;
-        let late = self.schedule.flow_stats(t.flow).map_or(0, |s| s.late);
+        // Late packets of every flow: with stripes, one flow's count
+        // alone would go up and down from train to train.
+        let (late, _) = self.late_and_underruns();
         self.gauge
             .record(late, self.origin.nanos(now).saturating_sub(t.at));
         if let Some(ideal) = self.ideal.as_mut().filter(|_| t.flow == self.ids[0]) {
