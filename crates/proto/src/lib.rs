@@ -21,6 +21,7 @@ pub mod rtp;
 pub mod rtsp;
 pub mod screen;
 pub mod sdp;
+mod slots;
 pub mod stats;
 pub mod tree;
 pub mod units;

@@ -42,6 +42,7 @@ use super::datagram::DatagramWriter;
 use super::looping::LoopStamper;
 use super::packet::PACKET_LEN;
 use super::schedule::{DATAGRAM_LEN, Departure, Schedule, ScheduleConfig};
+use crate::slots::{SlotId, Slots};
 use crate::units::Nanos;
 
 /// How long a flow whose driver had no data waits before asking again.
@@ -50,17 +51,14 @@ pub const RETRY: Nanos = Nanos::from_millis(2);
 /// Names a flow of a [`Sender`]. Ids of removed flows are never reused
 /// (the slot index is, under a new generation), so a stale id is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct FlowId {
-    index: u32,
-    generation: u32,
-}
+pub struct FlowId(SlotId);
 
 impl FlowId {
     /// A small dense index (the slot the flow occupies), for drivers that
     /// keep per-flow state in a `Vec`. A removed flow's index is reused by
     /// a later flow.
     pub fn index(self) -> usize {
-        self.index as usize
+        self.0.index()
     }
 }
 
@@ -318,7 +316,7 @@ impl Flow {
         self.wake = self.wake.wrapping_add(1);
         self.paused_at
             .is_none()
-            .then_some(Reverse((at, id.index, id.generation, self.wake)))
+            .then_some(Reverse((at, id, self.wake)))
     }
 
     /// Restamps and writes the next datagram of the front chunk into
@@ -351,20 +349,13 @@ impl Flow {
     }
 }
 
-/// A heap entry: (time, slot, generation, wake).
-type Wake = Reverse<(Nanos, u32, u32, u32)>;
-
-#[derive(Debug, Default)]
-struct Slot {
-    generation: u32,
-    flow: Option<Flow>,
-}
+/// A heap entry: (time, flow, wake).
+type Wake = Reverse<(Nanos, FlowId, u32)>;
 
 /// The send schedule of any number of TS flows (see the module docs).
 #[derive(Debug, Default)]
 pub struct Sender {
-    slots: Vec<Slot>,
-    free: Vec<u32>,
+    flows: Slots<Flow>,
     /// Next wake-up of every flow.
     heap: BinaryHeap<Wake>,
     events: VecDeque<Event>,
@@ -378,20 +369,8 @@ impl Sender {
 
     /// Adds a flow; its first datagram is due at its start.
     pub fn add_flow(&mut self, spec: FlowSpec) -> FlowId {
-        let index = match self.free.pop() {
-            Some(i) => i,
-            None => {
-                self.slots.push(Slot::default());
-                (self.slots.len() - 1) as u32
-            }
-        };
-        let slot = &mut self.slots[index as usize];
-        let id = FlowId {
-            index,
-            generation: slot.generation,
-        };
         let at = spec.start;
-        slot.flow = Some(Flow::new(spec));
+        let id = FlowId(self.flows.insert(Flow::new(spec)));
         self.wake(id, at);
         id
     }
@@ -399,15 +378,8 @@ impl Sender {
     /// Removes a flow, returning its final counters. Its chunks are
     /// dropped; events already queued for it stay queued.
     pub fn remove_flow(&mut self, id: FlowId) -> Option<FlowStats> {
-        let slot = self.slots.get_mut(id.index())?;
-        if slot.generation != id.generation {
-            return None;
-        }
-        let flow = slot.flow.take()?;
         // A new generation makes the flow's heap entry stale.
-        slot.generation = slot.generation.wrapping_add(1);
-        self.free.push(id.index);
-        Some(flow.stats)
+        Some(self.flows.remove(id.0)?.stats)
     }
 
     /// The flow's counters.
@@ -417,18 +389,15 @@ impl Sender {
 
     /// Flows held (playing or paused).
     pub fn flows(&self) -> usize {
-        self.slots.len() - self.free.len()
+        self.flows.len()
     }
 
     fn flow(&self, id: FlowId) -> Option<&Flow> {
-        let slot = self.slots.get(id.index())?;
-        (slot.generation == id.generation)
-            .then_some(slot.flow.as_ref())
-            .flatten()
+        self.flows.get(id.0)
     }
 
     fn flow_mut(&mut self, id: FlowId) -> Option<&mut Flow> {
-        flow_in(&mut self.slots, id)
+        self.flows.get_mut(id.0)
     }
 
     /// Makes `at` the flow's one live wake-up (none while it is paused).
@@ -521,8 +490,7 @@ impl Sender {
 
     /// Drops stale heap entries, then names the earliest live one.
     fn peek_live(&mut self) -> Option<(Nanos, FlowId)> {
-        while let Some(&Reverse((at, index, generation, wake))) = self.heap.peek() {
-            let id = FlowId { index, generation };
+        while let Some(&Reverse((at, id, wake))) = self.heap.peek() {
             if self
                 .flow(id)
                 .is_some_and(|f| f.wake == wake && f.paused_at.is_none())
@@ -569,7 +537,7 @@ impl Sender {
     /// Writes the flow's datagram due by `now`, or sets its next wake-up
     /// (or asks for data).
     fn advance(&mut self, id: FlowId, now: Nanos) -> Step {
-        let Some(f) = flow_in(&mut self.slots, id) else {
+        let Some(f) = self.flows.get_mut(id.0) else {
             return Step::Wait;
         };
         loop {
@@ -624,14 +592,6 @@ impl Sender {
     pub fn poll_timeout(&mut self) -> Option<Nanos> {
         self.peek_live().map(|(at, _)| at)
     }
-}
-
-/// The flow `id` names in `slots`, if it is still there.
-fn flow_in(slots: &mut [Slot], id: FlowId) -> Option<&mut Flow> {
-    let slot = slots.get_mut(id.index())?;
-    (slot.generation == id.generation)
-        .then_some(slot.flow.as_mut())
-        .flatten()
 }
 
 #[cfg(test)]

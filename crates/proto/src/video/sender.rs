@@ -52,23 +52,21 @@ use super::format::FrameRate;
 use super::pacer::{DEFAULT_CATCH_UP, DEFAULT_LATE_AFTER, Pacer};
 use super::st2110_20::Packetizer;
 use super::st2110_21::SenderSchedule;
+use crate::slots::{SlotId, Slots};
 use crate::stats::Distribution;
 use crate::units::{ExtSeq, MediaTime, Nanos, Ssrc};
 
 /// Names a flow of a [`Sender`]. Ids of removed flows are never reused
 /// (the slot index is, under a new generation), so a stale id is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct FlowId {
-    index: u32,
-    generation: u32,
-}
+pub struct FlowId(SlotId);
 
 impl FlowId {
     /// A small dense index (the slot the flow occupies), for drivers that
     /// keep per-flow state in a `Vec`. A removed flow's index is reused by
     /// a later flow.
     pub fn index(self) -> usize {
-        self.index as usize
+        self.0.index()
     }
 }
 
@@ -501,22 +499,14 @@ impl Flow {
     }
 }
 
-#[derive(Debug, Default)]
-struct Slot {
-    generation: u32,
-    flow: Option<Flow>,
-}
-
 /// The send schedule of any number of flows (see the module docs).
 #[derive(Debug, Default)]
 pub struct Sender {
-    slots: Vec<Slot>,
-    free: Vec<u32>,
-    /// Next release of every ready flow: (time, slot, generation).
-    heap: BinaryHeap<Reverse<(Nanos, u32, u32)>>,
-    /// Deadline of every open frame request: (time, slot, generation,
-    /// frame).
-    deadlines: BinaryHeap<Reverse<(Nanos, u32, u32, u64)>>,
+    flows: Slots<Flow>,
+    /// Next release of every ready flow.
+    heap: BinaryHeap<Reverse<(Nanos, FlowId)>>,
+    /// Deadline of every open frame request: (time, flow, frame).
+    deadlines: BinaryHeap<Reverse<(Nanos, FlowId, u64)>>,
     events: VecDeque<Event>,
     lateness: Distribution,
     active: usize,
@@ -530,27 +520,17 @@ impl Sender {
 
     /// Adds a flow; it asks for its first frame at once.
     pub fn add_flow(&mut self, spec: FlowSpec) -> FlowId {
-        let index = match self.free.pop() {
-            Some(i) => i,
-            None => {
-                self.slots.push(Slot::default());
-                (self.slots.len() - 1) as u32
-            }
-        };
-        let slot = &mut self.slots[index as usize];
-        let id = FlowId {
-            index,
-            generation: slot.generation,
-        };
         let mut flow = Flow::new(spec);
         let finished = flow.limit_reached();
         if finished {
             flow.state = State::Finished;
+        }
+        let id = FlowId(self.flows.insert(flow));
+        if finished {
             self.events.push_back(Event::Finished { flow: id });
         } else {
             self.active += 1;
         }
-        slot.flow = Some(flow);
         if !finished {
             self.ask(id);
         }
@@ -560,14 +540,8 @@ impl Sender {
     /// Removes a flow, returning its final counters. Its pending trains
     /// vanish; events already queued for it stay queued.
     pub fn remove_flow(&mut self, id: FlowId) -> Option<FlowStats> {
-        let slot = self.slots.get_mut(id.index())?;
-        if slot.generation != id.generation {
-            return None;
-        }
-        let flow = slot.flow.take()?;
-        // A new generation makes the flow's heap entry stale.
-        slot.generation = slot.generation.wrapping_add(1);
-        self.free.push(id.index);
+        // A new generation makes the flow's heap entries stale.
+        let flow = self.flows.remove(id.0)?;
         if flow.state != State::Finished {
             self.active -= 1;
         }
@@ -575,17 +549,11 @@ impl Sender {
     }
 
     fn flow(&self, id: FlowId) -> Option<&Flow> {
-        let slot = self.slots.get(id.index())?;
-        (slot.generation == id.generation)
-            .then_some(slot.flow.as_ref())
-            .flatten()
+        self.flows.get(id.0)
     }
 
     fn flow_mut(&mut self, id: FlowId) -> Option<&mut Flow> {
-        let slot = self.slots.get_mut(id.index())?;
-        (slot.generation == id.generation)
-            .then_some(slot.flow.as_mut())
-            .flatten()
+        self.flows.get_mut(id.0)
     }
 
     /// Answers a [`Event::NeedFrame`]. An answer for a flow that is not
@@ -597,7 +565,7 @@ impl Sender {
                 if flow.state == State::Waiting {
                     flow.state = State::Ready;
                     let at = flow.next_release();
-                    self.heap.push(Reverse((at, id.index, id.generation)));
+                    self.heap.push(Reverse((at, id)));
                 }
             }
             Input::Departed { flow: id } => {
@@ -634,8 +602,7 @@ impl Sender {
         let ev = flow.need_frame(id);
         let frame = flow.pacer.frame();
         if let Event::NeedFrame { at, .. } = ev {
-            self.deadlines
-                .push(Reverse((at, id.index, id.generation, frame)));
+            self.deadlines.push(Reverse((at, id, frame)));
         }
         self.events.push_back(ev);
     }
@@ -643,8 +610,7 @@ impl Sender {
     /// Drops deadlines of requests answered (or flows removed), then
     /// names the earliest open one.
     fn peek_deadline(&mut self) -> Option<(Nanos, FlowId)> {
-        while let Some(&Reverse((at, index, generation, frame))) = self.deadlines.peek() {
-            let id = FlowId { index, generation };
+        while let Some(&Reverse((at, id, frame))) = self.deadlines.peek() {
             let open = self
                 .flow(id)
                 .is_some_and(|f| f.state == State::Waiting && f.pacer.frame() == frame);
@@ -675,8 +641,7 @@ impl Sender {
 
     /// Drops heap entries of removed flows, then names the earliest.
     fn peek_live(&mut self) -> Option<(Nanos, FlowId)> {
-        while let Some(&Reverse((at, index, generation))) = self.heap.peek() {
-            let id = FlowId { index, generation };
+        while let Some(&Reverse((at, id))) = self.heap.peek() {
             if self.flow(id).is_some_and(|f| f.state == State::Ready) {
                 return Some((at, id));
             }
@@ -727,7 +692,7 @@ impl Sender {
         };
         if flow.pacer.index_in_frame() != 0 {
             let at = flow.next_release();
-            self.heap.push(Reverse((at, id.index, id.generation)));
+            self.heap.push(Reverse((at, id)));
             return;
         }
         flow.frames_sent += 1;
