@@ -3,7 +3,7 @@
 //! both receive paths read.
 
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -213,7 +213,7 @@ impl RecvArgs {
                 (listen, cli::video_format(size, pf)?, None)
             }
             (None, [path]) => {
-                let text = read_small(path)?;
+                let text = read_sdp(path)?;
                 let sdp = SdpStream::parse(&text)
                     .map_err(|e| anyhow!("SDP file '{}': {e}", path.display()))?;
                 if source.is_none() {
@@ -326,7 +326,8 @@ impl RecvConfig {
     }
 }
 
-fn read_small(path: &PathBuf) -> Result<String> {
+/// An SDP file's text, refused past 64 KiB (an SDP is a few KiB).
+pub(super) fn read_sdp(path: &Path) -> Result<String> {
     let meta = std::fs::metadata(path)
         .with_context(|| format!("cannot read SDP file '{}'", path.display()))?;
     if meta.len() > 64 * 1024 {

@@ -86,17 +86,7 @@ struct Plan {
 }
 
 fn sdp_legs(path: &Path) -> Result<Vec<SdpStream>> {
-    let meta = std::fs::metadata(path)
-        .with_context(|| format!("cannot read SDP file '{}'", path.display()))?;
-    if meta.len() > 64 * 1024 {
-        bail!(
-            "SDP file '{}' is {} bytes; an SDP is at most a few KiB",
-            path.display(),
-            meta.len()
-        );
-    }
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read SDP file '{}'", path.display()))?;
+    let text = super::args::read_sdp(path)?;
     SdpStream::parse_legs(&text).map_err(|e| anyhow!("SDP file '{}': {e}", path.display()))
 }
 
