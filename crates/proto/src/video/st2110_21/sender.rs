@@ -252,11 +252,6 @@ impl CinstGate {
         CinstGate::new(schedule.model(), schedule.cmax().saturating_sub(1).max(1))
     }
 
-    /// The Cinst limit kept.
-    pub const fn limit(&self) -> u64 {
-        self.limit
-    }
-
     /// Drains since the last release, were the next packet to arrive at
     /// `at` (not before the last release).
     fn drains_by(&self, origin: Nanos, at: Nanos) -> u128 {
