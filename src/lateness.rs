@@ -13,7 +13,7 @@ use crate::net::placement::list;
 const SHOWN: usize = 3;
 
 /// Where the pacer ran: "pacing thread on CPU 1 (others on CPU 0),
-/// SCHED_FIFO, memory locked".
+/// SCHED_FIFO, memory locked, CPU held awake".
 pub(crate) fn placement_line(h: &PacingHost) -> String {
     let cpus = if h.cpus.is_empty() {
         "on any CPU (not placed)".to_string()
@@ -35,7 +35,8 @@ pub(crate) fn placement_line(h: &PacingHost) -> String {
     } else {
         "memory not locked"
     };
-    format!("pacing thread {cpus}{others}, {policy}, {memory}")
+    let awake = if h.held_awake { ", CPU held awake" } else { "" };
+    format!("pacing thread {cpus}{others}, {policy}, {memory}{awake}")
 }
 
 fn ms(n: Nanos) -> String {
@@ -226,6 +227,15 @@ mod tests {
         assert_eq!(
             placement_line(&h),
             "pacing thread on CPU 1 (other threads on CPU 0), SCHED_FIFO, memory locked"
+        );
+        let held = PacingHost {
+            held_awake: true,
+            ..h
+        };
+        assert_eq!(
+            placement_line(&held),
+            "pacing thread on CPU 1 (other threads on CPU 0), SCHED_FIFO, memory locked, \
+             CPU held awake"
         );
         assert_eq!(
             placement_line(&PacingHost::default()),

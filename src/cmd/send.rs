@@ -26,6 +26,7 @@ use nagare_proto::{BitRate, ByteSize, ExtSeq, FrameRate, Nanos, PixelFormat, Ssr
 use crate::analysis::ideal::IdealReceiver;
 use crate::cli::{self, Size};
 use crate::clock::{EpochStart, Origin, Pacing};
+use crate::net::awake::KeepAwake;
 use crate::net::placement::{CpuChoice, Placement, Role};
 use crate::net::train::{self, TrainBuf};
 use crate::net::tuning::Realtime;
@@ -486,9 +487,14 @@ pub(crate) fn run(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport> {
         &placement,
         1,
     );
+    // Started from the helper CPUs at normal priority: each holder lowers
+    // itself to SCHED_IDLE before it moves to the pacer's CPU.
+    let awake = hold_awake(cfg, &placement, &helper_cpus);
     let mut host = tune_pacer(cfg, &placement, helper_cpus)?;
+    host.held_awake = awake.is_some();
     let cpu = crate::clock::thread_cpu_seconds();
     let result = driver.run(&mut frames, stop);
+    drop(awake);
     driver.ticker.finish();
     host.stalls = watch.map(Watch::finish);
     let mut report = driver.report();
@@ -498,6 +504,17 @@ pub(crate) fn run(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport> {
         report.error = Some(format!("{e:#}"));
     }
     Ok(report)
+}
+
+/// Keeps the pacer's CPU from halting between trains (see
+/// `net::awake`): only for precise pacing, and only where the pacer has a
+/// CPU no helper shares.
+fn hold_awake(cfg: &SendConfig, placement: &Placement, helpers: &[usize]) -> Option<KeepAwake> {
+    let pacer = placement.cpus(Role::Pacer { index: 0 });
+    let own = !pacer.is_empty() && pacer.iter().all(|c| !helpers.contains(c));
+    (cfg.pacing == Pacing::Precise && own)
+        .then(|| KeepAwake::start(&pacer))
+        .flatten()
 }
 
 /// Places the calling (pacing) thread, makes it real-time where allowed
@@ -518,6 +535,7 @@ fn tune_pacer(cfg: &SendConfig, placement: &Placement, helpers: Vec<usize>) -> R
         realtime,
         realtime_note,
         memory_locked: lock_note.is_none(),
+        held_awake: false,
         stalls: None,
     })
 }

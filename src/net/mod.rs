@@ -5,6 +5,7 @@
 //! this module, each block with a SAFETY comment; calls off the
 //! per-packet path go through nix's safe wrappers.
 
+pub(crate) mod awake;
 pub(crate) mod file;
 pub(crate) mod host;
 pub(crate) mod iface;

@@ -34,6 +34,13 @@ fn set_policy(policy: libc::c_int, priority: libc::c_int) -> io::Result<()> {
     }
 }
 
+/// Switches the calling thread to SCHED_IDLE: it runs only when nothing
+/// else on its CPU wants to, and any other thread that wakes there takes
+/// the CPU from it at once (see [`super::awake`]).
+pub(crate) fn idle_priority() -> io::Result<()> {
+    set_policy(libc::SCHED_IDLE, 0)
+}
+
 /// Switches the calling thread to SCHED_FIFO at a middle priority, so a
 /// busy machine cannot delay a packet train by a scheduler tick.
 pub(crate) fn realtime() -> Result<()> {

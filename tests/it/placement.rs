@@ -32,6 +32,16 @@ fn parse_list(s: &str) -> Vec<usize> {
         .collect()
 }
 
+/// Linux's SCHED_IDLE policy number.
+const SCHED_IDLE: u32 = 5;
+
+/// The scheduling policy of thread `tid` of `pid` (field 41 of its stat).
+fn policy(pid: u32, tid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split(' ').nth(41 - 3)?.parse().ok()
+}
+
 /// (tid, name, CPUs) of every thread of `pid`.
 fn threads(pid: u32) -> Vec<(u32, String, Vec<usize>)> {
     let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
@@ -58,6 +68,13 @@ fn check_placed(pid: u32, highest: usize, min_threads: usize) -> Vec<String> {
         (pacer.2 == [highest] && t.len() >= min_threads).then_some(t)
     });
     for (tid, name, cpus) in &seen {
+        // The holder that keeps the pacer's CPU from halting shares it,
+        // at SCHED_IDLE, so it never delays the pacer.
+        if *name == format!("awake-{highest}") {
+            assert_eq!(cpus, &[highest], "the holder sits on the pacer's CPU");
+            assert_eq!(policy(pid, *tid), Some(SCHED_IDLE), "the holder runs SCHED_IDLE");
+            continue;
+        }
         if *tid != pid {
             assert!(
                 !cpus.contains(&highest),
@@ -87,10 +104,13 @@ fn demo_puts_its_pacer_alone_on_the_highest_cpu() {
     // The pacer, the receiver and the watcher at least.
     let names = check_placed(child.id(), highest, 3);
     assert!(names.iter().any(|n| n == "nagare-watch"), "{names:?}");
+    let holder = format!("awake-{highest}");
+    assert!(names.contains(&holder), "{names:?}");
     let out = child.wait_with_output().unwrap();
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let host = &report["sent"]["pacing_host"];
     assert_eq!(host["cpus"], serde_json::json!([highest]), "{host}");
+    assert_eq!(host["held_awake"], serde_json::json!(true), "{host}");
     assert!(
         !host["helper_cpus"]
             .as_array()

@@ -74,6 +74,10 @@ pub struct PacingHost {
     pub realtime_note: Option<String>,
     /// Whether the process's memory was locked against paging.
     pub memory_locked: bool,
+    /// Whether the pacer's CPU was kept from halting while the pacer
+    /// slept (a SCHED_IDLE holder thread; see docs/pacing.md).
+    #[serde(default)]
+    pub held_awake: bool,
     /// Late episodes and their causes (absent where /proc lacks the
     /// counters).
     #[serde(default, skip_serializing_if = "Option::is_none")]

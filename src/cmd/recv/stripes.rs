@@ -402,11 +402,16 @@ impl Unit {
         })
     }
 
-    /// Reads what socket `leg` has and feeds the machines.
+    /// Whether any of this unit's sockets has a stream flowing.
+    fn flowing(&self) -> bool {
+        self.sockets.iter().any(Receiver::flowing)
+    }
+
+    /// Reads what socket `leg` has now (no waiting) and feeds the machines.
     fn read(&mut self, leg: usize, origin: Origin) -> Result<usize> {
         let (merger, machine) = (&mut self.merger, &mut self.machine);
         self.sockets[leg]
-            .recv_batch(|d| {
+            .recv_ready(|d| {
                 let now = origin.nanos(d.at);
                 for bytes in d.segments() {
                     if let Some(m) = merger.as_mut()
@@ -534,6 +539,23 @@ fn receive_loop(
         .flat_map(|(u, unit)| (0..unit.sockets.len()).map(move |l| (u, l)))
         .collect();
     while !shared.stop.load(Ordering::Relaxed) {
+        // While a stream flows, read every socket on a timer: asleep in
+        // poll(), this thread would be woken by the sending CPU for
+        // nearly every datagram (see udp::POLL_EVERY).
+        if units.iter().any(Unit::flowing) {
+            let mut got = 0;
+            for &(u, l) in &slots {
+                got += units[u].read(l, shared.origin)?;
+                units[u].events(out)?;
+            }
+            if got > 0 {
+                let now = shared.origin.elapsed().as_nanos();
+                shared.last_packet.store(now, Ordering::Relaxed);
+            } else {
+                std::thread::sleep(udp::POLL_EVERY);
+            }
+            continue;
+        }
         let ready: Vec<bool> = {
             let mut fds: Vec<PollFd<'_>> = slots
                 .iter()
