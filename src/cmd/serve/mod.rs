@@ -10,17 +10,9 @@
 //! client's own address or inside `--allow`; admission refuses what
 //! `--max-rate` or the pacing threads cannot carry.
 
-mod access;
-mod http;
-mod media;
-mod metrics;
-mod output;
-mod pacer;
-mod reader;
-mod reservation;
-mod rtsp;
-mod server;
-mod table;
+mod front;
+mod hub;
+mod stream;
 
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::path::PathBuf;
@@ -35,8 +27,8 @@ use nagare_proto::BitRate;
 
 use crate::cli;
 use crate::net::udp::Interface;
-use access::{Admission, AllowList, Cidr, Token};
-use server::{Server, Settings, Stats};
+use hub::access::{Admission, AllowList, Cidr, Token};
+use hub::server::{Server, Settings, Stats};
 
 /// Command-line arguments of `nagare serve`.
 #[derive(clap::Args, Debug, Clone)]
@@ -60,7 +52,7 @@ pub(crate) struct ServeArgs {
     pub token: Option<String>,
     /// Address block media may be sent to besides the client's own address
     /// (repeatable), e.g. 239.0.0.0/8 or 127.0.0.0/8.
-    #[arg(long, value_parser = access::parse_cidr)]
+    #[arg(long, value_parser = hub::access::parse_cidr)]
     pub allow: Vec<Cidr>,
     /// Refuse streams beyond this total rate (e.g. 2G, 500M).
     #[arg(long, value_parser = cli::parse_bit_rate)]
@@ -119,7 +111,8 @@ pub(crate) fn main(args: ServeArgs) -> Result<ExitCode> {
         Some(p) => read_config(p)?,
         None => ServeConfig::default(),
     };
-    let media = media::Catalog::scan(args.media.as_deref(), &config.media, BitRate(args.ts_rate))?;
+    let media =
+        hub::media::Catalog::scan(args.media.as_deref(), &config.media, BitRate(args.ts_rate))?;
     let token = Token::new(
         args.token
             .clone()
@@ -176,7 +169,7 @@ fn read_config(path: &std::path::Path) -> Result<ServeConfig> {
     })
 }
 
-fn build(args: &ServeArgs, media: media::Catalog, token: Token) -> Result<Server> {
+fn build(args: &ServeArgs, media: hub::media::Catalog, token: Token) -> Result<Server> {
     if !(args.max_load > 0.0 && args.max_load <= 1.0) {
         anyhow::bail!("--max-load {} is out of range: 0 < L <= 1", args.max_load);
     }
@@ -186,12 +179,12 @@ fn build(args: &ServeArgs, media: media::Catalog, token: Token) -> Result<Server
             "--cpu {c}: serve places one pacing thread per CPU itself; give --cpu auto or none"
         );
     }
-    let pacers = pacer::Pacers::start(
+    let pacers = stream::pacer::Pacers::start(
         args.pacers.unwrap_or(cores).clamp(1, 64),
         crate::net::tuning::Realtime::from_flags(args.realtime, args.no_realtime),
         crate::net::placement::Placement::new(args.cpu),
     )?;
-    let reader = reader::Reader::start(
+    let reader = stream::reader::Reader::start(
         Duration::from_millis(args.read_ahead_ms),
         args.ring_frames,
         args.realtime,
@@ -199,7 +192,7 @@ fn build(args: &ServeArgs, media: media::Catalog, token: Token) -> Result<Server
     .context("starting the read-ahead thread")?;
     Ok(Server {
         media,
-        table: table::Table::default(),
+        table: hub::table::Table::default(),
         pacers,
         reader,
         admission: Arc::new(Admission::new(args.max_rate.map(BitRate), args.max_load)),
@@ -247,11 +240,11 @@ fn spawn(
     let s = server.clone();
     let rtsp = std::thread::Builder::new()
         .name("serve-rtsp-listen".into())
-        .spawn(move || rtsp::listen(s, rtsp_listener))?;
+        .spawn(move || front::rtsp::listen(s, rtsp_listener))?;
     let s = server.clone();
     let api = std::thread::Builder::new()
         .name("serve-http".into())
-        .spawn(move || http::serve(s, http))?;
+        .spawn(move || front::http::serve(s, http))?;
     Ok(vec![rtsp, api])
 }
 

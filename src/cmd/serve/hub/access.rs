@@ -47,7 +47,7 @@ impl std::fmt::Display for Cidr {
 }
 
 /// An IPv4-mapped IPv6 address as the IPv4 address it maps.
-pub(super) fn canonical(ip: IpAddr) -> IpAddr {
+pub(crate) fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,
@@ -55,7 +55,7 @@ pub(super) fn canonical(ip: IpAddr) -> IpAddr {
 }
 
 /// Parses `--allow` values.
-pub(super) fn parse_cidr(text: &str) -> Result<Cidr> {
+pub(crate) fn parse_cidr(text: &str) -> Result<Cidr> {
     let (addr, prefix) = match text.split_once('/') {
         Some((a, p)) => (a, Some(p)),
         None => (text, None),
@@ -82,24 +82,24 @@ pub(super) fn parse_cidr(text: &str) -> Result<Cidr> {
 /// Destinations a client may name: its own address, always; others only
 /// inside `--allow`. So nobody can turn the server on a third party.
 #[derive(Debug, Clone, Default)]
-pub(super) struct AllowList {
+pub(crate) struct AllowList {
     blocks: Vec<Cidr>,
 }
 
 impl AllowList {
     /// The `--allow` blocks.
-    pub(super) fn new(blocks: Vec<Cidr>) -> AllowList {
+    pub(crate) fn new(blocks: Vec<Cidr>) -> AllowList {
         AllowList { blocks }
     }
 
     /// Whether `client` may have media sent to `destination`.
-    pub(super) fn permits(&self, client: IpAddr, destination: IpAddr) -> bool {
+    pub(crate) fn permits(&self, client: IpAddr, destination: IpAddr) -> bool {
         canonical(client) == canonical(destination)
             || self.blocks.iter().any(|b| b.contains(destination))
     }
 
     /// The refusal text for a destination outside the list.
-    pub(super) fn refusal(&self, client: IpAddr, destination: IpAddr) -> String {
+    pub(crate) fn refusal(&self, client: IpAddr, destination: IpAddr) -> String {
         let allowed = if self.blocks.is_empty() {
             "none".to_string()
         } else {
@@ -119,11 +119,11 @@ impl AllowList {
 /// The API token; `None` when the API is bound to loopback and no token
 /// was given.
 #[derive(Debug, Clone, Default)]
-pub(super) struct Token(Option<Vec<u8>>);
+pub(crate) struct Token(Option<Vec<u8>>);
 
 impl Token {
     /// `token` as given, required when `http` is not loopback.
-    pub(super) fn new(token: Option<String>, http_is_loopback: bool) -> Result<Token> {
+    pub(crate) fn new(token: Option<String>, http_is_loopback: bool) -> Result<Token> {
         match token {
             Some(t) if t.len() < 8 => {
                 bail!("--token is {} characters: use at least 8 (random)", t.len())
@@ -139,7 +139,7 @@ impl Token {
 
     /// Whether an `Authorization` header value passes: `Bearer TOKEN`,
     /// compared in constant time.
-    pub(super) fn admits(&self, authorization: Option<&str>) -> bool {
+    pub(crate) fn admits(&self, authorization: Option<&str>) -> bool {
         let Some(want) = &self.0 else {
             return true;
         };
@@ -153,7 +153,7 @@ impl Token {
 
 /// The rate budget of `--max-rate` and the pacing threads' load limit.
 #[derive(Debug)]
-pub(super) struct Admission {
+pub(crate) struct Admission {
     max_rate: Option<BitRate>,
     max_load: f64,
     reserved: AtomicU64,
@@ -161,7 +161,7 @@ pub(super) struct Admission {
 
 impl Admission {
     /// A budget of `max_rate` (none: unlimited) and a pacing load limit.
-    pub(super) fn new(max_rate: Option<BitRate>, max_load: f64) -> Admission {
+    pub(crate) fn new(max_rate: Option<BitRate>, max_load: f64) -> Admission {
         Admission {
             max_rate,
             max_load,
@@ -171,7 +171,7 @@ impl Admission {
 
     /// Reserves `rate` for a new stream, or says why not. `load` is the
     /// busiest pacing thread's share of time spent working.
-    pub(super) fn reserve(&self, rate: BitRate, load: f64) -> Result<(), String> {
+    pub(crate) fn reserve(&self, rate: BitRate, load: f64) -> Result<(), String> {
         if load > self.max_load {
             return Err(format!(
                 "the pacing threads are {:.0}% busy (limit {:.0}%): another stream would make \
@@ -204,7 +204,7 @@ impl Admission {
     }
 
     /// Gives back what [`Admission::reserve`] took.
-    pub(super) fn release(&self, rate: BitRate) {
+    pub(crate) fn release(&self, rate: BitRate) {
         let _ = self
             .reserved
             .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |r| {
@@ -213,7 +213,7 @@ impl Admission {
     }
 
     /// Rate reserved now.
-    pub(super) fn reserved(&self) -> BitRate {
+    pub(crate) fn reserved(&self) -> BitRate {
         BitRate(self.reserved.load(Ordering::Relaxed))
     }
 }

@@ -30,7 +30,7 @@ use crate::cli;
 
 /// The built-in pattern's path, format and rate: small, so a hundred
 /// flows of it stay light.
-pub(super) const PATTERN_PATH: &str = "bars";
+pub(crate) const PATTERN_PATH: &str = "bars";
 const PATTERN_SIZE: &str = "320x180";
 const PATTERN_FPS: &str = "25";
 
@@ -39,7 +39,7 @@ const TS_PROBE_BYTES: u64 = 16 << 20;
 
 /// What a path plays.
 #[derive(Debug, Clone)]
-pub(super) enum Kind {
+pub(crate) enum Kind {
     /// Raw frames back to back in a file.
     Raw {
         /// The file.
@@ -71,7 +71,7 @@ pub(super) enum Kind {
 
 /// One path of the catalog.
 #[derive(Debug, Clone)]
-pub(super) struct Media {
+pub(crate) struct Media {
     /// The path under which RTSP and the API know it.
     pub name: String,
     /// What it plays.
@@ -82,7 +82,7 @@ pub(super) struct Media {
 
 impl Media {
     /// Nominal payload rate (RTP payload of raw video, TS bytes).
-    pub(super) fn rate(&self) -> BitRate {
+    pub(crate) fn rate(&self) -> BitRate {
         match &self.kind {
             Kind::Raw { format, rate, .. } | Kind::Pattern { format, rate } => {
                 BitRate((format.frame_bytes() as f64 * 8.0 * rate.as_f64()) as u64)
@@ -92,7 +92,7 @@ impl Media {
     }
 
     /// Frame format and rate of raw video and patterns.
-    pub(super) fn raw_format(&self) -> Option<(VideoFormat, FrameRate)> {
+    pub(crate) fn raw_format(&self) -> Option<(VideoFormat, FrameRate)> {
         match &self.kind {
             Kind::Raw { format, rate, .. } | Kind::Pattern { format, rate } => {
                 Some((*format, *rate))
@@ -102,12 +102,12 @@ impl Media {
     }
 
     /// Whether it is an MPEG-TS path.
-    pub(super) fn is_ts(&self) -> bool {
+    pub(crate) fn is_ts(&self) -> bool {
         matches!(self.kind, Kind::Ts { .. })
     }
 
     /// The source as `/v3/paths/list` shows it.
-    pub(super) fn source(&self) -> PathSource {
+    pub(crate) fn source(&self) -> PathSource {
         let (kind, id) = match &self.kind {
             Kind::Raw { path, .. } => ("rawFile", path.display().to_string()),
             Kind::Pattern { .. } => ("pattern", "bars".to_string()),
@@ -120,12 +120,12 @@ impl Media {
     }
 
     /// Codec name of its one track.
-    pub(super) fn codec(&self) -> &'static str {
+    pub(crate) fn codec(&self) -> &'static str {
         if self.is_ts() { "MP2T" } else { "raw" }
     }
 
     /// The SDP of DESCRIBE: one media, `a=control:trackID=0`.
-    pub(super) fn sdp(&self, session_id: u64) -> String {
+    pub(crate) fn sdp(&self, session_id: u64) -> String {
         let unspecified = std::net::IpAddr::from([0, 0, 0, 0]);
         let mut session = match &self.kind {
             Kind::Raw { format, rate, .. } | Kind::Pattern { format, rate } => SdpStream {
@@ -178,7 +178,7 @@ struct Sidecar {
 
 /// Every path, by name.
 #[derive(Debug, Default)]
-pub(super) struct Catalog {
+pub(crate) struct Catalog {
     media: BTreeMap<String, Arc<Media>>,
 }
 
@@ -186,7 +186,7 @@ impl Catalog {
     /// The pattern, the media of `dir` and the config file's `entries`;
     /// `ts_rate` paces `.ts` files without PCR. Files that are not media
     /// are skipped with a note; a broken sidecar is an error.
-    pub(super) fn scan(
+    pub(crate) fn scan(
         dir: Option<&Path>,
         entries: &[MediaEntry],
         ts_rate: BitRate,
@@ -225,7 +225,7 @@ impl Catalog {
     }
 
     /// The path `name` (`pattern:bars` names the pattern too).
-    pub(super) fn get(&self, name: &str) -> Option<Arc<Media>> {
+    pub(crate) fn get(&self, name: &str) -> Option<Arc<Media>> {
         let name = if name == "pattern:bars" {
             PATTERN_PATH
         } else {
@@ -235,12 +235,12 @@ impl Catalog {
     }
 
     /// Every path, by name.
-    pub(super) fn iter(&self) -> impl Iterator<Item = &Arc<Media>> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<Media>> {
         self.media.values()
     }
 
     /// Number of paths.
-    pub(super) fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.media.len()
     }
 }

@@ -10,15 +10,15 @@ use nagare_proto::mpegts::sender::{Event, FlowId, FlowSpec, Input, Sender, Trans
 use nagare_proto::mpegts::{self, DatagramWriter, ScheduleConfig};
 use nagare_proto::{Nanos, Ssrc};
 
-use super::super::media::Kind;
-use super::super::output::Sent;
-use super::super::reader::Delivery;
-use super::super::table::{Counters, StreamId};
 use super::Start;
+use crate::cmd::serve::hub::media::Kind;
+use crate::cmd::serve::hub::table::{Counters, StreamId};
+use crate::cmd::serve::stream::output::Sent;
+use crate::cmd::serve::stream::reader::Delivery;
 
 /// Every TS flow of one pacing thread.
 #[derive(Default)]
-pub(super) struct TsFlows {
+pub(crate) struct TsFlows {
     sender: Sender,
     flows: HashMap<FlowId, Start>,
     ids: HashMap<StreamId, FlowId>,
@@ -26,7 +26,7 @@ pub(super) struct TsFlows {
 
 impl TsFlows {
     /// Adds a flow whose time zero is `at`.
-    pub(super) fn start(&mut self, start: Start, at: Nanos) {
+    pub(crate) fn start(&mut self, start: Start, at: Nanos) {
         let Kind::Ts { rate, .. } = start.media.kind else {
             return;
         };
@@ -45,7 +45,7 @@ impl TsFlows {
 
     /// Sends every datagram due at `now`, answering the sender's requests
     /// as they come (the polling order of `mpegts::sender`).
-    pub(super) fn step(&mut self, now: Nanos) {
+    pub(crate) fn step(&mut self, now: Nanos) {
         loop {
             let mut busy = false;
             while let Some(t) = self.sender.poll_transmit(now) {
@@ -67,7 +67,7 @@ impl TsFlows {
     }
 
     /// The earliest departure (or retry) of any flow.
-    pub(super) fn next_deadline(&mut self) -> Option<Nanos> {
+    pub(crate) fn next_deadline(&mut self) -> Option<Nanos> {
         self.sender.poll_timeout()
     }
 
@@ -105,7 +105,7 @@ impl TsFlows {
         }
     }
 
-    pub(super) fn pause(&mut self, id: StreamId, now: Nanos) {
+    pub(crate) fn pause(&mut self, id: StreamId, now: Nanos) {
         if let Some(&flow) = self.ids.get(&id)
             && self.sender.handle_input(now, Input::Pause { flow }).is_ok()
             && let Some(start) = self.flows.get(&flow)
@@ -116,7 +116,7 @@ impl TsFlows {
 
     /// Resumes a paused flow: its timeline moves on by the pause, so its
     /// next datagram leaves at `at`.
-    pub(super) fn resume(&mut self, id: StreamId, at: Nanos) {
+    pub(crate) fn resume(&mut self, id: StreamId, at: Nanos) {
         if let Some(&flow) = self.ids.get(&id)
             && let Some(start) = self.flows.get(&flow)
             && start.counters.state() == StreamState::Paused
@@ -129,7 +129,7 @@ impl TsFlows {
         }
     }
 
-    pub(super) fn stop(&mut self, id: StreamId, state: StreamState) {
+    pub(crate) fn stop(&mut self, id: StreamId, state: StreamState) {
         if let Some(&flow) = self.ids.get(&id) {
             self.stop_flow(flow, state);
         }
@@ -143,7 +143,7 @@ impl TsFlows {
         }
     }
 
-    pub(super) fn stop_all(&mut self) {
+    pub(crate) fn stop_all(&mut self) {
         for (_, start) in self.flows.drain() {
             start.counters.set_state(StreamState::Finished);
         }

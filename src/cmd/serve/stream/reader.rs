@@ -20,18 +20,18 @@ use nagare_proto::mpegts::DATAGRAM_LEN;
 use nagare_proto::video::pattern::Pattern;
 use nagare_proto::{ByteSize, Nanos};
 
-use super::media::{Kind, Media};
-use super::table::{Counters, StreamId};
+use crate::cmd::serve::hub::media::{Kind, Media};
+use crate::cmd::serve::hub::table::{Counters, StreamId};
 use crate::net::file::advise_sequential;
 
 /// Datagrams of TS per chunk: a chunk boundary is always a datagram
 /// boundary, so a datagram never spans two chunks.
-pub(super) const TS_CHUNK_DATAGRAMS: usize = 16;
+pub(crate) const TS_CHUNK_DATAGRAMS: usize = 16;
 
 /// One chunk of a stream: a raw frame, or up to
 /// [`TS_CHUNK_DATAGRAMS`] datagrams of TS.
 #[derive(Debug)]
-pub(super) struct Chunk {
+pub(crate) struct Chunk {
     /// The buffer (only `..len` is data).
     pub data: Vec<u8>,
     /// Bytes of data.
@@ -45,7 +45,7 @@ pub(super) struct Chunk {
 
 /// What a ring delivers.
 #[derive(Debug)]
-pub(super) enum Delivery {
+pub(crate) enum Delivery {
     /// The next chunk.
     Chunk(Chunk),
     /// The source ended (no loop).
@@ -56,7 +56,7 @@ pub(super) enum Delivery {
 
 /// The consumer end of a stream's ring, held by its pacer.
 #[derive(Debug)]
-pub(super) struct Ring {
+pub(crate) struct Ring {
     full: Receiver<Delivery>,
     empty: Sender<Vec<u8>>,
     wake: Sender<()>,
@@ -65,7 +65,7 @@ pub(super) struct Ring {
 
 impl Ring {
     /// The next delivery, without waiting.
-    pub(super) fn take(&self) -> Option<Delivery> {
+    pub(crate) fn take(&self) -> Option<Delivery> {
         let d = self.full.try_recv().ok();
         self.counters
             .ring_fill
@@ -74,7 +74,7 @@ impl Ring {
     }
 
     /// Hands a sent chunk's buffer back for the next read.
-    pub(super) fn give_back(&self, buf: Vec<u8>) {
+    pub(crate) fn give_back(&self, buf: Vec<u8>) {
         let _ = self.empty.try_send(buf);
         let _ = self.wake.try_send(());
     }
@@ -107,7 +107,7 @@ enum Command {
 }
 
 /// The reader thread's handle.
-pub(super) struct Reader {
+pub(crate) struct Reader {
     commands: Sender<Command>,
     wake: Sender<()>,
     thread: Option<JoinHandle<()>>,
@@ -121,7 +121,7 @@ impl Reader {
     /// rings hold `ring_frames` frames. With `realtime` the thread runs
     /// SCHED_FIFO like the pacers: a reader starved by a busy machine
     /// would leave every ring dry however well the pacers keep time.
-    pub(super) fn start(
+    pub(crate) fn start(
         read_ahead: Duration,
         ring_frames: usize,
         realtime: bool,
@@ -152,7 +152,7 @@ impl Reader {
     /// (raw video: frame `first mod frames` of a file, frame `first` of the
     /// pattern, so an epoch-aligned stream starts at its epoch frame);
     /// returns the ring the pacer takes chunks from.
-    pub(super) fn open(
+    pub(crate) fn open(
         &self,
         id: StreamId,
         media: Arc<Media>,
@@ -220,7 +220,7 @@ impl Reader {
     }
 
     /// Stops reading for stream `id`.
-    pub(super) fn close(&self, id: StreamId) {
+    pub(crate) fn close(&self, id: StreamId) {
         let _ = self.commands.send(Command::Close(id));
     }
 }

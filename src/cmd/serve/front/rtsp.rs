@@ -17,11 +17,11 @@ use nagare_proto::rtsp::{
     self, Connection, Event, Input, SessionEnd, Start, StreamInfo, Transport,
 };
 
-use super::output::{Output, TcpLink};
-use super::reservation::Reservation;
-use super::server::{Launch, Server};
-use super::table::StreamId;
 use crate::clock::Origin;
+use crate::cmd::serve::hub::reservation::Reservation;
+use crate::cmd::serve::hub::server::{Launch, Server};
+use crate::cmd::serve::hub::table::StreamId;
+use crate::cmd::serve::stream::output::{Output, TcpLink};
 
 /// The catalog the connection machine asks, for one connection: it
 /// answers from the server's media and allow-list, and holds the
@@ -71,7 +71,7 @@ impl rtsp::Catalog for ConnCatalog {
 }
 
 /// Accepts connections until the server stops.
-pub(super) fn listen(server: Arc<Server>, listener: TcpListener) {
+pub(crate) fn listen(server: Arc<Server>, listener: TcpListener) {
     if listener.set_nonblocking(true).is_err() {
         eprintln!("nagare serve: cannot poll the RTSP listener; RTSP is off");
         return;

@@ -12,13 +12,13 @@ use anyhow::{Result, anyhow, bail};
 use nagare_api::serve::{Encapsulation, StreamInfo, StreamKind, StreamRequest, StreamState};
 use nagare_proto::video::stripe::Stripes;
 
-use super::access::{Admission, AllowList, Token};
-use super::media::{Catalog, Media};
-use super::output::Output;
-use super::pacer::{Leg, Pacers, START_LEAD, Start};
-use super::reader::Reader;
-use super::reservation::{Held, Reservation, release};
-use super::table::{Counters, Entry, StreamId, Table, Tags};
+use crate::cmd::serve::hub::access::{Admission, AllowList, Token};
+use crate::cmd::serve::hub::media::{Catalog, Media};
+use crate::cmd::serve::hub::reservation::{Held, Reservation, release};
+use crate::cmd::serve::hub::table::{Counters, Entry, StreamId, Table, Tags};
+use crate::cmd::serve::stream::output::Output;
+use crate::cmd::serve::stream::pacer::{Leg, Pacers, START_LEAD, Start};
+use crate::cmd::serve::stream::reader::Reader;
 use crate::net::udp::{Interface, parse_interface};
 
 /// Room beyond the pacer's start lead for the request to reach it.
@@ -28,7 +28,7 @@ const MAX_START_AHEAD_NS: u128 = 60_000_000_000;
 
 /// Server-wide counters.
 #[derive(Debug, Default)]
-pub(super) struct Stats {
+pub(crate) struct Stats {
     /// RTSP connections accepted.
     pub rtsp_connections: AtomicU64,
     /// RTSP connections open now.
@@ -45,7 +45,7 @@ pub(super) struct Stats {
 
 /// Settings fixed at start.
 #[derive(Debug, Clone)]
-pub(super) struct Settings {
+pub(crate) struct Settings {
     /// RTSP session timeout.
     pub session_timeout: Duration,
     /// Interleaved packets queued per TCP reader before it is dropped.
@@ -59,7 +59,7 @@ pub(super) struct Settings {
 }
 
 /// The daemon's shared state.
-pub(super) struct Server {
+pub(crate) struct Server {
     /// Paths.
     pub media: Catalog,
     /// Streams.
@@ -85,7 +85,7 @@ pub(super) struct Server {
 }
 
 /// A stream about to be launched.
-pub(super) struct Launch {
+pub(crate) struct Launch {
     /// What it plays.
     pub media: Arc<Media>,
     /// Where.
@@ -110,17 +110,17 @@ pub(super) struct Launch {
 
 impl Server {
     /// Whether the server is stopping.
-    pub(super) fn stopping(&self) -> bool {
+    pub(crate) fn stopping(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
     }
 
     /// Reserves `media`'s rate, or says why not.
-    pub(super) fn admit(&self, media: &Media) -> Result<Reservation, String> {
+    pub(crate) fn admit(&self, media: &Media) -> Result<Reservation, String> {
         Reservation::take(&self.admission, media.rate(), self.pacers.load())
     }
 
     /// Puts a stream in the table and starts reading and pacing it.
-    pub(super) fn launch(&self, l: Launch) -> StreamId {
+    pub(crate) fn launch(&self, l: Launch) -> StreamId {
         let counters = Arc::new(Counters::default());
         let reservation: Held = Arc::new(std::sync::Mutex::new(l.reservation));
         let entry = Entry {
@@ -160,7 +160,7 @@ impl Server {
 
     /// Stops stream `id` and takes it out of the table; returns its last
     /// view.
-    pub(super) fn stop_stream(&self, id: StreamId) -> Option<StreamInfo> {
+    pub(crate) fn stop_stream(&self, id: StreamId) -> Option<StreamInfo> {
         self.pacers.stop_flow(id);
         self.reader.close(id);
         let e = self.table.remove(id)?;
@@ -175,7 +175,7 @@ impl Server {
     }
 
     /// Validates a push request from `client` and launches it.
-    pub(super) fn push(&self, req: &StreamRequest, client: IpAddr) -> Result<StreamId, Refusal> {
+    pub(crate) fn push(&self, req: &StreamRequest, client: IpAddr) -> Result<StreamId, Refusal> {
         let media = self.media.get(&req.source).ok_or_else(|| {
             Refusal::NotFound(format!(
                 "no media '{}': GET /v3/paths/list lists the paths",
@@ -296,7 +296,7 @@ impl Server {
     }
 
     /// Stops every stream (SIGTERM) and returns their final views.
-    pub(super) fn stop_all(&self) -> Vec<StreamInfo> {
+    pub(crate) fn stop_all(&self) -> Vec<StreamInfo> {
         let ids: Vec<StreamId> = self.table.entries().into_iter().map(|(id, _)| id).collect();
         ids.into_iter()
             .filter_map(|id| self.stop_stream(id))
@@ -306,7 +306,7 @@ impl Server {
 
 /// Why a push request was refused (mapped to an HTTP status).
 #[derive(Debug)]
-pub(super) enum Refusal {
+pub(crate) enum Refusal {
     /// 400.
     Bad(String),
     /// 403: a destination outside the allow-list.
@@ -319,7 +319,7 @@ pub(super) enum Refusal {
 
 impl Refusal {
     /// Status and message.
-    pub(super) fn parts(&self) -> (u16, &str) {
+    pub(crate) fn parts(&self) -> (u16, &str) {
         match self {
             Refusal::Bad(m) => (400, m),
             Refusal::Forbidden(m) => (403, m),

@@ -17,7 +17,7 @@ use crate::net::udp::{self, Interface, SendOptions};
 
 /// What became of a send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Sent {
+pub(crate) enum Sent {
     /// The datagrams left (or were queued).
     Ok,
     /// The kernel refused them (no listener, full buffer): counted, and
@@ -28,7 +28,7 @@ pub(super) enum Sent {
 }
 
 /// A UDP destination with its own connected socket.
-pub(super) struct UdpOut {
+pub(crate) struct UdpOut {
     sender: udp::Sender,
     dest: SocketAddr,
     gso: bool,
@@ -36,7 +36,7 @@ pub(super) struct UdpOut {
 
 /// The write side of one RTSP TCP connection, shared by its connection
 /// thread (responses) and the pacers (media).
-pub(super) struct TcpLink {
+pub(crate) struct TcpLink {
     queue: Sender<Vec<u8>>,
     stream: TcpStream,
     dropped: AtomicBool,
@@ -47,7 +47,7 @@ pub(super) struct TcpLink {
 impl TcpLink {
     /// A link writing through `queue` (drained by the connection's writer
     /// thread) on `stream`.
-    pub(super) fn new(
+    pub(crate) fn new(
         queue: Sender<Vec<u8>>,
         stream: TcpStream,
         dropped_total: Arc<AtomicU64>,
@@ -61,14 +61,14 @@ impl TcpLink {
     }
 
     /// Queues a response, waiting a little if media fills the queue.
-    pub(super) fn respond(&self, bytes: Vec<u8>) -> bool {
+    pub(crate) fn respond(&self, bytes: Vec<u8>) -> bool {
         self.queue
             .send_timeout(bytes, std::time::Duration::from_secs(2))
             .is_ok()
     }
 
     /// Whether the reader was dropped for being slow.
-    pub(super) fn is_dropped(&self) -> bool {
+    pub(crate) fn is_dropped(&self) -> bool {
         self.dropped.load(Ordering::Relaxed)
     }
 
@@ -103,7 +103,7 @@ impl TcpLink {
 }
 
 /// One destination of a stream.
-pub(super) enum Output {
+pub(crate) enum Output {
     /// UDP, unicast or multicast.
     Udp(UdpOut),
     /// Interleaved on an RTSP connection, RTP on `channel`.
@@ -118,7 +118,7 @@ pub(super) enum Output {
 impl Output {
     /// A UDP destination (`interface` for multicast, `ttl` for its hops);
     /// `buffer` is the send buffer to ask for.
-    pub(super) fn udp(
+    pub(crate) fn udp(
         dest: SocketAddr,
         interface: Option<Interface>,
         ttl: Option<u32>,
@@ -136,7 +136,7 @@ impl Output {
     }
 
     /// How it is shown in the table.
-    pub(super) fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         match self {
             Output::Udp(u) => u.dest.to_string(),
             Output::Tcp { link, channel } => match link.stream.peer_addr() {
@@ -147,7 +147,7 @@ impl Output {
     }
 
     /// Sends one datagram (a TS datagram).
-    pub(super) fn datagram(&mut self, bytes: &[u8]) -> Sent {
+    pub(crate) fn datagram(&mut self, bytes: &[u8]) -> Sent {
         match self {
             Output::Udp(u) => refused(u.sender.send(bytes)),
             Output::Tcp { link, channel } => link.frame(*channel, &[bytes]),
@@ -157,7 +157,7 @@ impl Output {
     /// Sends a train of datagrams, each the concatenation of its three
     /// parts (header, data, padding), as one GSO send of `segment`-byte
     /// datagrams where possible; `io` is reused scratch space.
-    pub(super) fn train(&mut self, train: &Train<'_>, io: &mut TrainIo) -> Sent {
+    pub(crate) fn train(&mut self, train: &Train<'_>, io: &mut TrainIo) -> Sent {
         match self {
             Output::Udp(u) => refused(io.send(&u.sender, train, &mut u.gso)),
             Output::Tcp { link, channel } => {
@@ -173,7 +173,7 @@ impl Output {
     }
 
     /// Whether trains may use GSO.
-    pub(super) fn gso(&self) -> bool {
+    pub(crate) fn gso(&self) -> bool {
         match self {
             Output::Udp(u) => u.gso,
             Output::Tcp { .. } => false,

@@ -12,7 +12,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use super::server::Server;
+use crate::cmd::serve::hub::server::Server;
 
 /// Labels of a per-stream series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -32,7 +32,7 @@ type Counters = Family<StreamLabels, Counter>;
 type Gauges = Family<StreamLabels, Gauge>;
 
 /// The exposition text.
-pub(super) fn render(server: &Server) -> String {
+pub(crate) fn render(server: &Server) -> String {
     let mut reg = Registry::default();
     streams(server, &mut reg);
     paths(server, &mut reg);

@@ -19,16 +19,16 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, unbounded};
 use nagare_api::serve::StreamState;
 use nagare_proto::Nanos;
 
-pub(super) use start::{Leg, Start};
+pub(crate) use start::{Leg, Start};
 
-use super::table::StreamId;
 use crate::clock::Origin;
+use crate::cmd::serve::hub::table::StreamId;
 use crate::net::placement::{Placement, Role};
 use crate::net::tuning::Realtime;
 
 /// How far ahead of now a new flow's first packet is scheduled, so its
 /// ring holds data by then.
-pub(super) const START_LEAD: Duration = Duration::from_millis(100);
+pub(crate) const START_LEAD: Duration = Duration::from_millis(100);
 
 /// Longest a stop waits for its pacer to confirm.
 const STOP_ACK: Duration = Duration::from_secs(1);
@@ -69,7 +69,7 @@ fn tune(placement: &Placement, k: usize, realtime: Realtime, noted: &AtomicBool)
 }
 
 /// The pacing threads and which flow each serves.
-pub(super) struct Pacers {
+pub(crate) struct Pacers {
     handles: Vec<Handle>,
     placed: std::sync::Mutex<std::collections::HashMap<StreamId, usize>>,
     stop: Arc<AtomicBool>,
@@ -78,7 +78,7 @@ pub(super) struct Pacers {
 impl Pacers {
     /// Starts `n` pacing threads, pacer k placed on the k-th highest CPU
     /// and SCHED_FIFO as `realtime` says (net::placement, net::tuning).
-    pub(super) fn start(n: usize, realtime: Realtime, placement: Placement) -> Result<Pacers> {
+    pub(crate) fn start(n: usize, realtime: Realtime, placement: Placement) -> Result<Pacers> {
         if realtime == Realtime::Required {
             // Checked here, on the caller's thread, so a refusal stops the
             // server with its reason.
@@ -118,7 +118,7 @@ impl Pacers {
     }
 
     /// Hands a flow to the pacing thread with the fewest flows.
-    pub(super) fn start_flow(&self, start: Start) {
+    pub(crate) fn start_flow(&self, start: Start) {
         let k = (0..self.handles.len())
             .min_by_key(|&k| self.handles[k].flows.load(Ordering::Relaxed))
             .unwrap_or(0);
@@ -130,17 +130,17 @@ impl Pacers {
     }
 
     /// Pauses a flow (keeps its position).
-    pub(super) fn pause(&self, id: StreamId) {
+    pub(crate) fn pause(&self, id: StreamId) {
         self.send(id, Command::Pause(id));
     }
 
     /// Resumes a paused flow.
-    pub(super) fn resume(&self, id: StreamId) {
+    pub(crate) fn resume(&self, id: StreamId) {
         self.send(id, Command::Resume(id));
     }
 
     /// Stops a flow for good.
-    pub(super) fn stop_flow(&self, id: StreamId) {
+    pub(crate) fn stop_flow(&self, id: StreamId) {
         if let Some(k) = self.lock().remove(&id) {
             self.handles[k].flows.fetch_sub(1, Ordering::Relaxed);
             let (done, stopped) = crossbeam_channel::bounded(1);
@@ -158,7 +158,7 @@ impl Pacers {
     }
 
     /// The busiest thread's working share of the last second, 0 to 1.
-    pub(super) fn load(&self) -> f64 {
+    pub(crate) fn load(&self) -> f64 {
         self.handles
             .iter()
             .map(|h| f64::from_bits(h.load.load(Ordering::Relaxed)))
@@ -166,7 +166,7 @@ impl Pacers {
     }
 
     /// Number of pacing threads.
-    pub(super) fn threads(&self) -> usize {
+    pub(crate) fn threads(&self) -> usize {
         self.handles.len()
     }
 

@@ -11,14 +11,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use nagare_api::serve::{StreamCounters, StreamInfo, StreamKind, StreamState, StripeSpec};
 use nagare_proto::BitRate;
 
-use super::reservation::Held;
+use crate::cmd::serve::hub::reservation::Held;
 
 /// A stream's number in the table (never reused while the server runs).
-pub(super) type StreamId = u64;
+pub(crate) type StreamId = u64;
 
 /// Live counters of one stream, written by its pacer and reader.
 #[derive(Debug, Default)]
-pub(super) struct Counters {
+pub(crate) struct Counters {
     /// Datagrams sent.
     pub packets: AtomicU64,
     /// Payload bytes sent.
@@ -44,12 +44,12 @@ pub(super) struct Counters {
 
 impl Counters {
     /// Adds `n` to a counter.
-    pub(super) fn add(c: &AtomicU64, n: u64) {
+    pub(crate) fn add(c: &AtomicU64, n: u64) {
         c.fetch_add(n, Ordering::Relaxed);
     }
 
     /// Records the lateness of `packets` datagrams sent together.
-    pub(super) fn lateness(&self, ns: u64, packets: u64) {
+    pub(crate) fn lateness(&self, ns: u64, packets: u64) {
         if ns > 100_000 {
             self.late.fetch_add(packets, Ordering::Relaxed);
         }
@@ -57,12 +57,12 @@ impl Counters {
     }
 
     /// Moves the stream to `state`.
-    pub(super) fn set_state(&self, state: StreamState) {
+    pub(crate) fn set_state(&self, state: StreamState) {
         self.state.store(state as u8, Ordering::Relaxed);
     }
 
     /// Its state now.
-    pub(super) fn state(&self) -> StreamState {
+    pub(crate) fn state(&self) -> StreamState {
         match self.state.load(Ordering::Relaxed) {
             s if s == StreamState::Playing as u8 => StreamState::Playing,
             s if s == StreamState::Paused as u8 => StreamState::Paused,
@@ -73,7 +73,7 @@ impl Counters {
     }
 
     /// A copy for the API.
-    pub(super) fn snapshot(&self) -> StreamCounters {
+    pub(crate) fn snapshot(&self) -> StreamCounters {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         StreamCounters {
             packets: get(&self.packets),
@@ -92,7 +92,7 @@ impl Counters {
 
 /// What the table shows of a cluster leg.
 #[derive(Debug, Clone, Default)]
-pub(super) struct Tags {
+pub(crate) struct Tags {
     /// The stripe sent.
     pub stripe: Option<StripeSpec>,
     /// Fixed SSRC.
@@ -103,7 +103,7 @@ pub(super) struct Tags {
 
 /// One stream of the table.
 #[derive(Debug, Clone)]
-pub(super) struct Entry {
+pub(crate) struct Entry {
     /// Push or RTSP.
     pub kind: StreamKind,
     /// Catalog path.
@@ -126,7 +126,7 @@ pub(super) struct Entry {
 
 impl Entry {
     /// The API's view of entry `id`.
-    pub(super) fn info(&self, id: StreamId) -> StreamInfo {
+    pub(crate) fn info(&self, id: StreamId) -> StreamInfo {
         StreamInfo {
             id,
             kind: self.kind,
@@ -147,41 +147,41 @@ impl Entry {
 /// Every stream, live and finished (finished ones stay listed, with
 /// their final counters, until stopped through the API).
 #[derive(Debug, Default)]
-pub(super) struct Table {
+pub(crate) struct Table {
     entries: Mutex<BTreeMap<StreamId, Entry>>,
     next: AtomicU64,
 }
 
 impl Table {
     /// Adds `entry`; returns its id.
-    pub(super) fn insert(&self, entry: Entry) -> StreamId {
+    pub(crate) fn insert(&self, entry: Entry) -> StreamId {
         let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
         self.lock().insert(id, entry);
         id
     }
 
     /// Removes entry `id`, returning it.
-    pub(super) fn remove(&self, id: StreamId) -> Option<Entry> {
+    pub(crate) fn remove(&self, id: StreamId) -> Option<Entry> {
         self.lock().remove(&id)
     }
 
     /// A copy of entry `id`.
-    pub(super) fn get(&self, id: StreamId) -> Option<Entry> {
+    pub(crate) fn get(&self, id: StreamId) -> Option<Entry> {
         self.lock().get(&id).cloned()
     }
 
     /// Every entry's API view, by id.
-    pub(super) fn infos(&self) -> Vec<StreamInfo> {
+    pub(crate) fn infos(&self) -> Vec<StreamInfo> {
         self.lock().iter().map(|(id, e)| e.info(*id)).collect()
     }
 
     /// Ids and copies of every entry.
-    pub(super) fn entries(&self) -> Vec<(StreamId, Entry)> {
+    pub(crate) fn entries(&self) -> Vec<(StreamId, Entry)> {
         self.lock().iter().map(|(id, e)| (*id, e.clone())).collect()
     }
 
     /// Streams in the table.
-    pub(super) fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.lock().len()
     }
 

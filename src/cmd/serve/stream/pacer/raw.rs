@@ -13,12 +13,12 @@ use nagare_proto::video::sender::{
 use nagare_proto::video::st2110_20::Packetizer;
 use nagare_proto::{ExtSeq, FrameRate, Nanos, Ssrc};
 
-use super::super::media::Kind;
-use super::super::output::Sent;
-use super::super::reader::{Chunk, Delivery};
-use super::super::table::{Counters, StreamId};
 use super::{Leg, Start};
 use crate::clock::{EpochStart, Origin};
+use crate::cmd::serve::hub::media::Kind;
+use crate::cmd::serve::hub::table::{Counters, StreamId};
+use crate::cmd::serve::stream::output::Sent;
+use crate::cmd::serve::stream::reader::{Chunk, Delivery};
 use crate::net::train::{TrainBuf, TrainIo};
 use crate::net::udp;
 
@@ -102,7 +102,7 @@ impl RawFlow {
 
 /// Every raw flow of one pacing thread.
 #[derive(Default)]
-pub(super) struct RawFlows {
+pub(crate) struct RawFlows {
     sender: Sender,
     flows: HashMap<FlowId, RawFlow>,
     ids: HashMap<StreamId, FlowId>,
@@ -119,7 +119,7 @@ struct TrainIoCell(Option<TrainIo>);
 impl RawFlows {
     /// Adds a flow whose first frame leaves `lead` from now, on the epoch
     /// grid.
-    pub(super) fn start(&mut self, start: Start, origin: &Origin, lead: Duration) {
+    pub(crate) fn start(&mut self, start: Start, origin: &Origin, lead: Duration) {
         let (mut format, rate) = match &start.media.kind {
             Kind::Raw { format, rate, .. } | Kind::Pattern { format, rate } => (*format, *rate),
             Kind::Ts { .. } => return,
@@ -175,7 +175,7 @@ impl RawFlows {
     }
 
     /// Answers frame requests, sends every train due at `now`.
-    pub(super) fn step(&mut self, now: Nanos, origin: &Origin) {
+    pub(crate) fn step(&mut self, now: Nanos, origin: &Origin) {
         loop {
             self.events();
             self.answer(now);
@@ -197,7 +197,7 @@ impl RawFlows {
     }
 
     /// The earliest train or frame deadline.
-    pub(super) fn next_deadline(&mut self) -> Option<Nanos> {
+    pub(crate) fn next_deadline(&mut self) -> Option<Nanos> {
         self.sender.poll_timeout()
     }
 
@@ -318,7 +318,7 @@ impl RawFlows {
         }
     }
 
-    pub(super) fn pause(&mut self, id: StreamId) {
+    pub(crate) fn pause(&mut self, id: StreamId) {
         if let Some(&fid) = self.ids.get(&id)
             && let Some(mut f) = self.unschedule(fid)
         {
@@ -328,14 +328,14 @@ impl RawFlows {
         }
     }
 
-    pub(super) fn resume(&mut self, id: StreamId, origin: &Origin, lead: Duration) {
+    pub(crate) fn resume(&mut self, id: StreamId, origin: &Origin, lead: Duration) {
         if let Some(f) = self.paused.remove(&id) {
             let at = origin.epoch_start(f.rate, lead);
             self.schedule(f, at);
         }
     }
 
-    pub(super) fn stop(&mut self, id: StreamId, state: StreamState) {
+    pub(crate) fn stop(&mut self, id: StreamId, state: StreamState) {
         if let Some(&fid) = self.ids.get(&id) {
             self.end(fid, state);
         }
@@ -344,7 +344,7 @@ impl RawFlows {
         }
     }
 
-    pub(super) fn stop_all(&mut self) {
+    pub(crate) fn stop_all(&mut self) {
         let ids: Vec<StreamId> = self.ids.keys().chain(self.paused.keys()).copied().collect();
         for id in ids {
             self.stop(id, StreamState::Finished);

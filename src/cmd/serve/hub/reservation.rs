@@ -6,18 +6,18 @@ use std::sync::Arc;
 
 use nagare_proto::BitRate;
 
-use super::access::Admission;
+use crate::cmd::serve::hub::access::Admission;
 
 /// A reservation of admitted rate, given back when the flow ends.
 #[derive(Debug)]
-pub(super) struct Reservation {
+pub(crate) struct Reservation {
     admission: Arc<Admission>,
     rate: BitRate,
 }
 
 impl Reservation {
     /// Takes `rate` from `admission`, or says why not.
-    pub(super) fn take(
+    pub(crate) fn take(
         admission: &Arc<Admission>,
         rate: BitRate,
         load: f64,
@@ -39,9 +39,9 @@ impl Drop for Reservation {
 /// A stream's reservation, shared by its table entry and its flow: it is
 /// given back as soon as either lets go (the API stopped the stream, or
 /// the flow ended), not when the last of them is dropped.
-pub(super) type Held = Arc<std::sync::Mutex<Option<Reservation>>>;
+pub(crate) type Held = Arc<std::sync::Mutex<Option<Reservation>>>;
 
 /// Lets go of a held reservation.
-pub(super) fn release(held: &Held) {
+pub(crate) fn release(held: &Held) {
     held.lock().unwrap_or_else(|p| p.into_inner()).take();
 }

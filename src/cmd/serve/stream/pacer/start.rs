@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use nagare_api::serve::{Encapsulation, Pacing};
 
-use super::super::media::Media;
-use super::super::output::Output;
-use super::super::reader::Ring;
-use super::super::reservation::{Held, release};
-use super::super::table::{Counters, StreamId};
+use crate::cmd::serve::hub::media::Media;
+use crate::cmd::serve::hub::reservation::{Held, release};
+use crate::cmd::serve::hub::table::{Counters, StreamId};
+use crate::cmd::serve::stream::output::Output;
+use crate::cmd::serve::stream::reader::Ring;
 
 /// What makes a raw flow a `nagare cluster` leg: it is epoch-aligned
 /// (starts at a given epoch frame, whose content it sends for that frame),

@@ -15,8 +15,8 @@ use nagare_api::serve::{
 use serde::Serialize;
 use tiny_http::{Header, Method, Request, Response};
 
-use super::metrics;
-use super::server::{Refusal, Server};
+use crate::cmd::serve::front::metrics;
+use crate::cmd::serve::hub::server::{Refusal, Server};
 
 /// Largest request body read.
 const MAX_BODY: u64 = 64 * 1024;
@@ -48,7 +48,7 @@ impl Reply {
 }
 
 /// Answers requests until the server stops.
-pub(super) fn serve(server: Arc<Server>, http: tiny_http::Server) {
+pub(crate) fn serve(server: Arc<Server>, http: tiny_http::Server) {
     while !server.stopping() {
         match http.recv_timeout(Duration::from_millis(100)) {
             Ok(Some(req)) => answer(&server, req),
