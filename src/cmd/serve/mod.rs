@@ -125,17 +125,14 @@ pub(crate) fn main(args: ServeArgs) -> Result<ExitCode> {
             args.rtsp
         )
     })?;
-    let http = tiny_http::Server::http(args.http).map_err(|e| {
-        anyhow!(
-            "cannot listen for HTTP on {}: {e}; pick another --http HOST:PORT",
+    let http = TcpListener::bind(args.http).with_context(|| {
+        format!(
+            "cannot listen for HTTP on {}: pick another --http HOST:PORT",
             args.http
         )
     })?;
     let rtsp_addr = rtsp_listener.local_addr()?;
-    let http_addr = http
-        .server_addr()
-        .to_ip()
-        .context("the HTTP API listens on an IP address")?;
+    let http_addr = http.local_addr()?;
     let server = Arc::new(build(&args, media, token)?);
     eprintln!(
         "nagare serve: {} paths; RTSP listening on rtsp://{rtsp_addr}/NAME; HTTP API listening on \
@@ -235,7 +232,7 @@ fn start_configured(server: &Server, config: &ServeConfig) -> Result<()> {
 fn spawn(
     server: &Arc<Server>,
     rtsp_listener: TcpListener,
-    http: tiny_http::Server,
+    http: TcpListener,
 ) -> Result<Vec<std::thread::JoinHandle<()>>> {
     let s = server.clone();
     let rtsp = std::thread::Builder::new()
@@ -244,7 +241,7 @@ fn spawn(
     let s = server.clone();
     let api = std::thread::Builder::new()
         .name("serve-http".into())
-        .spawn(move || front::http::serve(s, http))?;
+        .spawn(move || front::listener::serve(s, http))?;
     Ok(vec![rtsp, api])
 }
 

@@ -1,31 +1,41 @@
-//! The HTTP API on its own thread (tiny_http, synchronous): JSON for the
-//! stream table and the catalog, Prometheus text on /metrics, /healthz.
-//! Handlers only read the table or ask the server to launch or stop a
-//! stream; nothing here touches a packet.
+//! The HTTP API's routes: JSON for the stream table and the catalog,
+//! Prometheus text on /metrics, /healthz. Handlers only read the table or
+//! ask the server to launch or stop a stream; nothing here touches a
+//! packet or a socket (the connections are `listener`'s).
 
-use std::io::Read;
 use std::net::IpAddr;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
+use hyper::Method;
 use nagare_api::serve::{
     ApiError, Health, PathItem, PathList, PathReader, StreamKind, StreamList, StreamRequest,
 };
 use serde::Serialize;
-use tiny_http::{Header, Method, Request, Response};
 
 use crate::cmd::serve::front::metrics;
 use crate::cmd::serve::hub::server::{Refusal, Server};
 
 /// Largest request body read.
-const MAX_BODY: u64 = 64 * 1024;
+pub(crate) const MAX_BODY: u64 = 64 * 1024;
+
+/// One request as the routes see it: the listener has read the body
+/// within its bounds.
+pub(crate) struct ApiRequest {
+    pub method: Method,
+    /// The path, without the query.
+    pub path: String,
+    /// The Authorization header, when it is text.
+    pub authorization: Option<String>,
+    /// The client's address (IPv4-mapped IPv6 as IPv4).
+    pub client: IpAddr,
+    pub body: Vec<u8>,
+}
 
 /// An answer before it is written.
-struct Reply {
-    status: u16,
-    body: Vec<u8>,
-    content_type: &'static str,
+pub(crate) struct Reply {
+    pub status: u16,
+    pub body: Vec<u8>,
+    pub content_type: &'static str,
 }
 
 impl Reply {
@@ -37,7 +47,7 @@ impl Reply {
         }
     }
 
-    fn error(status: u16, message: impl Into<String>) -> Reply {
+    pub(crate) fn error(status: u16, message: impl Into<String>) -> Reply {
         Reply::json(
             status,
             &ApiError {
@@ -47,49 +57,23 @@ impl Reply {
     }
 }
 
-/// Answers requests until the server stops.
-pub(crate) fn serve(server: Arc<Server>, http: tiny_http::Server) {
-    while !server.stopping() {
-        match http.recv_timeout(Duration::from_millis(100)) {
-            Ok(Some(req)) => answer(&server, req),
-            Ok(None) => {}
-            Err(e) => {
-                eprintln!("nagare serve: HTTP accept failed: {e}");
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        }
-    }
-}
-
-fn answer(server: &Server, mut req: Request) {
-    let reply = route(server, &mut req);
+/// The answer to `req`, counted as refused when it is an error.
+pub(crate) fn answer(server: &Server, req: &ApiRequest) -> Reply {
+    let reply = route(server, req);
     if reply.status >= 400 {
         server.stats.api_refused.fetch_add(1, Ordering::Relaxed);
     }
-    // Content-Length rather than chunks, whatever the size: simple
-    // clients (shell scripts, monitoring probes) read it more easily.
-    let mut response = Response::from_data(reply.body)
-        .with_status_code(reply.status)
-        .with_chunked_threshold(usize::MAX);
-    if let Ok(h) = Header::from_bytes("Content-Type", reply.content_type) {
-        response = response.with_header(h);
-    }
-    let _ = req.respond(response);
+    reply
 }
 
-fn route(server: &Server, req: &mut Request) -> Reply {
-    let url = req.url().to_string();
-    let path = url.split('?').next().unwrap_or("");
-    let method = req.method().clone();
-    if path == "/healthz" && method == Method::Get {
+fn route(server: &Server, req: &ApiRequest) -> Reply {
+    let path = req.path.as_str();
+    let method = &req.method;
+    if path == "/healthz" && method == Method::GET {
         return health(server);
     }
-    let auth = req
-        .headers()
-        .iter()
-        .find(|h| h.field.equiv("Authorization"))
-        .map(|h| h.value.as_str().to_string());
-    if !server.token.admits(auth.as_deref()) {
+    let auth = req.authorization.as_deref();
+    if !server.token.admits(auth) {
         let why = if auth.is_some() {
             "wrong token"
         } else {
@@ -100,22 +84,21 @@ fn route(server: &Server, req: &mut Request) -> Reply {
             format!("{why}: send the server's --token as 'Authorization: Bearer TOKEN'"),
         );
     }
-    let client = req.remote_addr().map(|a| a.ip());
     match (method, path) {
-        (Method::Get, "/metrics") => Reply {
+        (&Method::GET, "/metrics") => Reply {
             status: 200,
             body: metrics::render(server).into_bytes(),
             content_type: "application/openmetrics-text; version=1.0.0; charset=utf-8",
         },
-        (Method::Get, "/v3/paths/list") => Reply::json(200, &paths(server)),
-        (Method::Get, "/v1/streams") => Reply::json(
+        (&Method::GET, "/v3/paths/list") => Reply::json(200, &paths(server)),
+        (&Method::GET, "/v1/streams") => Reply::json(
             200,
             &StreamList {
                 streams: server.table.infos(),
             },
         ),
-        (Method::Post, "/v1/streams") => create(server, req, client),
-        (m, p) if p.starts_with("/v1/streams/") => one_stream(server, &m, &p[12..]),
+        (&Method::POST, "/v1/streams") => create(server, &req.body, req.client),
+        (m, p) if p.starts_with("/v1/streams/") => one_stream(server, m, &p[12..]),
         (_, "/v1/streams" | "/v3/paths/list" | "/metrics") => {
             Reply::error(405, format!("method not allowed on {path}"))
         }
@@ -140,23 +123,8 @@ fn health(server: &Server) -> Reply {
 }
 
 /// `POST /v1/streams`.
-fn create(server: &Server, req: &mut Request, client: Option<IpAddr>) -> Reply {
-    let Some(client) = client else {
-        return Reply::error(400, "the client's address is unknown");
-    };
-    let mut body = Vec::new();
-    if req
-        .as_reader()
-        .take(MAX_BODY + 1)
-        .read_to_end(&mut body)
-        .is_err()
-    {
-        return Reply::error(400, "the request body could not be read");
-    }
-    if body.len() as u64 > MAX_BODY {
-        return Reply::error(413, format!("body over {MAX_BODY} bytes"));
-    }
-    let request: StreamRequest = match serde_json::from_slice(&body) {
+fn create(server: &Server, body: &[u8], client: IpAddr) -> Reply {
+    let request: StreamRequest = match serde_json::from_slice(body) {
         Ok(r) => r,
         Err(e) => {
             return Reply::error(
@@ -192,12 +160,12 @@ fn one_stream(server: &Server, method: &Method, id: &str) -> Reply {
         );
     };
     let missing = || Reply::error(404, format!("no stream {id}; GET /v1/streams lists them"));
-    match method {
-        Method::Get => server
+    match *method {
+        Method::GET => server
             .table
             .get(id)
             .map_or_else(missing, |e| Reply::json(200, &e.info(id))),
-        Method::Delete => server
+        Method::DELETE => server
             .stop_stream(id)
             .map_or_else(missing, |info| Reply::json(200, &info)),
         _ => Reply::error(405, "use GET or DELETE on /v1/streams/{id}"),
