@@ -72,7 +72,11 @@ fn check_placed(pid: u32, highest: usize, min_threads: usize) -> Vec<String> {
         // at SCHED_IDLE, so it never delays the pacer.
         if *name == format!("awake-{highest}") {
             assert_eq!(cpus, &[highest], "the holder sits on the pacer's CPU");
-            assert_eq!(policy(pid, *tid), Some(SCHED_IDLE), "the holder runs SCHED_IDLE");
+            assert_eq!(
+                policy(pid, *tid),
+                Some(SCHED_IDLE),
+                "the holder runs SCHED_IDLE"
+            );
             continue;
         }
         if *tid != pid {
