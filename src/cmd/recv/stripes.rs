@@ -8,8 +8,11 @@
 //! `st2022_7::Merger` keeps the first copy of each packet and its
 //! `video::Receiver` makes stripe frames; the main thread puts them
 //! together with `video::assembler::Assembler` (aligned by RTP timestamp)
-//! and books every frame; a writer thread records. This driver only moves
-//! datagrams, stripe frames and whole frames between those machines.
+//! and has `video::book::FrameBook` book every whole frame (its index,
+//! lost frames, repeat-last, the frame limit, the stripes' skew); a writer
+//! thread records what the book says. This driver only moves datagrams,
+//! stripe frames, whole frames and the book's events between those
+//! machines and the writer.
 
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsFd;
@@ -26,8 +29,11 @@ use nagare_api::stripes::{FrameFailure, LegReport, StripeReport, StripesReport};
 use nagare_api::video::{EndedBy, FrameList};
 use nagare_proto::sdp::SdpStream;
 use nagare_proto::video::aligned::AlignedBuf;
-use nagare_proto::video::assembler::{Assembled, Assembler};
-use nagare_proto::video::receiver::{self, Config, Datagram, Event, Incomplete, Record};
+use nagare_proto::video::assembler::Assembler;
+use nagare_proto::video::book::{
+    Config as BookConfig, Event as BookEvent, FrameBook, Input as BookInput,
+};
+use nagare_proto::video::receiver::{self, Config, Datagram, Event, Incomplete};
 use nagare_proto::video::st2022_7::{self, Arrival, Merger};
 use nagare_proto::video::stripe::Stripes;
 use nagare_proto::{BitRate, ByteSize, FrameRate, MediaTime, Nanos};
@@ -648,43 +654,37 @@ impl Writer {
     }
 }
 
-/// The main thread's state: the assembler and the books.
+/// The main thread's state: the assembler, the book and where their
+/// output goes.
 struct Books<'a> {
     plan: &'a Plan,
     assembler: Assembler,
+    /// Frame indices, lost frames, repeat-last, the limit and the skew.
+    book: FrameBook,
     writer: Writer,
     /// Per stripe, where its used buffers go back.
     recycle: Recycle,
     report: StripesReport,
-    /// First frame's timestamp and the newest frame index booked.
-    first: Option<MediaTime>,
-    newest: Option<u64>,
-    booked: u64,
-    /// Per frame being assembled: first and last stripe hand-out.
-    arrivals: Vec<(MediaTime, Instant, Instant)>,
-    skew_sum: f64,
-    skew_frames: u64,
-    last_complete: Option<AlignedBuf>,
+    /// The timeline stripes' hand-out times are read on.
+    origin: Origin,
     ticker: Ticker,
 }
 
 impl Books<'_> {
     fn done(&self) -> bool {
-        self.plan.frames.is_some_and(|n| self.booked >= n)
+        self.book.is_done()
     }
 
-    /// One stripe frame into the assembler; whole frames out.
+    /// One stripe frame into the book and the assembler; whole frames out.
     fn take(&mut self, p: Piece) -> Result<()> {
-        let room = self.arrivals.len() < 256;
-        match self.arrivals.iter_mut().find(|a| a.0 == p.timestamp) {
-            Some(a) => {
-                a.1 = a.1.min(p.at);
-                a.2 = a.2.max(p.at);
-            }
-            // Bounded: entries leave with their frame.
-            None if room => self.arrivals.push((p.timestamp, p.at, p.at)),
-            None => {}
-        }
+        let at = self.origin.nanos(p.at);
+        let stripe = BookInput::Stripe {
+            stripe: p.stripe,
+            timestamp: p.timestamp,
+        };
+        self.book
+            .handle_input(at, stripe)
+            .context("booking stripes")?;
         // 2SI stripes stay in their buffers until the frame goes out (no
         // copy); the assembler hands them back then, in `drain`.
         let back = self
@@ -697,6 +697,8 @@ impl Books<'_> {
         self.drain()
     }
 
+    /// Whole frames from the assembler into the book, and what the book
+    /// says out to the writer and the report.
     fn drain(&mut self) -> Result<()> {
         while let Ok(buf) = self.writer.back.try_recv() {
             self.assembler.recycle(buf);
@@ -705,106 +707,63 @@ impl Books<'_> {
             let _ = self.recycle[k].try_send(buf);
         }
         while let Some(f) = self.assembler.poll_event() {
-            if let Some(pos) = self.arrivals.iter().position(|a| a.0 == f.timestamp) {
-                let (_, first, last) = self.arrivals.swap_remove(pos);
-                // Only whole frames: an incomplete stripe is handed out
-                // when evicted or flushed at the end (5 s later, after
-                // --timeout), not when its packets came.
-                if f.complete() {
-                    let us = last.duration_since(first).as_secs_f64() * 1e6;
-                    self.report.skew_us_max = self.report.skew_us_max.max(us);
-                    self.skew_sum += us;
-                    self.skew_frames += 1;
-                }
-            }
-            // Stripes of older frames arriving now are late: forget them.
-            self.arrivals.retain(|a| a.0.ticks_since(f.timestamp) > 0);
-            if self.done() {
-                self.assembler.recycle(f.data);
-                continue;
-            }
-            self.book(f)?;
+            let now = self.origin.elapsed();
+            self.book
+                .handle_input(now, BookInput::Whole(f))
+                .context("booking frames")?;
+            self.book_events()?;
         }
         Ok(())
     }
 
-    /// The frame's index: frame periods since the first frame when the
-    /// rate is known, else its place in order.
-    fn index(&mut self, t: MediaTime) -> u64 {
-        let first = *self.first.get_or_insert(t);
-        let next = self.newest.map_or(0, |n| n + 1);
-        match self.plan.rate {
-            Some(r) => {
-                let ticks = t.ticks_since(first).max(0) as f64;
-                ((ticks / r.period_ticks()).round() as u64).max(next)
-            }
-            None => next,
-        }
-    }
-
-    /// Books one whole frame and records what the policy says.
-    fn book(&mut self, f: Assembled) -> Result<()> {
-        let index = self.index(f.timestamp);
-        let next = self.newest.map_or(0, |n| n + 1);
-        let limit = self.plan.frames.unwrap_or(u64::MAX);
-        let lost = (index - next).min(limit.saturating_sub(self.booked));
-        if lost > 0 {
-            self.report.frames_lost.add(next, lost);
-            self.booked += lost;
-            if self.plan.incomplete.record_lost() == Record::LastComplete {
-                for _ in 0..lost {
-                    self.repeat_last()?;
-                }
-            }
-        }
-        self.newest = Some(index);
-        if self.done() {
-            self.assembler.recycle(f.data);
-            return Ok(());
-        }
-        self.booked += 1;
-        let complete = f.complete();
-        if complete {
-            self.report.frames_complete += 1;
-        } else {
-            self.report.frames_incomplete.add(index, 1);
-            if self.report.failures.len() < FrameList::MAX_RANGES {
-                self.report.failures.push(FrameFailure {
+    fn book_events(&mut self) -> Result<()> {
+        while let Some(e) = self.book.poll_event() {
+            match e {
+                BookEvent::Frame {
                     index,
-                    timestamp: f.timestamp.0,
-                    missing: bits(f.missing),
-                    incomplete: bits(f.incomplete),
-                });
+                    timestamp,
+                    complete,
+                    missing,
+                    incomplete,
+                    data,
+                } => {
+                    if !complete {
+                        self.report.frames_incomplete.add(index, 1);
+                        if self.report.failures.len() < FrameList::MAX_RANGES {
+                            self.report.failures.push(FrameFailure {
+                                index,
+                                timestamp: timestamp.0,
+                                missing: bits(missing),
+                                incomplete: bits(incomplete),
+                            });
+                        }
+                    }
+                    if let Some(data) = data {
+                        self.writer.write(data)?;
+                    }
+                }
+                BookEvent::Lost { first, count } => self.report.frames_lost.add(first, count),
+                BookEvent::Repeat { count, data, .. } => {
+                    for _ in 1..count {
+                        self.writer.write(data.clone())?;
+                    }
+                    self.writer.write(data)?;
+                }
+                BookEvent::Spent(buf) => self.assembler.recycle(buf),
             }
         }
-        self.record(f.data, complete)
+        Ok(())
     }
 
-    fn record(&mut self, data: AlignedBuf, complete: bool) -> Result<()> {
-        if complete && self.plan.incomplete == Incomplete::RepeatLast {
-            match &mut self.last_complete {
-                Some(last) => last.copy_from_slice(&data),
-                None => self.last_complete = Some(data.clone()),
-            }
-        }
-        match self.plan.incomplete.record(complete) {
-            Record::Frame => self.writer.write(data),
-            Record::LastComplete => {
-                self.assembler.recycle(data);
-                self.repeat_last()
-            }
-            Record::Nothing => {
-                self.assembler.recycle(data);
-                Ok(())
-            }
-        }
-    }
-
-    fn repeat_last(&mut self) -> Result<()> {
-        match &self.last_complete {
-            Some(last) => self.writer.write(last.clone()),
-            None => Ok(()),
-        }
+    /// The streams ended: the last whole frames booked, and the book closed.
+    fn finish(&mut self) -> Result<()> {
+        self.assembler.finish();
+        self.drain()?;
+        let now = self.origin.elapsed();
+        self.book
+            .handle_input(now, BookInput::End)
+            .context("booking frames")?;
+        self.book_events()
     }
 
     fn progress(&mut self) {
@@ -812,13 +771,13 @@ impl Books<'_> {
         if !self.ticker.due(now) {
             return;
         }
-        let r = &self.report;
+        let s = self.book.stats();
         self.ticker.print(&format!(
             "recv: {} stripes  frames {} complete, {} incomplete, {} lost  held {}",
             self.plan.stripes.count(),
-            r.frames_complete,
-            r.frames_incomplete.count,
-            r.frames_lost.count,
+            s.frames_complete,
+            s.frames_incomplete,
+            s.frames_lost,
             self.assembler.held(),
         ));
     }
@@ -907,6 +866,12 @@ fn run(plan: &Plan, stop: &AtomicBool) -> Result<StripesReport> {
     let mut books = Books {
         plan,
         assembler,
+        book: FrameBook::new(BookConfig {
+            stripes: plan.stripes.count(),
+            rate: plan.rate,
+            incomplete: plan.incomplete,
+            frame_limit: plan.frames,
+        }),
         writer: Writer::start(plan.recording.clone())?,
         recycle,
         report: StripesReport {
@@ -915,13 +880,7 @@ fn run(plan: &Plan, stop: &AtomicBool) -> Result<StripesReport> {
             threads: plan.threads,
             ..StripesReport::default()
         },
-        first: None,
-        newest: None,
-        booked: 0,
-        arrivals: Vec::new(),
-        skew_sum: 0.0,
-        skew_frames: 0,
-        last_complete: None,
+        origin: shared.origin,
         ticker: Ticker::new(plan.quiet),
     };
     let ended_by = pump(&mut books, &rx, &shared, stop);
@@ -943,8 +902,7 @@ fn run(plan: &Plan, stop: &AtomicBool) -> Result<StripesReport> {
     if let Some(e) = failed {
         bail!("{e}");
     }
-    books.assembler.finish();
-    books.drain()?;
+    books.finish()?;
     finish_report(books, finished, ended_by?)
 }
 
@@ -993,12 +951,17 @@ fn finish_report(
     let Books {
         plan,
         assembler,
+        book,
         writer,
         mut report,
-        skew_sum,
-        skew_frames,
         ..
     } = books;
+    let booked = book.stats();
+    report.frames_complete = booked.frames_complete;
+    report.skew_us_max = booked.skew_max.as_secs_f64() * 1e6;
+    if booked.skew_frames > 0 {
+        report.skew_us_mean = booked.skew_mean().as_secs_f64() * 1e6;
+    }
     let (written, waited) = writer.finish()?;
     report.frames_written = written;
     report.writer_wait_seconds = waited.as_secs_f64();
@@ -1022,9 +985,6 @@ fn finish_report(
     };
     report.seconds = span.as_secs_f64();
     report.rate_bps = BitRate::of(ByteSize(report.bytes), span);
-    if skew_frames > 0 {
-        report.skew_us_mean = skew_sum / skew_frames as f64;
-    }
     report.per_stripe = per_stripe;
     report.all_complete = report.frames_complete > 0
         && report.frames_incomplete.count == 0

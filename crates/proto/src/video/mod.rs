@@ -1,10 +1,12 @@
 //! Raw video: formats and frame rates, the test pattern, the pacer,
 //! RFC 4175 / SMPTE ST 2110-20 packetizing and depacketizing, the
 //! ST 2110-21 timing model (sender types, Cinst/VRX analysis), and the
-//! sender and receiver state machines built from them.
+//! sender and receiver state machines built from them, with the stripe
+//! assembler and the frame book of a striped receive.
 
 pub mod aligned;
 pub mod assembler;
+pub mod book;
 pub mod coverage;
 mod error;
 pub mod format;
@@ -19,6 +21,7 @@ pub mod st2110_20;
 pub mod st2110_21;
 pub mod stripe;
 
+pub use book::FrameBook;
 pub use error::Error;
 pub use format::{FrameRate, PixelFormat, VIDEO_CLOCK_RATE, VideoFormat};
 pub use pacer::{Pacer, PacingStats};
