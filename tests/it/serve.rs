@@ -3,6 +3,7 @@
 
 mod api;
 mod harness;
+mod hostile;
 mod load;
 mod players;
 mod rtsp;

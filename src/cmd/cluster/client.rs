@@ -48,9 +48,9 @@ impl NodeClient {
     /// A client of the API at `url` (`http://HOST:PORT`).
     pub(super) fn new(url: &str, token: Option<String>) -> NodeClient {
         NodeClient {
-            // A fresh connection per request: serve's tiny_http can leave a
-            // kept-alive connection's next request unanswered, and a poll
-            // a few times a second gains nothing from reuse.
+            // A fresh connection per request: a poll a few times a second
+            // gains nothing from reuse, and serve closes any connection
+            // after 60 s anyway.
             agent: ureq::AgentBuilder::new()
                 .timeout(REQUEST_TIMEOUT)
                 .timeout_read(REQUEST_TIMEOUT)

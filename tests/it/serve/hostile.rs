@@ -1,0 +1,147 @@
+//! serve's HTTP API against clients that misbehave: none of them may stall
+//! another client or the server's stop, and every limit answers the way
+//! HTTP says.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use socket2::SockRef;
+
+use super::harness::{Media, Serve, http};
+
+/// How long an honest client may wait for an answer while others
+/// misbehave.
+const PROMPT: Duration = Duration::from_secs(3);
+
+/// An authenticated call must answer within [`PROMPT`].
+fn answers_promptly(serve: &Serve) {
+    let t = Instant::now();
+    let (status, text) = serve.api("GET", "/v1/streams", None);
+    assert_eq!(status, 200, "{text}");
+    assert!(t.elapsed() < PROMPT, "took {:?}", t.elapsed());
+}
+
+/// The status code of the first answer on `s`.
+fn status_of(s: &mut TcpStream) -> u16 {
+    s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    let mut head = [0u8; 64];
+    let n = s.read(&mut head).unwrap();
+    let text = String::from_utf8_lossy(&head[..n]);
+    text.split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {text:?}"))
+}
+
+#[test]
+fn a_client_that_never_reads_stalls_nobody_and_not_the_stop() {
+    let media = Media::new("serve-noread");
+    let serve = Serve::start(&media, &["--token", "correct-horse-battery"]);
+    // 20,000 pipelined requests whose answers are never read: the
+    // server's writes to this client block once its small buffer fills.
+    let hog = TcpStream::connect(serve.http).unwrap();
+    SockRef::from(&hog).set_recv_buffer_size(4096).unwrap();
+    hog.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+    let one = format!("GET /healthz HTTP/1.1\r\nHost: {}\r\n\r\n", serve.http);
+    let burst = one.repeat(20_000);
+    let mut w = &hog;
+    // The server stops reading once it cannot write; a write timeout here
+    // only means the pipe is full, which is the point.
+    let _ = w.write_all(burst.as_bytes());
+    answers_promptly(&serve);
+    answers_promptly(&serve);
+    let t = Instant::now();
+    let (status, _, _) = serve.terminate();
+    assert!(status.success());
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "stop took {:?}",
+        t.elapsed()
+    );
+    drop(hog);
+}
+
+#[test]
+fn a_trickling_body_and_trickling_heads_stall_nobody() {
+    let media = Media::new("serve-trickle");
+    let serve = Serve::start(&media, &[]);
+    // A POST announcing 60,000 bytes that sends one.
+    let mut body = TcpStream::connect(serve.http).unwrap();
+    write!(
+        body,
+        "POST /v1/streams HTTP/1.1\r\nHost: x\r\nContent-Length: 60000\r\n\r\n{{"
+    )
+    .unwrap();
+    // Twenty connections sending half a head.
+    let heads: Vec<TcpStream> = (0..20)
+        .map(|_| {
+            let mut s = TcpStream::connect(serve.http).unwrap();
+            s.write_all(b"GET /v1/streams HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+                .unwrap();
+            s
+        })
+        .collect();
+    answers_promptly(&serve);
+    // The body's deadline answers 408, and so does the heads'.
+    assert_eq!(status_of(&mut body), 408);
+    drop(heads);
+    answers_promptly(&serve);
+}
+
+#[test]
+fn oversized_heads_are_refused_with_431_and_the_server_lives_on() {
+    let media = Media::new("serve-bighead");
+    let serve = Serve::start(&media, &[]);
+    let line = format!("X-Big: {}\r\n", "a".repeat(200_000));
+    let many: String = (0..100).map(|i| format!("X-H{i}: v\r\n")).collect();
+    for extra in [line, many] {
+        let mut s = TcpStream::connect(serve.http).unwrap();
+        let req = format!("GET /v1/streams HTTP/1.1\r\nHost: x\r\n{extra}\r\n");
+        // The server may answer and close before reading all of it.
+        let _ = s.write_all(req.as_bytes());
+        assert_eq!(status_of(&mut s), 431);
+    }
+    answers_promptly(&serve);
+}
+
+#[test]
+fn one_address_cannot_take_every_connection() {
+    let media = Media::new("serve-conncap");
+    let serve = Serve::start(&media, &[]);
+    // 32 idle connections are allowed from one address; the 33rd is
+    // turned away with 503 at once.
+    let held: Vec<TcpStream> = (0..32)
+        .map(|_| TcpStream::connect(serve.http).unwrap())
+        .collect();
+    // Wait until the server has them all (its accept loop is its own).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut turned_away = None;
+    while Instant::now() < deadline {
+        let mut extra = TcpStream::connect(serve.http).unwrap();
+        extra
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let got = status_of(&mut extra);
+        if got == 503 {
+            turned_away = Some(got);
+            break;
+        }
+        assert_eq!(got, 200);
+    }
+    assert_eq!(turned_away, Some(503), "the 33rd connection was served");
+    drop(held);
+    // Their places come back as they close.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, _) = http(serve.http, "GET", "/healthz", None, None);
+        if status == 200 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "places never came back: {status}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
