@@ -72,6 +72,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     signal::install();
     net::placement::note_start_cpus();
+    net::tuning::raise_open_files();
     let result: anyhow::Result<ExitCode> = match cli.command {
         Command::Send(a) => cmd::send::main(a),
         Command::Recv(a) => cmd::recv::main(a),

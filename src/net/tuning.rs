@@ -138,6 +138,19 @@ fn has_ipc_lock() -> bool {
         .is_some_and(|caps| caps & (1 << CAP_IPC_LOCK) != 0)
 }
 
+/// Raises the open-file limit to its hard limit (as Go and systemd do):
+/// the soft limit of 1024 that most shells start with is what a server
+/// with thousands of connections runs out of first, and the hard limit
+/// is the administrator's real bound. Failure leaves the limit as it was.
+pub(crate) fn raise_open_files() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE)
+        && soft < hard
+    {
+        let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+    }
+}
+
 /// Locks the process's memory (current and future) so that no page of a
 /// frame ring or socket batch faults in the middle of a stream. Only done
 /// where the lock is unlimited (`ulimit -l unlimited`) or the process holds

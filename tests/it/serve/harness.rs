@@ -71,10 +71,21 @@ pub struct Serve {
 
 impl Serve {
     pub fn start(media: &Media, extra: &[&str]) -> Serve {
+        Serve::start_with(media, extra, |_| {})
+    }
+
+    /// [`Serve::start`], with `configure` applied to the command first
+    /// (limits, environment).
+    pub fn start_with(
+        media: &Media,
+        extra: &[&str],
+        configure: impl FnOnce(&mut std::process::Command),
+    ) -> Serve {
         let mut cmd = nagare();
         cmd.args(["serve", "--media", &media.path()])
             .args(["--rtsp", "127.0.0.1:0", "--http", "127.0.0.1:0"])
             .args(extra);
+        configure(&mut cmd);
         let mut run = Running::spawn(cmd);
         let addr = |run: &mut Running, what: &str| -> SocketAddr {
             let line = run.wait_for(&format!("{what} listening on "));

@@ -32,7 +32,7 @@ use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::cmd::serve::front::http::{ApiRequest, MAX_BODY, Reply, answer};
 use crate::cmd::serve::hub::server::Server;
@@ -146,10 +146,19 @@ const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: applicat
 Content-Length: 71\r\nConnection: close\r\nRetry-After: 1\r\n\r\n\
 {\"error\": \"too many connections: close some, or retry in a second\"}\n";
 
-/// Writes [`BUSY`] to a connection over the caps and closes it, giving
-/// up after a second (the client may not read at all).
+/// Writes [`BUSY`] to a connection over the caps and closes it, all
+/// within a second (the client may not read at all). The client's
+/// request is read and dropped after the answer: closing with it unread
+/// would reset the connection, and the client would lose the answer.
 async fn turn_away(mut stream: tokio::net::TcpStream) {
-    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(BUSY)).await;
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        stream.write_all(BUSY).await?;
+        stream.shutdown().await?;
+        let mut sink = [0u8; 4096];
+        while stream.read(&mut sink).await? > 0 {}
+        std::io::Result::Ok(())
+    })
+    .await;
 }
 
 /// One request: the body read within its bounds, then the handler on
