@@ -8,8 +8,9 @@ use anyhow::{Context, Result, anyhow, bail};
 use nagare_api::cluster::{ClusterConfig, FailoverMode};
 use nagare_api::serve::{Pacing, StreamRequest, StripeSpec};
 use nagare_proto::cluster::{Failover, NodeSpec, Plan, label};
+use nagare_proto::video::st2110_20::Packetizer;
 use nagare_proto::video::stripe::Stripes;
-use nagare_proto::{FrameRate, Nanos};
+use nagare_proto::{FrameRate, Nanos, Ssrc};
 
 use super::client::NodeClient;
 use crate::cli;
@@ -49,7 +50,7 @@ impl Cluster {
         let s = &config.stream;
         let format = cli::parse_format(&s.size, &s.pix_fmt)?;
         let rate = cli::parse_rate(&s.fps)?;
-        Stripes::new(format, s.split, s.stripes).map_err(|e| {
+        let stripes = Stripes::new(format, s.split, s.stripes).map_err(|e| {
             anyhow!(
                 "split {} with {} stripes does not fit {}: {e}",
                 s.split,
@@ -57,6 +58,7 @@ impl Cluster {
                 s.size
             )
         })?;
+        check_values(&config, &stripes)?;
         if config.destinations.len() != s.stripes {
             bail!(
                 "{} [[destination]] tables for {} stripes: give one per stripe, in stripe order",
@@ -165,6 +167,67 @@ impl Cluster {
 }
 
 /// The controller's view of the config.
+/// The values a node would refuse, or would take and then misbehave on,
+/// refused here with the value and the range: a packet size the stripe's
+/// packetizer refuses, SSRCs that wrap across the stripes (stripe k
+/// sends SSRC + k), a TTL past 255, a cluster name that would not read
+/// back as its legs' label, a node URL with user information (tokens go
+/// in `token`, never into a URL that ends up in logs).
+fn check_values(config: &ClusterConfig, stripes: &Stripes) -> Result<()> {
+    let s = &config.stream;
+    if let Some(p) = s.packet_size {
+        Packetizer::new(stripes.stripe_format(), p, Ssrc(0))
+            .map_err(|e| anyhow!("packet_size {p}: {e}"))?;
+    }
+    let first = s.ssrc.unwrap_or(DEFAULT_SSRC);
+    let stripes_n = u32::try_from(s.stripes).unwrap_or(u32::MAX);
+    if first.checked_add(stripes_n.saturating_sub(1)).is_none() {
+        bail!(
+            "ssrc {first:#010x}: stripe k sends ssrc + k, so {} stripes need an ssrc of at most \
+             {:#010x}",
+            s.stripes,
+            u32::MAX - stripes_n.saturating_sub(1)
+        );
+    }
+    for (k, d) in config.destinations.iter().enumerate() {
+        if let Some(ttl) = d.ttl
+            && !(1..=255).contains(&ttl)
+        {
+            bail!("destination {k}: ttl {ttl} is out of range: 1..=255");
+        }
+    }
+    let name_ok = !config.name.is_empty()
+        && config.name.len() <= 64
+        && config
+            .name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+        && !config.name.contains("..");
+    if !name_ok {
+        bail!(
+            "name '{}': use 1 to 64 letters, digits, '-', '_' or '.' (no '..'); it labels the \
+             legs on every node",
+            config.name
+        );
+    }
+    for n in &config.nodes {
+        let authority = n
+            .url
+            .trim_start_matches("http://")
+            .split('/')
+            .next()
+            .unwrap_or("");
+        if authority.contains('@') {
+            bail!(
+                "node '{}': url '{}' carries user information; give the token as token = \"...\"",
+                n.name,
+                n.url
+            );
+        }
+    }
+    Ok(())
+}
+
 fn plan(c: &ClusterConfig, rate: FrameRate) -> Plan {
     let ms = |v: u64| Nanos(v.saturating_mul(1_000_000));
     Plan {
@@ -188,5 +251,59 @@ fn plan(c: &ClusterConfig, rate: FrameRate) -> Plan {
         // A receiver buffers about a frame; a node whose clock is off by
         // more starts its stripes a frame early or late.
         clock_tolerance: Nanos::from_secs_f64(1.0 / rate.as_f64()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = "name = \"wall\"\nfailover = \"manual\"\npoll_ms = 100\ndead_after_ms = 1000\n\
+        [stream]\nsource = \"clip.yuv\"\nsize = \"256x128\"\npix_fmt = \"uyvy422\"\nfps = \"25\"\n\
+        split = \"lines\"\nstripes = 2\npacket_size = 1200\n\
+        [[destination]]\nto = \"127.0.0.1:5000\"\n[[destination]]\nto = \"127.0.0.1:5002\"\n\
+        [[node]]\nname = \"a\"\nurl = \"http://127.0.0.1:8080\"\nstripes = [0, 1]\n";
+
+    fn check(text: &str) -> Result<Cluster> {
+        Cluster::new(toml::from_str(text).expect("parses"))
+    }
+
+    #[test]
+    fn values_out_of_range_are_refused_with_the_value() {
+        if let Err(e) = check(GOOD) {
+            panic!("{e:#}");
+        }
+        for (from, to, want) in [
+            ("packet_size = 1200", "packet_size = 0", "packet_size 0"),
+            (
+                "packet_size = 1200",
+                "packet_size = 70000",
+                "packet_size 70000",
+            ),
+            (
+                "stripes = 2\n",
+                "stripes = 2\nssrc = 4294967295\n",
+                "ssrc 0xffffffff",
+            ),
+            (
+                "to = \"127.0.0.1:5000\"",
+                "to = \"127.0.0.1:5000\"\nttl = 100000",
+                "ttl 100000",
+            ),
+            ("name = \"wall\"", "name = \"t/../x\"", "name 't/../x'"),
+            (
+                "http://127.0.0.1:8080",
+                "http://user:pw@127.0.0.1:8080",
+                "user information",
+            ),
+        ] {
+            let bad = GOOD.replacen(from, to, 1);
+            assert_ne!(bad, GOOD, "{from}");
+            let err = format!(
+                "{:#}",
+                check(&bad).err().unwrap_or_else(|| panic!("{to} taken"))
+            );
+            assert!(err.contains(want), "{to}: {err}");
+        }
     }
 }
