@@ -429,6 +429,7 @@ fuzz_target!(|data: &[u8]| {
         relay_port: 7000,
         limits,
         give_up: Nanos::from_secs(30),
+        retry_seed: 0,
     };
     let mut h = Harness {
         peer: Peer::new(Nanos(0), cfg),

@@ -138,6 +138,7 @@ impl World {
             relay_port: RELAY_PORT,
             limits: Limits::default(),
             give_up: Nanos::from_secs(20),
+            retry_seed: self.nodes.len() as u64,
         };
         let i = self.add(Machine::Peer(Box::new(Peer::new(self.now, cfg))));
         self.drain(i);

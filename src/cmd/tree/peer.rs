@@ -70,6 +70,7 @@ pub(super) fn run(args: JoinArgs) -> anyhow::Result<ExitCode> {
         relay_port,
         limits: lag_limits(args.lag_limit_kib)?,
         give_up: Nanos::from_secs(args.timeout.max(1)),
+        retry_seed: getrandom::u64().unwrap_or(u64::from(std::process::id())),
     };
     let mut session = Session {
         peer: Peer::new(links.now(), cfg),
@@ -201,6 +202,13 @@ impl Session {
                 }
             }
             Event::Attached { format, .. } => self.open_view(format),
+            Event::JoinRetry { attempt, after } => eprintln!(
+                "the source at {} closed the connection before placing this peer (busy with \
+                 other joins); joining again in {:.0} ms, attempt {attempt} of {}",
+                self.source,
+                after.as_millis_f64(),
+                nagare_proto::tree::peer::JOIN_ATTEMPTS
+            ),
             Event::AttachFailed { parent, addr, why } => {
                 let why = self.attach_failure(why);
                 eprintln!("attaching to {parent} at {addr} failed: {why}");

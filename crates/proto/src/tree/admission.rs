@@ -21,8 +21,22 @@ pub const HANDSHAKE_TIMEOUT: Nanos = Nanos::from_secs(5);
 pub const MAX_PENDING: usize = 64;
 
 /// Connections from one address waiting at once; beyond it the oldest
-/// from that address is evicted.
+/// from that address is evicted, once it has had [`PROVE_GRACE`].
 pub const MAX_PENDING_PER_ADDRESS: usize = 16;
+
+/// How long a connection may wait before a newcomer can evict it. A
+/// classroom behind one NAT address that switches on at once sends a
+/// burst of joins; on a busy host each answers its challenge within a
+/// few round trips, but not within the microseconds between arrivals,
+/// so evicting by age alone turned legitimate peers away (4 runs in 7
+/// of a 30-peer burst). Tricklers are older than this by the time the
+/// next newcomer comes, and still go first.
+pub const PROVE_GRACE: Nanos = Nanos::from_millis(1000);
+
+/// While every waiting connection is within its grace, the caps stretch
+/// to this many times [`MAX_PENDING`] and [`MAX_PENDING_PER_ADDRESS`]
+/// before the oldest is evicted anyway: memory stays bounded.
+pub const BURST_FACTOR: usize = 8;
 
 /// Largest message a connection may send before it has proved itself:
 /// a join or attach request is under 100 bytes, so a length prefix
@@ -140,10 +154,12 @@ impl Admission {
             .filter(|p| p.from.ip() == from.ip())
             .count();
         if same >= MAX_PENDING_PER_ADDRESS {
-            evicted.extend(self.evict(Some(from)));
+            let hard = same >= MAX_PENDING_PER_ADDRESS * BURST_FACTOR;
+            evicted.extend(self.evict(now, Some(from), hard));
         }
         if self.pending.len() >= MAX_PENDING {
-            evicted.extend(self.evict(None));
+            let hard = self.pending.len() >= MAX_PENDING * BURST_FACTOR;
+            evicted.extend(self.evict(now, None, hard));
         }
         let deadline = now + HANDSHAKE_TIMEOUT;
         self.pending.insert(
@@ -158,13 +174,23 @@ impl Admission {
     }
 
     /// Removes the pending link that has waited longest (from `from`'s
-    /// address, if given).
-    fn evict(&mut self, from: Option<SocketAddr>) -> Option<(LinkId, SocketAddr)> {
+    /// address, if given), if it has had its [`PROVE_GRACE`] or `hard`
+    /// (the stretched cap is reached).
+    fn evict(
+        &mut self,
+        now: Nanos,
+        from: Option<SocketAddr>,
+        hard: bool,
+    ) -> Option<(LinkId, SocketAddr)> {
         let (&link, p) = self
             .pending
             .iter()
             .filter(|(_, p)| from.is_none_or(|f| p.from.ip() == f.ip()))
             .min_by_key(|(l, p)| (p.deadline, **l))?;
+        let since = p.deadline.saturating_sub(HANDSHAKE_TIMEOUT);
+        if !hard && now.saturating_sub(since) < PROVE_GRACE {
+            return None;
+        }
         let from = p.from;
         self.pending.remove(&link);
         Some((link, from))
@@ -312,22 +338,52 @@ mod tests {
     fn the_longest_waiting_is_evicted_per_address_and_in_all() {
         let mut a = Admission::new(KEY, true);
         let n = MAX_PENDING_PER_ADDRESS as u64;
+        let late = |i: u64| PROVE_GRACE + Nanos(i);
         for i in 0..n {
             assert!(a.accept(Nanos(i), LinkId(i), from(), [0; 32]).1.is_empty());
         }
-        // One address cannot hold more than its share.
-        let (_, out) = a.accept(Nanos(n), LinkId(n), from(), [0; 32]);
+        // One address cannot hold more than its share once the oldest
+        // had its grace.
+        let (_, out) = a.accept(late(n), LinkId(n), from(), [0; 32]);
         assert_eq!(out, [(LinkId(0), from())]);
         // Other addresses fill the rest; then the oldest anywhere goes.
         let mut id = 100;
         while a.pending.len() < MAX_PENDING {
-            let (_, out) = a.accept(Nanos(id), LinkId(id), at(id as u8), [0; 32]);
+            let (_, out) = a.accept(late(id), LinkId(id), at(id as u8), [0; 32]);
             assert!(out.is_empty());
             id += 1;
         }
-        let (_, out) = a.accept(Nanos(id), LinkId(id), at(250), [0; 32]);
+        let (_, out) = a.accept(late(id), LinkId(id), at(250), [0; 32]);
         assert_eq!(out, [(LinkId(1), from())]);
         assert_eq!(a.pending.len(), MAX_PENDING);
+    }
+
+    #[test]
+    fn a_burst_from_one_address_waits_within_its_grace_and_tricklers_still_go() {
+        let mut a = Admission::new(KEY, true);
+        // 300 tricklers from one address, long ago.
+        for i in 0..300u64 {
+            a.accept(Nanos(i), LinkId(i), from(), [0; 32]);
+        }
+        assert!(a.pending.len() <= MAX_PENDING * BURST_FACTOR);
+        // Then a classroom of 100 at once: each evicts a trickler, never
+        // one of its own.
+        let t = PROVE_GRACE + PROVE_GRACE;
+        for i in 0..100u64 {
+            let (_, out) = a.accept(t + Nanos(i), LinkId(1000 + i), from(), [0; 32]);
+            assert!(out.iter().all(|(l, _)| l.0 < 1000), "{out:?}");
+        }
+        for i in 0..100u64 {
+            assert!(a.contains(LinkId(1000 + i)), "peer {i} was evicted");
+        }
+        // Past the stretched cap the oldest goes even within its grace:
+        // memory stays bounded.
+        let hard = MAX_PENDING_PER_ADDRESS * BURST_FACTOR;
+        let mut b = Admission::new(KEY, true);
+        for i in 0..=hard as u64 {
+            b.accept(Nanos(i), LinkId(i), from(), [0; 32]);
+        }
+        assert_eq!(b.pending.len(), hard);
     }
 
     #[test]

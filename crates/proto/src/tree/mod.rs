@@ -48,7 +48,8 @@ pub mod topology;
 pub mod wire;
 
 pub use admission::{
-    HANDSHAKE_TIMEOUT, MAX_HANDSHAKE_MESSAGE, MAX_PENDING, MAX_PENDING_PER_ADDRESS, Refusal,
+    BURST_FACTOR, HANDSHAKE_TIMEOUT, MAX_HANDSHAKE_MESSAGE, MAX_PENDING, MAX_PENDING_PER_ADDRESS,
+    PROVE_GRACE, Refusal,
 };
 pub use auth::{KEY_LEN, Nonce, Role, SessionKey, proof, proof_matches};
 pub use coordinator::{Coordinator, CoordinatorConfig, SourceStats};

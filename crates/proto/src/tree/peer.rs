@@ -54,7 +54,18 @@ pub struct PeerConfig {
     pub limits: Limits,
     /// Give up after this long without a whole frame.
     pub give_up: Nanos,
+    /// Seed of the jitter between join attempts (the driver draws it
+    /// from the OS): peers that started together retry apart.
+    pub retry_seed: u64,
 }
+
+/// Join attempts at most when the source closes the connection before
+/// placing this peer (it evicted the handshake under a burst).
+pub const JOIN_ATTEMPTS: u32 = 6;
+
+/// The wait before the second join attempt; it doubles each time, and a
+/// jitter of up to half of it is added.
+pub const JOIN_BACKOFF: Nanos = Nanos::from_millis(200);
 
 /// What a peer's driver hands in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -162,6 +173,15 @@ pub enum Event {
     /// The source closed this peer's control link (it stops, or took this
     /// peer for dead); the stream may still be on its way down the tree.
     SourceClosed,
+    /// The source closed the connection before placing this peer (under
+    /// a burst of joins it evicts handshakes); this peer joins again
+    /// after `after`.
+    JoinRetry {
+        /// The attempt that comes next (2 for the first retry).
+        attempt: u32,
+        /// The wait before it.
+        after: Nanos,
+    },
     /// A child attached to this peer.
     ChildAttached {
         /// Which.
@@ -220,10 +240,25 @@ pub struct PeerStats {
 /// The control link to the source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Join {
-    Dialing { dial: DialId, deadline: Nanos },
-    Challenged { link: LinkId, deadline: Nanos },
-    Placing { link: LinkId, deadline: Nanos },
-    Joined { link: LinkId },
+    /// Waiting to dial the source again, at `at`.
+    Retrying {
+        at: Nanos,
+    },
+    Dialing {
+        dial: DialId,
+        deadline: Nanos,
+    },
+    Challenged {
+        link: LinkId,
+        deadline: Nanos,
+    },
+    Placing {
+        link: LinkId,
+        deadline: Nanos,
+    },
+    Joined {
+        link: LinkId,
+    },
     Gone,
 }
 
@@ -233,13 +268,14 @@ impl Join {
             Join::Challenged { link, .. } | Join::Placing { link, .. } | Join::Joined { link } => {
                 Some(link)
             }
-            Join::Dialing { .. } | Join::Gone => None,
+            Join::Retrying { .. } | Join::Dialing { .. } | Join::Gone => None,
         }
     }
 
     fn deadline(self) -> Option<Nanos> {
         match self {
-            Join::Dialing { deadline, .. }
+            Join::Retrying { at: deadline }
+            | Join::Dialing { deadline, .. }
             | Join::Challenged { deadline, .. }
             | Join::Placing { deadline, .. } => Some(deadline),
             Join::Joined { .. } | Join::Gone => None,
@@ -332,6 +368,8 @@ pub struct Peer {
     ended: bool,
     failed: bool,
     source_gone: bool,
+    /// Join attempts that the source closed before placing this peer.
+    join_attempts: u32,
     stats: PeerStats,
     /// Every transmit goes through the links' encryption.
     secure: Secure,
@@ -356,6 +394,7 @@ impl Peer {
             ended: false,
             failed: false,
             source_gone: false,
+            join_attempts: 0,
             stats: PeerStats {
                 peer: PeerId::SOURCE,
                 slot: 0,
@@ -528,7 +567,7 @@ impl Peer {
                 self.events.push_back(Event::SourceClosed);
             } else {
                 self.join = Join::Gone;
-                self.fail(Failure::SourceClosed);
+                self.retry_join(now);
             }
         } else if self.upstream.link() == Some(link) {
             let attached = matches!(self.upstream, Upstream::Attached { .. });
@@ -854,7 +893,15 @@ impl Peer {
             self.link_failed(now, link, Error::HandshakeTimeout);
         }
         if !self.stopping && self.join.deadline().is_some_and(|d| d <= now) {
-            self.fail(Failure::Timeout);
+            if let Join::Retrying { .. } = self.join {
+                let dial = self.dial(self.cfg.source, Role::Join);
+                self.join = Join::Dialing {
+                    dial,
+                    deadline: now + HANDSHAKE_TIMEOUT,
+                };
+            } else {
+                self.fail(Failure::Timeout);
+            }
         }
         if self
             .upstream
@@ -958,6 +1005,27 @@ impl Peer {
         self.events.push_back(Event::Refused { from, why });
     }
 
+    /// The source closed the join before placing this peer: wait a
+    /// doubling, jittered backoff and join again, or fail after
+    /// [`JOIN_ATTEMPTS`].
+    fn retry_join(&mut self, now: Nanos) {
+        self.join_attempts += 1;
+        if self.stopping || self.join_attempts >= JOIN_ATTEMPTS {
+            self.fail(Failure::SourceClosed);
+            return;
+        }
+        let base = JOIN_BACKOFF.0 << (self.join_attempts - 1).min(8);
+        let jitter =
+            splitmix(self.cfg.retry_seed ^ u64::from(self.join_attempts)) % (base / 2).max(1);
+        let after = Nanos(base + jitter);
+        self.join = Join::Retrying { at: now + after };
+        self.last_progress = now + after;
+        self.events.push_back(Event::JoinRetry {
+            attempt: self.join_attempts + 1,
+            after,
+        });
+    }
+
     fn dial(&mut self, addr: SocketAddr, role: Role) -> DialId {
         let dial = DialId(self.next_dial);
         self.next_dial += 1;
@@ -978,4 +1046,13 @@ impl Peer {
     fn close(&mut self, link: LinkId, how: Close) {
         self.secure.push(Transmit::Close { link, how });
     }
+}
+
+/// SplitMix64: spreads a seed into well-mixed bits (the jitter of join
+/// retries; not for secrets).
+fn splitmix(seed: u64) -> u64 {
+    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }

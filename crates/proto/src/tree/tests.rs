@@ -223,6 +223,7 @@ fn new_peer() -> Peer {
             relay_port: 7000,
             limits: Limits::default(),
             give_up: Nanos::from_secs(30),
+            retry_seed: 7,
         },
     )
 }
@@ -372,6 +373,55 @@ fn a_refused_join_ends_with_the_reason_and_closes() {
     assert_eq!(events(&mut p), [Event::Failed(Failure::Refused(reason))]);
     assert!(p.is_done());
     assert_eq!(p.poll_timeout(), None);
+}
+
+#[test]
+fn a_join_closed_before_placement_is_tried_again_with_a_growing_jittered_wait() {
+    let mut p = new_peer();
+    let mut now = Nanos(0);
+    let mut waits = Vec::new();
+    for attempt in 0..peer::JOIN_ATTEMPTS {
+        let t = transmits(&mut p);
+        let dial = DialId(u64::from(attempt));
+        assert!(
+            t.contains(&Transmit::Connect {
+                dial,
+                addr: source_addr(),
+                role: Role::Join
+            }),
+            "attempt {attempt}: {t:?}"
+        );
+        let link = LinkId(u64::from(attempt));
+        let seed = [0xd0; 32];
+        input(&mut p, now, LinkInput::Connected { dial, link, seed });
+        // The source evicts the handshake unanswered.
+        input(&mut p, now, LinkInput::Closed { link });
+        if attempt + 1 == peer::JOIN_ATTEMPTS {
+            break;
+        }
+        let [
+            Event::JoinRetry {
+                attempt: next,
+                after,
+            },
+        ] = events(&mut p)[..]
+        else {
+            panic!("no retry after attempt {attempt}");
+        };
+        assert_eq!(next, attempt + 2);
+        let base = peer::JOIN_BACKOFF.0 << attempt;
+        assert!(
+            after.0 >= base && after.0 < base + base / 2,
+            "{after:?} for base {base}"
+        );
+        waits.push(after);
+        let due = p.poll_timeout().unwrap();
+        assert_eq!(due, now + after);
+        now = due;
+        p.handle_input(now, peer::Input::Timeout);
+    }
+    assert_eq!(events(&mut p), [Event::Failed(Failure::SourceClosed)]);
+    assert_eq!(waits.len() as u32, peer::JOIN_ATTEMPTS - 1);
 }
 
 #[test]
