@@ -21,6 +21,7 @@ pub mod rtp;
 pub mod rtsp;
 pub mod screen;
 pub mod sdp;
+pub mod serve;
 mod slots;
 pub mod stats;
 pub mod tree;

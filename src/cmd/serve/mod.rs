@@ -27,8 +27,9 @@ use nagare_proto::BitRate;
 
 use crate::cli;
 use crate::net::udp::Interface;
-use hub::access::{Admission, AllowList, Cidr, Token};
+use hub::access::Admission;
 use hub::server::{Server, Settings, Stats};
+use nagare_proto::serve::{AllowList, Cidr, Token};
 
 /// Command-line arguments of `nagare serve`.
 #[derive(clap::Args, Debug, Clone)]
@@ -52,7 +53,7 @@ pub(crate) struct ServeArgs {
     pub token: Option<String>,
     /// Address block media may be sent to besides the client's own address
     /// (repeatable), e.g. 239.0.0.0/8 or 127.0.0.0/8.
-    #[arg(long, value_parser = hub::access::parse_cidr)]
+    #[arg(long, value_parser = Cidr::parse)]
     pub allow: Vec<Cidr>,
     /// Refuse streams beyond this total rate (e.g. 2G, 500M).
     #[arg(long, value_parser = cli::parse_bit_rate)]

@@ -173,6 +173,16 @@ pub enum Error {
     /// A `Require` header: this server supports no extensions.
     #[error("Require names an option this server does not support")]
     OptionNotSupported,
+    /// A packet too long for an interleaved `$` frame, whose length field
+    /// has 16 bits. Raised on the server's own output, never by a client.
+    #[error(
+        "a packet of {len} bytes does not fit an interleaved frame (at most 65535); \
+         play over UDP or use smaller packets"
+    )]
+    InterleavedTooLong {
+        /// The packet's length.
+        len: usize,
+    },
 }
 
 impl Error {
@@ -200,6 +210,7 @@ impl Error {
             | Error::BadClientPort { .. }
             | Error::MulticastUnavailable
             | Error::ChannelInUse { .. } => 461,
+            Error::InterleavedTooLong { .. } => 500,
             Error::NotImplemented => 501,
             Error::UnsupportedVersion => 505,
             Error::OptionNotSupported => 551,

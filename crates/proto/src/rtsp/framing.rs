@@ -37,6 +37,25 @@ pub(crate) enum Frame {
     },
 }
 
+/// Appends one interleaved frame to `out`: `$`, `channel`, the 16-bit
+/// length and the payload gathered from `parts` (an RTP header and its
+/// data need not be joined first). The server's way to send media on the
+/// RTSP connection (RFC 2326 10.12); [`Framer`] skips such frames when a
+/// client sends them. A payload over 65535 bytes cannot be framed and
+/// leaves `out` as it was.
+pub fn write_interleaved(channel: u8, parts: &[&[u8]], out: &mut Vec<u8>) -> Result<(), Error> {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    let len16 = u16::try_from(len).map_err(|_| Error::InterleavedTooLong { len })?;
+    out.reserve(4 + len);
+    out.push(b'$');
+    out.push(channel);
+    out.extend_from_slice(&len16.to_be_bytes());
+    for p in parts {
+        out.extend_from_slice(p);
+    }
+    Ok(())
+}
+
 /// The head of the message being assembled.
 #[derive(Debug, Clone, Copy)]
 struct Head {
@@ -303,6 +322,42 @@ mod tests {
             assert_eq!(got[1].0, Frame::Interleaved { channel: 1, len: 3 });
             assert_eq!(got[2].1, body);
         }
+    }
+
+    #[test]
+    fn written_interleaved_frames_parse_back() {
+        let mut input = Vec::new();
+        write_interleaved(0, &[&[0x80, 96], &[1, 2, 3]], &mut input).unwrap();
+        assert_eq!(input, [b'$', 0, 0, 5, 0x80, 96, 1, 2, 3]);
+        let full = vec![7u8; 0xffff];
+        write_interleaved(3, &[&full], &mut input).unwrap();
+        assert_eq!(input[9..13], [b'$', 3, 0xff, 0xff]);
+        input.extend_from_slice(OPTIONS);
+        for step in [1, 4, 1000] {
+            let got = frames(&input, step).unwrap();
+            assert_eq!(got.len(), 3, "step {step}");
+            assert_eq!(got[0].0, Frame::Interleaved { channel: 0, len: 5 });
+            assert_eq!(
+                got[1].0,
+                Frame::Interleaved {
+                    channel: 3,
+                    len: 0xffff
+                }
+            );
+            assert_eq!(got[2].1, OPTIONS);
+        }
+    }
+
+    #[test]
+    fn interleaved_payload_over_65535_is_refused() {
+        let mut out = vec![1, 2];
+        let half = vec![0u8; 0x8000];
+        assert_eq!(
+            write_interleaved(1, &[&half, &half], &mut out),
+            Err(Error::InterleavedTooLong { len: 0x10000 })
+        );
+        assert_eq!(out, [1, 2]);
+        assert_eq!(Error::InterleavedTooLong { len: 0x10000 }.status(), 500);
     }
 
     #[test]

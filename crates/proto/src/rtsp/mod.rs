@@ -46,6 +46,7 @@ use std::sync::Arc;
 
 pub use connection::{Connection, Counters};
 pub use error::{Error, Header};
+pub use framing::write_interleaved;
 pub use target::TRACK_PREFIX;
 pub use transport::{MulticastGroup, PortPair, Transport};
 

@@ -20,9 +20,9 @@ use std::sync::Arc;
 use anyhow::{Context, Result, anyhow, bail};
 use nagare_api::serve::{MediaEntry, PathSource};
 use nagare_proto::mpegts::{self, PACKET_LEN, Schedule, ScheduleConfig};
-use nagare_proto::rtsp::{MulticastGroup, PortPair, TRACK_PREFIX};
-use nagare_proto::sdp::{Media as SdpMedia, SdpStream, Session};
-use nagare_proto::video::st2110_20::DEFAULT_PAYLOAD_TYPE;
+use nagare_proto::rtsp::{MulticastGroup, PortPair};
+use nagare_proto::sdp::SdpStream;
+use nagare_proto::serve::describe::{self, Track};
 use nagare_proto::{BitRate, ByteSize, FrameRate, Nanos, VideoFormat};
 use serde::Deserialize;
 
@@ -126,42 +126,14 @@ impl Media {
 
     /// The SDP of DESCRIBE: one media, `a=control:trackID=0`.
     pub(crate) fn sdp(&self, session_id: u64) -> String {
-        let unspecified = std::net::IpAddr::from([0, 0, 0, 0]);
-        let mut session = match &self.kind {
-            Kind::Raw { format, rate, .. } | Kind::Pattern { format, rate } => SdpStream {
-                address: unspecified,
-                port: 0,
-                ttl: None,
-                source: None,
-                payload_type: DEFAULT_PAYLOAD_TYPE,
+        let track = match &self.kind {
+            Kind::Raw { format, rate, .. } | Kind::Pattern { format, rate } => Track::Raw {
                 format: *format,
-                rate: Some(*rate),
-                name: self.name.clone(),
-                // The serve pacer's shape is not yet one of the 2110-21
-                // types, and RTSP clients ignore the clock line.
-                clock: None,
-                sender_type: None,
-            }
-            .to_session(session_id),
-            Kind::Ts { .. } => {
-                let mut m = SdpMedia::new("video", 0, "RTP/AVP", mpegts::MP2T_PAYLOAD_TYPE);
-                m.encoding = Some("MP2T/90000".into());
-                Session {
-                    name: self.name.clone(),
-                    media: vec![m],
-                    ..Session::default()
-                }
-            }
+                rate: *rate,
+            },
+            Kind::Ts { .. } => Track::Ts,
         };
-        session.connection = Some(nagare_proto::sdp::Connection {
-            address: unspecified,
-            ttl: None,
-        });
-        for m in &mut session.media {
-            m.connection = None;
-            m.control = Some(format!("{TRACK_PREFIX}0"));
-        }
-        session.to_sdp()
+        describe::sdp(&self.name, track, session_id)
     }
 }
 

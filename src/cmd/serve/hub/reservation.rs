@@ -21,7 +21,7 @@ impl Reservation {
         admission: &Arc<Admission>,
         rate: BitRate,
         load: f64,
-    ) -> std::result::Result<Reservation, String> {
+    ) -> std::result::Result<Reservation, nagare_proto::serve::Error> {
         admission.reserve(rate, load)?;
         Ok(Reservation {
             admission: admission.clone(),

@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow, bail};
 use nagare_api::serve::{Encapsulation, StreamInfo, StreamKind, StreamRequest, StreamState};
-use nagare_proto::video::stripe::Stripes;
+use nagare_proto::Nanos;
+use nagare_proto::serve::{AllowList, Error as PolicyError, Token, leg as legs};
 
-use crate::cmd::serve::hub::access::{Admission, AllowList, Token};
+use crate::cmd::serve::hub::access::Admission;
 use crate::cmd::serve::hub::media::{Catalog, Media};
 use crate::cmd::serve::hub::reservation::{Held, Reservation, release};
 use crate::cmd::serve::hub::table::{Counters, Entry, StreamId, Table, Tags};
@@ -20,11 +21,6 @@ use crate::cmd::serve::stream::output::Output;
 use crate::cmd::serve::stream::pacer::{Leg, Pacers, START_LEAD, Start};
 use crate::cmd::serve::stream::reader::Reader;
 use crate::net::udp::{Interface, parse_interface};
-
-/// Room beyond the pacer's start lead for the request to reach it.
-const LEG_MARGIN_NS: u128 = 20_000_000;
-/// How far ahead a leg's epoch_frame may be.
-const MAX_START_AHEAD_NS: u128 = 60_000_000_000;
 
 /// Server-wide counters.
 #[derive(Debug, Default)]
@@ -115,7 +111,7 @@ impl Server {
     }
 
     /// Reserves `media`'s rate, or says why not.
-    pub(crate) fn admit(&self, media: &Media) -> Result<Reservation, String> {
+    pub(crate) fn admit(&self, media: &Media) -> Result<Reservation, PolicyError> {
         Reservation::take(&self.admission, media.rate(), self.pacers.load())
     }
 
@@ -204,7 +200,7 @@ impl Server {
                 .map_err(|e| Refusal::Bad(format!("{e:#}")))?;
             outputs.push(o);
         }
-        let leg = self.leg(req, &media).map_err(Refusal::Bad)?;
+        let leg = self.leg(req, &media).map_err(Refusal::Leg)?;
         let reservation = self.admit(&media).map_err(Refusal::Admission)?;
         Ok(self.launch(Launch {
             media,
@@ -226,45 +222,21 @@ impl Server {
 
     /// The cluster leg a request asks for (stripe, SSRC or start frame),
     /// checked against its media, or why not.
-    fn leg(&self, req: &StreamRequest, media: &Media) -> Result<Option<Leg>, String> {
+    fn leg(&self, req: &StreamRequest, media: &Media) -> Result<Option<Leg>, PolicyError> {
         if req.stripe.is_none() && req.ssrc.is_none() && req.epoch_frame.is_none() {
             return Ok(None);
         }
         let Some((format, rate)) = media.raw_format() else {
-            return Err(format!(
-                "'{}' is MPEG-TS: stripe, ssrc and epoch_frame are for raw video and patterns",
-                req.source
-            ));
+            return Err(PolicyError::LegOnTs {
+                path: req.source.clone(),
+            });
         };
-        let stripe = match req.stripe {
-            None => None,
-            Some(s) => {
-                let stripes = Stripes::new(format, s.split, s.count).map_err(|e| {
-                    format!(
-                        "stripe split {} count {} does not fit {}x{}: {e}",
-                        s.split, s.count, format.width, format.height
-                    )
-                })?;
-                if s.index >= s.count {
-                    return Err(format!(
-                        "stripe index {} is not one of {} stripes: give 0..={}",
-                        s.index,
-                        s.count,
-                        s.count - 1
-                    ));
-                }
-                Some((stripes, s.index))
-            }
-        };
-        let now = crate::clock::epoch_ns();
-        let soonest = rate.frame_at_or_after_ns(now + START_LEAD.as_nanos() + LEG_MARGIN_NS);
-        let first_frame = req.epoch_frame.unwrap_or(soonest).max(soonest);
-        if rate.frame_start_ns(first_frame) > now + MAX_START_AHEAD_NS {
-            return Err(format!(
-                "epoch_frame {first_frame} starts more than a minute from now: give a frame \
-                 within the next minute"
-            ));
-        }
+        let stripe = req
+            .stripe
+            .map(|s| legs::stripe(format, s.split, s.count, s.index))
+            .transpose()?;
+        let now = Nanos(u64::try_from(crate::clock::epoch_ns()).unwrap_or(u64::MAX));
+        let first_frame = legs::first_frame(rate, req.epoch_frame, now, Nanos::from(START_LEAD))?;
         Ok(Some(Leg {
             stripe,
             ssrc: req.ssrc,
@@ -287,9 +259,9 @@ impl Server {
         let mut out = Vec::with_capacity(req.destinations.len());
         for text in &req.destinations {
             let d = parse_destination(text).map_err(|e| Refusal::Bad(format!("{e:#}")))?;
-            if !self.allow.permits(client, d.ip()) {
-                return Err(Refusal::Forbidden(self.allow.refusal(client, d.ip())));
-            }
+            self.allow
+                .check(client, d.ip())
+                .map_err(Refusal::Forbidden)?;
             out.push(d);
         }
         Ok(out)
@@ -307,24 +279,27 @@ impl Server {
 /// Why a push request was refused (mapped to an HTTP status).
 #[derive(Debug)]
 pub(crate) enum Refusal {
-    /// 400.
+    /// 400: a request the driver could not read.
     Bad(String),
+    /// 400: a leg the policy refuses.
+    Leg(PolicyError),
     /// 403: a destination outside the allow-list.
-    Forbidden(String),
+    Forbidden(PolicyError),
     /// 404.
     NotFound(String),
-    /// 503: admission.
-    Admission(String),
+    /// 503: over the rate or load budget.
+    Admission(PolicyError),
 }
 
 impl Refusal {
     /// Status and message.
-    pub(crate) fn parts(&self) -> (u16, &str) {
+    pub(crate) fn parts(&self) -> (u16, String) {
         match self {
-            Refusal::Bad(m) => (400, m),
-            Refusal::Forbidden(m) => (403, m),
-            Refusal::NotFound(m) => (404, m),
-            Refusal::Admission(m) => (503, m),
+            Refusal::Bad(m) => (400, m.clone()),
+            Refusal::Leg(e) => (400, e.to_string()),
+            Refusal::Forbidden(e) => (403, e.to_string()),
+            Refusal::NotFound(m) => (404, m.clone()),
+            Refusal::Admission(e) => (503, e.to_string()),
         }
     }
 }

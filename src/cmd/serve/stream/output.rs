@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use anyhow::{Context, Result};
 use crossbeam_channel::{Sender, TrySendError};
+use nagare_proto::rtsp::write_interleaved;
 
 use crate::net::train::{Train, TrainIo};
 use crate::net::udp::{self, Interface, SendOptions};
@@ -78,16 +79,10 @@ impl TcpLink {
         if self.is_dropped() {
             return Sent::ReaderDropped;
         }
-        let len: usize = packet.iter().map(|p| p.len()).sum();
-        let Ok(len16) = u16::try_from(len) else {
+        let mut out = Vec::new();
+        if write_interleaved(channel, packet, &mut out).is_err() {
+            // Over 65535 bytes: this packet cannot go on the connection.
             return Sent::Refused;
-        };
-        let mut out = Vec::with_capacity(4 + len);
-        out.push(b'$');
-        out.push(channel);
-        out.extend_from_slice(&len16.to_be_bytes());
-        for p in packet {
-            out.extend_from_slice(p);
         }
         match self.queue.try_send(out) {
             Ok(()) => Sent::Ok,

@@ -2,24 +2,26 @@
 //! fills every stream's ring, always serving the ring that will run dry
 //! first. A ring's deadline is now plus the play time it still holds
 //! (chunks waiting times one chunk's duration); among equal deadlines the
-//! higher priority reads first. So a busy disk delays the reads whose
-//! deadline is furthest away, and a stream whose ring did run dry shows
-//! it as underruns in its counters, never as a stalled pacer.
+//! higher priority reads first (the rule is
+//! `nagare_proto::serve::readahead`). So a busy disk delays the reads
+//! whose deadline is furthest away, and a stream whose ring did run dry
+//! shows it as underruns in its counters, never as a stalled pacer.
 
-use std::cmp::Reverse;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError, bounded, select, unbounded};
 use nagare_proto::mpegts::DATAGRAM_LEN;
+use nagare_proto::serve::readahead::{self, RingFill};
 use nagare_proto::video::pattern::Pattern;
 use nagare_proto::{ByteSize, Nanos};
 
+use crate::clock::Origin;
 use crate::cmd::serve::hub::media::{Kind, Media};
 use crate::cmd::serve::hub::table::{Counters, StreamId};
 use crate::net::file::advise_sequential;
@@ -243,6 +245,7 @@ fn period_of(fps: f64) -> Nanos {
 /// room, earliest deadline first; wait when every ring is full.
 fn run(commands: &Receiver<Command>, wake: &Receiver<()>, stop: &AtomicBool) {
     let mut flows: HashMap<StreamId, Box<Flow>> = HashMap::new();
+    let origin = Origin::now();
     while !stop.load(Ordering::Acquire) {
         loop {
             match commands.try_recv() {
@@ -256,7 +259,7 @@ fn run(commands: &Receiver<Command>, wake: &Receiver<()>, stop: &AtomicBool) {
                 Err(TryRecvError::Disconnected) => return,
             }
         }
-        let order = due_order(&mut flows, Instant::now());
+        let order = due_order(&mut flows, origin.elapsed());
         if order.is_empty() {
             select! {
                 recv(wake) -> _ => {}
@@ -281,24 +284,27 @@ fn run(commands: &Receiver<Command>, wake: &Receiver<()>, stop: &AtomicBool) {
     }
 }
 
-/// Streams with a free buffer, by deadline (then priority).
-fn due_order(flows: &mut HashMap<StreamId, Box<Flow>>, now: Instant) -> Vec<StreamId> {
-    let _ = now;
-    let mut due: Vec<(u64, Reverse<u8>, StreamId)> = flows
+/// Streams with a free buffer in the order to read them (the rule is
+/// `readahead::due_order`); takes a returned buffer as each flow's spare.
+fn due_order(flows: &mut HashMap<StreamId, Box<Flow>>, now: Nanos) -> Vec<StreamId> {
+    let rings: Vec<RingFill> = flows
         .iter_mut()
         .filter(|(_, f)| !f.done)
-        .filter_map(|(id, f)| {
+        .map(|(id, f)| {
             if f.spare.is_none() {
                 f.spare = f.empty.try_recv().ok();
             }
-            f.spare.as_ref()?;
             // Play time left in the ring: when it runs dry.
-            let left = f.period.as_nanos().saturating_mul(f.full.len() as u64);
-            Some((left, Reverse(f.priority), *id))
+            let left = f.period.saturating_mul(f.full.len() as u64);
+            RingFill {
+                id: *id,
+                due: now.saturating_add(left),
+                priority: f.priority,
+                room: f.spare.is_some(),
+            }
         })
         .collect();
-    due.sort_unstable();
-    due.into_iter().map(|(_, _, id)| id).collect()
+    readahead::due_order(now, &rings)
 }
 
 /// Reads the next chunk of `f` into its spare buffer and delivers it.

@@ -1,0 +1,145 @@
+//! What serve's policy refuses: a bad `--allow` block or token, a
+//! destination outside the allow-list, a stream over the rate or load
+//! budget, and a cluster leg that cannot be sent.
+
+use std::net::IpAddr;
+
+use crate::BitRate;
+use crate::video::stripe::Rule;
+
+use super::cidr::Cidr;
+
+/// Everything serve's policy can refuse. The texts name the value and
+/// what to do; the driver maps each to its HTTP or RTSP status.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Error {
+    /// `--allow` text that is no address.
+    #[error("--allow '{text}' is not an address block such as 127.0.0.0/8 or fd00::/64")]
+    BadCidr {
+        /// The text given.
+        text: String,
+    },
+    /// `--allow` with a prefix longer than the address.
+    #[error("--allow '{text}': prefix length must be 0..={max}")]
+    CidrPrefix {
+        /// The text given.
+        text: String,
+        /// 32 for IPv4, 128 for IPv6.
+        max: u8,
+    },
+    /// A destination that is neither the client nor inside `--allow`.
+    #[error(
+        "destination {destination} is neither your own address ({client}) nor inside --allow \
+         ({}); start the server with --allow {destination}/32 to permit it",
+        blocks(.allowed)
+    )]
+    DestinationNotAllowed {
+        /// The client's address.
+        client: IpAddr,
+        /// The destination it named.
+        destination: IpAddr,
+        /// The `--allow` blocks.
+        allowed: Vec<Cidr>,
+    },
+    /// The busiest pacing thread is over the load limit.
+    #[error(
+        "the pacing threads are {:.0}% busy (limit {:.0}%): another stream would make \
+         every stream late; stop a stream or add cores",
+        .load * 100.0,
+        .max * 100.0
+    )]
+    LoadOverBudget {
+        /// The busiest pacing thread's share of time spent working.
+        load: f64,
+        /// The limit (`--max-load`).
+        max: f64,
+    },
+    /// A stream that would take the total over `--max-rate`.
+    #[error(
+        "a stream of {} on top of the {} in use would exceed --max-rate {}",
+        rate(*.asked),
+        rate(*.reserved),
+        rate(*.max)
+    )]
+    RateOverBudget {
+        /// The stream's rate.
+        asked: BitRate,
+        /// Rate reserved by the streams already admitted.
+        reserved: BitRate,
+        /// `--max-rate`.
+        max: BitRate,
+    },
+    /// A `--token` too short to resist guessing.
+    #[error("--token is {len} characters: use at least 8 (random)")]
+    TokenTooShort {
+        /// Its length.
+        len: usize,
+    },
+    /// An API reachable from the network without a token.
+    #[error(
+        "the HTTP API is not bound to loopback, so it needs --token TOKEN (or NAGARE_TOKEN); \
+         or bind it with --http 127.0.0.1:8080"
+    )]
+    TokenNeeded,
+    /// Stripe, SSRC or start frame asked of an MPEG-TS path.
+    #[error("'{path}' is MPEG-TS: stripe, ssrc and epoch_frame are for raw video and patterns")]
+    LegOnTs {
+        /// The path.
+        path: String,
+    },
+    /// A stripe split the frame size does not allow.
+    #[error("stripe split {rule} count {count} does not fit {width}x{height}: {why}")]
+    StripeSplit {
+        /// The split rule.
+        rule: Rule,
+        /// Stripes asked for.
+        count: usize,
+        /// Frame width.
+        width: u32,
+        /// Frame height.
+        height: u32,
+        /// Why the split fails.
+        why: crate::video::Error,
+    },
+    /// A stripe index beyond the count.
+    #[error("stripe index {index} is not one of {count} stripes: give 0..={}", .count - 1)]
+    StripeIndex {
+        /// The index asked for.
+        index: usize,
+        /// Stripes in the split.
+        count: usize,
+    },
+    /// A first frame too far in the future.
+    #[error(
+        "epoch_frame {frame} starts more than a minute from now: give a frame within the next minute"
+    )]
+    StartTooFar {
+        /// The frame asked for.
+        frame: u64,
+    },
+}
+
+/// `--allow` blocks as the refusal lists them.
+fn blocks(allowed: &[Cidr]) -> String {
+    if allowed.is_empty() {
+        return "none".to_string();
+    }
+    let texts: Vec<String> = allowed.iter().map(Cidr::to_string).collect();
+    texts.join(", ")
+}
+
+/// A rate with two decimals (`6.00 Mbit/s`), as the serve log and
+/// progress line print rates, so the refusal and the log agree.
+fn rate(r: BitRate) -> String {
+    let bps = r.as_f64();
+    let (v, unit) = if bps >= 1e9 {
+        (bps / 1e9, "Gbit/s")
+    } else if bps >= 1e6 {
+        (bps / 1e6, "Mbit/s")
+    } else if bps >= 1e3 {
+        (bps / 1e3, "kbit/s")
+    } else {
+        (bps, "bit/s")
+    };
+    format!("{v:.2} {unit}")
+}

@@ -1,0 +1,22 @@
+//! The decisions of `nagare serve` that are not RTSP's: who may make the
+//! server send where ([`access`]), whether a new stream fits the rate
+//! and load budget ([`Budget`]), when and what a cluster leg sends
+//! ([`leg`]), which ring the read-ahead thread fills next
+//! ([`readahead`]) and the SDP a DESCRIBE answers with ([`describe`]).
+//!
+//! All of it is plain functions over values: the driver keeps the shared
+//! running totals (atomics), reads the clock and passes the time in as
+//! [`Nanos`](crate::Nanos), and maps each [`Error`] to an HTTP or RTSP
+//! status and the error's text.
+
+pub mod access;
+mod cidr;
+pub mod describe;
+mod error;
+pub mod leg;
+pub mod readahead;
+#[cfg(test)]
+mod tests;
+
+pub use access::{AllowList, Budget, Cidr, Token};
+pub use error::Error;

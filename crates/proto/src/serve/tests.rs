@@ -1,0 +1,300 @@
+use std::net::IpAddr;
+
+use super::describe::{self, Track};
+use super::leg::{self, LEG_MARGIN, MAX_START_AHEAD};
+use super::readahead::{RingFill, due_order};
+use super::*;
+use crate::video::stripe::Rule;
+use crate::{BitRate, FrameRate, Nanos, PixelFormat, VideoFormat};
+
+fn ip(text: &str) -> IpAddr {
+    text.parse().unwrap()
+}
+
+#[test]
+fn cidr_blocks_contain_their_addresses() {
+    let b = Cidr::parse("10.1.0.0/16").unwrap();
+    assert!(b.contains(ip("10.1.200.3")));
+    assert!(!b.contains(ip("10.2.0.1")));
+    assert!(b.contains(ip("::ffff:10.1.0.9")));
+    assert!(Cidr::parse("::/0").unwrap().contains(ip("fd00::1")));
+    assert!(!Cidr::parse("::/0").unwrap().contains(ip("1.2.3.4")));
+    assert!(Cidr::parse("0.0.0.0/0").unwrap().contains(ip("1.2.3.4")));
+    assert_eq!(
+        Cidr::parse(" 10.0.0.7 ").unwrap().to_string(),
+        "10.0.0.7/32"
+    );
+    assert_eq!(
+        Cidr::parse("::ffff:192.168.0.0/112").unwrap().to_string(),
+        "192.168.0.0/112"
+    );
+    assert_eq!(
+        "fd00::/64".parse::<Cidr>().unwrap().to_string(),
+        "fd00::/64"
+    );
+}
+
+#[test]
+fn bad_cidr_text_is_refused_with_the_text() {
+    let e = Cidr::parse("nope").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "--allow 'nope' is not an address block such as 127.0.0.0/8 or fd00::/64"
+    );
+    assert_eq!(
+        Cidr::parse("10.0.0.0/33").unwrap_err(),
+        Error::CidrPrefix {
+            text: "10.0.0.0/33".into(),
+            max: 32
+        }
+    );
+    assert_eq!(
+        Cidr::parse("fd00::/129").unwrap_err().to_string(),
+        "--allow 'fd00::/129': prefix length must be 0..=128"
+    );
+    assert!(Cidr::parse("10.0.0.0/x").is_err());
+}
+
+#[test]
+fn allow_list_permits_own_address_and_blocks() {
+    let list = AllowList::new(vec![Cidr::parse("239.0.0.0/8").unwrap()]);
+    let me = ip("127.0.0.1");
+    assert!(list.permits(me, me));
+    assert!(list.permits(me, ip("::ffff:127.0.0.1")));
+    assert!(list.permits(me, ip("239.1.1.1")));
+    assert!(!list.permits(me, ip("127.0.0.2")));
+    assert_eq!(list.check(me, ip("239.1.1.1")), Ok(()));
+    let e = list.check(me, ip("10.0.0.9")).unwrap_err();
+    assert_eq!(
+        e,
+        Error::DestinationNotAllowed {
+            client: me,
+            destination: ip("10.0.0.9"),
+            allowed: vec![Cidr::parse("239.0.0.0/8").unwrap()],
+        }
+    );
+    assert_eq!(
+        e.to_string(),
+        "destination 10.0.0.9 is neither your own address (127.0.0.1) nor inside --allow \
+         (239.0.0.0/8); start the server with --allow 10.0.0.9/32 to permit it"
+    );
+    let none = AllowList::default().check(me, ip("10.0.0.9")).unwrap_err();
+    assert!(
+        none.to_string().contains("inside --allow (none);"),
+        "{none}"
+    );
+    let two = AllowList::new(vec![
+        Cidr::parse("10.1.0.0/16").unwrap(),
+        Cidr::parse("fd00::/64").unwrap(),
+    ]);
+    let e = two.check(me, ip("10.2.0.1")).unwrap_err().to_string();
+    assert!(e.contains("(10.1.0.0/16, fd00::/64)"), "{e}");
+}
+
+#[test]
+fn token_is_checked_in_full() {
+    let t = Token::new(Some("s3cret-token".into()), false).unwrap();
+    assert!(t.admits(Some("Bearer s3cret-token")));
+    assert!(t.admits(Some("  Bearer  s3cret-token ")));
+    assert!(!t.admits(Some("Bearer s3cret-tokeN")));
+    assert!(!t.admits(Some("Bearer s3cret-toke")));
+    assert!(!t.admits(Some("s3cret-token")));
+    assert!(!t.admits(None));
+    assert_eq!(format!("{t:?}"), "Token(\"set\")");
+    assert_eq!(
+        Token::new(Some("short".into()), true).unwrap_err(),
+        Error::TokenTooShort { len: 5 }
+    );
+    assert_eq!(Token::new(None, false).unwrap_err(), Error::TokenNeeded);
+    assert!(Token::new(None, true).unwrap().admits(None));
+}
+
+#[test]
+fn budget_admits_up_to_max_rate() {
+    let b = Budget {
+        max_rate: Some(BitRate(10_000_000)),
+        max_load: 0.9,
+    };
+    let after = b.admit(BitRate(0), BitRate(6_000_000), 0.1).unwrap();
+    assert_eq!(after, BitRate(6_000_000));
+    assert_eq!(
+        b.admit(after, BitRate(4_000_000), 0.9),
+        Ok(BitRate(10_000_000))
+    );
+    let e = b.admit(after, BitRate(6_000_000), 0.1).unwrap_err();
+    assert_eq!(
+        e,
+        Error::RateOverBudget {
+            asked: BitRate(6_000_000),
+            reserved: BitRate(6_000_000),
+            max: BitRate(10_000_000),
+        }
+    );
+    assert_eq!(
+        e.to_string(),
+        "a stream of 6.00 Mbit/s on top of the 6.00 Mbit/s in use would exceed --max-rate 10.00 Mbit/s"
+    );
+    assert_eq!(Budget::release(after, BitRate(6_000_000)), BitRate(0));
+    assert_eq!(Budget::release(BitRate(1), BitRate(6_000_000)), BitRate(0));
+    let unlimited = Budget {
+        max_rate: None,
+        max_load: 0.9,
+    };
+    assert_eq!(
+        unlimited.admit(BitRate(u64::MAX - 1), BitRate(5), 0.0),
+        Ok(BitRate(u64::MAX))
+    );
+}
+
+#[test]
+fn budget_checks_load_before_rate() {
+    let b = Budget {
+        max_rate: Some(BitRate(1)),
+        max_load: 0.8,
+    };
+    let e = b.admit(BitRate(0), BitRate(1_500), 0.95).unwrap_err();
+    assert_eq!(
+        e,
+        Error::LoadOverBudget {
+            load: 0.95,
+            max: 0.8
+        }
+    );
+    assert_eq!(
+        e.to_string(),
+        "the pacing threads are 95% busy (limit 80%): another stream would make every stream \
+         late; stop a stream or add cores"
+    );
+    let e = b.admit(BitRate(1), BitRate(1_500), 0.8).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("a stream of 1.50 kbit/s on top of the 1.00 bit/s in use"),
+        "{e}"
+    );
+}
+
+fn hd() -> VideoFormat {
+    VideoFormat::new(1920, 1080, PixelFormat::Uyvy422).unwrap()
+}
+
+#[test]
+fn leg_stripe_is_checked_against_the_frame() {
+    let (s, i) = leg::stripe(hd(), Rule::Lines, 4, 3).unwrap();
+    assert_eq!((s.count(), i), (4, 3));
+    assert_eq!(
+        leg::stripe(hd(), Rule::Lines, 4, 4)
+            .unwrap_err()
+            .to_string(),
+        "stripe index 4 is not one of 4 stripes: give 0..=3"
+    );
+    let e = leg::stripe(hd(), Rule::Lines, 0, 0).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::StripeSplit {
+                count: 0,
+                width: 1920,
+                height: 1080,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(
+        e.to_string()
+            .starts_with("stripe split lines count 0 does not fit 1920x1080: "),
+        "{e}"
+    );
+}
+
+#[test]
+fn leg_starts_on_the_soonest_frame_the_pacer_makes() {
+    let rate = FrameRate::new(25, 1).unwrap(); // 40 ms frames
+    let lead = Nanos::from_millis(100);
+    let now = Nanos::from_secs(1_000); // frame 25_000 starts here
+    // 100 ms lead + 20 ms margin: frame 25_003 starts exactly then.
+    assert_eq!(leg::first_frame(rate, None, now, lead), Ok(25_003));
+    assert_eq!(
+        leg::first_frame(rate, None, now + Nanos(1), lead),
+        Ok(25_004)
+    );
+    // Too soon is moved up; later is kept.
+    assert_eq!(leg::first_frame(rate, Some(10), now, lead), Ok(25_003));
+    assert_eq!(leg::first_frame(rate, Some(26_000), now, lead), Ok(26_000));
+    // Exactly a minute ahead is the last frame allowed.
+    assert_eq!(LEG_MARGIN, Nanos::from_millis(20));
+    assert_eq!(MAX_START_AHEAD, Nanos::from_secs(60));
+    assert_eq!(leg::first_frame(rate, Some(26_500), now, lead), Ok(26_500));
+    let e = leg::first_frame(rate, Some(26_501), now, lead).unwrap_err();
+    assert_eq!(e, Error::StartTooFar { frame: 26_501 });
+    assert_eq!(
+        e.to_string(),
+        "epoch_frame 26501 starts more than a minute from now: give a frame within the next minute"
+    );
+    // The frame moves with the clock.
+    assert_eq!(
+        leg::first_frame(rate, None, now + Nanos::from_secs(1), lead),
+        Ok(25_028)
+    );
+}
+
+fn ring(id: u64, due_ms: u64, priority: u8) -> RingFill {
+    RingFill {
+        id,
+        due: Nanos::from_millis(due_ms),
+        priority,
+        room: true,
+    }
+}
+
+#[test]
+fn readahead_reads_the_ring_that_runs_dry_first() {
+    let now = Nanos::from_millis(1_000);
+    let rings = [
+        ring(1, 1_080, 200),
+        ring(2, 1_040, 0),
+        ring(3, 1_040, 9),
+        RingFill {
+            room: false,
+            ..ring(4, 1_000, 255)
+        },
+        ring(5, 1_000, 1),
+    ];
+    assert_eq!(due_order(now, &rings), vec![5, 3, 2, 1]);
+    assert_eq!(due_order(now, &[]), Vec::<u64>::new());
+}
+
+#[test]
+fn readahead_rings_already_dry_go_by_priority() {
+    // Ring 1 ran dry long ago, ring 2 just now; at 1 s both are dry, so
+    // the higher priority reads first. Earlier, ring 1 was still the
+    // one that would run dry first.
+    let rings = [ring(1, 900, 10), ring(2, 990, 50), ring(3, 1_500, 255)];
+    assert_eq!(due_order(Nanos::from_millis(1_000), &rings), vec![2, 1, 3]);
+    assert_eq!(due_order(Nanos::from_millis(800), &rings), vec![1, 2, 3]);
+    assert_eq!(due_order(Nanos::from_millis(950), &rings), vec![1, 2, 3]);
+    assert_eq!(due_order(Nanos::from_millis(2_000), &rings), vec![3, 2, 1]);
+}
+
+#[test]
+fn describe_raw_and_ts() {
+    let rate = FrameRate::new(25, 1).unwrap();
+    let format = VideoFormat::new(320, 180, PixelFormat::Uyvy422).unwrap();
+    let raw = describe::sdp("bars", Track::Raw { format, rate }, 1_700_000_000);
+    assert_eq!(
+        raw,
+        "v=0\r\no=- 1700000000 1700000000 IN IP4 0.0.0.0\r\ns=bars\r\nc=IN IP4 0.0.0.0\r\n\
+         t=0 0\r\nm=video 0 RTP/AVP 96\r\na=rtpmap:96 raw/90000\r\n\
+         a=fmtp:96 sampling=YCbCr-4:2:2; width=320; height=180; exactframerate=25; depth=8; \
+         TCS=SDR; colorimetry=BT709; PM=2110GPM; SSN=ST2110-20:2017; \r\n\
+         a=mediaclk:direct=0\r\na=control:trackID=0\r\n"
+    );
+    let ts = describe::sdp("clip.ts", Track::Ts, 42);
+    // No origin line for TS: players accept it, and it is what the
+    // server has always sent (see the sdpoker and VLC tests).
+    assert_eq!(
+        ts,
+        "v=0\r\ns=clip.ts\r\nc=IN IP4 0.0.0.0\r\nt=0 0\r\nm=video 0 RTP/AVP 33\r\n\
+         a=rtpmap:33 MP2T/90000\r\na=control:trackID=0\r\n"
+    );
+}
