@@ -118,7 +118,7 @@ async fn accept_loop(server: &Arc<Server>, listener: TcpListener) {
 /// Starts a connection's task, or turns it away with `503` when a cap is
 /// reached.
 fn admit(server: &Arc<Server>, open: &Arc<Open>, stream: tokio::net::TcpStream, peer: SocketAddr) {
-    let client = crate::cmd::serve::hub::access::canonical(peer.ip());
+    let client = nagare_proto::serve::access::canonical(peer.ip());
     let Some(slot) = Slot::take(open, client) else {
         server.stats.api_refused.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(turn_away(stream));
