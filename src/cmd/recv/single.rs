@@ -32,7 +32,8 @@ pub(crate) struct Bound {
 impl Bound {
     /// Binds and joins as configured.
     pub(crate) fn open(cfg: &RecvConfig) -> Result<Bound> {
-        let rx = Receiver::open(cfg.listen, &cfg.socket)?;
+        let mut rx = Receiver::open(cfg.listen, &cfg.socket)?;
+        rx.read_on_a_timer();
         Ok(Bound { rx })
     }
 

@@ -367,8 +367,9 @@ impl Unit {
             if let Some(s) = l.source {
                 udp::check_family(addr.ip(), Some(s))?;
             }
-            let rx = Receiver::open(addr, &opts)
+            let mut rx = Receiver::open(addr, &opts)
                 .with_context(|| format!("stripe {k} leg {leg}: listening on {addr}"))?;
+            rx.read_on_a_timer();
             for n in &rx.notices {
                 eprintln!("nagare recv: note: stripe {k}: {n}");
             }
