@@ -143,7 +143,7 @@ fn admit(server: &Arc<Server>, open: &Arc<Open>, stream: tokio::net::TcpStream, 
 
 /// The whole answer to a connection over the caps.
 const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n\
-Content-Length: 71\r\nConnection: close\r\nRetry-After: 1\r\n\r\n\
+Content-Length: 68\r\nConnection: close\r\nRetry-After: 1\r\n\r\n\
 {\"error\": \"too many connections: close some, or retry in a second\"}\n";
 
 /// Writes [`BUSY`] to a connection over the caps and closes it, all
