@@ -95,6 +95,11 @@ pub(crate) struct ServeArgs {
     /// closed as they are accepted.
     #[arg(long, default_value_t = 2048)]
     pub max_connections: usize,
+    /// RTSP connections from one client address at once (default: an
+    /// eighth of --max-connections), so one address cannot hold every
+    /// slot.
+    #[arg(long)]
+    pub max_connections_per_address: Option<usize>,
     /// Rate of MPEG-TS files without PCR (e.g. 6M).
     #[arg(long, default_value = "6M", value_parser = cli::parse_bit_rate)]
     pub ts_rate: u64,
@@ -203,6 +208,10 @@ fn build(args: &ServeArgs, media: hub::media::Catalog, token: Token) -> Result<S
             multicast_interface: args.multicast_interface.clone(),
             send_buffer: 1 << 20,
             max_connections: args.max_connections,
+            max_connections_per_address: args
+                .max_connections_per_address
+                .unwrap_or(args.max_connections / 8)
+                .max(1),
         },
         started: Instant::now(),
         stop: crate::signal::stop_flag(),

@@ -209,3 +209,48 @@ fn running_out_of_file_descriptors_is_survived() {
     let (_, _, err) = serve.terminate();
     assert!(err.contains("HTTP accept failed"), "{err}");
 }
+
+/// A TCP connection to `to` from the loopback address `from`.
+fn connect_from(from: [u8; 4], to: std::net::SocketAddr) -> TcpStream {
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.bind(&std::net::SocketAddr::from((from, 0)).into())
+        .unwrap();
+    sock.connect(&to.into()).unwrap();
+    sock.into()
+}
+
+/// Whether an RTSP OPTIONS on `s` is answered 200.
+fn rtsp_options_ok(s: &mut TcpStream) -> bool {
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    if s.write_all(b"OPTIONS * RTSP/1.0\r\nCSeq: 1\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut buf = [0u8; 64];
+    matches!(s.read(&mut buf), Ok(n) if n > 0 && buf[..n].starts_with(b"RTSP/1.0 200"))
+}
+
+#[test]
+fn one_address_holding_rtsp_slots_cannot_shut_out_another() {
+    let media = Media::new("serve-rtspcap");
+    let serve = Serve::start(&media, &["--max-connections-per-address", "20"]);
+    let held: Vec<TcpStream> = (0..20)
+        .map(|_| connect_from([127, 0, 0, 1], serve.rtsp))
+        .collect();
+    // Each held connection answers (it was served, not queued)...
+    let mut first = held.into_iter();
+    let mut one = first.next().unwrap();
+    assert!(rtsp_options_ok(&mut one));
+    let held: Vec<TcpStream> = std::iter::once(one).chain(first).collect();
+    // ...the 21st from the same address is closed at once...
+    let mut extra = connect_from([127, 0, 0, 1], serve.rtsp);
+    assert!(
+        !rtsp_options_ok(&mut extra),
+        "the 21st connection was served"
+    );
+    // ...and another address is served while they are held.
+    let mut other = connect_from([127, 0, 0, 2], serve.rtsp);
+    assert!(rtsp_options_ok(&mut other));
+    drop(held);
+}

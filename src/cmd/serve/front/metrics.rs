@@ -147,7 +147,7 @@ fn totals(server: &Server, reg: &mut Registry) {
     counter(
         reg,
         "nagare_rtsp_refused",
-        "RTSP requests answered 4xx/5xx",
+        "RTSP requests answered 4xx/5xx, and connections closed at accept over a cap",
         load(&s.rtsp_refused),
     );
     counter(

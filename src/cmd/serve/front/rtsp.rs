@@ -4,6 +4,7 @@
 //! which carries both responses and interleaved media. The media itself
 //! is paced by the pacing threads, never here.
 
+use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::Ordering;
@@ -76,6 +77,8 @@ pub(crate) fn listen(server: Arc<Server>, listener: TcpListener) {
         eprintln!("nagare serve: cannot poll the RTSP listener; RTSP is off");
         return;
     }
+    let per_address = Arc::new(Mutex::new(HashMap::new()));
+    let per_address_cap = server.settings.max_connections_per_address;
     while !server.stopping() {
         match listener.accept() {
             Ok((stream, peer)) => {
@@ -92,12 +95,22 @@ pub(crate) fn listen(server: Arc<Server>, listener: TcpListener) {
                     drop(stream);
                     continue;
                 }
+                // One address may hold only its share, so it cannot shut
+                // every other client out by holding connections open.
+                let Some(place) = AddressPlace::take(&per_address, peer.ip(), per_address_cap)
+                else {
+                    open.fetch_sub(1, Ordering::AcqRel);
+                    server.stats.rtsp_refused.fetch_add(1, Ordering::Relaxed);
+                    drop(stream);
+                    continue;
+                };
                 let s = server.clone();
                 let spawned =
                     std::thread::Builder::new()
                         .name("serve-rtsp".into())
                         .spawn(move || {
                             connection(s.clone(), stream, peer);
+                            drop(place);
                             s.stats.rtsp_open.fetch_sub(1, Ordering::AcqRel);
                         });
                 if let Err(e) = spawned {
@@ -111,6 +124,44 @@ pub(crate) fn listen(server: Arc<Server>, listener: TcpListener) {
             Err(e) => {
                 eprintln!("nagare serve: RTSP accept failed: {e}");
                 std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+}
+
+/// Connections open per client address.
+type PerAddress = Arc<Mutex<HashMap<IpAddr, usize>>>;
+
+/// A connection's place under the per-address cap, given back on drop.
+struct AddressPlace {
+    map: PerAddress,
+    ip: IpAddr,
+}
+
+impl AddressPlace {
+    /// A place for a connection from `ip`, if it holds fewer than `cap`.
+    fn take(map: &PerAddress, ip: IpAddr, cap: usize) -> Option<AddressPlace> {
+        let ip = nagare_proto::serve::access::canonical(ip);
+        let mut m = map.lock().unwrap_or_else(|p| p.into_inner());
+        let n = m.entry(ip).or_insert(0);
+        if *n >= cap {
+            return None;
+        }
+        *n += 1;
+        Some(AddressPlace {
+            map: Arc::clone(map),
+            ip,
+        })
+    }
+}
+
+impl Drop for AddressPlace {
+    fn drop(&mut self) {
+        let mut m = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = m.get_mut(&self.ip) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                m.remove(&self.ip);
             }
         }
     }

@@ -52,6 +52,9 @@ pub(crate) struct Settings {
     pub send_buffer: usize,
     /// RTSP connections served at once; more are closed at accept.
     pub max_connections: usize,
+    /// RTSP connections from one address at once; more are closed at
+    /// accept.
+    pub max_connections_per_address: usize,
 }
 
 /// The daemon's shared state.
