@@ -52,6 +52,16 @@ fn bad_rtsp_requests_get_4xx_and_the_server_lives_on() {
     assert_eq!(c.reply().status, 400);
     c.send_raw(b"\x00\x01 nonsense \r\n\r\n");
     assert_eq!(c.reply().status, 400);
+    // A head ended by bare line feeds, and Content-Length headers that
+    // disagree: 400 at once, not a wait for the size limit or a guess.
+    let mut bare = Rtsp::connect(serve.rtsp);
+    bare.send_raw(b"OPTIONS * RTSP/1.0\nCSeq: 1\n\n");
+    assert_eq!(bare.reply().status, 400);
+    let mut two = Rtsp::connect(serve.rtsp);
+    two.send_raw(
+        b"GET_PARAMETER * RTSP/1.0\r\nCSeq: 1\r\nContent-Length: 0\r\nContent-Length: 5\r\n\r\nhello",
+    );
+    assert_eq!(two.reply().status, 400);
     // The server still answers a new client.
     let mut d = Rtsp::connect(serve.rtsp);
     let r = d.request("OPTIONS", &url, &[]);

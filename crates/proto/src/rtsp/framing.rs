@@ -189,6 +189,12 @@ impl Framer {
         let found = self.buf[from..]
             .windows(HEAD_END.len())
             .position(|w| w == HEAD_END);
+        // A head ended by bare line feeds would never see its CRLF CRLF:
+        // answer 400 at once instead of waiting for the size limit.
+        let bare = self.buf[from..].windows(2).position(|w| w == b"\n\n");
+        if bare.is_some_and(|b| found.is_none_or(|f| b < f)) {
+            return Err(Error::Malformed);
+        }
         let Some(pos) = found else {
             self.scanned = self.buf.len();
             if self.buf.len() > self.limits.header_bytes {
@@ -214,6 +220,9 @@ impl Framer {
                 limit: self.limits.headers,
             });
         }
+        if conflicting_lengths(&self.buf[..len]) {
+            return Err(Error::Malformed);
+        }
         let body = body_length(&self.buf[..len])?;
         if body > self.limits.body_bytes {
             return Err(Error::BodyTooLarge {
@@ -225,6 +234,30 @@ impl Framer {
         self.head = Some(head);
         Ok(Some(head))
     }
+}
+
+/// Whether `head` has Content-Length headers that disagree: where the
+/// body ends is then unknown (RFC 7230 §3.3.3 answers 400), while equal
+/// duplicates say one thing.
+fn conflicting_lengths(head: &[u8]) -> bool {
+    let mut seen: Option<&[u8]> = None;
+    for line in head.split(|&b| b == b'\n') {
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            continue;
+        };
+        if !line[..colon]
+            .trim_ascii()
+            .eq_ignore_ascii_case(b"content-length")
+        {
+            continue;
+        }
+        let value = line[colon + 1..].trim_ascii();
+        match seen {
+            Some(v) if v != value => return true,
+            _ => seen = Some(value),
+        }
+    }
+    false
 }
 
 /// The body length of a message whose head is `head`, read by rtsp-types.
@@ -411,5 +444,24 @@ mod tests {
         let got = frames(input, 4).unwrap();
         assert_eq!(got.len(), 3);
         assert!(got[1].1.ends_with(b"hi"));
+    }
+
+    #[test]
+    fn bare_line_feeds_and_conflicting_lengths_are_refused_at_once() {
+        assert_eq!(
+            frames(b"OPTIONS * RTSP/1.0\nCSeq: 1\n\n", 100).unwrap_err(),
+            Error::Malformed
+        );
+        assert_eq!(
+            frames(b"OPTIONS * RTSP/1.0\r\nCSeq: 1\r\n\n", 100).unwrap_err(),
+            Error::Malformed
+        );
+        let two = b"GET_PARAMETER * RTSP/1.0\r\nCSeq: 2\r\nContent-Length: 0\r\n\
+            Content-Length: 5\r\n\r\nhello";
+        assert_eq!(frames(two, 100).unwrap_err(), Error::Malformed);
+        // The same length twice says one thing.
+        let same = b"GET_PARAMETER * RTSP/1.0\r\nCSeq: 2\r\nContent-Length: 5\r\n\
+            content-length:5\r\n\r\nhello";
+        assert!(frames(same, 100).is_ok());
     }
 }
