@@ -95,6 +95,10 @@ pub(crate) struct ServeArgs {
     /// closed as they are accepted.
     #[arg(long, default_value_t = 2048)]
     pub max_connections: usize,
+    /// Serve symbolic links in --media that lead out of it (refused by
+    /// default: a link to /etc/passwd would be sent to any client).
+    #[arg(long)]
+    pub follow_symlinks: bool,
     /// RTSP connections from one client address at once (default: an
     /// eighth of --max-connections), so one address cannot hold every
     /// slot.
@@ -117,8 +121,12 @@ pub(crate) fn main(args: ServeArgs) -> Result<ExitCode> {
         Some(p) => read_config(p)?,
         None => ServeConfig::default(),
     };
-    let media =
-        hub::media::Catalog::scan(args.media.as_deref(), &config.media, BitRate(args.ts_rate))?;
+    let media = hub::media::Catalog::scan(
+        args.media.as_deref(),
+        &config.media,
+        BitRate(args.ts_rate),
+        args.follow_symlinks,
+    )?;
     let token = Token::new(
         args.token
             .clone()

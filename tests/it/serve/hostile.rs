@@ -254,3 +254,48 @@ fn one_address_holding_rtsp_slots_cannot_shut_out_another() {
     assert!(rtsp_options_ok(&mut other));
     drop(held);
 }
+
+#[test]
+fn links_out_of_media_are_not_served_and_one_bad_file_is_skipped() {
+    let media = Media::new("serve-files");
+    // A link to a file outside --media, one to a file inside, and a raw
+    // file whose sidecar has a typo.
+    let outside = crate::common::Scratch::new("serve-files-outside");
+    std::fs::write(outside.path("secret.ts"), b"not for clients").unwrap();
+    std::os::unix::fs::symlink(outside.path("secret.ts"), media.dir.path("leak.ts")).unwrap();
+    std::os::unix::fs::symlink(media.dir.path("clip.yuv"), media.dir.path("same.yuv")).unwrap();
+    std::fs::write(
+        media.dir.path("same.yuv.toml"),
+        "size = \"320x240\"\npix_fmt = \"uyvy422\"\nfps = \"25\"\n",
+    )
+    .unwrap();
+    std::fs::write(media.dir.path("typo.yuv"), vec![0u8; 1024]).unwrap();
+    std::fs::write(
+        media.dir.path("typo.yuv.toml"),
+        "size = \"320x240\"\npix_fmt = \"uyvy42\"\nfps = \"25\"\n",
+    )
+    .unwrap();
+    let serve = Serve::start(&media, &[]);
+    let list: serde_json::Value = serve.api_json("GET", "/v3/paths/list", None, 200);
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"clip.yuv") && names.contains(&"same.yuv"),
+        "{names:?}"
+    );
+    assert!(
+        !names.contains(&"leak.ts"),
+        "a link out of --media is served: {names:?}"
+    );
+    assert!(!names.contains(&"typo.yuv"), "{names:?}");
+    // Sources are named by catalog name, not by the server's paths.
+    let text = list.to_string();
+    assert!(!text.contains(&media.path()), "{text}");
+    let (_, _, err) = serve.terminate();
+    assert!(err.contains("a symbolic link out of --media"), "{err}");
+    assert!(err.contains("skipping 'typo.yuv'"), "{err}");
+}

@@ -108,10 +108,12 @@ impl Media {
 
     /// The source as `/v3/paths/list` shows it.
     pub(crate) fn source(&self) -> PathSource {
+        // The catalog name, never the server's file path: clients have
+        // no business knowing the server's directory layout.
         let (kind, id) = match &self.kind {
-            Kind::Raw { path, .. } => ("rawFile", path.display().to_string()),
+            Kind::Raw { .. } => ("rawFile", self.name.clone()),
             Kind::Pattern { .. } => ("pattern", "bars".to_string()),
-            Kind::Ts { path, .. } => ("mpegtsFile", path.display().to_string()),
+            Kind::Ts { .. } => ("mpegtsFile", self.name.clone()),
         };
         PathSource {
             kind: kind.into(),
@@ -162,6 +164,7 @@ impl Catalog {
         dir: Option<&Path>,
         entries: &[MediaEntry],
         ts_rate: BitRate,
+        follow_symlinks: bool,
     ) -> Result<Catalog> {
         let mut c = Catalog::default();
         let pattern = MediaEntry {
@@ -174,7 +177,7 @@ impl Catalog {
         };
         c.insert(from_entry(&pattern, ts_rate)?)?;
         if let Some(dir) = dir {
-            for m in scan_dir(dir, ts_rate)? {
+            for m in scan_dir(dir, ts_rate, follow_symlinks)? {
                 c.insert(m)?;
             }
         }
@@ -218,16 +221,17 @@ impl Catalog {
 }
 
 /// The media files of `dir` (not recursive).
-fn scan_dir(dir: &Path, ts_rate: BitRate) -> Result<Vec<Media>> {
+fn scan_dir(dir: &Path, ts_rate: BitRate, follow_symlinks: bool) -> Result<Vec<Media>> {
     let listing = std::fs::read_dir(dir).with_context(|| {
         format!(
             "cannot list --media directory '{}': give a directory of .ts and raw files",
             dir.display()
         )
     })?;
+    let root = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
     let mut files: Vec<PathBuf> = listing
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_file())
+        .filter(|p| p.is_file() && inside(&root, p, follow_symlinks))
         .collect();
     files.sort();
     let mut out = Vec::new();
@@ -235,22 +239,62 @@ fn scan_dir(dir: &Path, ts_rate: BitRate) -> Result<Vec<Media>> {
         let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
             continue;
         };
-        let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
-        if ext.eq_ignore_ascii_case("ts") {
-            out.push(ts_media(name, path, ts_rate, None)?);
-        } else if !matches!(ext, "toml" | "sdp") {
-            match raw_description(path)? {
-                Some((format, rate, multicast)) => {
-                    out.push(raw_media(name, path, format, rate, multicast)?)
-                }
-                None => eprintln!(
-                    "nagare serve: note: skipping '{}': not .ts and no {name}.toml or .sdp beside it",
-                    path.display()
-                ),
-            }
+        // One bad file costs its own path, never the server.
+        match media_of(name, path, ts_rate) {
+            Ok(Some(m)) => out.push(m),
+            Ok(None) => {}
+            Err(e) => eprintln!("nagare serve: warning: skipping '{name}': {e:#}"),
         }
     }
     Ok(out)
+}
+
+/// Whether `path` (an entry of `--media`) may be served: a symbolic link
+/// that leads out of the directory is not, unless `--follow-symlinks`
+/// (a link to /etc/passwd would otherwise be sent to anyone who asks).
+fn inside(root: &Path, path: &Path, follow_symlinks: bool) -> bool {
+    let is_link = path
+        .symlink_metadata()
+        .is_ok_and(|m| m.file_type().is_symlink());
+    if !is_link || follow_symlinks {
+        return true;
+    }
+    match path.canonicalize() {
+        Ok(target) if target.starts_with(root) => true,
+        Ok(target) => {
+            eprintln!(
+                "nagare serve: note: skipping '{}': a symbolic link out of --media (to '{}'); \
+                 pass --follow-symlinks to serve it",
+                path.display(),
+                target.display()
+            );
+            false
+        }
+        Err(_) => false,
+    }
+}
+
+/// The medium of file `path`, named `name`: `None` for a file that is
+/// not media (a sidecar, or raw data without one).
+fn media_of(name: &str, path: &Path, ts_rate: BitRate) -> Result<Option<Media>> {
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    if ext.eq_ignore_ascii_case("ts") {
+        return ts_media(name, path, ts_rate, None).map(Some);
+    }
+    if matches!(ext, "toml" | "sdp") {
+        return Ok(None);
+    }
+    match raw_description(path)? {
+        Some((format, rate, multicast)) => raw_media(name, path, format, rate, multicast).map(Some),
+        None => {
+            eprintln!(
+                "nagare serve: note: skipping '{}': not .ts and no {name}.toml, NAME.toml or \
+                 .sdp beside it",
+                path.display()
+            );
+            Ok(None)
+        }
+    }
 }
 
 /// The sidecar or SDP of raw file `path`, if it has one.
