@@ -104,6 +104,9 @@ impl Token {
     pub fn new(token: Option<String>, http_is_loopback: bool) -> Result<Token, Error> {
         match token {
             Some(t) if t.len() < MIN_TOKEN_LEN => Err(Error::TokenTooShort { len: t.len() }),
+            // A client's header is trimmed and split at spaces, so such a
+            // token could never be matched: refuse it at start.
+            Some(t) if !t.bytes().all(|b| b.is_ascii_graphic()) => Err(Error::TokenNotPrintable),
             Some(t) => Ok(Token(Some(t.into_bytes()))),
             None if http_is_loopback => Ok(Token(None)),
             None => Err(Error::TokenNeeded),

@@ -75,6 +75,13 @@ pub enum Error {
         /// Its length.
         len: usize,
     },
+    /// A `--token` with spaces, control characters or non-ASCII bytes,
+    /// which no `Authorization: Bearer` header can carry intact.
+    #[error(
+        "--token has spaces, control characters or non-ASCII bytes, which no client can send in \
+         'Authorization: Bearer TOKEN': use printable ASCII (e.g. openssl rand -hex 16)"
+    )]
+    TokenNotPrintable,
     /// An API reachable from the network without a token.
     #[error(
         "the HTTP API is not bound to loopback, so it needs --token TOKEN (or NAGARE_TOKEN); \

@@ -106,6 +106,18 @@ fn token_is_checked_in_full() {
         Error::TokenTooShort { len: 5 }
     );
     assert_eq!(Token::new(None, false).unwrap_err(), Error::TokenNeeded);
+    for unusable in [
+        "        ",
+        "two words here",
+        "tab\there-token",
+        "ünïcödé-token",
+    ] {
+        assert_eq!(
+            Token::new(Some(unusable.into()), false).unwrap_err(),
+            Error::TokenNotPrintable,
+            "{unusable:?}"
+        );
+    }
     assert!(Token::new(None, true).unwrap().admits(None));
 }
 
