@@ -204,3 +204,17 @@ fn recv_needs_a_format() {
         "--listen needs --size and --pix-fmt",
     );
 }
+
+#[test]
+fn cluster_takes_config_before_or_after_the_verb() {
+    // After the verb, as people type it: parsed, so the file is what fails.
+    fails_with(
+        &["cluster", "status", "--config", "/nonexistent/c.toml"],
+        "cannot read --config '/nonexistent/c.toml'",
+    );
+    fails_with(
+        &["cluster", "--config", "/nonexistent/c.toml", "status"],
+        "cannot read --config '/nonexistent/c.toml'",
+    );
+    fails_with(&["cluster", "status"], "needs --config FILE");
+}

@@ -48,9 +48,9 @@ const MOVE_LIMIT: Duration = Duration::from_secs(15);
 /// Command-line arguments of `nagare cluster`.
 #[derive(clap::Args, Debug, Clone)]
 pub(crate) struct ClusterArgs {
-    /// The cluster file (see docs/cluster.md).
-    #[arg(long)]
-    pub config: PathBuf,
+    /// The cluster file (see docs/cluster.md); before or after the verb.
+    #[arg(long, global = true)]
+    pub config: Option<PathBuf>,
     /// Print the report as JSON on stdout.
     #[arg(long, global = true)]
     pub json: bool,
@@ -84,7 +84,13 @@ pub(crate) enum Action {
 
 /// `nagare cluster`.
 pub(crate) fn main(args: ClusterArgs) -> Result<ExitCode> {
-    let cluster = Cluster::load(&args.config)?;
+    let Some(config) = &args.config else {
+        anyhow::bail!(
+            "nagare cluster needs --config FILE (the cluster.toml; see docs/cluster.md), before \
+             or after the verb"
+        );
+    };
+    let cluster = Cluster::load(config)?;
     match &args.action {
         Action::Start { leave } => start(&cluster, *leave, args.json),
         Action::Stop => stop(&cluster, args.json),
