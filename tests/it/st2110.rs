@@ -604,4 +604,15 @@ fn a_tcpdump_capture_of_nagare_send_is_analysed() {
     assert_eq!(ideal.frames, r.frames);
     assert_eq!(r.rtp_delta_ticks.min, Some(1800));
     assert_eq!(r.rtp_delta_ticks.max, Some(1800));
+    // The capture as a plain argument, as people type it, reads the same.
+    let out = nagare()
+        .args(["analyze", file.to_str().unwrap(), "--json"])
+        .args(["--size", "320x240", "--fps", "50", "--tp", "w"])
+        .output()
+        .unwrap();
+    let plain: AnalyzeReport = crate::common::parse_report(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        (plain.frames, plain.packets, plain.lost),
+        (r.frames, r.packets, r.lost)
+    );
 }

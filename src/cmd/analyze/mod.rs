@@ -29,10 +29,14 @@ use crate::analysis::output;
 pub(crate) struct AnalyzeArgs {
     /// Read this pcap or pcapng capture (tcpdump -w, Wireshark) instead of
     /// listening.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "capture")]
     pub pcap: Option<PathBuf>,
+    /// The capture, as a plain argument: `nagare analyze cap.pcap` is
+    /// `nagare analyze --pcap cap.pcap`.
+    #[arg(value_name = "CAPTURE")]
+    pub capture: Option<PathBuf>,
     /// Listen live on HOST:PORT (needs --size, --pix-fmt and --fps).
-    #[arg(long, conflicts_with_all = ["pcap", "sdp"])]
+    #[arg(long, conflicts_with_all = ["pcap", "capture", "sdp"])]
     pub listen: Option<String>,
     /// The stream's SDP: address, port, format, rate and declared sender
     /// type (TP=). Live, it says where to listen; with --pcap, which
@@ -41,7 +45,7 @@ pub(crate) struct AnalyzeArgs {
     pub sdp: Option<PathBuf>,
     /// In a capture, the stream's UDP destination port (default: the
     /// SDP's address and port, else the first RTP stream in the file).
-    #[arg(long, requires = "pcap")]
+    #[arg(long)]
     pub port: Option<u16>,
     /// Frame size WIDTHxHEIGHT (without an SDP).
     #[arg(long, value_parser = cli::parse_size)]
@@ -223,7 +227,15 @@ fn live(args: &AnalyzeArgs, s: Stream) -> Result<(AnalyzeReport, Vec<FramePoint>
 }
 
 /// `nagare analyze`.
-pub(crate) fn main(args: AnalyzeArgs) -> Result<ExitCode> {
+pub(crate) fn main(mut args: AnalyzeArgs) -> Result<ExitCode> {
+    if args.pcap.is_none() {
+        args.pcap = args.capture.take();
+    }
+    if args.port.is_some() && args.pcap.is_none() {
+        bail!(
+            "--port picks a stream in a capture: give the capture (nagare analyze CAPTURE --port N)"
+        );
+    }
     let stream = args.stream()?;
     let (report, points) = match &args.pcap {
         Some(path) => from_capture(&args, path, stream)?,
