@@ -141,6 +141,12 @@ impl Serve {
             .sum()
     }
 
+    /// Waits (up to 10 s) for a stderr line containing `needle`; the line
+    /// stays in the stderr [`Serve::terminate`] returns.
+    pub fn wait_for_log(&mut self, needle: &str) -> String {
+        self.run.as_mut().expect("running").wait_for(needle)
+    }
+
     /// SIGTERM, then the exit status and all of stderr.
     pub fn terminate(mut self) -> (std::process::ExitStatus, String, String) {
         let run = self.run.take().expect("running");
