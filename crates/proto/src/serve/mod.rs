@@ -2,7 +2,8 @@
 //! server send where ([`access`]), whether a new stream fits the rate
 //! and load budget ([`Budget`]), when and what a cluster leg sends
 //! ([`leg`]), which ring the read-ahead thread fills next
-//! ([`readahead`]) and the SDP a DESCRIBE answers with ([`describe`]).
+//! ([`readahead`]), the SDP a DESCRIBE answers with ([`describe`]) and
+//! how many connections a front end holds ([`ConnectionCaps`]).
 //!
 //! All of it is plain functions over values: the driver keeps the shared
 //! running totals (atomics), reads the clock and passes the time in as
@@ -10,6 +11,7 @@
 //! status and the error's text.
 
 pub mod access;
+mod caps;
 mod cidr;
 pub mod describe;
 mod error;
@@ -19,4 +21,5 @@ pub mod readahead;
 mod tests;
 
 pub use access::{AllowList, Budget, Cidr, Token};
+pub use caps::ConnectionCaps;
 pub use error::Error;

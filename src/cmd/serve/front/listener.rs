@@ -19,11 +19,10 @@
 //! - running out of file descriptors slows accepting down, never ends it;
 //! - on stop, open connections are dropped at once.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr, TcpListener};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
@@ -35,6 +34,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::cmd::serve::front::http::{ApiRequest, MAX_BODY, Reply, answer};
+use crate::cmd::serve::hub::access::{Place, Places};
 use crate::cmd::serve::hub::server::Server;
 
 /// Open connections at most.
@@ -93,7 +93,7 @@ async fn accept_loop(server: &Arc<Server>, listener: TcpListener) {
             return;
         }
     };
-    let open = Arc::new(Open::default());
+    let places = Place::caps(MAX_CONNECTIONS, MAX_PER_ADDRESS);
     let mut last_complaint: Option<Instant> = None;
     while !server.stopping() {
         let accepted = match tokio::time::timeout(STOP_CHECK, listener.accept()).await {
@@ -101,7 +101,7 @@ async fn accept_loop(server: &Arc<Server>, listener: TcpListener) {
             Ok(a) => a,
         };
         match accepted {
-            Ok((stream, peer)) => admit(server, &open, stream, peer),
+            Ok((stream, peer)) => admit(server, &places, stream, peer),
             Err(e) => {
                 // EMFILE and friends: say so once a second, wait for
                 // descriptors to come back, and go on accepting.
@@ -117,16 +117,16 @@ async fn accept_loop(server: &Arc<Server>, listener: TcpListener) {
 
 /// Starts a connection's task, or turns it away with `503` when a cap is
 /// reached.
-fn admit(server: &Arc<Server>, open: &Arc<Open>, stream: tokio::net::TcpStream, peer: SocketAddr) {
+fn admit(server: &Arc<Server>, places: &Places, stream: tokio::net::TcpStream, peer: SocketAddr) {
     let client = nagare_proto::serve::access::canonical(peer.ip());
-    let Some(slot) = Slot::take(open, client) else {
+    let Some(place) = Place::take(places, client) else {
         server.stats.api_refused.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(turn_away(stream));
         return;
     };
     let server = Arc::clone(server);
     tokio::spawn(async move {
-        let _slot = slot;
+        let _place = place;
         let service = service_fn(move |req| handle(Arc::clone(&server), client, req));
         let mut builder = hyper::server::conn::http1::Builder::new();
         builder
@@ -226,73 +226,9 @@ fn response(reply: Reply) -> Response<Full<Bytes>> {
     r
 }
 
-/// Connections open, in all and per client address.
-#[derive(Default)]
-struct Open {
-    total: AtomicUsize,
-    per_address: Mutex<HashMap<IpAddr, usize>>,
-}
-
-/// A connection's place under the caps, given back when dropped.
-struct Slot {
-    open: Arc<Open>,
-    client: IpAddr,
-}
-
-impl Slot {
-    /// A place for a connection from `client`, if both caps allow one.
-    fn take(open: &Arc<Open>, client: IpAddr) -> Option<Slot> {
-        let mut per = open.per_address.lock().unwrap_or_else(|p| p.into_inner());
-        let mine = per.get(&client).copied().unwrap_or(0);
-        if mine >= MAX_PER_ADDRESS || open.total.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
-            return None;
-        }
-        per.insert(client, mine + 1);
-        open.total.fetch_add(1, Ordering::Relaxed);
-        Some(Slot {
-            open: Arc::clone(open),
-            client,
-        })
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        let mut per = self
-            .open
-            .per_address
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = per.get_mut(&self.client) {
-            *n -= 1;
-            if *n == 0 {
-                per.remove(&self.client);
-            }
-        }
-        self.open.total.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn slots_keep_both_caps_and_come_back() {
-        let open = Arc::new(Open::default());
-        let a: IpAddr = "127.0.0.1".parse().unwrap();
-        let b: IpAddr = "127.0.0.2".parse().unwrap();
-        let mine: Vec<Slot> = (0..MAX_PER_ADDRESS)
-            .map(|_| Slot::take(&open, a).unwrap())
-            .collect();
-        assert!(Slot::take(&open, a).is_none(), "one address's cap");
-        let other = Slot::take(&open, b).expect("another address still gets in");
-        drop(mine);
-        assert_eq!(open.total.load(Ordering::Relaxed), 1);
-        assert!(Slot::take(&open, a).is_some());
-        drop(other);
-        assert!(open.per_address.lock().unwrap().get(&b).is_none());
-    }
 
     #[test]
     fn the_busy_answer_says_its_length_and_is_json() {

@@ -4,7 +4,6 @@
 //! which carries both responses and interleaved media. The media itself
 //! is paced by the pacing threads, never here.
 
-use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::Ordering;
@@ -19,6 +18,7 @@ use nagare_proto::rtsp::{
 };
 
 use crate::clock::Origin;
+use crate::cmd::serve::hub::access::Place;
 use crate::cmd::serve::hub::reservation::Reservation;
 use crate::cmd::serve::hub::server::{Launch, Server};
 use crate::cmd::serve::hub::table::StreamId;
@@ -77,8 +77,10 @@ pub(crate) fn listen(server: Arc<Server>, listener: TcpListener) {
         eprintln!("nagare serve: cannot poll the RTSP listener; RTSP is off");
         return;
     }
-    let per_address = Arc::new(Mutex::new(HashMap::new()));
-    let per_address_cap = server.settings.max_connections_per_address;
+    let places = Place::caps(
+        server.settings.max_connections,
+        server.settings.max_connections_per_address,
+    );
     while !server.stopping() {
         match listener.accept() {
             Ok((stream, peer)) => {
@@ -86,20 +88,11 @@ pub(crate) fn listen(server: Arc<Server>, listener: TcpListener) {
                     .stats
                     .rtsp_connections
                     .fetch_add(1, Ordering::Relaxed);
-                // Two threads per connection: their number is capped, so a
-                // flood of connections cannot exhaust the host.
-                let open = &server.stats.rtsp_open;
-                if open.fetch_add(1, Ordering::AcqRel) >= server.settings.max_connections {
-                    open.fetch_sub(1, Ordering::AcqRel);
-                    server.stats.rtsp_refused.fetch_add(1, Ordering::Relaxed);
-                    drop(stream);
-                    continue;
-                }
-                // One address may hold only its share, so it cannot shut
-                // every other client out by holding connections open.
-                let Some(place) = AddressPlace::take(&per_address, peer.ip(), per_address_cap)
-                else {
-                    open.fetch_sub(1, Ordering::AcqRel);
+                // Two threads per connection: their number is capped, in
+                // all and per address, so a flood of connections cannot
+                // exhaust the host and one address cannot shut every other
+                // client out by holding connections open.
+                let Some(place) = Place::take(&places, peer.ip()) else {
                     server.stats.rtsp_refused.fetch_add(1, Ordering::Relaxed);
                     drop(stream);
                     continue;
@@ -109,12 +102,10 @@ pub(crate) fn listen(server: Arc<Server>, listener: TcpListener) {
                     std::thread::Builder::new()
                         .name("serve-rtsp".into())
                         .spawn(move || {
-                            connection(s.clone(), stream, peer);
+                            connection(s, stream, peer);
                             drop(place);
-                            s.stats.rtsp_open.fetch_sub(1, Ordering::AcqRel);
                         });
                 if let Err(e) = spawned {
-                    server.stats.rtsp_open.fetch_sub(1, Ordering::AcqRel);
                     eprintln!("nagare serve: cannot start a thread for {peer}: {e}");
                 }
             }
@@ -124,44 +115,6 @@ pub(crate) fn listen(server: Arc<Server>, listener: TcpListener) {
             Err(e) => {
                 eprintln!("nagare serve: RTSP accept failed: {e}");
                 std::thread::sleep(Duration::from_millis(100));
-            }
-        }
-    }
-}
-
-/// Connections open per client address.
-type PerAddress = Arc<Mutex<HashMap<IpAddr, usize>>>;
-
-/// A connection's place under the per-address cap, given back on drop.
-struct AddressPlace {
-    map: PerAddress,
-    ip: IpAddr,
-}
-
-impl AddressPlace {
-    /// A place for a connection from `ip`, if it holds fewer than `cap`.
-    fn take(map: &PerAddress, ip: IpAddr, cap: usize) -> Option<AddressPlace> {
-        let ip = nagare_proto::serve::access::canonical(ip);
-        let mut m = map.lock().unwrap_or_else(|p| p.into_inner());
-        let n = m.entry(ip).or_insert(0);
-        if *n >= cap {
-            return None;
-        }
-        *n += 1;
-        Some(AddressPlace {
-            map: Arc::clone(map),
-            ip,
-        })
-    }
-}
-
-impl Drop for AddressPlace {
-    fn drop(&mut self) {
-        let mut m = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = m.get_mut(&self.ip) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                m.remove(&self.ip);
             }
         }
     }

@@ -1,13 +1,49 @@
-//! The shared holder of serve's rate budget. Who may make the server
-//! send where, the token and the budget's rule live in
-//! `nagare_proto::serve::access`; this file keeps only the running total
-//! that RTSP sessions, the HTTP API and the flows change from many
-//! threads at once.
+//! The shared holders of serve's rate budget and connection caps. Who
+//! may make the server send where, the token, the budget's rule and the
+//! caps' rule live in `nagare_proto::serve`; this file keeps only the
+//! running totals that RTSP sessions, the HTTP API and the flows change
+//! from many threads at once.
 
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use nagare_proto::BitRate;
-use nagare_proto::serve::{Budget, Error};
+use nagare_proto::serve::{Budget, ConnectionCaps, Error};
+
+/// A front end's connection caps, shared by its connection threads or
+/// tasks.
+pub(crate) type Places = Arc<Mutex<ConnectionCaps>>;
+
+/// A connection's place under its front end's caps, given back when
+/// dropped (however the connection ends).
+pub(crate) struct Place {
+    places: Places,
+    client: IpAddr,
+}
+
+impl Place {
+    /// Caps of `total` connections, `per_address` from one address.
+    pub(crate) fn caps(total: usize, per_address: usize) -> Places {
+        Arc::new(Mutex::new(ConnectionCaps::new(total, per_address)))
+    }
+
+    /// A place for a connection from `client`, if both caps allow one.
+    pub(crate) fn take(places: &Places, client: IpAddr) -> Option<Place> {
+        let mut caps = places.lock().unwrap_or_else(|p| p.into_inner());
+        caps.enter(client).then(|| Place {
+            places: Arc::clone(places),
+            client,
+        })
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let mut caps = self.places.lock().unwrap_or_else(|p| p.into_inner());
+        caps.leave(self.client);
+    }
+}
 
 /// The rate reserved by admitted streams, checked against a [`Budget`].
 #[derive(Debug)]

@@ -27,8 +27,6 @@ use crate::net::udp::{Interface, parse_interface};
 pub(crate) struct Stats {
     /// RTSP connections accepted.
     pub rtsp_connections: AtomicU64,
-    /// RTSP connections open now.
-    pub rtsp_open: std::sync::atomic::AtomicUsize,
     /// RTSP sessions open now.
     pub rtsp_sessions: AtomicI64,
     /// RTSP requests answered with 4xx/5xx.
