@@ -23,6 +23,7 @@ pub mod screen;
 pub mod sdp;
 pub mod serve;
 mod slots;
+mod splitmix;
 pub mod stats;
 pub mod tree;
 pub mod units;

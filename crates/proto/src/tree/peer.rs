@@ -1016,7 +1016,8 @@ impl Peer {
         }
         let base = JOIN_BACKOFF.0 << (self.join_attempts - 1).min(8);
         let jitter =
-            splitmix(self.cfg.retry_seed ^ u64::from(self.join_attempts)) % (base / 2).max(1);
+            crate::splitmix::splitmix64(self.cfg.retry_seed ^ u64::from(self.join_attempts))
+                % (base / 2).max(1);
         let after = Nanos(base + jitter);
         self.join = Join::Retrying { at: now + after };
         self.last_progress = now + after;
@@ -1046,13 +1047,4 @@ impl Peer {
     fn close(&mut self, link: LinkId, how: Close) {
         self.secure.push(Transmit::Close { link, how });
     }
-}
-
-/// SplitMix64: spreads a seed into well-mixed bits (the jitter of join
-/// retries; not for secrets).
-fn splitmix(seed: u64) -> u64 {
-    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }

@@ -233,10 +233,7 @@ impl FlowSpec {
 /// from the same numbers (a SplitMix64 finalizer of the SSRC, 32 bits as
 /// RFC 4175's extended sequence number has).
 pub fn locked_seq_base(ssrc: Ssrc) -> ExtSeq {
-    let mut z = u64::from(ssrc.0).wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    ExtSeq((z ^ (z >> 31)) & 0xffff_ffff)
+    ExtSeq(crate::splitmix::splitmix64(u64::from(ssrc.0)) & 0xffff_ffff)
 }
 
 /// What a driver tells the sender.
