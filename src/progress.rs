@@ -59,16 +59,6 @@ impl Ticker {
     }
 }
 
-/// Formats bits per second as `12.34 Gbit/s`.
-pub(crate) fn bitrate(bps: f64) -> String {
-    let (v, unit) = if bps >= 1e9 {
-        (bps / 1e9, "Gbit/s")
-    } else if bps >= 1e6 {
-        (bps / 1e6, "Mbit/s")
-    } else if bps >= 1e3 {
-        (bps / 1e3, "kbit/s")
-    } else {
-        (bps, "bit/s")
-    };
-    format!("{v:.2} {unit}")
-}
+/// Formats bits per second as `12.34 Gbit/s` (proto's text, which
+/// refusals use too).
+pub(crate) use nagare_proto::units::bitrate_text as bitrate;

@@ -907,13 +907,13 @@ impl Receiver {
                 _ => Err(e),
             };
         };
-        if n > 0 {
-            self.last_data = Some(Instant::now());
-        }
         // One pair of clock readings per batch turns the kernel's
         // wall-clock stamps into Instants: only their distance from now
         // matters, so a wall-clock step between batches does no harm.
         let (mono_now, wall_now) = (Instant::now(), SystemTime::now());
+        if n > 0 {
+            self.last_data = Some(mono_now);
+        }
         for (k, h) in hdrs.iter().enumerate().take(n) {
             let len = h.msg_len as usize;
             let meta = read_cmsgs(&h.msg_hdr);

@@ -225,6 +225,22 @@ impl BitRate {
     }
 }
 
+/// Bits per second with two decimals, `12.34 Gbit/s`: how logs, progress
+/// lines and refusals print rates (measured ones are fractional), so a
+/// refusal and the log beside it agree.
+pub fn bitrate_text(bps: f64) -> String {
+    let (v, unit) = if bps >= 1e9 {
+        (bps / 1e9, "Gbit/s")
+    } else if bps >= 1e6 {
+        (bps / 1e6, "Mbit/s")
+    } else if bps >= 1e3 {
+        (bps / 1e3, "kbit/s")
+    } else {
+        (bps, "bit/s")
+    };
+    format!("{v:.2} {unit}")
+}
+
 impl fmt::Display for BitRate {
     /// `3.20 Gbit/s`, `850.0 Mbit/s`, `12.0 kbit/s`, `900 bit/s`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -135,18 +135,8 @@ fn blocks(allowed: &[Cidr]) -> String {
     texts.join(", ")
 }
 
-/// A rate with two decimals (`6.00 Mbit/s`), as the serve log and
-/// progress line print rates, so the refusal and the log agree.
+/// A rate as the serve log and progress line print it, so the refusal
+/// and the log agree.
 fn rate(r: BitRate) -> String {
-    let bps = r.as_f64();
-    let (v, unit) = if bps >= 1e9 {
-        (bps / 1e9, "Gbit/s")
-    } else if bps >= 1e6 {
-        (bps / 1e6, "Mbit/s")
-    } else if bps >= 1e3 {
-        (bps / 1e3, "kbit/s")
-    } else {
-        (bps, "bit/s")
-    };
-    format!("{v:.2} {unit}")
+    crate::units::bitrate_text(r.as_f64())
 }
