@@ -187,6 +187,10 @@ fn running_out_of_file_descriptors_is_survived() {
         .map_while(|_| TcpStream::connect_timeout(&serve.rtsp, Duration::from_millis(300)).ok())
         .collect();
     assert!(hogs.len() >= 100, "only {} connections", hogs.len());
+    // Connecting does not wait for serve to accept: on a loaded machine
+    // the RTSP thread may still be taking the backlog. Only once it says
+    // accepting failed are the descriptors surely gone.
+    serve.wait_for_log("RTSP accept failed");
     // Meanwhile an HTTP client cannot be accepted; it waits in the
     // backlog, and the API must not die of it.
     let mut waiting = TcpStream::connect(serve.http).unwrap();
