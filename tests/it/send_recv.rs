@@ -276,10 +276,11 @@ fn fast_enough_storage_never_underruns() {
         "64x16",
         "uyvy422",
         "127.0.0.1:0",
-        // 80 ms of frames in hand against a 2 ms read: slack for a
-        // scheduler stall on a loaded 2-core CI machine, yet the 40 frames
-        // outnumber the ring, so the reader must keep pace to pass.
-        &["--buffer-frames", "8", "--read-delay-ms", "2"],
+        // 320 ms of frames in hand against a 2 ms read: slack for the
+        // 115 ms whole-process stalls seen on a loaded 2-core machine, yet
+        // the 40 frames outnumber the ring, so the reader must keep pace
+        // to pass.
+        &["--buffer-frames", "32", "--read-delay-ms", "2"],
         &[],
         40,
     );
