@@ -122,6 +122,13 @@ pub(crate) fn parse_bit_rate(text: &str) -> Result<u64> {
         .map_err(|e| anyhow!("rate {text:?}: {e}"))
 }
 
+/// Parses a memory size such as `4G`, `512M` or `65536` (bytes; K, M, G,
+/// T are powers of 1024).
+pub(crate) fn parse_memory(text: &str) -> Result<nagare_proto::ByteSize> {
+    text.parse::<nagare_proto::ByteSize>()
+        .map_err(|e| anyhow!("size {text:?}: {e}"))
+}
+
 /// Largest UDP payload over IPv4 (65535 less the IPv4 and UDP headers).
 pub(crate) const MAX_UDP_PAYLOAD: usize = 65_507;
 

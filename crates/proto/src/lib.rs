@@ -29,6 +29,6 @@ pub mod tree;
 pub mod units;
 pub mod video;
 
-pub use units::{BitRate, ByteSize, ExtSeq, MediaTime, Nanos, Ssrc};
+pub use units::{BitRate, ByteSize, ByteSizeError, ExtSeq, MediaTime, Nanos, Ssrc};
 
 pub use video::{FrameRate, PixelFormat, VideoFormat};

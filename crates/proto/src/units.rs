@@ -335,6 +335,54 @@ impl fmt::Display for ByteSize {
     }
 }
 
+/// Why a size text such as `512M` does not parse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ByteSizeError {
+    /// Not a number before the suffix.
+    #[error("not a number of bytes: write it like 512M, 4G or 65536")]
+    NotANumber,
+    /// A suffix other than K, M, G or T.
+    #[error("unknown suffix '{0}': use K, M, G or T (powers of 1024), e.g. 512M or 4G")]
+    Suffix(char),
+    /// Zero, negative or past 2^63 bytes.
+    #[error("out of range: 1 byte to 8 EiB; write it like 512M or 4G")]
+    OutOfRange,
+}
+
+impl FromStr for ByteSize {
+    type Err = ByteSizeError;
+
+    /// `4G`, `512M`, `1.5g`, `64K` or `65536` (bytes; the suffixes K, M,
+    /// G and T are powers of 1024, case-insensitive, with an optional
+    /// `iB` or `B`: `4GiB`, `4GB` and `4g` are all 4 × 2^30).
+    fn from_str(text: &str) -> Result<ByteSize, ByteSizeError> {
+        let t = text.trim();
+        let t = t
+            .strip_suffix("iB")
+            .or_else(|| t.strip_suffix('B'))
+            .unwrap_or(t);
+        let (num, shift) = match t.char_indices().last() {
+            Some((i, c)) if c.is_ascii_alphabetic() => {
+                let shift = match c.to_ascii_lowercase() {
+                    'k' => 10,
+                    'm' => 20,
+                    'g' => 30,
+                    't' => 40,
+                    _ => return Err(ByteSizeError::Suffix(c)),
+                };
+                (&t[..i], shift)
+            }
+            _ => (t, 0),
+        };
+        let v: f64 = num.trim().parse().map_err(|_| ByteSizeError::NotANumber)?;
+        let bytes = v * (1u64 << shift) as f64;
+        if !bytes.is_finite() || !(1.0..=9.2e18).contains(&bytes) {
+            return Err(ByteSizeError::OutOfRange);
+        }
+        Ok(ByteSize(bytes.round() as u64))
+    }
+}
+
 /// An RTP synchronization source identifier (RFC 3550).
 #[derive(
     Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
@@ -384,6 +432,22 @@ impl fmt::Display for ExtSeq {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn byte_sizes_parse_in_powers_of_1024() {
+        let p = |t: &str| t.parse::<ByteSize>();
+        assert_eq!(p("4G"), Ok(ByteSize(4 << 30)));
+        assert_eq!(p("4GiB"), Ok(ByteSize(4 << 30)));
+        assert_eq!(p(" 512m "), Ok(ByteSize(512 << 20)));
+        assert_eq!(p("1.5k"), Ok(ByteSize(1536)));
+        assert_eq!(p("65536"), Ok(ByteSize(65536)));
+        assert_eq!(p("4X"), Err(ByteSizeError::Suffix('X')));
+        assert_eq!(p("G"), Err(ByteSizeError::NotANumber));
+        assert_eq!(p("0"), Err(ByteSizeError::OutOfRange));
+        assert_eq!(p("-1M"), Err(ByteSizeError::OutOfRange));
+        assert_eq!(p("1e30T"), Err(ByteSizeError::OutOfRange));
+        assert_eq!(p("NaNk"), Err(ByteSizeError::OutOfRange));
+    }
 
     #[test]
     fn nanos_saturate_instead_of_wrapping() {

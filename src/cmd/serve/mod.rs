@@ -29,7 +29,7 @@ use crate::cli;
 use crate::net::udp::Interface;
 use hub::access::Admission;
 use hub::server::{Server, Settings, Stats};
-use nagare_proto::serve::{AllowList, Cidr, Token};
+use nagare_proto::serve::{AllowList, Budget, Cidr, Token};
 
 /// Command-line arguments of `nagare serve`.
 #[derive(clap::Args, Debug, Clone)]
@@ -58,10 +58,15 @@ pub(crate) struct ServeArgs {
     /// Refuse streams beyond this total rate (e.g. 2G, 500M).
     #[arg(long, value_parser = cli::parse_bit_rate)]
     pub max_rate: Option<u64>,
-    /// Refuse streams while the busiest pacing thread works more than this
-    /// share of its time (0 to 1).
+    /// Refuse streams that would keep a pacing or the read-ahead thread
+    /// working more than this share of its time (0 to 1), measured or
+    /// predicted from the admitted streams' datagrams and bytes a second.
     #[arg(long, default_value_t = 0.9)]
     pub max_load: f64,
+    /// Refuse streams whose read-ahead rings would hold more than this in
+    /// all (e.g. 4G, 512M; default: a quarter of the machine's memory).
+    #[arg(long, value_parser = cli::parse_memory)]
+    pub max_memory: Option<nagare_proto::ByteSize>,
     /// Pacing threads (default: one per core).
     #[arg(long)]
     pub pacers: Option<usize>,
@@ -206,7 +211,11 @@ fn build(args: &ServeArgs, media: hub::media::Catalog, token: Token) -> Result<S
         table: hub::table::Table::default(),
         pacers,
         reader,
-        admission: Arc::new(Admission::new(args.max_rate.map(BitRate), args.max_load)),
+        admission: Arc::new(Admission::new(Budget {
+            max_rate: args.max_rate.map(BitRate),
+            max_load: args.max_load,
+            max_memory: Some(args.max_memory.unwrap_or_else(default_memory_budget)),
+        })),
         allow: AllowList::new(args.allow.clone()),
         token,
         stats: Stats::default(),
@@ -311,4 +320,19 @@ fn print_report(r: &ServeReport, json: bool) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// A quarter of the machine's memory: rings past it would leave the page
+/// cache, which the read-ahead thread lives on, too little.
+fn default_memory_budget() -> nagare_proto::ByteSize {
+    // SAFETY: sysconf reads a value and has no other effect.
+    let (pages, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    let total = u64::try_from(pages).unwrap_or(0) * u64::try_from(page).unwrap_or(0);
+    // Unknown (sysconf failed): 1 GiB, enough for 2,000 small streams.
+    nagare_proto::ByteSize(if total == 0 { 1 << 30 } else { total / 4 })
 }

@@ -145,6 +145,103 @@ fn admission_refuses_what_max_rate_cannot_carry() {
 }
 
 #[test]
+fn a_flood_of_pushes_is_refused_by_predicted_load() {
+    let media = Media::new("serve-flood");
+    let serve = Serve::start(&media, &[]);
+    // Never read: the kernel drops what does not fit.
+    let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let body = push_body("bars", &sink.local_addr().unwrap().to_string());
+    // The requests come far faster than a one-second load window: only a
+    // prediction from what each stream will send can refuse in time.
+    let mut admitted = 0;
+    let (status, text) = loop {
+        let (status, text) = serve.api("POST", "/v1/streams", Some(&body));
+        if status != 201 {
+            break (status, text);
+        }
+        admitted += 1;
+        assert!(admitted < 2_000, "2,000 streams of bars admitted");
+    };
+    assert_eq!(status, 503, "{text}");
+    assert!(
+        (text.contains("busy") || text.contains("worked")) && text.contains("--max-load"),
+        "after {admitted}: {text}"
+    );
+    let list: StreamList = serve.api_json("GET", "/v1/streams", None, 200);
+    assert_eq!(list.streams.len(), admitted);
+    // 2 pacing threads at 90% and at least 1 µs a datagram hold at most
+    // 900 streams of 2,000 datagrams a second.
+    assert!((1..=900).contains(&admitted), "{admitted}");
+    let predicted = serve.metric("nagare_pacer_predicted_load");
+    assert!(predicted > 0.0, "{predicted}");
+}
+
+#[test]
+fn ring_memory_is_a_budget() {
+    let media = Media::new("serve-memory");
+    // A bars ring is 4 frames of 320x180 UYVY, 450 KiB: two fit in 1 MiB.
+    let serve = Serve::start(&media, &["--max-memory", "1M"]);
+    let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let body = push_body("bars", &sink.local_addr().unwrap().to_string());
+    for _ in 0..2 {
+        serve.api_json::<StreamInfo>("POST", "/v1/streams", Some(&body), 201);
+    }
+    let (status, text) = serve.api("POST", "/v1/streams", Some(&body));
+    assert_eq!(status, 503, "{text}");
+    assert!(
+        text.contains("ring holds 450.0 KiB on top of the 900.0 KiB")
+            && text.contains("--max-memory 1.0 MiB"),
+        "{text}"
+    );
+    assert_eq!(serve.metric("nagare_admitted_ring_bytes"), 921_600.0);
+}
+
+#[test]
+fn an_rtsp_restart_keeps_its_reservation_and_never_runs_without_one() {
+    let media = Media::new("serve-replay");
+    // clip.yuv is 30.72 Mbit/s: one stream fits in 40M, two do not.
+    let serve = Serve::start(&media, &["--max-rate", "40M"]);
+    let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = sink.local_addr().unwrap().port();
+    let transport = format!("RTP/AVP;unicast;client_port={port}-{}", port + 1);
+    let body = push_body("clip.yuv", &format!("127.0.0.1:{port}"));
+    let mut c = Rtsp::connect(serve.rtsp);
+    let url = serve.url("clip.yuv");
+    let session = c.play(&url, &transport);
+    let restart = [("Session", session.as_str()), ("Range", "npt=0-")];
+    // The budget is the session's until its stream ends by itself (10
+    // frames at 25 fps).
+    let (status, text) = serve.api("POST", "/v1/streams", Some(&body));
+    assert_eq!(status, 503, "{text}");
+    let ended = wait_until("the RTSP stream to finish", Duration::from_secs(10), || {
+        let list: StreamList = serve.api_json("GET", "/v1/streams", None, 200);
+        (list.streams.len() == 1 && list.streams[0].state == StreamState::Finished)
+            .then_some(list.streams[0].id)
+    });
+    // Its rate is free: a push takes it, and PLAY from the start again
+    // is refused with 453 instead of running with no reservation.
+    let pushed: StreamInfo = serve.api_json("POST", "/v1/streams", Some(&body), 201);
+    let again = c.request("PLAY", &url, &restart);
+    assert_eq!(again.status, 453, "{again:?}");
+    serve.api_json::<StreamInfo>("DELETE", &format!("/v1/streams/{}", pushed.id), None, 200);
+    // With the budget back, a restart is admitted; a second restart
+    // carries the running stream's reservation over, so nothing can take
+    // the budget in between: the push is still refused.
+    assert_eq!(c.request("PLAY", &url, &restart).status, 200);
+    assert_eq!(c.request("PLAY", &url, &restart).status, 200);
+    let (status, text) = serve.api("POST", "/v1/streams", Some(&body));
+    assert_eq!(status, 503, "{text}");
+    let list: StreamList = serve.api_json("GET", "/v1/streams", None, 200);
+    let live: Vec<_> = list
+        .streams
+        .iter()
+        .filter(|s| s.id != ended && s.state == StreamState::Playing)
+        .collect();
+    assert!(live.len() <= 1, "{list:?}");
+    assert_eq!(serve.metric("nagare_admitted_rate_bps"), 30_720_000.0);
+}
+
+#[test]
 fn destinations_outside_the_allow_list_are_refused() {
     let media = Media::new("serve-allow");
     let serve = Serve::start(&media, &[]);

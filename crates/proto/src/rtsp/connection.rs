@@ -441,6 +441,16 @@ impl<C: Catalog> Connection<C> {
         let Some(s) = self.session.as_mut() else {
             return Err(Error::SessionNotFound);
         };
+        // A PLAY from the start of a session that played already starts
+        // a new stream: it is admitted again (453 if the budget is gone),
+        // and the catalog may carry the old stream's reservation over.
+        if s.played
+            && from_start
+            && let Some((_, transport)) = s.tracks.first()
+            && !self.catalog.admit(&s.path, transport)
+        {
+            return Err(Error::NotAdmitted);
+        }
         s.looping |= looping;
         let start = if !s.played || from_start {
             Start::Beginning

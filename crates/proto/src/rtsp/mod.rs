@@ -247,7 +247,9 @@ pub trait Catalog {
     }
 
     /// Admission control, asked once per SETUP that would otherwise
-    /// succeed: `false` refuses it with 453 Not Enough Bandwidth.
+    /// succeed, and again for a PLAY from the start of a session that
+    /// has played (a new stream replaces the old): `false` refuses it with
+    /// 453 Not Enough Bandwidth.
     fn admit(&self, path: &str, transport: &Transport) -> bool {
         let _ = (path, transport);
         true

@@ -20,7 +20,7 @@ a=control:*\r\nm=video 0 RTP/AVP 33\r\na=rtpmap:33 MP2T/90000\r\na=control:track
 struct TestCatalog {
     streams: HashMap<String, StreamInfo>,
     allowed: Vec<IpAddr>,
-    refuse_admission: bool,
+    refuse_admission: std::rc::Rc<std::cell::Cell<bool>>,
 }
 
 impl Catalog for TestCatalog {
@@ -34,7 +34,7 @@ impl Catalog for TestCatalog {
         self.allowed.contains(&destination)
     }
     fn admit(&self, _path: &str, _transport: &Transport) -> bool {
-        !self.refuse_admission
+        !self.refuse_admission.get()
     }
 }
 
@@ -464,8 +464,8 @@ fn transports_nagare_cannot_serve_get_461() {
 
 #[test]
 fn admission_refusal_is_453_and_sets_nothing_up() {
-    let mut cat = catalog();
-    cat.refuse_admission = true;
+    let cat = catalog();
+    cat.refuse_admission.set(true);
     let mut m = Connection::new(Nanos::ZERO, config(), cat, CLIENT, SEED);
     let r = one(
         &mut m,
@@ -486,6 +486,45 @@ fn admission_refusal_is_453_and_sets_nothing_up() {
             error: Error::NotAdmitted
         }]
     );
+}
+
+#[test]
+fn a_play_from_the_start_again_is_admitted_again() {
+    let cat = catalog();
+    let refuse = cat.refuse_admission.clone();
+    let mut m = Connection::new(Nanos::ZERO, config(), cat, CLIENT, SEED);
+    set_up(&mut m, "RTP/AVP;unicast;client_port=6000-6001");
+    let s = format!("Session: {SID}\r\n");
+    let from_start = format!("{s}Range: npt=0-\r\n");
+    let r = one(&mut m, Nanos::ZERO, &request("PLAY", URL, 3, &from_start));
+    assert_eq!(status(&r), 200);
+    // The budget is gone (the HTTP API took it) before the restart.
+    refuse.set(true);
+    let r = one(&mut m, Nanos::ZERO, &request("PLAY", URL, 4, &from_start));
+    assert_eq!(status(&r), 453);
+    // A resume is no new stream: it needs no admission.
+    let r = one(&mut m, Nanos::ZERO, &request("PLAY", URL, 5, &s));
+    assert_eq!(status(&r), 200);
+    let plays: Vec<Event> = events(&mut m)
+        .into_iter()
+        .filter(|e| !matches!(e, Event::Setup { .. }))
+        .collect();
+    assert_eq!(
+        plays,
+        vec![
+            Event::Play {
+                session: SessionId(SEED),
+                path: "clip.ts".into(),
+                start: Start::Beginning,
+                looping: false,
+            },
+            Event::Refused {
+                method: Some(Method::Play),
+                error: Error::NotAdmitted
+            },
+        ]
+    );
+    assert_eq!(m.state(), State::Playing);
 }
 
 /// Status of `method` with the session id in each state of RFC 2326 A.1.

@@ -1,7 +1,5 @@
-//! Who may make the server send where, and how much: address blocks,
-//! the destination allow-list, the API token and the rate and load
-//! budget. The driver holds the budget's running total (an atomic) and
-//! asks [`Budget::admit`] for every change.
+//! Who may make the server send where: address blocks, the destination
+//! allow-list and the API token. How much is [`super::budget`]'s.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -12,7 +10,6 @@ use subtle::ConstantTimeEq;
 pub use super::cidr::{Cidr, canonical};
 
 use super::Error;
-use crate::BitRate;
 
 /// Shortest `--token` accepted: shorter ones can be guessed.
 pub const MIN_TOKEN_LEN: usize = 8;
@@ -125,46 +122,5 @@ impl Token {
             .map(str::trim)
             .unwrap_or("");
         bool::from(given.as_bytes().ct_eq(want))
-    }
-}
-
-/// The rate budget of `--max-rate` and the pacing threads' load limit.
-/// It holds no running total: the driver keeps that where its threads
-/// can share it and asks [`Budget::admit`] for each new stream.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Budget {
-    /// `--max-rate` (none: unlimited).
-    pub max_rate: Option<BitRate>,
-    /// `--max-load`: the busiest pacing thread's share of time spent
-    /// working above which no stream is added.
-    pub max_load: f64,
-}
-
-impl Budget {
-    /// The total after admitting a stream of `rate` on top of `reserved`,
-    /// or why not. `load` is the busiest pacing thread's share of time
-    /// spent working; it is checked first, since past it every stream
-    /// would be late whatever the rate.
-    pub fn admit(&self, reserved: BitRate, rate: BitRate, load: f64) -> Result<BitRate, Error> {
-        if load > self.max_load {
-            return Err(Error::LoadOverBudget {
-                load,
-                max: self.max_load,
-            });
-        }
-        let after = BitRate(reserved.bps().saturating_add(rate.bps()));
-        match self.max_rate {
-            Some(max) if after > max => Err(Error::RateOverBudget {
-                asked: rate,
-                reserved,
-                max,
-            }),
-            _ => Ok(after),
-        }
-    }
-
-    /// The total after a stream of `rate` ends (never below zero).
-    pub fn release(reserved: BitRate, rate: BitRate) -> BitRate {
-        BitRate(reserved.bps().saturating_sub(rate.bps()))
     }
 }

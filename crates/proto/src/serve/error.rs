@@ -4,8 +4,10 @@
 
 use std::net::IpAddr;
 
-use crate::BitRate;
 use crate::video::stripe::Rule;
+use crate::{BitRate, ByteSize, Nanos};
+
+use super::budget::Thread;
 
 use super::cidr::Cidr;
 
@@ -41,18 +43,62 @@ pub enum Error {
         /// The `--allow` blocks.
         allowed: Vec<Cidr>,
     },
-    /// The busiest pacing thread is over the load limit.
+    /// The busiest pacing thread, or the read-ahead thread, measured over
+    /// the load limit.
     #[error(
-        "the pacing threads are {:.0}% busy (limit {:.0}%): another stream would make \
-         every stream late; stop a stream or add cores",
+        "the {thread} worked {:.0}% of the last second (limit {:.0}%, --max-load): another \
+         stream would make every stream late; stop a stream or add cores",
         .load * 100.0,
         .max * 100.0
     )]
     LoadOverBudget {
-        /// The busiest pacing thread's share of time spent working.
+        /// Which thread.
+        thread: Thread,
+        /// Its share of time spent working.
         load: f64,
         /// The limit (`--max-load`).
         max: f64,
+    },
+    /// The streams admitted so far plus this one would keep a thread busier
+    /// than the load limit, by the measured cost of their work.
+    #[error(
+        "admitting this stream would keep the {thread} {:.1}% busy (limit {:.1}%, \
+         --max-load): {:.0} {} a second over {threads} thread(s) at {per_unit} each; stop a \
+         stream, or add cores",
+        .predicted * 100.0,
+        .max * 100.0,
+        .units_per_s,
+        unit_name(*.thread)
+    )]
+    PredictedOverBudget {
+        /// Which thread.
+        thread: Thread,
+        /// Its predicted share of time spent working.
+        predicted: f64,
+        /// The limit (`--max-load`).
+        max: f64,
+        /// Working time per datagram (pacing) or per MiB (read-ahead).
+        per_unit: Nanos,
+        /// Threads sharing the work.
+        threads: usize,
+        /// Datagrams (pacing) or MiB (read-ahead) a second, this stream
+        /// included.
+        units_per_s: f64,
+    },
+    /// A stream whose read-ahead ring would take the total past
+    /// `--max-memory`.
+    #[error(
+        "a stream whose ring holds {asked} on top of the {reserved} the running streams hold \
+         would exceed --max-memory {max}; stop a stream, give fewer --ring-frames, or raise \
+         --max-memory"
+    )]
+    MemoryOverBudget {
+        /// The stream's ring.
+        asked: ByteSize,
+        /// Ring memory of the streams already admitted.
+        reserved: ByteSize,
+        /// `--max-memory`.
+        max: ByteSize,
     },
     /// A stream that would take the total over `--max-rate`.
     #[error(
@@ -133,6 +179,14 @@ fn blocks(allowed: &[Cidr]) -> String {
     }
     let texts: Vec<String> = allowed.iter().map(Cidr::to_string).collect();
     texts.join(", ")
+}
+
+/// What a thread's work is counted in.
+fn unit_name(thread: Thread) -> &'static str {
+    match thread {
+        Thread::Pacing => "datagrams",
+        Thread::Reading => "MiB",
+    }
 }
 
 /// A rate as the serve log and progress line print it, so the refusal

@@ -1,6 +1,6 @@
 //! The decisions of `nagare serve` that are not RTSP's: who may make the
-//! server send where ([`access`]), whether a new stream fits the rate
-//! and load budget ([`Budget`]), when and what a cluster leg sends
+//! server send where ([`access`]), whether a new stream fits the rate,
+//! memory and predicted load budget ([`budget`]), when and what a cluster leg sends
 //! ([`leg`]), which ring the read-ahead thread fills next
 //! ([`readahead`]), the SDP a DESCRIBE answers with ([`describe`]) and
 //! how many connections a front end holds ([`ConnectionCaps`]).
@@ -11,6 +11,7 @@
 //! status and the error's text.
 
 pub mod access;
+pub mod budget;
 mod caps;
 mod cidr;
 pub mod describe;
@@ -20,6 +21,7 @@ pub mod readahead;
 #[cfg(test)]
 mod tests;
 
-pub use access::{AllowList, Budget, Cidr, Token};
+pub use access::{AllowList, Cidr, Token};
+pub use budget::{Budget, Cost, Demand, Work};
 pub use caps::ConnectionCaps;
 pub use error::Error;

@@ -1,11 +1,12 @@
 use std::net::IpAddr;
 
+use super::budget::Thread;
 use super::describe::{self, Track};
 use super::leg::{self, LEG_MARGIN, MAX_START_AHEAD};
 use super::readahead::{RingFill, due_order};
 use super::*;
 use crate::video::stripe::Rule;
-use crate::{BitRate, FrameRate, Nanos, PixelFormat, VideoFormat};
+use crate::{BitRate, ByteSize, FrameRate, Nanos, PixelFormat, VideoFormat};
 
 fn ip(text: &str) -> IpAddr {
     text.parse().unwrap()
@@ -121,67 +122,178 @@ fn token_is_checked_in_full() {
     assert!(Token::new(None, true).unwrap().admits(None));
 }
 
+/// A bars-like stream: 23 Mbit/s, 2,075 datagrams and 2.9 MB read a
+/// second, a 450 KiB ring.
+fn bars() -> Demand {
+    Demand {
+        rate: BitRate(23_040_000),
+        packets_per_s: 2_075.0,
+        read_bytes_per_s: 2_880_000.0,
+        ring: ByteSize(460_800),
+    }
+}
+
+fn idle(pacers: usize) -> Work {
+    Work {
+        pacers,
+        pacer_load: 0.0,
+        reader_load: 0.0,
+        cost: Cost::PRIOR,
+    }
+}
+
+fn unlimited(max_load: f64) -> Budget {
+    Budget {
+        max_rate: None,
+        max_load,
+        max_memory: None,
+    }
+}
+
 #[test]
 fn budget_admits_up_to_max_rate() {
     let b = Budget {
-        max_rate: Some(BitRate(10_000_000)),
-        max_load: 0.9,
+        max_rate: Some(BitRate(50_000_000)),
+        ..unlimited(0.9)
     };
-    let after = b.admit(BitRate(0), BitRate(6_000_000), 0.1).unwrap();
-    assert_eq!(after, BitRate(6_000_000));
-    assert_eq!(
-        b.admit(after, BitRate(4_000_000), 0.9),
-        Ok(BitRate(10_000_000))
-    );
-    let e = b.admit(after, BitRate(6_000_000), 0.1).unwrap_err();
+    let one = b.admit(Demand::default(), bars(), &idle(2)).unwrap();
+    let two = b.admit(one, bars(), &idle(2)).unwrap();
+    assert_eq!(two.rate, BitRate(46_080_000));
+    let e = b.admit(two, bars(), &idle(2)).unwrap_err();
     assert_eq!(
         e,
         Error::RateOverBudget {
-            asked: BitRate(6_000_000),
-            reserved: BitRate(6_000_000),
-            max: BitRate(10_000_000),
+            asked: BitRate(23_040_000),
+            reserved: BitRate(46_080_000),
+            max: BitRate(50_000_000),
         }
     );
     assert_eq!(
         e.to_string(),
-        "a stream of 6.00 Mbit/s on top of the 6.00 Mbit/s in use would exceed --max-rate 10.00 Mbit/s"
+        "a stream of 23.04 Mbit/s on top of the 46.08 Mbit/s in use would exceed --max-rate 50.00 Mbit/s"
     );
-    assert_eq!(Budget::release(after, BitRate(6_000_000)), BitRate(0));
-    assert_eq!(Budget::release(BitRate(1), BitRate(6_000_000)), BitRate(0));
-    let unlimited = Budget {
-        max_rate: None,
-        max_load: 0.9,
-    };
-    assert_eq!(
-        unlimited.admit(BitRate(u64::MAX - 1), BitRate(5), 0.0),
-        Ok(BitRate(u64::MAX))
-    );
+    assert_eq!(two.minus(bars()), one);
+    assert_eq!(Demand::default().minus(bars()), Demand::default());
 }
 
 #[test]
-fn budget_checks_load_before_rate() {
+fn budget_checks_measured_load_first() {
     let b = Budget {
         max_rate: Some(BitRate(1)),
-        max_load: 0.8,
+        ..unlimited(0.8)
     };
-    let e = b.admit(BitRate(0), BitRate(1_500), 0.95).unwrap_err();
+    let busy = Work {
+        pacer_load: 0.95,
+        ..idle(2)
+    };
+    let e = b.admit(Demand::default(), bars(), &busy).unwrap_err();
     assert_eq!(
         e,
         Error::LoadOverBudget {
+            thread: Thread::Pacing,
             load: 0.95,
             max: 0.8
         }
     );
-    assert_eq!(
-        e.to_string(),
-        "the pacing threads are 95% busy (limit 80%): another stream would make every stream \
-         late; stop a stream or add cores"
-    );
-    let e = b.admit(BitRate(1), BitRate(1_500), 0.8).unwrap_err();
+    let reading = Work {
+        reader_load: 0.85,
+        ..idle(2)
+    };
+    let e = b.admit(Demand::default(), bars(), &reading).unwrap_err();
     assert!(
         e.to_string()
-            .starts_with("a stream of 1.50 kbit/s on top of the 1.00 bit/s in use"),
+            .starts_with("the read-ahead thread worked 85% of the last second (limit 80%"),
         "{e}"
+    );
+}
+
+#[test]
+fn predicted_pacing_work_refuses_before_any_thread_is_measured_busy() {
+    // 2 pacers at 6 µs a datagram and 90%: 2 * 0.9 / 6e-6 = 300,000
+    // datagrams a second, 144 streams of 2,075.
+    let b = unlimited(0.9);
+    let w = idle(2);
+    let mut total = Demand::default();
+    let mut admitted = 0;
+    let refusal = loop {
+        match b.admit(total, bars(), &w) {
+            Ok(t) => {
+                total = t;
+                admitted += 1;
+            }
+            Err(e) => break e,
+        }
+        assert!(admitted <= 2_000, "never refused");
+    };
+    assert_eq!(admitted, 144);
+    let Error::PredictedOverBudget {
+        thread,
+        predicted,
+        threads,
+        ..
+    } = refusal
+    else {
+        panic!("{refusal:?}");
+    };
+    assert_eq!((thread, threads), (Thread::Pacing, 2));
+    assert!(predicted > 0.9 && predicted < 0.91, "{predicted}");
+    let text = refusal.to_string();
+    assert!(
+        text.starts_with(
+            "admitting this stream would keep the pacing threads 90.3% busy (limit 90.0%"
+        ) && text.contains("300875 datagrams a second over 2 thread(s) at 6.0 µs each"),
+        "{text}"
+    );
+    // Measured cheaper datagrams admit more; a measured cost comes only
+    // from a window with enough of them.
+    let fast = Work {
+        cost: Cost {
+            per_packet: Cost::per_packet_from(Nanos::from_millis(200), 200_000).unwrap(),
+            ..Cost::PRIOR
+        },
+        ..w
+    };
+    assert_eq!(fast.cost.per_packet, Nanos::from_micros(1));
+    assert!(b.admit(total, bars(), &fast).is_ok());
+    assert_eq!(Cost::per_packet_from(Nanos::from_millis(1), 1_999), None);
+}
+
+#[test]
+fn predicted_reading_and_memory_are_budgets_too() {
+    // A 4K raw file: 1.3 GB/s read by one thread at 1 ms a MiB.
+    let uhd = Demand {
+        rate: BitRate(10_600_000_000),
+        packets_per_s: 120_000.0,
+        read_bytes_per_s: 1_327_104_000.0,
+        ring: ByteSize(4 * 16_588_800),
+    };
+    let b = unlimited(0.9);
+    let e = b.admit(Demand::default(), uhd, &idle(16)).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::PredictedOverBudget {
+                thread: Thread::Reading,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert_eq!(
+        Cost::per_mib_from(Nanos::from_millis(2), 16 << 20),
+        Some(Nanos(125_000))
+    );
+    let b = Budget {
+        max_memory: Some(ByteSize(800 << 10)),
+        ..unlimited(0.9)
+    };
+    let total = b.admit(Demand::default(), bars(), &idle(2)).unwrap();
+    let e = b.admit(total, bars(), &idle(2)).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "a stream whose ring holds 450.0 KiB on top of the 450.0 KiB the running streams hold \
+         would exceed --max-memory 800.0 KiB; stop a stream, give fewer --ring-frames, or raise \
+         --max-memory"
     );
 }
 

@@ -166,7 +166,36 @@ fn totals(server: &Server, reg: &mut Registry) {
         reg,
         "nagare_admitted_rate_bps",
         "Rate reserved by admitted streams, bits per second",
-        server.admission.reserved().bps() as i64,
+        server.admission.reserved().rate.bps() as i64,
+    );
+    gauge(
+        reg,
+        "nagare_admitted_ring_bytes",
+        "Read-ahead ring memory reserved by admitted streams, bytes",
+        server.admission.reserved().ring.bytes() as i64,
+    );
+    let work = server.work();
+    let reserved = server.admission.reserved();
+    let predicted = Gauge::<f64, AtomicU64>::default();
+    predicted.set(work.pacing_share(&reserved));
+    reg.register(
+        "nagare_pacer_predicted_load",
+        "Share of each pacing thread's time the admitted streams will take, at the measured cost of a datagram",
+        predicted,
+    );
+    let cost = Gauge::<f64, AtomicU64>::default();
+    cost.set(work.cost.per_packet.as_secs_f64());
+    reg.register(
+        "nagare_pacer_seconds_per_datagram",
+        "Working time of a pacing thread per datagram sent (measured, or assumed until measured)",
+        cost,
+    );
+    let reader = Gauge::<f64, AtomicU64>::default();
+    reader.set(server.reader.load());
+    reg.register(
+        "nagare_reader_load",
+        "Read-ahead thread's working share of the last second",
+        reader,
     );
     let pacer = Gauge::<f64, AtomicU64>::default();
     pacer.set(server.pacers.load());

@@ -29,7 +29,18 @@ use crate::cmd::serve::stream::output::{Output, TcpLink};
 /// connection's admission reservation between SETUP and PLAY.
 struct ConnCatalog {
     server: Arc<Server>,
-    reservation: Arc<Mutex<Option<Reservation>>>,
+    admitted: Arc<Mutex<Admitted>>,
+}
+
+/// What a connection's session holds of the budget, shared by the
+/// catalog (which admits, inside the machine's SETUP and PLAY) and the
+/// driver (which launches and stops the stream).
+#[derive(Default)]
+struct Admitted {
+    /// Reserved at SETUP or a restarting PLAY, not yet given to a stream.
+    reservation: Option<Reservation>,
+    /// The session's running stream.
+    stream: Option<StreamId>,
 }
 
 impl rtsp::Catalog for ConnCatalog {
@@ -51,16 +62,37 @@ impl rtsp::Catalog for ConnCatalog {
     }
 
     fn admit(&self, path: &str, _transport: &Transport) -> bool {
-        let mut held = self.reservation.lock().unwrap_or_else(|p| p.into_inner());
-        if held.is_some() {
+        let mut held = self.admitted.lock().unwrap_or_else(|p| p.into_inner());
+        if held.reservation.is_some() {
+            return true;
+        }
+        // A PLAY from the start again: the new stream takes over the
+        // running one's reservation, so the budget is never free between
+        // the two for another client to take.
+        if let Some(e) = held.stream.and_then(|id| self.server.table.get(id))
+            && let Some(r) = e
+                .reservation
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take()
+        {
+            held.reservation = Some(r);
             return true;
         }
         let Some(m) = self.server.media.get(path) else {
             return false;
         };
-        match self.server.admit(&m) {
+        let packet_size = nagare_api::serve::Pacing::default().packet_size;
+        let demand = match self.server.demand(&m, packet_size, None, 1) {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!("nagare serve: RTSP SETUP of '{path}' refused: {e}");
+                return false;
+            }
+        };
+        match self.server.admit(demand) {
             Ok(r) => {
-                *held = Some(r);
+                held.reservation = Some(r);
                 true
             }
             Err(why) => {
@@ -135,7 +167,6 @@ fn writer(mut stream: TcpStream, queue: Receiver<Vec<u8>>) {
 #[derive(Default)]
 struct Session {
     transport: Option<Transport>,
-    stream: Option<StreamId>,
     open: bool,
 }
 
@@ -155,7 +186,7 @@ fn connection(server: Arc<Server>, stream: TcpStream, peer: SocketAddr) {
         .name("serve-rtsp-write".into())
         .spawn(move || writer(write_half, rx));
     let origin = Origin::now();
-    let reservation = Arc::new(Mutex::new(None));
+    let admitted = Arc::new(Mutex::new(Admitted::default()));
     let config = rtsp::Config {
         session_timeout: Nanos::from(server.settings.session_timeout),
         idle_timeout: Nanos::from(server.settings.session_timeout),
@@ -163,7 +194,7 @@ fn connection(server: Arc<Server>, stream: TcpStream, peer: SocketAddr) {
     };
     let catalog = ConnCatalog {
         server: server.clone(),
-        reservation: reservation.clone(),
+        admitted: admitted.clone(),
     };
     let seed =
         (u64::from(getrandom::u32().unwrap_or(1)) << 32) | u64::from(getrandom::u32().unwrap_or(7));
@@ -171,7 +202,7 @@ fn connection(server: Arc<Server>, stream: TcpStream, peer: SocketAddr) {
     let mut driver = Driver {
         server: &server,
         link: &link,
-        reservation: &reservation,
+        admitted: &admitted,
         session: Session::default(),
     };
     read_loop(&mut driver, &mut machine, stream, &origin);
@@ -224,7 +255,7 @@ fn read_loop(
 struct Driver<'a> {
     server: &'a Arc<Server>,
     link: &'a Arc<TcpLink>,
-    reservation: &'a Arc<Mutex<Option<Reservation>>>,
+    admitted: &'a Arc<Mutex<Admitted>>,
     session: Session,
 }
 
@@ -264,7 +295,7 @@ impl Driver<'_> {
                 ..
             } => self.play(&path, start, looping),
             Event::Pause { .. } => {
-                if let Some(id) = self.session.stream {
+                if let Some(id) = self.admitted().stream {
                     self.server.pacers.pause(id);
                 }
             }
@@ -284,15 +315,21 @@ impl Driver<'_> {
         }
     }
 
+    fn admitted(&self) -> std::sync::MutexGuard<'_, Admitted> {
+        self.admitted.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn play(&mut self, path: &str, start: Start, looping: bool) {
-        if let Some(id) = self.session.stream {
+        let running = self.admitted().stream;
+        if let Some(id) = running {
             if start == Start::Resume {
                 self.server.pacers.resume(id);
                 return;
             }
-            // PLAY from the start again: a new stream replaces the old.
+            // PLAY from the start again: a new stream replaces the old
+            // (whose reservation the machine's admission carried over).
             self.server.stop_stream(id);
-            self.session.stream = None;
+            self.admitted().stream = None;
         }
         let (Some(media), Some(transport)) = (self.server.media.get(path), self.session.transport)
         else {
@@ -323,14 +360,12 @@ impl Driver<'_> {
                 return;
             }
         };
-        // SETUP reserved the rate; a PLAY from the start after the first
-        // reserves again for the new stream.
-        let held = self
-            .reservation
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        let reservation = held.or_else(|| self.server.admit(&media).ok());
+        // SETUP reserved, and so did a PLAY from the start again: no
+        // stream runs without its reservation.
+        let Some(reservation) = self.admitted().reservation.take() else {
+            eprintln!("nagare serve: RTSP PLAY of '{path}' has no admission; not started");
+            return;
+        };
         let id = self.server.launch(Launch {
             media,
             outputs: vec![output],
@@ -339,22 +374,23 @@ impl Driver<'_> {
             looping,
             pacing: nagare_api::serve::Pacing::default(),
             encapsulation: Encapsulation::Rtp,
-            reservation,
+            reservation: Some(reservation),
             leg: None,
             tags: Default::default(),
         });
-        self.session.stream = Some(id);
+        self.admitted().stream = Some(id);
     }
 
     /// Ends the session's stream and gives back what it reserved.
     fn close_session(&mut self) {
-        if let Some(id) = self.session.stream.take() {
+        let (stream, reservation) = {
+            let mut a = self.admitted();
+            (a.stream.take(), a.reservation.take())
+        };
+        if let Some(id) = stream {
             self.server.stop_stream(id);
         }
-        self.reservation
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        drop(reservation);
         if std::mem::take(&mut self.session.open) {
             self.server
                 .stats

@@ -1,15 +1,13 @@
-//! The shared holders of serve's rate budget and connection caps. Who
+//! The shared holders of serve's budget and connection caps. Who
 //! may make the server send where, the token, the budget's rule and the
 //! caps' rule live in `nagare_proto::serve`; this file keeps only the
 //! running totals that RTSP sessions, the HTTP API and the flows change
 //! from many threads at once.
 
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use nagare_proto::BitRate;
-use nagare_proto::serve::{Budget, ConnectionCaps, Error};
+use nagare_proto::serve::{Budget, ConnectionCaps, Demand, Error, Work};
 
 /// A front end's connection caps, shared by its connection threads or
 /// tasks.
@@ -45,75 +43,88 @@ impl Drop for Place {
     }
 }
 
-/// The rate reserved by admitted streams, checked against a [`Budget`].
+/// What the admitted streams have reserved, checked against a
+/// [`Budget`].
 #[derive(Debug)]
 pub(crate) struct Admission {
     budget: Budget,
-    reserved: AtomicU64,
+    reserved: Mutex<Demand>,
 }
 
 impl Admission {
-    /// A budget of `max_rate` (none: unlimited) and a pacing load limit.
-    pub(crate) fn new(max_rate: Option<BitRate>, max_load: f64) -> Admission {
+    /// The budget of `--max-rate`, `--max-load` and `--max-memory`.
+    pub(crate) fn new(budget: Budget) -> Admission {
         Admission {
-            budget: Budget { max_rate, max_load },
-            reserved: AtomicU64::new(0),
+            budget,
+            reserved: Mutex::new(Demand::default()),
         }
     }
 
-    /// Reserves `rate` for a new stream, or says why not. `load` is the
-    /// busiest pacing thread's share of time spent working.
-    pub(crate) fn reserve(&self, rate: BitRate, load: f64) -> Result<(), Error> {
-        // A compare-and-swap loop: two admissions racing each see the
-        // other's reservation, so together they never pass the budget.
-        let mut now = self.reserved.load(Ordering::Relaxed);
-        loop {
-            let after = self.budget.admit(BitRate(now), rate, load)?;
-            match self.reserved.compare_exchange(
-                now,
-                after.bps(),
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return Ok(()),
-                Err(seen) => now = seen,
-            }
-        }
+    /// Reserves `demand` for a new stream, or says why not. One lock
+    /// around the check and the update: two admissions racing each see
+    /// the other's reservation, so together they never pass the budget.
+    pub(crate) fn reserve(&self, demand: Demand, work: &Work) -> Result<(), Error> {
+        let mut reserved = self.lock();
+        *reserved = self.budget.admit(*reserved, demand, work)?;
+        Ok(())
     }
 
     /// Gives back what [`Admission::reserve`] took.
-    pub(crate) fn release(&self, rate: BitRate) {
-        let _ = self
-            .reserved
-            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |r| {
-                Some(Budget::release(BitRate(r), rate).bps())
-            });
+    pub(crate) fn release(&self, demand: Demand) {
+        let mut reserved = self.lock();
+        *reserved = reserved.minus(demand);
     }
 
-    /// Rate reserved now.
-    pub(crate) fn reserved(&self) -> BitRate {
-        BitRate(self.reserved.load(Ordering::Relaxed))
+    /// What is reserved now.
+    pub(crate) fn reserved(&self) -> Demand {
+        *self.lock()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Demand> {
+        self.reserved.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nagare_proto::serve::Cost;
+    use nagare_proto::{BitRate, ByteSize};
 
     #[test]
     fn reserve_and_release_move_the_total() {
-        let a = Admission::new(Some(BitRate(10_000_000)), 0.9);
-        assert!(a.reserve(BitRate(6_000_000), 0.1).is_ok());
-        assert_eq!(a.reserved(), BitRate(6_000_000));
-        let e = a.reserve(BitRate(6_000_000), 0.1).unwrap_err();
+        let a = Admission::new(Budget {
+            max_rate: Some(BitRate(10_000_000)),
+            max_load: 0.9,
+            max_memory: Some(ByteSize(1 << 20)),
+        });
+        let work = Work {
+            pacers: 1,
+            pacer_load: 0.1,
+            reader_load: 0.0,
+            cost: Cost::PRIOR,
+        };
+        let six = Demand {
+            rate: BitRate(6_000_000),
+            packets_per_s: 500.0,
+            read_bytes_per_s: 750_000.0,
+            ring: ByteSize(1 << 19),
+        };
+        assert!(a.reserve(six, &work).is_ok());
+        assert_eq!(a.reserved(), six);
+        let e = a.reserve(six, &work).unwrap_err();
         assert!(matches!(e, Error::RateOverBudget { .. }), "{e}");
+        let busy = Work {
+            pacer_load: 0.95,
+            ..work
+        };
         assert!(matches!(
-            a.reserve(BitRate(1), 0.95).unwrap_err(),
+            a.reserve(Demand::default(), &busy).unwrap_err(),
             Error::LoadOverBudget { .. }
         ));
-        assert_eq!(a.reserved(), BitRate(6_000_000));
-        a.release(BitRate(6_000_000));
-        assert_eq!(a.reserved(), BitRate(0));
-        assert!(a.reserve(BitRate(6_000_000), 0.1).is_ok());
+        assert_eq!(a.reserved(), six);
+        a.release(six);
+        assert_eq!(a.reserved(), Demand::default());
+        assert!(a.reserve(six, &work).is_ok());
     }
 }

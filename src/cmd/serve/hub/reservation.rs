@@ -1,38 +1,38 @@
-//! A stream's share of the admitted rate: taken at admission, given back
+//! A stream's share of the budget (rate, work, ring memory): taken at admission, given back
 //! when its table entry or its flow lets go, whichever is first. A leaf
 //! shared by the table, the pacers and the sessions.
 
 use std::sync::Arc;
 
-use nagare_proto::BitRate;
+use nagare_proto::serve::{Demand, Work};
 
 use crate::cmd::serve::hub::access::Admission;
 
-/// A reservation of admitted rate, given back when the flow ends.
+/// A reservation of the budget, given back when the flow ends.
 #[derive(Debug)]
 pub(crate) struct Reservation {
     admission: Arc<Admission>,
-    rate: BitRate,
+    demand: Demand,
 }
 
 impl Reservation {
-    /// Takes `rate` from `admission`, or says why not.
+    /// Takes `demand` from `admission`, or says why not.
     pub(crate) fn take(
         admission: &Arc<Admission>,
-        rate: BitRate,
-        load: f64,
+        demand: Demand,
+        work: &Work,
     ) -> std::result::Result<Reservation, nagare_proto::serve::Error> {
-        admission.reserve(rate, load)?;
+        admission.reserve(demand, work)?;
         Ok(Reservation {
             admission: admission.clone(),
-            rate,
+            demand,
         })
     }
 }
 
 impl Drop for Reservation {
     fn drop(&mut self) {
-        self.admission.release(self.rate);
+        self.admission.release(self.demand);
     }
 }
 

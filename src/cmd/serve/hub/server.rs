@@ -10,8 +10,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow, bail};
 use nagare_api::serve::{Encapsulation, StreamInfo, StreamKind, StreamRequest, StreamState};
-use nagare_proto::Nanos;
-use nagare_proto::serve::{AllowList, Error as PolicyError, Token, leg as legs};
+use nagare_proto::mpegts::DATAGRAM_LEN;
+use nagare_proto::serve::{
+    AllowList, Cost, Demand, Error as PolicyError, Token, Work, leg as legs,
+};
+use nagare_proto::video::{self, Packetizer};
+use nagare_proto::{BitRate, Nanos, Ssrc};
 
 use crate::cmd::serve::hub::access::Admission;
 use crate::cmd::serve::hub::media::{Catalog, Media};
@@ -111,9 +115,60 @@ impl Server {
         self.stop.load(Ordering::Relaxed)
     }
 
-    /// Reserves `media`'s rate, or says why not.
-    pub(crate) fn admit(&self, media: &Media) -> Result<Reservation, PolicyError> {
-        Reservation::take(&self.admission, media.rate(), self.pacers.load())
+    /// Reserves `demand`, or says why not.
+    pub(crate) fn admit(&self, demand: Demand) -> Result<Reservation, PolicyError> {
+        Reservation::take(&self.admission, demand, &self.work())
+    }
+
+    /// The pacing and read-ahead threads as admission sees them: their
+    /// measured load, and the measured cost of a datagram and of a MiB
+    /// read (assumed until measured).
+    pub(crate) fn work(&self) -> Work {
+        Work {
+            pacers: self.pacers.threads(),
+            pacer_load: self.pacers.load(),
+            reader_load: self.reader.load(),
+            cost: Cost {
+                per_packet: self
+                    .pacers
+                    .cost_per_packet()
+                    .unwrap_or(Cost::PRIOR.per_packet),
+                per_mib: self.reader.cost_per_mib().unwrap_or(Cost::PRIOR.per_mib),
+            },
+        }
+    }
+
+    /// What a stream of `media` in datagrams of `packet_size` to
+    /// `destinations` destinations asks of the server (a cluster leg
+    /// sends its stripe only), or why its datagrams cannot be made.
+    pub(crate) fn demand(
+        &self,
+        media: &Media,
+        packet_size: usize,
+        leg: Option<&Leg>,
+        destinations: usize,
+    ) -> Result<Demand, video::Error> {
+        let copies = destinations.max(1) as f64;
+        let read = media.rate().as_f64() / 8.0;
+        let (sent_bytes, datagrams) = match media.raw_format() {
+            Some((mut format, rate)) => {
+                if let Some((stripes, _)) = leg.and_then(|l| l.stripe) {
+                    format = stripes.stripe_format();
+                }
+                let per_frame = Packetizer::new(format, packet_size, Ssrc(0))?
+                    .uniform()
+                    .packets_per_frame();
+                let fps = rate.as_f64();
+                (format.frame_bytes() as f64 * fps, per_frame as f64 * fps)
+            }
+            None => (read, read / DATAGRAM_LEN as f64),
+        };
+        Ok(Demand {
+            rate: BitRate((sent_bytes * 8.0 * copies) as u64),
+            packets_per_s: datagrams * copies,
+            read_bytes_per_s: read,
+            ring: self.reader.ring_bytes(media),
+        })
     }
 
     /// Puts a stream in the table and starts reading and pacing it.
@@ -202,7 +257,15 @@ impl Server {
             outputs.push(o);
         }
         let leg = self.leg(req, &media).map_err(Refusal::Leg)?;
-        let reservation = self.admit(&media).map_err(Refusal::Admission)?;
+        let demand = self
+            .demand(&media, req.pacing.packet_size, leg.as_ref(), outputs.len())
+            .map_err(|e| {
+                Refusal::Bad(format!(
+                    "pacing.packet_size {} cannot carry '{}': {e}",
+                    req.pacing.packet_size, req.source
+                ))
+            })?;
+        let reservation = self.admit(demand).map_err(Refusal::Admission)?;
         Ok(self.launch(Launch {
             media,
             outputs,
@@ -288,7 +351,7 @@ pub(crate) enum Refusal {
     Forbidden(PolicyError),
     /// 404.
     NotFound(String),
-    /// 503: over the rate or load budget.
+    /// 503: over the rate, memory or load budget.
     Admission(PolicyError),
 }
 

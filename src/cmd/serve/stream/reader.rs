@@ -13,10 +13,11 @@ use std::io::{Read, Seek, SeekFrom};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError, bounded, select, unbounded};
 use nagare_proto::mpegts::DATAGRAM_LEN;
+use nagare_proto::serve::Cost;
 use nagare_proto::serve::readahead::{self, RingFill};
 use nagare_proto::video::pattern::Pattern;
 use nagare_proto::{ByteSize, Nanos};
@@ -24,6 +25,7 @@ use nagare_proto::{ByteSize, Nanos};
 use crate::clock::Origin;
 use crate::cmd::serve::hub::media::{Kind, Media};
 use crate::cmd::serve::hub::table::{Counters, StreamId};
+use crate::cmd::serve::stream::meter::{LoadMeter, Published};
 use crate::net::file::advise_sequential;
 
 /// Datagrams of TS per chunk: a chunk boundary is always a datagram
@@ -116,6 +118,15 @@ pub(crate) struct Reader {
     stop: Arc<AtomicBool>,
     read_ahead: Duration,
     ring_frames: usize,
+    load: Arc<Published>,
+}
+
+/// How a stream's ring is laid out: chunk size, play time of a chunk,
+/// and chunks held.
+struct RingPlan {
+    chunk_bytes: usize,
+    period: Nanos,
+    capacity: usize,
 }
 
 impl Reader {
@@ -132,13 +143,15 @@ impl Reader {
         let (wake, wake_rx) = bounded(4096);
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
+        let load = Arc::new(Published::default());
+        let meter = LoadMeter::new(load.clone());
         let thread = std::thread::Builder::new()
             .name("serve-reader".into())
             .spawn(move || {
                 if realtime && let Err(e) = crate::net::tuning::realtime() {
                     eprintln!("nagare serve: reader: {e:#}");
                 }
-                run(&rx, &wake_rx, &stop2)
+                run(&rx, &wake_rx, &stop2, meter)
             })?;
         Ok(Reader {
             commands,
@@ -147,7 +160,52 @@ impl Reader {
             stop,
             read_ahead,
             ring_frames: ring_frames.max(2),
+            load,
         })
+    }
+
+    /// The ring `media` gets: a raw frame per chunk, `ring_frames` of
+    /// them; TS chunks of [`TS_CHUNK_DATAGRAMS`] datagrams, enough for
+    /// the read-ahead time (4 to 256).
+    fn plan(&self, media: &Media) -> RingPlan {
+        let (chunk_bytes, period) = match &media.kind {
+            Kind::Raw { format, rate, .. } | Kind::Pattern { format, rate } => {
+                (format.frame_bytes(), period_of(rate.as_f64()))
+            }
+            Kind::Ts { rate, .. } => {
+                let bytes = TS_CHUNK_DATAGRAMS * DATAGRAM_LEN;
+                (bytes, rate.time_for(ByteSize::of_len(bytes)))
+            }
+        };
+        let capacity = if media.is_ts() {
+            let per = period.as_nanos().max(1);
+            (self.read_ahead.as_nanos() as u64 / per).clamp(4, 256) as usize
+        } else {
+            self.ring_frames
+        };
+        RingPlan {
+            chunk_bytes,
+            period,
+            capacity,
+        }
+    }
+
+    /// Memory the ring of a stream of `media` holds.
+    pub(crate) fn ring_bytes(&self, media: &Media) -> ByteSize {
+        let plan = self.plan(media);
+        ByteSize((plan.chunk_bytes * plan.capacity) as u64)
+    }
+
+    /// The thread's working share of the last second, 0 to 1.
+    pub(crate) fn load(&self) -> f64 {
+        self.load.load()
+    }
+
+    /// Working time per MiB read over the last second, once enough was
+    /// read to tell.
+    pub(crate) fn cost_per_mib(&self) -> Option<Nanos> {
+        let (busy, bytes) = self.load.work();
+        Cost::per_mib_from(busy, bytes)
     }
 
     /// Starts reading `media` for stream `id` at chunk number `first`
@@ -163,25 +221,14 @@ impl Reader {
         counters: Arc<Counters>,
         first: u64,
     ) -> Ring {
-        let (chunk_bytes, period, pattern) = match &media.kind {
-            Kind::Raw { format, rate, .. } => {
-                (format.frame_bytes(), period_of(rate.as_f64()), None)
-            }
-            Kind::Pattern { format, rate } => (
-                format.frame_bytes(),
-                period_of(rate.as_f64()),
-                Some(Pattern::new(*format)),
-            ),
-            Kind::Ts { rate, .. } => {
-                let bytes = TS_CHUNK_DATAGRAMS * DATAGRAM_LEN;
-                (bytes, rate.time_for(ByteSize::of_len(bytes)), None)
-            }
-        };
-        let capacity = if media.is_ts() {
-            let per = period.as_nanos().max(1);
-            (self.read_ahead.as_nanos() as u64 / per).clamp(4, 256) as usize
-        } else {
-            self.ring_frames
+        let RingPlan {
+            chunk_bytes,
+            period,
+            capacity,
+        } = self.plan(&media);
+        let pattern = match &media.kind {
+            Kind::Pattern { format, .. } => Some(Pattern::new(*format)),
+            _ => None,
         };
         let (full_tx, full) = bounded(capacity + 1);
         let (empty, empty_rx) = bounded(capacity);
@@ -243,7 +290,7 @@ fn period_of(fps: f64) -> Nanos {
 
 /// The thread: take commands, then read one chunk for every ring that has
 /// room, earliest deadline first; wait when every ring is full.
-fn run(commands: &Receiver<Command>, wake: &Receiver<()>, stop: &AtomicBool) {
+fn run(commands: &Receiver<Command>, wake: &Receiver<()>, stop: &AtomicBool, mut meter: LoadMeter) {
     let mut flows: HashMap<StreamId, Box<Flow>> = HashMap::new();
     let origin = Origin::now();
     while !stop.load(Ordering::Acquire) {
@@ -261,6 +308,7 @@ fn run(commands: &Receiver<Command>, wake: &Receiver<()>, stop: &AtomicBool) {
         }
         let order = due_order(&mut flows, origin.elapsed());
         if order.is_empty() {
+            let waited = Instant::now();
             select! {
                 recv(wake) -> _ => {}
                 recv(commands) -> c => match c {
@@ -270,17 +318,20 @@ fn run(commands: &Receiver<Command>, wake: &Receiver<()>, stop: &AtomicBool) {
                 },
                 default(Duration::from_millis(50)) => {}
             }
+            meter.idle(waited.elapsed());
             continue;
         }
         for id in order {
             if let Some(f) = flows.get_mut(&id) {
-                read_one(f);
+                meter.worked(read_one(f) as u64);
             }
             if stop.load(Ordering::Acquire) {
                 return;
             }
         }
         flows.retain(|_, f| !f.done);
+        // A reader that never waits still closes its window.
+        meter.idle(Duration::ZERO);
     }
 }
 
@@ -307,14 +358,17 @@ fn due_order(flows: &mut HashMap<StreamId, Box<Flow>>, now: Nanos) -> Vec<Stream
     readahead::due_order(now, &rings)
 }
 
-/// Reads the next chunk of `f` into its spare buffer and delivers it.
-fn read_one(f: &mut Flow) {
+/// Reads the next chunk of `f` into its spare buffer and delivers it;
+/// returns the bytes read.
+fn read_one(f: &mut Flow) -> usize {
     let Some(mut buf) = f.spare.take() else {
-        return;
+        return 0;
     };
     buf.resize(f.chunk_bytes, 0);
+    let mut read = 0;
     let delivery = match fill(f, &mut buf) {
         Ok(Some((len, end_of_pass))) => {
+            read = len;
             f.number += 1;
             Delivery::Chunk(Chunk {
                 data: buf,
@@ -337,7 +391,7 @@ fn read_one(f: &mut Flow) {
         let _ = f.full.try_send(delivery);
         let _ = f.full.try_send(Delivery::End);
         f.done = true;
-        return;
+        return read;
     }
     if let Delivery::Chunk(c) = &delivery
         && c.end_of_pass
@@ -347,6 +401,7 @@ fn read_one(f: &mut Flow) {
     // The ring has one place more than buffers, so this never fails
     // while the pacer hands buffers back.
     let _ = f.full.try_send(delivery);
+    read
 }
 
 /// Reads one chunk: `(bytes, end of pass)`, or `None` at the end.

@@ -10,7 +10,7 @@ mod start;
 mod ts;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -18,11 +18,13 @@ use anyhow::{Context, Result};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, unbounded};
 use nagare_api::serve::StreamState;
 use nagare_proto::Nanos;
+use nagare_proto::serve::Cost;
 
 pub(crate) use start::{Leg, Start};
 
 use crate::clock::Origin;
 use crate::cmd::serve::hub::table::StreamId;
+use crate::cmd::serve::stream::meter::{LoadMeter, Published};
 use crate::net::placement::{Placement, Role};
 use crate::net::tuning::Realtime;
 
@@ -44,8 +46,8 @@ enum Command {
 
 struct Handle {
     commands: Sender<Command>,
-    /// Share of the last second spent working, as f64 bits.
-    load: Arc<AtomicU64>,
+    /// Its last second of work.
+    load: Arc<Published>,
     flows: AtomicUsize,
     thread: Option<JoinHandle<()>>,
 }
@@ -93,7 +95,7 @@ impl Pacers {
         let mut handles = Vec::with_capacity(n);
         for k in 0..n.max(1) {
             let (commands, rx) = unbounded();
-            let load = Arc::new(AtomicU64::new(0f64.to_bits()));
+            let load = Arc::new(Published::default());
             let (load2, stop2) = (load.clone(), stop.clone());
             let (placement, noted) = (placement.clone(), noted.clone());
             let thread = std::thread::Builder::new()
@@ -161,8 +163,18 @@ impl Pacers {
     pub(crate) fn load(&self) -> f64 {
         self.handles
             .iter()
-            .map(|h| f64::from_bits(h.load.load(Ordering::Relaxed)))
+            .map(|h| h.load.load())
             .fold(0.0, f64::max)
+    }
+
+    /// Working time per datagram over every thread's last second, once
+    /// enough were sent to tell.
+    pub(crate) fn cost_per_packet(&self) -> Option<Nanos> {
+        let (busy, packets) = self.handles.iter().fold((0u64, 0u64), |(b, n), h| {
+            let (busy, units) = h.load.work();
+            (b + busy.as_nanos(), n + units)
+        });
+        Cost::per_packet_from(Nanos(busy), packets)
     }
 
     /// Number of pacing threads.
@@ -194,27 +206,6 @@ impl Drop for Pacers {
     }
 }
 
-/// Measures the share of wall time a thread spends working.
-struct LoadMeter {
-    window: Instant,
-    idle: Duration,
-    out: Arc<AtomicU64>,
-}
-
-impl LoadMeter {
-    fn idle(&mut self, d: Duration) {
-        self.idle += d;
-        let span = self.window.elapsed();
-        if span >= Duration::from_secs(1) {
-            let busy = 1.0 - self.idle.as_secs_f64() / span.as_secs_f64();
-            self.out
-                .store(busy.clamp(0.0, 1.0).to_bits(), Ordering::Relaxed);
-            self.window = Instant::now();
-            self.idle = Duration::ZERO;
-        }
-    }
-}
-
 /// One pacing thread's state.
 struct Pacer {
     commands: Receiver<Command>,
@@ -225,17 +216,13 @@ struct Pacer {
 }
 
 impl Pacer {
-    fn new(commands: Receiver<Command>, load: Arc<AtomicU64>) -> Pacer {
+    fn new(commands: Receiver<Command>, load: Arc<Published>) -> Pacer {
         Pacer {
             commands,
             origin: Origin::now(),
             raw: raw::RawFlows::default(),
             ts: ts::TsFlows::default(),
-            meter: LoadMeter {
-                window: Instant::now(),
-                idle: Duration::ZERO,
-                out: load,
-            },
+            meter: LoadMeter::new(load),
         }
     }
 
@@ -248,6 +235,8 @@ impl Pacer {
             let now = self.origin.elapsed();
             self.raw.step(now, &self.origin);
             self.ts.step(now);
+            self.meter
+                .worked(self.raw.take_sent() + self.ts.take_sent());
             let next = [self.raw.next_deadline(), self.ts.next_deadline()]
                 .into_iter()
                 .flatten()

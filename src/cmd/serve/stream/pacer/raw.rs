@@ -109,6 +109,8 @@ pub(crate) struct RawFlows {
     /// Paused flows, out of the schedule.
     paused: HashMap<StreamId, RawFlow>,
     io: TrainIoCell,
+    /// Datagrams handed to the kernel since the load meter last took them.
+    sent: u64,
 }
 
 /// Scratch for trains, made on the pacing thread (it holds raw pointers,
@@ -194,6 +196,11 @@ impl RawFlows {
                 return;
             }
         }
+    }
+
+    /// Datagrams sent since the last call.
+    pub(crate) fn take_sent(&mut self) -> u64 {
+        std::mem::take(&mut self.sent)
     }
 
     /// The earliest train or frame deadline.
@@ -294,6 +301,7 @@ impl RawFlows {
         }
         c.lateness(now.saturating_sub(t.at).as_nanos(), t.len() as u64);
         f.next_seq += t.len() as u64;
+        self.sent += (t.len() * f.start.outputs.len()) as u64;
         if dropped {
             self.end(t.flow, StreamState::Failed);
         }

@@ -22,6 +22,8 @@ pub(crate) struct TsFlows {
     sender: Sender,
     flows: HashMap<FlowId, Start>,
     ids: HashMap<StreamId, FlowId>,
+    /// Datagrams handed to the kernel since the load meter last took them.
+    sent: u64,
 }
 
 impl TsFlows {
@@ -43,6 +45,11 @@ impl TsFlows {
         self.flows.insert(id, start);
     }
 
+    /// Datagrams sent since the last call.
+    pub(crate) fn take_sent(&mut self) -> u64 {
+        std::mem::take(&mut self.sent)
+    }
+
     /// Sends every datagram due at `now`, answering the sender's requests
     /// as they come (the polling order of `mpegts::sender`).
     pub(crate) fn step(&mut self, now: Nanos) {
@@ -51,7 +58,9 @@ impl TsFlows {
             while let Some(t) = self.sender.poll_transmit(now) {
                 busy = true;
                 let id = t.flow;
-                if !send(self.flows.get_mut(&id), t) {
+                let flow = self.flows.get_mut(&id);
+                self.sent += flow.as_ref().map_or(0, |f| f.outputs.len()) as u64;
+                if !send(flow, t) {
                     // Its only TCP reader was dropped.
                     self.stop_flow(id, StreamState::Failed);
                 }
