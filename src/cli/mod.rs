@@ -185,6 +185,24 @@ pub(crate) fn parse_address(text: &str) -> Result<SocketAddr> {
     crate::net::udp::parse_addr(text, "address")
 }
 
+/// Parses a listen address: `HOST:PORT`, or `:PORT` for every interface
+/// (as MediaMTX and Go write it), which is `0.0.0.0:PORT` and so under the
+/// same token rules as any other address that is not loopback.
+pub(crate) fn parse_listen_address(text: &str) -> Result<SocketAddr> {
+    match text.trim().strip_prefix(':') {
+        Some(port) => {
+            let port: u16 = port.parse().map_err(|_| {
+                anyhow!(
+                    "listen address '{text}': ':PORT' needs a port 0 to 65535, e.g. :8554 \
+                     (every interface) or 127.0.0.1:8554 (this machine only)"
+                )
+            })?;
+            Ok(SocketAddr::from(([0, 0, 0, 0], port)))
+        }
+        None => parse_address(text),
+    }
+}
+
 /// Where `-o/--output` sends frames: `-` is standard output (for a pipe
 /// into ffmpeg or ffplay), anything else a file created (or truncated).
 pub(crate) fn open_output(path: &std::path::Path) -> Result<Box<dyn std::io::Write + Send>> {
@@ -208,6 +226,20 @@ pub(crate) fn is_stdio(path: &std::path::Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_listen_address_may_leave_out_the_host() {
+        assert_eq!(
+            parse_listen_address(":8554").unwrap(),
+            "0.0.0.0:8554".parse().unwrap()
+        );
+        assert_eq!(
+            parse_listen_address("127.0.0.1:8554").unwrap(),
+            "127.0.0.1:8554".parse().unwrap()
+        );
+        let e = refusal(parse_listen_address(":99999"));
+        assert!(e.contains("':PORT' needs a port"), "{e}");
+    }
 
     /// The message of a refused value.
     fn refusal<T: fmt::Debug>(r: Result<T>) -> String {

@@ -41,11 +41,12 @@ pub(crate) struct ServeArgs {
     /// TOML config: extra [[media]] paths and [[streams]] to push at start.
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// RTSP listen address.
-    #[arg(long, default_value = "127.0.0.1:8554", value_parser = cli::parse_address)]
+    /// RTSP listen address (`:8554` is every interface).
+    #[arg(long, default_value = "127.0.0.1:8554", value_parser = cli::parse_listen_address)]
     pub rtsp: SocketAddr,
-    /// HTTP API listen address.
-    #[arg(long, default_value = "127.0.0.1:8080", value_parser = cli::parse_address)]
+    /// HTTP API listen address (`:8080` is every interface, and needs
+    /// --token).
+    #[arg(long, default_value = "127.0.0.1:8080", value_parser = cli::parse_listen_address)]
     pub http: SocketAddr,
     /// API token (or NAGARE_TOKEN): required when --http is not loopback;
     /// clients send 'Authorization: Bearer TOKEN'.

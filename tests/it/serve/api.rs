@@ -330,6 +330,72 @@ fn a_non_loopback_api_without_a_token_does_not_start() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--token"), "{err}");
+    // MediaMTX's ':PORT' is every interface, under the same rule.
+    let out = nagare()
+        .args(["serve", "--media", &media.path()])
+        .args(["--rtsp", "127.0.0.1:0", "--http", ":0"])
+        .env_remove("NAGARE_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--token"), "{err}");
+}
+
+/// The whole answer (head and body) to a bodiless request.
+fn raw_answer(to: std::net::SocketAddr, method: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(to).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    text.to_ascii_lowercase()
+}
+
+#[test]
+fn the_api_lists_itself_and_answers_mediamtx_path_queries() {
+    let media = Media::new("serve-index");
+    let serve = Serve::start(&media, &[]);
+    let (status, text) = serve.api("GET", "/", None);
+    assert_eq!(status, 200, "{text}");
+    let index: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let paths: Vec<&str> = index["endpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["path"].as_str().unwrap())
+        .collect();
+    for want in [
+        "/v1/streams",
+        "/v3/paths/get/{name}",
+        "/metrics",
+        "/healthz",
+    ] {
+        assert!(paths.contains(&want), "{want} missing from {paths:?}");
+    }
+    let one: nagare_api::serve::PathItem = serve.api_json("GET", "/v3/paths/get/bars", None, 200);
+    assert_eq!((one.name.as_str(), one.readers.len()), ("bars", 0));
+    let (status, text) = serve.api("GET", "/v3/paths/get/nope", None);
+    assert_eq!(status, 404, "{text}");
+    assert!(text.contains("no path 'nope'"), "{text}");
+    // A method a route does not take is 405 with the ones it does.
+    for (method, path, allow) in [
+        ("DELETE", "/v1/streams", "allow: get, post"),
+        ("PUT", "/v1/streams/1", "allow: get, delete"),
+        ("POST", "/metrics", "allow: get"),
+        ("POST", "/healthz", "allow: get"),
+    ] {
+        let answer = raw_answer(serve.http, method, path);
+        assert!(
+            answer.starts_with("http/1.1 405") && answer.contains(allow),
+            "{method} {path}: {answer}"
+        );
+    }
 }
 
 #[test]

@@ -19,6 +19,7 @@
 use crate::{BitRate, ByteSize, Nanos};
 
 use super::Error;
+pub use super::error::Thread;
 
 /// What one stream asks of the server while it runs.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -200,23 +201,5 @@ impl Budget {
             });
         }
         Ok(())
-    }
-}
-
-/// Which of serve's threads a load refusal is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Thread {
-    /// The pacing threads (work per datagram).
-    Pacing,
-    /// The read-ahead thread (work per byte read or rendered).
-    Reading,
-}
-
-impl std::fmt::Display for Thread {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Thread::Pacing => "pacing threads",
-            Thread::Reading => "read-ahead thread",
-        })
     }
 }

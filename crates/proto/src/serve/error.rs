@@ -7,8 +7,6 @@ use std::net::IpAddr;
 use crate::video::stripe::Rule;
 use crate::{BitRate, ByteSize, Nanos};
 
-use super::budget::Thread;
-
 use super::cidr::Cidr;
 
 /// Everything serve's policy can refuse. The texts name the value and
@@ -193,4 +191,22 @@ fn unit_name(thread: Thread) -> &'static str {
 /// and the log agree.
 fn rate(r: BitRate) -> String {
     crate::units::bitrate_text(r.as_f64())
+}
+
+/// Which of serve's threads a load refusal is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Thread {
+    /// The pacing threads (work per datagram).
+    Pacing,
+    /// The read-ahead thread (work per byte read or rendered).
+    Reading,
+}
+
+impl std::fmt::Display for Thread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Thread::Pacing => "pacing threads",
+            Thread::Reading => "read-ahead thread",
+        })
+    }
 }

@@ -13,7 +13,9 @@ use nagare_api::serve::{
 use serde::Serialize;
 
 use crate::cmd::serve::front::metrics;
+use crate::cmd::serve::hub::media::Media;
 use crate::cmd::serve::hub::server::{Refusal, Server};
+use crate::cmd::serve::hub::table::{Entry, StreamId};
 
 /// Largest request body read.
 pub(crate) const MAX_BODY: u64 = 64 * 1024;
@@ -36,6 +38,8 @@ pub(crate) struct Reply {
     pub status: u16,
     pub body: Vec<u8>,
     pub content_type: &'static str,
+    /// The methods a 405 names in its `Allow` header (RFC 9110 §15.5.6).
+    pub allow: Option<&'static str>,
 }
 
 impl Reply {
@@ -44,6 +48,15 @@ impl Reply {
             status,
             body: serde_json::to_vec_pretty(value).unwrap_or_default(),
             content_type: "application/json",
+            allow: None,
+        }
+    }
+
+    /// `405 Method Not Allowed` on `path`, naming the methods it takes.
+    fn not_allowed(path: &str, allow: &'static str) -> Reply {
+        Reply {
+            allow: Some(allow),
+            ..Reply::error(405, format!("method not allowed on {path}: use {allow}"))
         }
     }
 
@@ -69,8 +82,11 @@ pub(crate) fn answer(server: &Server, req: &ApiRequest) -> Reply {
 fn route(server: &Server, req: &ApiRequest) -> Reply {
     let path = req.path.as_str();
     let method = &req.method;
-    if path == "/healthz" && method == Method::GET {
-        return health(server);
+    match (method, path) {
+        (&Method::GET, "/healthz") => return health(server),
+        (&Method::GET, "/") => return Reply::json(200, &index()),
+        (_, "/healthz" | "/") => return Reply::not_allowed(path, "GET"),
+        _ => {}
     }
     let auth = req.authorization.as_deref();
     if !server.token.admits(auth) {
@@ -89,8 +105,11 @@ fn route(server: &Server, req: &ApiRequest) -> Reply {
             status: 200,
             body: metrics::render(server).into_bytes(),
             content_type: "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            allow: None,
         },
         (&Method::GET, "/v3/paths/list") => Reply::json(200, &paths(server)),
+        (&Method::GET, p) if p.starts_with(PATH_GET) => one_path(server, &p[PATH_GET.len()..]),
+        (_, p) if p.starts_with(PATH_GET) => Reply::not_allowed(path, "GET"),
         (&Method::GET, "/v1/streams") => Reply::json(
             200,
             &StreamList {
@@ -99,12 +118,11 @@ fn route(server: &Server, req: &ApiRequest) -> Reply {
         ),
         (&Method::POST, "/v1/streams") => create(server, &req.body, req.client),
         (m, p) if p.starts_with("/v1/streams/") => one_stream(server, m, &p[12..]),
-        (_, "/v1/streams" | "/v3/paths/list" | "/metrics") => {
-            Reply::error(405, format!("method not allowed on {path}"))
-        }
+        (_, "/v1/streams") => Reply::not_allowed(path, "GET, POST"),
+        (_, "/v3/paths/list" | "/metrics") => Reply::not_allowed(path, "GET"),
         _ => Reply::error(
             404,
-            format!("no such endpoint {path}: see docs/openapi.yaml for the API"),
+            format!("no such endpoint {path}: GET / lists them, docs/openapi.yaml describes them"),
         ),
     }
 }
@@ -168,7 +186,58 @@ fn one_stream(server: &Server, method: &Method, id: &str) -> Reply {
         Method::DELETE => server
             .stop_stream(id)
             .map_or_else(missing, |info| Reply::json(200, &info)),
-        _ => Reply::error(405, "use GET or DELETE on /v1/streams/{id}"),
+        _ => Reply::not_allowed("/v1/streams/{id}", "GET, DELETE"),
+    }
+}
+
+/// MediaMTX's one-path query: `GET /v3/paths/get/{name}`.
+const PATH_GET: &str = "/v3/paths/get/";
+
+/// What `GET /` answers: every endpoint, so a newcomer with curl finds
+/// the rest.
+#[derive(Serialize)]
+struct Index {
+    service: &'static str,
+    version: &'static str,
+    endpoints: Vec<Endpoint>,
+    spec: &'static str,
+}
+
+#[derive(Serialize)]
+struct Endpoint {
+    method: &'static str,
+    path: &'static str,
+    what: &'static str,
+}
+
+fn index() -> Index {
+    let e = |method, path, what| Endpoint { method, path, what };
+    Index {
+        service: "nagare serve",
+        version: crate::version::VERSION,
+        endpoints: vec![
+            e("GET", "/healthz", "liveness and load (no token needed)"),
+            e("GET", "/v3/paths/list", "every path (MediaMTX style)"),
+            e("GET", "/v3/paths/get/{name}", "one path (MediaMTX style)"),
+            e("GET", "/v1/streams", "every stream, push or RTSP"),
+            e("POST", "/v1/streams", "push a path to destinations"),
+            e("GET", "/v1/streams/{id}", "one stream and its counters"),
+            e("DELETE", "/v1/streams/{id}", "stop a stream"),
+            e("GET", "/metrics", "OpenMetrics text for Prometheus"),
+        ],
+        spec: "docs/openapi.yaml",
+    }
+}
+
+/// `GET /v3/paths/get/{name}`.
+fn one_path(server: &Server, name: &str) -> Reply {
+    let entries = server.table.entries();
+    match server.media.get(name) {
+        Some(m) => Reply::json(200, &path_item(&m, &entries)),
+        None => Reply::error(
+            404,
+            format!("no path '{name}'; GET /v3/paths/list lists them"),
+        ),
     }
 }
 
@@ -178,34 +247,37 @@ fn paths(server: &Server) -> PathList {
     let items: Vec<PathItem> = server
         .media
         .iter()
-        .map(|m| {
-            let mine = entries.iter().filter(|(_, e)| e.source == m.name);
-            let readers = mine
-                .clone()
-                .map(|(id, e)| PathReader {
-                    kind: match e.kind {
-                        StreamKind::Rtsp => "rtspSession".into(),
-                        StreamKind::Push => "pushStream".into(),
-                    },
-                    id: id.to_string(),
-                })
-                .collect();
-            PathItem {
-                name: m.name.clone(),
-                source: m.source(),
-                ready: true,
-                tracks: vec![m.codec().into()],
-                rate_bps: m.rate().bps(),
-                bytes_sent: mine
-                    .map(|(_, e)| e.counters.bytes.load(Ordering::Relaxed))
-                    .sum(),
-                readers,
-            }
-        })
+        .map(|m| path_item(m, &entries))
         .collect();
     PathList {
         item_count: items.len(),
         page_count: 1,
         items,
+    }
+}
+
+/// One path as MediaMTX shows it, with the streams reading it.
+fn path_item(m: &Media, entries: &[(StreamId, Entry)]) -> PathItem {
+    let mine = entries.iter().filter(|(_, e)| e.source == m.name);
+    let readers = mine
+        .clone()
+        .map(|(id, e)| PathReader {
+            kind: match e.kind {
+                StreamKind::Rtsp => "rtspSession".into(),
+                StreamKind::Push => "pushStream".into(),
+            },
+            id: id.to_string(),
+        })
+        .collect();
+    PathItem {
+        name: m.name.clone(),
+        source: m.source(),
+        ready: true,
+        tracks: vec![m.codec().into()],
+        rate_bps: m.rate().bps(),
+        bytes_sent: mine
+            .map(|(_, e)| e.counters.bytes.load(Ordering::Relaxed))
+            .sum(),
+        readers,
     }
 }

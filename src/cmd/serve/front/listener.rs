@@ -223,6 +223,10 @@ fn response(reply: Reply) -> Response<Full<Bytes>> {
         .unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
     r.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static(reply.content_type));
+    if let Some(allow) = reply.allow {
+        r.headers_mut()
+            .insert(hyper::header::ALLOW, HeaderValue::from_static(allow));
+    }
     r
 }
 
