@@ -181,6 +181,18 @@ fn clean_run_reports_every_packet_and_logs_each_one() {
 }
 
 #[test]
+fn iperf3_short_flags_start_the_server_and_the_client() {
+    let s = Daemon::start(&["probe", "-s", "--listen", "127.0.0.1:0"]);
+    let out = nagare()
+        .args(["probe", "-c", &s.addr(), "--json"])
+        .args(LIGHT)
+        .output()
+        .unwrap();
+    let v = measured(&out);
+    assert_eq!(v.receiver.received, 2000, "{}", said(&out));
+}
+
+#[test]
 fn reverse_mode_server_sends() {
     let s = server();
     let out = client(

@@ -19,9 +19,12 @@ pub(crate) struct ProbeArgs {
 #[derive(Subcommand, Debug)]
 pub(super) enum Role {
     /// Answer probe clients, one test at a time (TCP control and UDP test
-    /// stream on the same port).
+    /// stream on the same port). `-s`, as iperf3 writes it.
+    #[command(short_flag = 's')]
     Server(ServerArgs),
-    /// Run one test against a probe server and print the report.
+    /// Run one test against a probe server and print the report. `-c
+    /// HOST`, as iperf3 writes it.
+    #[command(short_flag = 'c')]
     Client(ClientArgs),
 }
 
