@@ -14,8 +14,9 @@
 //! the RTP datagram reads back with payload type 33, consecutive sequence
 //! numbers and the packets as payload; a second pass through
 //! `LoopStamper` changes only counters and discontinuity bits, and the
-//! restarted schedule's times go on from the first pass's end; heap use
-//! stays bounded.
+//! restarted schedule's times go on from the first pass's end;
+//! `psi::check_stream` accepts only whole valid packets, with its PAT
+//! inside them; heap use stays bounded.
 
 #![no_main]
 
@@ -132,6 +133,13 @@ fuzz_target!(|data: &[u8]| {
     }
     schedule.finish();
     departures.extend(std::iter::from_fn(|| schedule.take_departure()));
+
+    let whole = &file[..file.len() - file.len() % PACKET_LEN];
+    if let Ok(found) = nagare_proto::mpegts::psi::check_stream(whole) {
+        assert_eq!(found.packets, whole.len() / PACKET_LEN);
+        assert!(found.pat_at < found.packets);
+        assert!(whole.chunks(PACKET_LEN).all(|p| Packet::new_checked(p).is_ok()));
+    }
 
     let n = checker.counters();
     assert!(n.errors + n.duplicates + n.discontinuities <= n.packets);

@@ -273,6 +273,16 @@ fn links_out_of_media_are_not_served_and_one_bad_file_is_skipped() {
         "size = \"320x240\"\npix_fmt = \"uyvy42\"\nfps = \"25\"\n",
     )
     .unwrap();
+    // Noise with every sync byte in place and well-formed headers: it
+    // would "play" 0 packets.
+    let noise: Vec<u8> = (0..200 * 188)
+        .map(|i: usize| match i % 188 {
+            0 => 0x47,
+            3 => 0x10,
+            _ => (i.wrapping_mul(2_654_435_761) >> 13) as u8,
+        })
+        .collect();
+    std::fs::write(media.dir.path("noise.ts"), noise).unwrap();
     let serve = Serve::start(&media, &[]);
     let list: serde_json::Value = serve.api_json("GET", "/v3/paths/list", None, 200);
     let names: Vec<&str> = list["items"]
@@ -290,10 +300,15 @@ fn links_out_of_media_are_not_served_and_one_bad_file_is_skipped() {
         "a link out of --media is served: {names:?}"
     );
     assert!(!names.contains(&"typo.yuv"), "{names:?}");
+    assert!(!names.contains(&"noise.ts"), "{names:?}");
     // Sources are named by catalog name, not by the server's paths.
     let text = list.to_string();
     assert!(!text.contains(&media.path()), "{text}");
     let (_, _, err) = serve.terminate();
     assert!(err.contains("a symbolic link out of --media"), "{err}");
     assert!(err.contains("skipping 'typo.yuv'"), "{err}");
+    assert!(
+        err.contains("skipping 'noise.ts'") && err.contains("no Program Association Table"),
+        "{err}"
+    );
 }

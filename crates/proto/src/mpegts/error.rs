@@ -5,6 +5,16 @@ use thiserror::Error;
 /// Errors of the `mpegts` module; `Copy`, for the per-packet path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum Error {
+    /// Packets with sync bytes in place but no Program Association Table
+    /// (PID 0) with a valid CRC: noise, or not a transport stream.
+    #[error(
+        "no Program Association Table (PID 0, valid CRC-32) in the first {packets} packets: \
+         this is not an MPEG transport stream, though its sync bytes are in place"
+    )]
+    NoProgramTable {
+        /// Packets looked at.
+        packets: usize,
+    },
     /// Fewer than 188 bytes.
     #[error("a TS packet is 188 bytes, got {len}")]
     PacketTooShort {

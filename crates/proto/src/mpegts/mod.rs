@@ -16,6 +16,7 @@ mod datagram;
 mod error;
 mod looping;
 mod packet;
+pub mod psi;
 mod schedule;
 pub mod sender;
 #[cfg(test)]

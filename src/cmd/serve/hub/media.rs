@@ -451,6 +451,14 @@ fn ts_rate(path: &Path, bytes: u64, fallback: BitRate) -> Result<BitRate> {
             path.display()
         );
     }
+    // Noise with its sync bytes in place would "play" 0 packets: refuse
+    // it here, with the reason, instead.
+    mpegts::psi::check_stream(&head).map_err(|e| {
+        anyhow!(
+            "'{}' is not a playable MPEG-TS file: {e}; remove it from --media or rename it",
+            path.display()
+        )
+    })?;
     let mut schedule = Schedule::new(ScheduleConfig::new(fallback));
     for p in head.chunks_exact(PACKET_LEN) {
         schedule.feed(p);
