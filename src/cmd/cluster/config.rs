@@ -162,6 +162,7 @@ impl Cluster {
             ssrc: Some(s.ssrc.unwrap_or(DEFAULT_SSRC).wrapping_add(k as u32)),
             label: Some(self.label(k)),
             epoch_frame,
+            idempotency_key: None,
         }
     }
 }

@@ -33,6 +33,10 @@ pub(crate) const START_LEAD: Duration = Duration::from_millis(100);
 /// Longest a stop waits for its pacer to confirm.
 const STOP_ACK: Duration = Duration::from_secs(1);
 
+/// Why a stream failed when its TCP reader was dropped.
+const READER_DROPPED: &str =
+    "its RTSP/TCP reader did not keep up and was dropped (its write queue was full)";
+
 enum Command {
     Start(Box<Start>),
     Pause(StreamId),

@@ -53,6 +53,9 @@ impl TsFlows {
                 let id = t.flow;
                 if !send(self.flows.get_mut(&id), t) {
                     // Its only TCP reader was dropped.
+                    if let Some(f) = self.flows.get(&id) {
+                        f.counters.fail(super::READER_DROPPED);
+                    }
                     self.stop_flow(id, StreamState::Failed);
                 }
             }
@@ -164,7 +167,7 @@ fn answer(start: &Start, flow: FlowId) -> Input {
         Some(Delivery::End) => Input::End { flow },
         Some(Delivery::Failed(e)) => {
             eprintln!("nagare serve: stream {}: {e}", start.id);
-            start.counters.set_state(StreamState::Failed);
+            start.counters.fail(e);
             Input::Failed { flow }
         }
         None => Input::Dry { flow },
