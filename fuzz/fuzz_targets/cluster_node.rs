@@ -12,10 +12,12 @@
 //! is `wall/stripe k` with k < 4; the node status holds exactly the live
 //! streams with packets of such labels, in table order. Fed as every
 //! node's answer for several polls (each node sees the streams whose id
-//! mod 3 is its index, counters growing per poll, some running dry), the controller accepts
-//! every status, only ever names nodes and stripes of its plan, never
-//! lists a node twice as a sender of a stripe nor a failed node as one,
-//! and after `Stop` issues only halts and goes quiet.
+//! mod 3 is its index, counters growing per poll, some running dry, some
+//! failed; some sends answered, some not), the controller accepts every
+//! status and answer, only ever names nodes and stripes of its plan,
+//! never lists a node twice as a sender of a stripe nor a failed node as
+//! one, and after `Stop` issues only one halt per node and, once they
+//! are confirmed, is settled and quiet.
 
 #![no_main]
 
@@ -23,7 +25,8 @@ use libfuzzer_sys::fuzz_target;
 use nagare_api::serve::{ApiError, Health, StreamInfo, StreamList, StreamState};
 use nagare_proto::Nanos;
 use nagare_proto::cluster::{
-    Controller, Event, Failover, Input, Listed, NodeSpec, NodeStatus, Plan, Transmit, label,
+    Controller, Event, Failover, Input, Listed, NodeSpec, NodeStatus, Path, Plan, Request,
+    Transmit, label,
 };
 
 const NAME: &str = "wall";
@@ -52,25 +55,36 @@ fn listed(s: &StreamInfo, poll: u64) -> Listed<'_> {
     Listed {
         label: s.label.as_deref(),
         live: matches!(s.state, StreamState::Playing | StreamState::Ready),
+        failure: (s.state == StreamState::Failed).then(|| s.error.as_deref().unwrap_or("?")),
         packets: s.counters.packets.saturating_add(poll * (s.id % 7)),
         underruns: s.counters.underruns.saturating_add(dry),
+        path: if s.id % 2 == 0 { Path::Main } else { Path::Dup },
     }
 }
 
 /// The node status must be exactly what an independent reading gives.
 fn check_status(list: &StreamList) {
+    let stripe = |s: &StreamInfo| {
+        let l = s.label.as_deref()?;
+        (0..STRIPES).find(|&k| format!("{NAME}/stripe {k}") == l)
+    };
     let expect: Vec<(usize, u64)> = list
         .streams
         .iter()
         .filter(|s| {
             matches!(s.state, StreamState::Playing | StreamState::Ready) && s.counters.packets > 0
         })
-        .filter_map(|s| {
-            let l = s.label.as_deref()?;
-            let k = (0..STRIPES).find(|&k| format!("{NAME}/stripe {k}") == l)?;
-            Some((k, s.counters.packets))
-        })
+        .filter_map(|s| Some((stripe(s)?, s.counters.packets)))
         .collect();
+    let failed: Vec<usize> = list
+        .streams
+        .iter()
+        .filter(|s| s.state == StreamState::Failed)
+        .filter_map(stripe)
+        .collect();
+    let mut held: Vec<usize> = list.streams.iter().filter_map(stripe).collect();
+    held.sort_unstable();
+    held.dedup();
     for s in &list.streams {
         let Some(l) = s.label.as_deref() else {
             continue;
@@ -93,6 +107,9 @@ fn check_status(list: &StreamList) {
         .map(|s| (s.stripe, s.packets))
         .collect();
     assert_eq!(got, expect);
+    let got_failed: Vec<usize> = status.failed.iter().map(|f| f.stripe).collect();
+    assert_eq!(got_failed, failed);
+    assert_eq!(status.held, held);
     assert_eq!(status.clock_offset_ns, Some(1));
 }
 
@@ -104,6 +121,7 @@ fn plan(failover: Failover) -> Plan {
     };
     Plan {
         stripes: STRIPES,
+        dup: vec![true, false, true, false],
         nodes: vec![
             node("a", &[0, 1], false),
             node("b", &[2, 3], false),
@@ -113,6 +131,7 @@ fn plan(failover: Failover) -> Plan {
         poll_interval: Nanos(100 * MS),
         dead_after: Nanos(300 * MS),
         clock_tolerance: Nanos(MS),
+        timeout: Nanos(50 * MS),
     }
 }
 
@@ -128,8 +147,13 @@ fn check_controller(c: &Controller, events: &[Event]) {
     }
     for e in events {
         match e {
-            Event::Sending { stripe, node } => assert!(*stripe < STRIPES && *node < NODES),
+            Event::Sending { stripe, node }
+            | Event::SendUnanswered { stripe, node, .. }
+            | Event::NoStandby { stripe, node } => assert!(*stripe < STRIPES && *node < NODES),
             Event::NodeFailed { node, .. } | Event::ClockOff { node, .. } => assert!(*node < NODES),
+            Event::NotHalted { node, stripes, .. } => {
+                assert!(*node < NODES && stripes.iter().all(|&k| k < STRIPES))
+            }
             Event::FailedOver {
                 stripe, from, to, ..
             }
@@ -149,7 +173,7 @@ fn drive(list: &StreamList, failover: Failover) {
         let now = Nanos(poll * 100 * MS);
         while let Some(cmd) = c.poll_transmit(now) {
             match cmd {
-                Transmit::Poll { node } => {
+                Transmit::Poll { node, .. } => {
                     assert!(node < NODES);
                     let table = list
                         .streams
@@ -160,8 +184,25 @@ fn drive(list: &StreamList, failover: Failover) {
                     let status = NodeStatus::from_table(NAME, STRIPES, table, offset);
                     c.handle_input(now, Input::Status { node, status }).unwrap();
                 }
-                Transmit::Send { node, stripe } | Transmit::Halt { node, stripe } => {
-                    assert!(node < NODES && stripe < STRIPES)
+                Transmit::Send { node, stripe, .. } => {
+                    assert!(node < NODES && stripe < STRIPES);
+                    // Every third send goes unanswered (by the data).
+                    let request = Request::Send { stripe };
+                    let input = if (node + stripe) as u64 % 3 == poll % 3 {
+                        Input::Unanswered {
+                            node,
+                            request,
+                            reason: "timed out".into(),
+                        }
+                    } else {
+                        Input::Done { node, request }
+                    };
+                    c.handle_input(now, input).unwrap();
+                }
+                Transmit::Halt { node, stripe, .. } => {
+                    assert!(node < NODES && stripe.is_none_or(|k| k < STRIPES));
+                    let request = Request::Halt { stripe };
+                    c.handle_input(now, Input::Done { node, request }).unwrap();
                 }
             }
             let events: Vec<Event> = std::iter::from_fn(|| c.poll_event()).collect();
@@ -170,14 +211,22 @@ fn drive(list: &StreamList, failover: Failover) {
     }
     c.handle_input(Nanos(POLLS * 100 * MS), Input::Stop)
         .unwrap();
-    let mut halts = 0;
-    while let Some(cmd) = c.poll_transmit(Nanos(u64::MAX)) {
-        assert!(matches!(cmd, Transmit::Halt { .. }), "{cmd:?} after Stop");
-        halts += 1;
-        assert!(halts <= STRIPES * NODES);
+    let mut halted = [false; NODES];
+    let end = Nanos(POLLS * 100 * MS);
+    while let Some(cmd) = c.poll_transmit(end) {
+        let Transmit::Halt { node, stripe, .. } = cmd else {
+            panic!("{cmd:?} after Stop");
+        };
+        assert!(stripe.is_none() && !halted[node], "{cmd:?}");
+        halted[node] = true;
+        let request = Request::Halt { stripe };
+        c.handle_input(end, Input::Done { node, request }).unwrap();
     }
+    assert_eq!(halted, [true; NODES]);
+    assert!(c.is_settled());
     assert_eq!(c.poll_timeout(), None);
     assert!((0..STRIPES).all(|k| c.senders(k).is_empty()));
+    assert!((0..NODES).all(|n| c.held(n).is_empty()));
 }
 
 fuzz_target!(|data: &[u8]| {

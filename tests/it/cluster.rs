@@ -3,10 +3,18 @@
 //! reading the same media directory (seed 000's shared storage), and
 //! `nagare recv --stripes 4` putting the frames back together.
 
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
 use nagare_api::cluster::{ClusterLog, ClusterStatus};
+use nagare_api::serve::{StreamInfo, StreamList, StreamState};
 use nagare_api::stripes::StripesReport;
 
 use crate::common::{Running, Scratch, nagare, noise, parse_report, sigterm};
+use crate::serve::harness::http;
 
 const W: usize = 256;
 const H: usize = 128;
@@ -40,33 +48,14 @@ impl Bed {
     fn new(tag: &str, names: &[&str]) -> Bed {
         let s = Scratch::new(tag);
         let media = s.path("media");
-        std::fs::create_dir_all(&media).unwrap();
         let source = noise(FRAME * FILE_FRAMES, 10);
-        std::fs::write(media.join("clip.yuv"), &source).unwrap();
-        std::fs::write(
-            media.join("clip.yuv.toml"),
-            "size = \"256x128\"\npix_fmt = \"uyvy422\"\nfps = \"25\"\n",
-        )
-        .unwrap();
+        write_media(&media, &source);
         let mut nodes = Vec::new();
         for (i, name) in names.iter().enumerate() {
             let ip = format!("127.0.0.{}", 20 + i);
-            let mut cmd = nagare();
-            cmd.args(["serve", "--pacers", "1", "--media"])
-                .arg(&media)
-                .args(["--http", &format!("{ip}:0"), "--rtsp", &format!("{ip}:0")]);
-            if *name == "b" {
-                cmd.args(["--token", TOKEN]);
-            }
-            let mut r = Running::spawn(cmd);
-            let line = r.wait_for("http listening on ");
-            let addr = line
-                .rsplit("listening on ")
-                .next()
-                .unwrap()
-                .trim()
-                .to_string();
-            nodes.push((name.to_string(), r, format!("http://{addr}")));
+            let token = (*name == "b").then_some(TOKEN);
+            let (r, url) = serve_node(&media, &ip, token);
+            nodes.push((name.to_string(), r, url));
         }
         let base = consecutive_free_ports(4);
         let dup = loop {
@@ -88,9 +77,20 @@ impl Bed {
     /// Writes cluster.toml: `failover`, and per node its stripes and
     /// whether it is an alternate; `token` is what the file says for b.
     fn config(&self, failover: &str, layout: &[(&[usize], bool)], token: &str) -> String {
+        self.config_with(failover, layout, token, "")
+    }
+
+    /// [`Bed::config`] with `extra` top-level lines.
+    fn config_with(
+        &self,
+        failover: &str,
+        layout: &[(&[usize], bool)],
+        token: &str,
+        extra: &str,
+    ) -> String {
         let mut t = format!(
-            "name = \"wall\"\nfailover = \"{failover}\"\npoll_ms = 100\ndead_after_ms = 400\n\n\
-             [stream]\nsource = \"clip.yuv\"\nsize = \"256x128\"\npix_fmt = \"uyvy422\"\n\
+            "name = \"wall\"\nfailover = \"{failover}\"\npoll_ms = 100\ndead_after_ms = 400\n\
+             {extra}\n[stream]\nsource = \"clip.yuv\"\nsize = \"256x128\"\npix_fmt = \"uyvy422\"\n\
              fps = \"25\"\nsplit = \"2si\"\nstripes = 4\npacket_size = 1200\n"
         );
         for k in 0..4 {
@@ -143,6 +143,29 @@ impl Bed {
         r
     }
 
+    /// UDP sockets on every destination port, so the legs' datagrams
+    /// are taken (and counted as sent) without a receiver.
+    fn sinks(&self) -> Vec<UdpSocket> {
+        (0..4)
+            .flat_map(|k| [self.base + k, self.dup + k])
+            .map(|p| UdpSocket::bind(("127.0.0.1", p)).unwrap())
+            .collect()
+    }
+
+    /// The stream table of node `i`, straight from its API.
+    fn table(&self, i: usize) -> Vec<StreamInfo> {
+        let addr: SocketAddr = self.nodes[i]
+            .2
+            .trim_start_matches("http://")
+            .parse()
+            .unwrap();
+        let token = (self.nodes[i].0 == "b").then_some(TOKEN);
+        let (status, text) = http(addr, "GET", "/v1/streams", None, token);
+        assert_eq!(status, 200, "{text}");
+        let list: StreamList = parse_report(&text);
+        list.streams
+    }
+
     fn cluster(&self, config: &str, args: &[&str]) -> std::process::Command {
         let mut c = nagare();
         c.args(["cluster", "--config", config]).args(args);
@@ -185,6 +208,33 @@ impl Bed {
             })
             .collect()
     }
+}
+
+/// Writes the raw clip and its sidecar into `media`.
+fn write_media(media: &std::path::Path, source: &[u8]) {
+    std::fs::create_dir_all(media).unwrap();
+    std::fs::write(media.join("clip.yuv"), source).unwrap();
+    std::fs::write(
+        media.join("clip.yuv.toml"),
+        "size = \"256x128\"\npix_fmt = \"uyvy422\"\nfps = \"25\"\n",
+    )
+    .unwrap();
+}
+
+/// A serve node of `media` on `ip`; its API URL.
+fn serve_node(media: &std::path::Path, ip: &str, token: Option<&str>) -> (Running, String) {
+    let mut cmd = nagare();
+    cmd.args(["serve", "--pacers", "1", "--media"])
+        .arg(media)
+        .args(["--http", &format!("{ip}:0"), "--rtsp", &format!("{ip}:0")]);
+    if let Some(t) = token {
+        cmd.args(["--token", t]);
+    }
+    let mut r = Running::spawn(cmd);
+    let line = r.wait_for("http listening on ");
+    let addr = line.rsplit("listening on ").next().unwrap().trim();
+    let url = format!("http://{addr}");
+    (r, url)
 }
 
 impl Drop for Bed {
@@ -644,4 +694,342 @@ fn stripes_cross_a_pimd_router_only_after_a_receiver_joins() {
     stop_start(start);
     sigterm(&node.child);
     let _ = node.finish();
+}
+
+/// Sends SIGINT (Ctrl-C) to `child`.
+fn sigint(child: &std::process::Child) {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid fits i32"));
+    kill(pid, Signal::SIGINT).expect("sending SIGINT");
+}
+
+/// Which of a node's answers the proxy holds back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Late {
+    /// The answer to the next `POST /v1/streams` only.
+    NextPost,
+    /// Every answer.
+    All,
+}
+
+/// How long a late answer is held back: more than the controller's
+/// first-try timeout (300 ms in these tests), less than its second try's.
+const LATE: Duration = Duration::from_millis(450);
+
+/// A TCP proxy in front of a node's API that passes requests on at once
+/// (the node acts on them) and holds the node's answers back by [`LATE`],
+/// as a node that answers late does. One thread per connection, each
+/// ending when either side closes; the accepting thread ends on drop.
+struct SlowProxy {
+    addr: SocketAddr,
+    late: Arc<Mutex<Option<Late>>>,
+    done: Arc<AtomicBool>,
+}
+
+impl SlowProxy {
+    fn new(node_url: &str, late: Late) -> SlowProxy {
+        let upstream: SocketAddr = node_url.trim_start_matches("http://").parse().unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let late = Arc::new(Mutex::new(Some(late)));
+        let done = Arc::new(AtomicBool::new(false));
+        let (l, d) = (late.clone(), done.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                if d.load(Ordering::Acquire) {
+                    break;
+                }
+                let Ok(client) = client else { continue };
+                let l = l.clone();
+                std::thread::spawn(move || relay(client, upstream, &l));
+            }
+        });
+        SlowProxy { addr, late, done }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    fn set(&self, late: Option<Late>) {
+        *self.late.lock().unwrap() = late;
+    }
+}
+
+impl Drop for SlowProxy {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::Release);
+        // Wakes the accepting thread so it sees the flag.
+        let _ = TcpStream::connect(self.addr);
+    }
+}
+
+/// Carries one connection: the request to the node at once, its answer
+/// after [`LATE`] when the proxy's setting says so.
+fn relay(mut client: TcpStream, upstream: SocketAddr, late: &Mutex<Option<Late>>) {
+    let Ok(mut up) = TcpStream::connect(upstream) else {
+        return;
+    };
+    for s in [&client, &up] {
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    }
+    let mut buf = vec![0u8; 65536];
+    let Ok(n) = client.read(&mut buf) else { return };
+    let post = buf[..n].starts_with(b"POST /v1/streams ");
+    let hold = {
+        let mut l = late.lock().unwrap();
+        match *l {
+            Some(Late::All) => true,
+            Some(Late::NextPost) if post => {
+                *l = None;
+                true
+            }
+            _ => false,
+        }
+    };
+    if up.write_all(&buf[..n]).is_err() {
+        return;
+    }
+    let (Ok(mut from_client), Ok(mut to_up)) = (client.try_clone(), up.try_clone()) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut from_client, &mut to_up);
+        let _ = to_up.shutdown(std::net::Shutdown::Write);
+    });
+    if hold {
+        // The fault under test: the node has acted, its answer comes late.
+        std::thread::sleep(LATE);
+    }
+    let _ = std::io::copy(&mut up, &mut client);
+}
+
+/// Keys and states of a node's legs, by stripe label.
+fn legs_of(table: &[StreamInfo]) -> Vec<(String, Option<String>, StreamState)> {
+    let mut legs: Vec<_> = table
+        .iter()
+        .map(|s| {
+            (
+                s.label.clone().unwrap_or_default(),
+                s.idempotency_key.clone(),
+                s.state,
+            )
+        })
+        .collect();
+    legs.sort_by(|a, b| a.0.cmp(&b.0));
+    legs
+}
+
+/// #22 item 5: a node that answers after the controller gave up still
+/// acted. The unanswered send is followed up (the leg is found, not sent
+/// twice: one keyed leg per stripe); on Ctrl-C the halts of a node that
+/// now answers everything late are tried again with more patience until
+/// it confirms; and `stop` from another process does the same. No leg
+/// is left on any node.
+#[test]
+fn a_node_that_answers_late_keeps_one_leg_and_none_after_stop() {
+    let mut bed = Bed::new("cluster-late", &["a", "b"]);
+    let _sinks = bed.sinks();
+    let proxy = SlowProxy::new(&bed.nodes[0].2, Late::NextPost);
+    let direct = std::mem::replace(&mut bed.nodes[0].2, proxy.url());
+    let config = bed.config_with(
+        "manual",
+        &[(A, false), (B, false)],
+        TOKEN,
+        "timeout_ms = 300",
+    );
+    bed.nodes[0].2 = direct;
+    let (mut start, epoch) = bed.start(&config);
+    start.wait_for("node a: no answer to sending stripe 0");
+    start.wait_for("node a: sending stripe 0");
+    start.wait_for("node a: sending stripe 1");
+    let want = |k: usize| {
+        (
+            format!("wall/stripe {k}"),
+            Some(format!("wall/stripe {k}@{epoch}")),
+            StreamState::Playing,
+        )
+    };
+    assert_eq!(legs_of(&bed.table(0)), vec![want(0), want(1)]);
+    // Every answer of a now comes late; Ctrl-C.
+    proxy.set(Some(Late::All));
+    sigint(&start.child);
+    let (status, out, err) = start.finish();
+    eprintln!("cluster start said:\n{err}");
+    let log: ClusterLog = parse_report(&out);
+    assert!(log.not_halted.is_empty(), "{log:#?}\n{err}");
+    let mut halted: Vec<(String, usize)> = log
+        .halted
+        .iter()
+        .map(|h| (h.node.clone(), h.stripe))
+        .collect();
+    halted.sort();
+    let names = |n: &str, k: &[usize]| k.iter().map(|&k| (n.to_string(), k)).collect::<Vec<_>>();
+    assert_eq!(halted, [names("a", A), names("b", B)].concat(), "{err}");
+    // a may have been declared failed (its polls came late) before the
+    // signal: then and only then start exits 1.
+    assert_eq!(status.success(), log.failed.is_empty(), "{err}");
+    assert!(bed.table(0).is_empty() && bed.table(1).is_empty());
+
+    // Legs left by somebody (say `start --leave`), removed by `stop`
+    // through the same late node.
+    let addr: SocketAddr = bed.nodes[0]
+        .2
+        .trim_start_matches("http://")
+        .parse()
+        .unwrap();
+    for k in A {
+        let body = format!(
+            r#"{{"source": "pattern:bars", "destinations": ["127.0.0.1:{}"], "label": "wall/stripe {k}"}}"#,
+            bed.base + *k as u16
+        );
+        let (code, text) = http(addr, "POST", "/v1/streams", Some(&body), None);
+        assert_eq!(code, 201, "{text}");
+    }
+    let out = bed.cluster(&config, &["stop", "--json"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    eprintln!("cluster stop said:\n{err}");
+    assert!(out.status.success(), "{err}");
+    let log: ClusterLog = parse_report(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(log.halted.len(), 2, "{log:#?}");
+    assert!(bed.table(0).is_empty(), "{err}");
+}
+
+/// #22: a leg the node fails (here: its source file is gone from the
+/// node's storage) is reported with the node's reason, fails the node
+/// and makes `start` exit 1; `status` shows it failed; on Ctrl-C the text
+/// report says what was halted, the failed legs included (#24).
+#[test]
+fn a_failed_leg_is_named_start_exits_1_and_ctrl_c_removes_it() {
+    let mut bed = Bed::new("cluster-failed", &["a"]);
+    // c reads its own copy of the clip, which disappears once c is up.
+    let own = bed.s.path("media-b");
+    write_media(&own, &bed.source);
+    let (run, url) = serve_node(&own, "127.0.0.21", None);
+    bed.nodes.push(("c".into(), run, url));
+    std::fs::remove_file(own.join("clip.yuv")).unwrap();
+    let _sinks = bed.sinks();
+    let config = bed.config("manual", &[(A, false), (B, false)], TOKEN);
+    let mut start = Running::spawn(bed.cluster(&config, &["start"]));
+    let line = start.wait_for("node c: failed: its leg of stripe ");
+    assert!(
+        line.contains("clip.yuv': No such file or directory"),
+        "{line}"
+    );
+    start.wait_for("node a: sending stripe 1");
+    let (ok, st) = bed.status(&config);
+    assert!(ok, "{st:#?}");
+    let c = &st.nodes[1];
+    assert_eq!(c.legs.len(), 2, "{c:#?}");
+    for l in &c.legs {
+        let e = l.error.as_deref().unwrap_or("");
+        assert!(
+            e.starts_with("opening '") && e.contains("No such file"),
+            "{l:#?}"
+        );
+    }
+    sigint(&start.child);
+    let (status, out, err) = start.finish();
+    eprintln!("cluster start printed:\n{out}\nand said:\n{err}");
+    assert_eq!(status.code(), Some(1), "{out}\n{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "cluster wall: stopped", "{out}");
+    for k in 0..4 {
+        let by = if k < 2 { "a" } else { "nobody" };
+        assert!(
+            lines.contains(&format!("stripe {k}: was sent by {by}").as_str()),
+            "{out}"
+        );
+    }
+    assert!(out.contains("node c: failed: its leg of stripe "), "{out}");
+    for (node, k, state) in [
+        ("a", 0, "playing"),
+        ("a", 1, "playing"),
+        ("c", 2, "failed"),
+        ("c", 3, "failed"),
+    ] {
+        let halted = lines.iter().any(|l| {
+            l.starts_with(&format!("node {node}: halted stripe {k} (stream "))
+                && l.ends_with(&format!(", {state})"))
+        });
+        assert!(halted, "node {node} stripe {k} {state}:\n{out}");
+    }
+    assert!(!out.contains("NOT CONFIRMED"), "{out}");
+    assert!(bed.table(0).is_empty() && bed.table(1).is_empty());
+}
+
+/// #24: under hot standby a stripe moves to the spare that already sends
+/// it (no new leg; a warning that no standby is left), a move that makes
+/// no sense is refused naming the node by its name, a move to another
+/// node takes the leaving leg's address so the two legs stay on two
+/// paths, and `move` prints only what changed.
+#[test]
+fn moves_under_hot_standby_name_nodes_keep_paths_apart_and_print_changes() {
+    let bed = Bed::new("cluster-hot-move", &["a", "b", "spare", "c"]);
+    let _sinks = bed.sinks();
+    let layout: [(&[usize], bool); 4] = [(A, false), (B, false), (ALL, true), (&[], true)];
+    let config = bed.config("hot", &layout, TOKEN);
+    let (mut start, _) = bed.start(&config);
+    start.wait_for("node b: sending stripe 3");
+    start.wait_for("node spare: sending stripe 1");
+    let moved = |stripe: &str, node: &str| {
+        let out = bed
+            .cluster(&config, &["move", stripe, node])
+            .output()
+            .unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).to_string();
+        (out.status.success(), text(&out.stdout), text(&out.stderr))
+    };
+
+    let (ok, out, err) = moved("0", "spare");
+    assert!(ok, "{err}");
+    assert_eq!(out, "stripe 0: sent by spare (was a, spare)\n");
+    assert!(
+        err.contains("stripe 0: moved from node a to node spare"),
+        "{err}"
+    );
+    assert!(
+        err.contains("stripe 0: node spare sends it alone now: no hot standby is left for it"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("sending stripe"),
+        "running legs re-printed:\n{err}"
+    );
+
+    let (ok, _, err) = moved("0", "spare");
+    assert!(!ok);
+    assert!(
+        err.contains(
+            "cannot move stripe 0 to node spare: node spare already sends stripe 0 and no \
+             other node does: nothing to move"
+        ),
+        "{err}"
+    );
+
+    let (ok, out, err) = moved("1", "c");
+    assert!(ok, "{err}");
+    assert_eq!(out, "stripe 1: sent by spare, c (was a, spare)\n");
+    let news: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("nagare cluster: "))
+        .collect();
+    assert_eq!(
+        news,
+        [
+            "nagare cluster: node c: sending stripe 1",
+            "nagare cluster: stripe 1: moved from node a to node c"
+        ],
+        "{err}"
+    );
+    let (_, st) = bed.status(&config);
+    assert_eq!(st.senders[1], ["spare", "c"], "{st:#?}");
+    let dest = |node: usize| {
+        let l = st.nodes[node].legs.iter().find(|l| l.stripe == 1).unwrap();
+        l.destination.clone()
+    };
+    assert_eq!(dest(2), format!("127.0.0.1:{}", bed.dup + 1));
+    assert_eq!(dest(3), format!("127.0.0.1:{}", bed.base + 1));
+    stop_start(start);
 }

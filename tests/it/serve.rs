@@ -2,7 +2,7 @@
 //! sessions, and 100 concurrent streams, all on loopback.
 
 mod api;
-mod harness;
+pub(crate) mod harness;
 mod hostile;
 mod load;
 mod players;

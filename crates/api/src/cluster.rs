@@ -5,6 +5,7 @@
 //! failover = "hot"           # manual | cold | hot (default manual)
 //! poll_ms = 200              # how often every node is polled
 //! dead_after_ms = 1000       # a node silent this long has failed
+//! timeout_ms = 2000          # a node's answer to a first try may take this long
 //!
 //! [stream]
 //! source = "clip.yuv"        # the catalog path every node's `serve --media` sees
@@ -149,6 +150,10 @@ pub struct ClusterConfig {
     /// Silence after which a node has failed, ms.
     #[serde(default = "ClusterConfig::default_dead_after_ms")]
     pub dead_after_ms: u64,
+    /// How long a node may take to answer a request, ms; a request it
+    /// did not answer is followed up with twice the time, and so on.
+    #[serde(default = "ClusterConfig::default_timeout_ms")]
+    pub timeout_ms: u64,
     /// The stream.
     pub stream: StreamSection,
     /// One per stripe.
@@ -172,6 +177,9 @@ impl ClusterConfig {
     fn default_dead_after_ms() -> u64 {
         1000
     }
+    fn default_timeout_ms() -> u64 {
+        2000
+    }
 }
 
 /// One leg as `status` saw it.
@@ -193,6 +201,9 @@ pub struct LegStatus {
     pub late: u64,
     /// Chunks in its read-ahead ring.
     pub ring_fill: u64,
+    /// Why it failed, in the node's words (absent while it runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// One node as `status` saw it.
@@ -229,6 +240,30 @@ pub struct ClusterStatus {
     pub senders: Vec<Vec<String>>,
 }
 
+/// A leg a node confirmed halted and removed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HaltedLeg {
+    /// The node's name.
+    pub node: String,
+    /// The stripe.
+    pub stripe: usize,
+    /// The node's stream id.
+    pub id: u64,
+    /// Its state when it was removed (`playing`, `failed`, ...).
+    pub state: String,
+}
+
+/// Stripes a node did not confirm halted: it may still send them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotHalted {
+    /// The node's name.
+    pub node: String,
+    /// The stripes it may still send.
+    pub stripes: Vec<usize>,
+    /// Its last answer, or why there was none.
+    pub reason: String,
+}
+
 /// What `start`, `move` and `stop` did, printed at the end (`--json`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClusterLog {
@@ -236,6 +271,12 @@ pub struct ClusterLog {
     pub events: Vec<String>,
     /// Nodes that failed, by name.
     pub failed: Vec<String>,
+    /// Legs halted and removed, in order.
+    #[serde(default)]
+    pub halted: Vec<HaltedLeg>,
+    /// Nodes that did not confirm a halt: legs possibly left running.
+    #[serde(default)]
+    pub not_halted: Vec<NotHalted>,
     /// Per stripe: the nodes sending it at the end.
     pub senders: Vec<Vec<String>>,
     /// The epoch frame the start asked every node to begin with.

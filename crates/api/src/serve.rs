@@ -96,6 +96,15 @@ pub struct StreamRequest {
     /// A frame already past is skipped to the next one due.
     #[serde(default)]
     pub epoch_frame: Option<u64>,
+    /// Names this request so it can be sent again safely: while a stream
+    /// made with this key is in the table, a second POST with the same key
+    /// and the same request answers `200` with that stream instead of
+    /// starting another (the same key with a different request is refused
+    /// with `409`). A client that lost an answer (a timeout) retries with
+    /// the key; `nagare cluster` keys each leg `LABEL@EPOCH_FRAME`. 1 to
+    /// 200 printable ASCII characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 /// Which stripe of the frame a stream sends.
@@ -194,6 +203,12 @@ pub struct StreamInfo {
     /// The request's label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
+    /// The request's idempotency key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    /// Why it failed (state `failed`), in the server's words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// `GET /v1/streams`.

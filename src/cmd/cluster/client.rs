@@ -1,28 +1,31 @@
 //! One serve node's HTTP API as the cluster driver uses it: create and
-//! delete streams, list them, read the node's clock. Every failure comes
-//! back as a [`Failure`] naming what the node said.
+//! delete streams, list them, read the node's clock, each request within
+//! the timeout the controller gives it. Every failure comes back as a
+//! [`Failure`] naming what the node said.
 
 use std::time::Duration;
 
 use nagare_api::serve::{ApiError, Health, StreamInfo, StreamList, StreamRequest};
 
-/// How long one request may take: a node slower than this counts as not
-/// answering (the controller's dead-after decides when that is a failure).
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
-
 /// Why a request failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Failure {
     /// The node answered with an error status (wrong token, refusal).
-    Refused(String),
-    /// No answer: connection refused, timeout, garbage.
-    Unreachable(String),
+    Refused {
+        /// The HTTP status.
+        code: u16,
+        /// The status and the node's words.
+        why: String,
+    },
+    /// No answer in time, connection refused, or garbage: the node may or
+    /// may not have done it.
+    Unanswered(String),
 }
 
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Failure::Refused(s) | Failure::Unreachable(s) => f.write_str(s),
+            Failure::Refused { why, .. } | Failure::Unanswered(why) => f.write_str(why),
         }
     }
 }
@@ -51,58 +54,74 @@ impl NodeClient {
             // A fresh connection per request: a poll a few times a second
             // gains nothing from reuse, and serve closes any connection
             // after 60 s anyway.
-            agent: ureq::AgentBuilder::new()
-                .timeout(REQUEST_TIMEOUT)
-                .timeout_read(REQUEST_TIMEOUT)
-                .timeout_write(REQUEST_TIMEOUT)
-                .max_idle_connections(0)
-                .build(),
+            agent: ureq::AgentBuilder::new().max_idle_connections(0).build(),
             base: url.trim_end_matches('/').to_string(),
             token,
         }
     }
 
     /// Clock offset (from `/healthz`) and the stream table.
-    pub(super) fn snapshot(&self) -> Result<Snapshot, Failure> {
+    pub(super) fn snapshot(&self, timeout: Duration) -> Result<Snapshot, Failure> {
         let t0 = crate::clock::epoch_ns();
-        let health: Health = self.call(self.agent.get(&self.url("/healthz")), None)?;
+        let health: Health = self.call(self.agent.get(&self.url("/healthz")), None, timeout)?;
         let t1 = crate::clock::epoch_ns();
         let mid = (t0 + t1) / 2;
         let clock_offset_ns = i128::from(health.time_ns) - mid as i128;
-        let list: StreamList = self.call(self.agent.get(&self.url("/v1/streams")), None)?;
+        let streams = self.list(timeout)?;
         Ok(Snapshot {
             clock_offset_ns: clock_offset_ns.clamp(i64::MIN.into(), i64::MAX.into()) as i64,
-            streams: list.streams,
+            streams,
             at_ns: crate::clock::epoch_ns(),
         })
     }
 
-    /// Creates a stream; returns its id.
-    pub(super) fn create(&self, req: &StreamRequest) -> Result<StreamInfo, Failure> {
-        let body = serde_json::to_string(req).map_err(|e| Failure::Refused(e.to_string()))?;
+    /// The stream table.
+    pub(super) fn list(&self, timeout: Duration) -> Result<Vec<StreamInfo>, Failure> {
+        let list: StreamList =
+            self.call(self.agent.get(&self.url("/v1/streams")), None, timeout)?;
+        Ok(list.streams)
+    }
+
+    /// Creates a stream (or, for a repeated idempotency key, gets the one
+    /// the first request made).
+    pub(super) fn create(
+        &self,
+        req: &StreamRequest,
+        timeout: Duration,
+    ) -> Result<StreamInfo, Failure> {
+        let body = serde_json::to_string(req).map_err(|e| Failure::Refused {
+            code: 0,
+            why: e.to_string(),
+        })?;
         let r = self
             .agent
             .post(&self.url("/v1/streams"))
             .set("Content-Type", "application/json");
-        self.call(r, Some(&body))
+        self.call(r, Some(&body), timeout)
     }
 
-    /// Stops and removes stream `id`.
-    pub(super) fn delete(&self, id: u64) -> Result<(), Failure> {
+    /// Stops and removes stream `id`; one already gone is no failure.
+    pub(super) fn delete(&self, id: u64, timeout: Duration) -> Result<(), Failure> {
         let r = self.agent.delete(&self.url(&format!("/v1/streams/{id}")));
-        self.call::<serde_json::Value>(r, None).map(|_| ())
+        match self.call::<serde_json::Value>(r, None, timeout) {
+            Ok(_) | Err(Failure::Refused { code: 404, .. }) => Ok(()),
+            Err(f) => Err(f),
+        }
     }
 
     fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 
-    /// Sends `r` (with the token and `body`), parses the JSON answer.
+    /// Sends `r` (with the token and `body`) within `timeout`, parses the
+    /// JSON answer.
     fn call<T: serde::de::DeserializeOwned>(
         &self,
         mut r: ureq::Request,
         body: Option<&str>,
+        timeout: Duration,
     ) -> Result<T, Failure> {
+        r = r.timeout(timeout);
         if let Some(t) = &self.token {
             r = r.set("Authorization", &format!("Bearer {t}"));
         }
@@ -114,17 +133,20 @@ impl NodeClient {
             Ok(resp) => {
                 let text = resp
                     .into_string()
-                    .map_err(|e| Failure::Unreachable(format!("reading the answer: {e}")))?;
+                    .map_err(|e| Failure::Unanswered(format!("reading the answer: {e}")))?;
                 serde_json::from_str(&text).map_err(|e| {
-                    Failure::Unreachable(format!("the answer is not serve's JSON: {e}"))
+                    Failure::Unanswered(format!("the answer is not serve's JSON: {e}"))
                 })
             }
             Err(ureq::Error::Status(code, resp)) => {
                 let text = resp.into_string().unwrap_or_default();
                 let why = serde_json::from_str::<ApiError>(&text).map_or(text, |e| e.error);
-                Err(Failure::Refused(format!("{code} {why}")))
+                Err(Failure::Refused {
+                    code,
+                    why: format!("{code} {why}"),
+                })
             }
-            Err(ureq::Error::Transport(t)) => Err(Failure::Unreachable(t.to_string())),
+            Err(ureq::Error::Transport(t)) => Err(Failure::Unanswered(t.to_string())),
         }
     }
 }

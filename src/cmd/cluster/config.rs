@@ -2,12 +2,11 @@
 //! one API client per node.
 
 use std::net::SocketAddr;
-use std::path::Path;
 
 use anyhow::{Context, Result, anyhow, bail};
 use nagare_api::cluster::{ClusterConfig, FailoverMode};
 use nagare_api::serve::{Pacing, StreamRequest, StripeSpec};
-use nagare_proto::cluster::{Failover, NodeSpec, Plan, label};
+use nagare_proto::cluster::{Failover, NodeSpec, Path, Plan, label};
 use nagare_proto::video::st2110_20::Packetizer;
 use nagare_proto::video::stripe::Stripes;
 use nagare_proto::{FrameRate, Nanos, Ssrc};
@@ -17,6 +16,10 @@ use crate::cli;
 
 /// SSRC of stripe 0 when the config names none ("na" + 0).
 const DEFAULT_SSRC: u32 = 0x6e61_0000;
+
+/// Longest first-try timeout: its third try waits four times as long,
+/// and `stop` should not sit for minutes on a node that never answers.
+const MAX_TIMEOUT_MS: u64 = 30_000;
 
 /// A checked cluster.
 pub(super) struct Cluster {
@@ -32,7 +35,7 @@ pub(super) struct Cluster {
 
 impl Cluster {
     /// Reads and checks `path`.
-    pub(super) fn load(path: &Path) -> Result<Cluster> {
+    pub(super) fn load(path: &std::path::Path) -> Result<Cluster> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read --config '{}'", path.display()))?;
         let config: ClusterConfig = toml::from_str(&text).with_context(|| {
@@ -92,6 +95,13 @@ impl Cluster {
                 config.dead_after_ms
             );
         }
+        if !(1..=MAX_TIMEOUT_MS).contains(&config.timeout_ms) {
+            bail!(
+                "timeout_ms {}: give 1 to {MAX_TIMEOUT_MS} ms (a request not answered in time \
+                 is followed up with twice the time, up to three tries)",
+                config.timeout_ms
+            );
+        }
         let plan = plan(&config, rate);
         nagare_proto::cluster::Controller::new(plan.clone()).map_err(|e| anyhow!("{e}"))?;
         let clients = config
@@ -137,9 +147,32 @@ impl Cluster {
         label::stripe_of(&self.config.name, self.config.stream.stripes, label?)
     }
 
-    /// The request that makes a node send stripe `k` to `dest`, starting
-    /// at `epoch_frame` (or the next frame).
-    pub(super) fn request(&self, k: usize, dest: &str, epoch_frame: Option<u64>) -> StreamRequest {
+    /// Where a leg of stripe `k` on `path` sends.
+    pub(super) fn destination(&self, k: usize, path: Path) -> &str {
+        let d = &self.config.destinations[k];
+        match (path, &d.dup) {
+            (Path::Dup, Some(dup)) => dup,
+            _ => &d.to,
+        }
+    }
+
+    /// The path of a leg of stripe `k` sending to `dest`.
+    pub(super) fn path(&self, k: usize, dest: Option<&str>) -> Path {
+        let dup = self
+            .config
+            .destinations
+            .get(k)
+            .and_then(|d| d.dup.as_deref());
+        if dest.is_some() && dest == dup {
+            Path::Dup
+        } else {
+            Path::Main
+        }
+    }
+
+    /// The request that makes a node send stripe `k` on `path`, starting
+    /// at `epoch_frame` (or the next frame due), keyed by both.
+    pub(super) fn request(&self, k: usize, path: Path, epoch_frame: u64) -> StreamRequest {
         let s = &self.config.stream;
         let mut pacing = Pacing::default();
         if let Some(p) = s.packet_size {
@@ -147,7 +180,7 @@ impl Cluster {
         }
         StreamRequest {
             source: s.source.clone(),
-            destinations: vec![dest.to_string()],
+            destinations: vec![self.destination(k, path).to_string()],
             encapsulation: Default::default(),
             pacing,
             priority: 200,
@@ -161,7 +194,8 @@ impl Cluster {
             }),
             ssrc: Some(s.ssrc.unwrap_or(DEFAULT_SSRC).wrapping_add(k as u32)),
             label: Some(self.label(k)),
-            epoch_frame,
+            epoch_frame: Some(epoch_frame),
+            idempotency_key: Some(label::key(&self.config.name, k, epoch_frame)),
         }
     }
 }
@@ -232,6 +266,7 @@ fn plan(c: &ClusterConfig, rate: FrameRate) -> Plan {
     let ms = |v: u64| Nanos(v.saturating_mul(1_000_000));
     Plan {
         stripes: c.stream.stripes,
+        dup: c.destinations.iter().map(|d| d.dup.is_some()).collect(),
         nodes: c
             .nodes
             .iter()
@@ -251,6 +286,7 @@ fn plan(c: &ClusterConfig, rate: FrameRate) -> Plan {
         // A receiver buffers about a frame; a node whose clock is off by
         // more starts its stripes a frame early or late.
         clock_tolerance: Nanos::from_secs_f64(1.0 / rate.as_f64()),
+        timeout: ms(c.timeout_ms),
     }
 }
 
@@ -291,6 +327,11 @@ mod tests {
                 "ttl 100000",
             ),
             ("name = \"wall\"", "name = \"t/../x\"", "name 't/../x'"),
+            (
+                "dead_after_ms = 1000\n",
+                "dead_after_ms = 1000\ntimeout_ms = 0\n",
+                "timeout_ms 0: give 1 to 30000 ms",
+            ),
             (
                 "http://127.0.0.1:8080",
                 "http://user:pw@127.0.0.1:8080",

@@ -1,34 +1,35 @@
-//! Carries out the controller's commands over HTTP and feeds the nodes'
+//! Carries out the controller's requests over HTTP and feeds the nodes'
 //! answers back. Every decision (who sends what, when a node has failed,
-//! when a move is done) is nagare-proto's `cluster::Controller`; this only
-//! moves requests, answers and time.
+//! when a move is done, what to do about a request not answered in time)
+//! is nagare-proto's `cluster::Controller`; this only moves requests,
+//! answers and time, and keeps which stream on which node is which leg.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow};
-use nagare_api::cluster::ClusterLog;
+use nagare_api::cluster::{ClusterLog, HaltedLeg, NotHalted};
 use nagare_api::serve::{StreamInfo, StreamState};
 use nagare_proto::Nanos;
-use nagare_proto::cluster::{Controller, Event, Input, Listed, NodeStatus, Transmit};
+use nagare_proto::cluster::{
+    Controller, Event, Input, Listed, NodeStatus, Path, Request, Transmit,
+};
 
 use super::client::{Failure, Snapshot};
 use super::config::Cluster;
-
-/// One running leg the driver knows of: the node's stream id and where it
-/// sends.
-#[derive(Debug, Clone)]
-struct Leg {
-    id: u64,
-    dest: String,
-}
 
 /// The controller with its I/O.
 pub(super) struct Driver<'a> {
     cluster: &'a Cluster,
     ctl: Controller,
     origin: Instant,
-    legs: HashMap<(usize, usize), Leg>,
+    /// The stream id of each leg made or taken over in this run, by
+    /// (node, stripe): a failed stream is this run's failure only if it
+    /// is one of these.
+    legs: HashMap<(usize, usize), u64>,
+    /// The epoch frame each leg was first asked with: its retries carry
+    /// the same key.
+    frames: HashMap<(usize, usize), u64>,
     /// The last snapshot of each node.
     pub snapshots: Vec<Option<Snapshot>>,
     /// The last error of each node.
@@ -50,6 +51,7 @@ impl<'a> Driver<'a> {
             ctl,
             origin: Instant::now(),
             legs: HashMap::new(),
+            frames: HashMap::new(),
             snapshots: (0..n).map(|_| None).collect(),
             errors: vec![None; n],
             epoch_frame: None,
@@ -76,7 +78,12 @@ impl<'a> Driver<'a> {
         &self.ctl
     }
 
-    /// Carries out every command due now and reports every event.
+    /// The cluster.
+    pub(super) fn cluster(&self) -> &'a Cluster {
+        self.cluster
+    }
+
+    /// Carries out every request due now and reports every event.
     pub(super) fn pump(&mut self) {
         loop {
             let now = self.now();
@@ -90,7 +97,8 @@ impl<'a> Driver<'a> {
         }
     }
 
-    /// Runs until `done` says so or `limit` passes; false on the limit.
+    /// Runs until `done` says so or `limit` passes; false on the limit
+    /// or a signal.
     pub(super) fn run_until(
         &mut self,
         limit: Duration,
@@ -105,25 +113,40 @@ impl<'a> Driver<'a> {
             if Instant::now() >= end || crate::signal::stopping() {
                 return false;
             }
-            self.wait(end);
+            let until = self.next().min(end);
+            crate::signal::wait(until.saturating_duration_since(Instant::now()));
         }
     }
 
-    /// Sleeps until the next poll is due (or `end`, or a signal).
-    fn wait(&self, end: Instant) {
-        let next = self
-            .ctl
-            .poll_timeout()
-            .map_or(end, |t| self.origin + Duration::from(t));
-        let until = next.min(end);
-        crate::signal::wait(until.saturating_duration_since(Instant::now()));
+    /// Runs until every request is answered or given up (after a stop).
+    /// Signals do not cut it short: the controller bounds every retry, and
+    /// a second signal exits at once anyway.
+    pub(super) fn settle(&mut self) {
+        loop {
+            self.pump();
+            if self.ctl.is_settled() {
+                return;
+            }
+            let wait = self.next().saturating_duration_since(Instant::now());
+            std::thread::sleep(wait.min(Duration::from_secs(1)));
+        }
+    }
+
+    /// When the controller wants to be called again (at the latest an
+    /// hour from now: it has nothing due).
+    fn next(&self) -> Instant {
+        self.ctl.poll_timeout().map_or_else(
+            || Instant::now() + Duration::from_secs(3600),
+            |t| self.origin + Duration::from(t),
+        )
     }
 
     /// Polls every node once (for `status`, `move` and `stop`, which take
     /// over legs another process started).
     pub(super) fn poll_all(&mut self) {
+        let timeout = self.cluster.plan.timeout;
         for node in 0..self.cluster.clients.len() {
-            self.execute(Transmit::Poll { node });
+            self.execute(Transmit::Poll { node, timeout });
         }
         while let Some(e) = self.ctl.poll_event() {
             self.report(&e);
@@ -132,91 +155,144 @@ impl<'a> Driver<'a> {
 
     fn execute(&mut self, cmd: Transmit) {
         match cmd {
-            Transmit::Poll { node } => self.poll(node),
-            Transmit::Send { node, stripe } => self.send(node, stripe),
-            Transmit::Halt { node, stripe } => self.halt(node, stripe),
+            Transmit::Poll { node, timeout } => self.poll(node, timeout.into()),
+            Transmit::Send {
+                node,
+                stripe,
+                path,
+                retry,
+                timeout,
+            } => self.send(node, stripe, path, retry, timeout.into()),
+            Transmit::Halt {
+                node,
+                stripe,
+                timeout,
+            } => self.halt(node, stripe, timeout.into()),
         }
     }
 
-    fn poll(&mut self, node: usize) {
-        let snap = match self.cluster.clients[node].snapshot() {
+    fn poll(&mut self, node: usize, timeout: Duration) {
+        let snap = match self.cluster.clients[node].snapshot(timeout) {
             Ok(s) => s,
-            Err(f) => return self.failure(node, f),
+            Err(f) => return self.failure(node, Request::Poll, f),
         };
         self.errors[node] = None;
-        self.legs.retain(|&(n, _), _| n != node);
         for s in &snap.streams {
-            let Some(k) = self.ours(s) else { continue };
-            let dest = s.destinations.first().cloned().unwrap_or_default();
-            self.legs.insert((node, k), Leg { id: s.id, dest });
+            let live = matches!(s.state, StreamState::Playing | StreamState::Ready);
+            if let Some(k) = self.ours(s)
+                && live
+            {
+                self.legs.insert((node, k), s.id);
+            }
         }
+        let table = snap.streams.iter().map(|s| {
+            let k = self.ours(s);
+            let mine = k.is_some_and(|k| self.legs.get(&(node, k)) == Some(&s.id));
+            let path = k.map_or(Path::Main, |k| {
+                self.cluster
+                    .path(k, s.destinations.first().map(String::as_str))
+            });
+            listed(s, mine.then_some(()), path)
+        });
         let status = NodeStatus::from_table(
             &self.cluster.config.name,
             self.cluster.plan.stripes,
-            snap.streams.iter().map(listed),
+            table,
             Some(snap.clock_offset_ns),
         );
         self.snapshots[node] = Some(snap);
         let _ = self.input(Input::Status { node, status });
     }
 
-    /// The stripe of a playing stream of this cluster.
+    /// The stripe of a stream of this cluster, in any state.
     fn ours(&self, s: &StreamInfo) -> Option<usize> {
-        if !listed(s).live {
-            return None;
-        }
         self.cluster.stripe_of(s.label.as_deref())
     }
 
-    fn failure(&mut self, node: usize, f: Failure) {
+    /// Reports a failed request to the controller (and, once per new
+    /// reason, on stderr).
+    fn failure(&mut self, node: usize, request: Request, f: Failure) {
         let reason = f.to_string();
         if !self.quiet && self.errors[node].as_ref() != Some(&reason) {
             eprintln!("nagare cluster: node {}: {reason}", self.cluster.name(node));
         }
         self.errors[node] = Some(reason.clone());
         let input = match f {
-            Failure::Refused(_) => Input::Refused { node, reason },
-            Failure::Unreachable(_) => Input::Unreachable { node, reason },
+            Failure::Refused { .. } => Input::Refused {
+                node,
+                request,
+                reason,
+            },
+            Failure::Unanswered(_) => Input::Unanswered {
+                node,
+                request,
+                reason,
+            },
         };
         let _ = self.input(input);
     }
 
-    /// The address a new leg of stripe `k` goes to: the stripe's `dup`
-    /// address when another leg already uses `to`.
-    fn destination(&self, k: usize) -> String {
-        let d = &self.cluster.config.destinations[k];
-        let taken = self
-            .legs
-            .iter()
-            .any(|(&(_, s), l)| s == k && l.dest == d.to);
-        match (&d.dup, taken) {
-            (Some(dup), true) => dup.clone(),
-            _ => d.to.clone(),
-        }
-    }
-
-    fn send(&mut self, node: usize, k: usize) {
-        let dest = self.destination(k);
-        let req = self.cluster.request(k, &dest, self.epoch_frame);
-        match self.cluster.clients[node].create(&req) {
-            Ok(info) => {
-                self.legs.insert((node, k), Leg { id: info.id, dest });
-            }
-            Err(f) => self.failure(node, f),
-        }
-    }
-
-    fn halt(&mut self, node: usize, k: usize) {
-        let Some(leg) = self.legs.remove(&(node, k)) else {
-            return;
+    fn send(&mut self, node: usize, k: usize, path: Path, retry: bool, timeout: Duration) {
+        let frame = match (retry, self.frames.get(&(node, k))) {
+            (true, Some(&f)) => f,
+            // A later leg asks for the next frame due; serve moves a frame
+            // it cannot make any more to the soonest it can.
+            _ => self.epoch_frame.unwrap_or_else(|| {
+                self.cluster
+                    .rate
+                    .frame_at_or_after_ns(crate::clock::epoch_ns())
+            }),
         };
-        if let Err(f) = self.cluster.clients[node].delete(leg.id) {
-            let reason = format!("halting stripe {k} (stream {}): {f}", leg.id);
-            if !self.quiet {
-                eprintln!("nagare cluster: node {}: {reason}", self.cluster.name(node));
+        self.frames.insert((node, k), frame);
+        let req = self.cluster.request(k, path, frame);
+        let request = Request::Send { stripe: k };
+        match self.cluster.clients[node].create(&req, timeout) {
+            Ok(info) => {
+                self.legs.insert((node, k), info.id);
+                let _ = self.input(Input::Done { node, request });
             }
-            self.errors[node] = Some(reason);
+            Err(f) => self.failure(node, request, f),
         }
+    }
+
+    /// Removes every stream of stripe `k` (every stripe: `None`) of this
+    /// cluster from `node`, whatever its state.
+    fn halt(&mut self, node: usize, k: Option<usize>, timeout: Duration) {
+        let request = Request::Halt { stripe: k };
+        let client = &self.cluster.clients[node];
+        let streams = match client.list(timeout) {
+            Ok(s) => s,
+            Err(f) => return self.failure(node, request, f),
+        };
+        for s in streams {
+            let Some(stripe) = self.ours(&s) else {
+                continue;
+            };
+            if k.is_some_and(|k| k != stripe) {
+                continue;
+            }
+            if let Err(f) = client.delete(s.id, timeout) {
+                let f = match f {
+                    Failure::Refused { code, why } => Failure::Refused {
+                        code,
+                        why: format!("halting stripe {stripe} (stream {}): {why}", s.id),
+                    },
+                    Failure::Unanswered(why) => Failure::Unanswered(format!(
+                        "halting stripe {stripe} (stream {}): {why}",
+                        s.id
+                    )),
+                };
+                return self.failure(node, request, f);
+            }
+            self.legs.remove(&(node, stripe));
+            self.log.halted.push(HaltedLeg {
+                node: self.cluster.name(node).to_string(),
+                stripe,
+                id: s.id,
+                state: state_name(s.state).to_string(),
+            });
+        }
+        let _ = self.input(Input::Done { node, request });
     }
 
     fn report(&mut self, e: &Event) {
@@ -225,6 +301,15 @@ impl<'a> Driver<'a> {
             Event::Sending { stripe, node } => {
                 format!("node {}: sending stripe {stripe}", n(*node))
             }
+            Event::SendUnanswered {
+                stripe,
+                node,
+                reason,
+            } => format!(
+                "node {}: no answer to sending stripe {stripe} ({reason}): checking whether it \
+                 runs there before asking again",
+                n(*node)
+            ),
             Event::NodeFailed { node, reason } => {
                 self.log.failed.push(n(*node));
                 format!("node {}: failed: {reason}", n(*node))
@@ -247,12 +332,33 @@ impl<'a> Driver<'a> {
                     n(*to)
                 )
             }
+            Event::NoStandby { stripe, node } => format!(
+                "stripe {stripe}: node {} sends it alone now: no hot standby is left for it",
+                n(*node)
+            ),
             Event::Orphaned { stripe } => format!("stripe {stripe}: no node sends it"),
             Event::ClockOff { node, offset_ns } => format!(
                 "node {}: clock off by {:.3} ms (more than a frame)",
                 n(*node),
                 *offset_ns as f64 / 1e6
             ),
+            Event::NotHalted {
+                node,
+                stripes,
+                reason,
+            } => {
+                self.log.not_halted.push(NotHalted {
+                    node: n(*node),
+                    stripes: stripes.clone(),
+                    reason: reason.clone(),
+                });
+                format!(
+                    "node {}: did not confirm the halt ({reason}): it may still send {}; check \
+                     it with `nagare cluster status` and run `nagare cluster stop` again",
+                    n(*node),
+                    stripe_list(stripes)
+                )
+            }
         };
         if !self.quiet {
             eprintln!("nagare cluster: {line}");
@@ -274,12 +380,38 @@ impl<'a> Driver<'a> {
     }
 }
 
-/// What the controller reads of one stream of a node's table.
-fn listed(s: &StreamInfo) -> Listed<'_> {
+/// `stripe 0, 1` or `no stripe we know of`.
+pub(super) fn stripe_list(stripes: &[usize]) -> String {
+    if stripes.is_empty() {
+        return "no stripe this controller knows of".into();
+    }
+    let k: Vec<String> = stripes.iter().map(usize::to_string).collect();
+    format!("stripe {}", k.join(", "))
+}
+
+/// What the controller reads of one stream of a node's table; `mine`
+/// when it is a leg of this run (only then is its failure news).
+fn listed(s: &StreamInfo, mine: Option<()>, path: Path) -> Listed<'_> {
+    let failed = s.state == StreamState::Failed;
     Listed {
         label: s.label.as_deref(),
         live: matches!(s.state, StreamState::Playing | StreamState::Ready),
+        failure: mine
+            .filter(|_| failed)
+            .map(|_| s.error.as_deref().unwrap_or("the node gave no reason")),
         packets: s.counters.packets,
         underruns: s.counters.underruns,
+        path,
+    }
+}
+
+/// The API's name of a stream state.
+fn state_name(state: StreamState) -> &'static str {
+    match state {
+        StreamState::Ready => "ready",
+        StreamState::Playing => "playing",
+        StreamState::Paused => "paused",
+        StreamState::Finished => "finished",
+        StreamState::Failed => "failed",
     }
 }

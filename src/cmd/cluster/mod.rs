@@ -5,15 +5,19 @@
 //!   same epoch frame, so the stripes line up by RTP timestamp without the
 //!   nodes talking to each other; then it stays in the foreground polling
 //!   the nodes and applies the config's `failover` rule. On SIGINT/SIGTERM
-//!   it halts every leg (`--leave` leaves them running for a later
-//!   `status`, `move` or `stop`).
+//!   it halts every leg as `stop` does and prints what it halted
+//!   (`--leave` leaves them running for a later `status`, `move` or
+//!   `stop`).
 //! - `status` shows every node's legs, rate, packets, underruns and clock
 //!   offset, and names each node that fails to answer.
 //! - `move STRIPE NODE` takes over the running legs, starts an identical
 //!   second leg on NODE and halts the old one once the new one is seen
 //!   sending on two polls in a row: the receiver merges the legs (ST
 //!   2022-7), so no frame is lost.
-//! - `stop` halts every leg of the cluster.
+//! - `stop` halts every leg of the cluster, in any state, on every
+//!   node, trying a node that does not confirm again with more patience,
+//!   and names each node that never confirmed with the stripes it may
+//!   still send (exit status 1).
 //!
 //! The decisions are nagare-proto's `cluster::Controller`; this module
 //! moves HTTP requests and time. The HTTP client is `ureq` (sync, no TLS
@@ -30,6 +34,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
+use nagare_api::cluster::ClusterLog;
 use nagare_proto::cluster::Input;
 
 use config::Cluster;
@@ -118,48 +123,79 @@ fn start(cluster: &Cluster, leave: bool, json: bool) -> Result<ExitCode> {
     d.epoch_frame = None;
     d.run_until(FOREVER, |_| false);
     d.log.senders = d.senders();
-    if !leave {
-        d.input(Input::Stop)?;
-        d.pump();
+    if leave {
+        eprintln!("nagare cluster: stopping; the legs keep running (--leave)");
+    } else {
+        halt_all(&mut d)?;
     }
-    finish(&d, json)
+    finish(&d, json, Verb::Start)
 }
 
 fn stop(cluster: &Cluster, json: bool) -> Result<ExitCode> {
     let mut d = Driver::new(cluster, false)?;
     d.input(Input::Adopt)?;
     d.poll_all();
+    d.log.senders = d.senders();
+    halt_all(&mut d)?;
+    finish(&d, json, Verb::Stop)
+}
+
+/// Halts every leg of the cluster on every node, and waits until each
+/// node confirmed or was given up.
+fn halt_all(d: &mut Driver<'_>) -> Result<()> {
+    eprintln!(
+        "nagare cluster: halting every leg of '{}' on {} nodes",
+        d.cluster().config.name,
+        d.cluster().plan.nodes.len()
+    );
     d.input(Input::Stop)?;
-    d.pump();
-    finish(&d, json)
+    d.settle();
+    Ok(())
 }
 
 fn move_stripe(cluster: &Cluster, stripe: usize, node: &str, json: bool) -> Result<ExitCode> {
     let to = cluster.node(node)?;
+    // The starting picture is taken over quietly; only changes are news.
     let mut d = Driver::new(cluster, false)?;
     d.input(Input::Adopt)?;
     d.poll_all();
+    let before = d.senders();
     if let Err(e) = d.input(Input::Move { stripe, to }) {
         bail!("cannot move stripe {stripe} to node {node}: {e}");
     }
-    let done = d.run_until(MOVE_LIMIT, |d| !d.controller().is_moving());
+    let done = d.run_until(MOVE_LIMIT, |d| {
+        !d.controller().is_moving() && d.controller().is_settled()
+    });
     let moved = d
         .log
         .events
         .iter()
         .any(|e| e.starts_with("stripe") && e.contains("moved"));
     if !done || !moved {
-        finish(&d, json)?;
+        finish(&d, json, Verb::Move { stripe, before })?;
         bail!(
             "the move of stripe {stripe} to node {node} did not finish (see the events above); \
              check the node with `nagare cluster status`"
         );
     }
-    finish(&d, json)
+    finish(&d, json, Verb::Move { stripe, before })
 }
 
-/// Prints what happened.
-fn finish(d: &Driver<'_>, json: bool) -> Result<ExitCode> {
+/// Which verb's report [`finish`] prints.
+enum Verb {
+    Start,
+    Stop,
+    /// A move of `stripe`, whose senders were `before` it.
+    Move {
+        stripe: usize,
+        before: Vec<Vec<String>>,
+    },
+}
+
+/// Prints what happened: the log as JSON, or in words on stdout. Exit
+/// status 1 when a node did not confirm a halt, or (but for `stop`, whose
+/// job is only the halts) when a node failed.
+fn finish(d: &Driver<'_>, json: bool, verb: Verb) -> Result<ExitCode> {
     let mut log = d.log.clone();
     if log.senders.is_empty() {
         log.senders = d.senders();
@@ -167,15 +203,57 @@ fn finish(d: &Driver<'_>, json: bool) -> Result<ExitCode> {
     if json {
         println!("{}", serde_json::to_string_pretty(&log)?);
     } else {
-        for (k, s) in log.senders.iter().enumerate() {
-            eprintln!("nagare cluster: stripe {k}: sent by {}", names(s));
-        }
+        print_text(&d.cluster().config.name, &log, &d.senders(), &verb);
     }
-    Ok(if log.failed.is_empty() {
-        ExitCode::SUCCESS
-    } else {
+    let failed = !log.failed.is_empty() && !matches!(verb, Verb::Stop);
+    Ok(if failed || !log.not_halted.is_empty() {
         ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
     })
+}
+
+fn print_text(name: &str, log: &ClusterLog, now: &[Vec<String>], verb: &Verb) {
+    match verb {
+        Verb::Move { stripe, before } => {
+            let was = before.get(*stripe).map_or(String::new(), |s| names(s));
+            let is = now.get(*stripe).map_or(String::new(), |s| names(s));
+            println!("stripe {stripe}: sent by {is} (was {was})");
+            return;
+        }
+        Verb::Start => {
+            println!("cluster {name}: stopped");
+            for (k, s) in log.senders.iter().enumerate() {
+                println!("stripe {k}: was sent by {}", names(s));
+            }
+        }
+        Verb::Stop => println!("cluster {name}: stopped"),
+    }
+    for f in &log.failed {
+        let why = log
+            .events
+            .iter()
+            .find_map(|e| e.strip_prefix(&format!("node {f}: failed: ")))
+            .unwrap_or("see above");
+        println!("node {f}: failed: {why}");
+    }
+    for h in &log.halted {
+        println!(
+            "node {}: halted stripe {} (stream {}, {})",
+            h.node, h.stripe, h.id, h.state
+        );
+    }
+    if log.halted.is_empty() && log.not_halted.is_empty() {
+        println!("no node held a leg of {name}");
+    }
+    for n in &log.not_halted {
+        println!(
+            "node {}: NOT CONFIRMED ({}): it may still send {}",
+            n.node,
+            n.reason,
+            driver::stripe_list(&n.stripes)
+        );
+    }
 }
 
 fn names(s: &[String]) -> String {

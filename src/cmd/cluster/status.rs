@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use nagare_api::cluster::{ClusterStatus, LegStatus, NodeReport};
+use nagare_api::serve::StreamState;
 use nagare_proto::cluster::Input;
 
 use super::client::Snapshot;
@@ -74,6 +75,11 @@ fn node_report(
             underruns: s.counters.underruns,
             late: s.counters.late,
             ring_fill: s.counters.ring_fill,
+            error: (s.state == StreamState::Failed).then(|| {
+                s.error
+                    .clone()
+                    .unwrap_or_else(|| "failed; the node gave no reason".into())
+            }),
         });
     }
     let offset = now.map(|s| s.clock_offset_ns);
@@ -109,6 +115,13 @@ fn print_text(s: &ClusterStatus) {
             n.rate_bps as f64 / 1e6
         );
         for l in &n.legs {
+            if let Some(e) = &l.error {
+                println!(
+                    "  stripe {} (stream {}) to {}: FAILED: {e}",
+                    l.stripe, l.id, l.destination
+                );
+                continue;
+            }
             println!(
                 "  stripe {} (stream {}) to {}: {:.1} Mbit/s, packets {}, underruns {}, late {}, ring {}",
                 l.stripe,

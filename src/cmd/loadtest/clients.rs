@@ -222,6 +222,7 @@ pub(super) fn push(
         label: None,
         epoch_frame: None,
         ttl: None,
+        idempotency_key: None,
     })?;
     let (status, text) = http(api, "POST", "/v1/streams", &body, token)?;
     if status != 201 {

@@ -240,7 +240,7 @@ fn build(args: &ServeArgs, media: hub::media::Catalog, token: Token) -> Result<S
 fn start_configured(server: &Server, config: &ServeConfig) -> Result<()> {
     let me = IpAddr::from([127, 0, 0, 1]);
     for (k, req) in config.streams.iter().enumerate() {
-        let id = server.push(req, me).map_err(|r| {
+        let pushed = server.push(req, me).map_err(|r| {
             anyhow!(
                 "--config stream {} ('{}'): {}",
                 k + 1,
@@ -249,7 +249,8 @@ fn start_configured(server: &Server, config: &ServeConfig) -> Result<()> {
             )
         })?;
         eprintln!(
-            "nagare serve: stream {id}: {} to {}",
+            "nagare serve: stream {}: {} to {}",
+            pushed.id(),
             req.source,
             req.destinations.join(", ")
         );

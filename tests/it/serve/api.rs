@@ -434,3 +434,63 @@ fn bad_api_requests_get_4xx_with_a_reason() {
         assert!(!e.error.is_empty());
     }
 }
+
+/// A POST whose answer was lost can be sent again: the same key and the
+/// same request give the stream the first made (200, same id); the same
+/// key with another request is refused (409); once the stream is gone
+/// the key makes a new one. A stream that fails says why.
+#[test]
+fn an_idempotency_key_replays_its_request_and_refuses_another() {
+    let media = Media::new("serve-key");
+    let serve = Serve::start(&media, &[]);
+    let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let dest = rx.local_addr().unwrap().to_string();
+    let keyed = |priority: u8, key: &str| {
+        format!(
+            r#"{{"source": "bars", "destinations": ["{dest}"], "priority": {priority},
+                "idempotency_key": "{key}"}}"#
+        )
+    };
+    let key = "wall/stripe 0@1234";
+    let made: StreamInfo = serve.api_json("POST", "/v1/streams", Some(&keyed(7, key)), 201);
+    assert_eq!(made.idempotency_key.as_deref(), Some(key));
+    let again: StreamInfo = serve.api_json("POST", "/v1/streams", Some(&keyed(7, key)), 200);
+    assert_eq!(again.id, made.id);
+    let list: StreamList = serve.api_json("GET", "/v1/streams", None, 200);
+    assert_eq!(list.streams.len(), 1, "{list:#?}");
+    let (status, text) = serve.api("POST", "/v1/streams", Some(&keyed(8, key)));
+    assert_eq!(status, 409, "{text}");
+    assert!(
+        text.contains(&format!(
+            "idempotency_key 'wall/stripe 0@1234' already names stream {}, made by a \
+             different request",
+            made.id
+        )),
+        "{text}"
+    );
+    let (status, text) = serve.api("POST", "/v1/streams", Some(&keyed(7, "")));
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("idempotency_key of 0 bytes"), "{text}");
+    let _: StreamInfo = serve.api_json("DELETE", &format!("/v1/streams/{}", made.id), None, 200);
+    let anew: StreamInfo = serve.api_json("POST", "/v1/streams", Some(&keyed(7, key)), 201);
+    assert_ne!(anew.id, made.id);
+
+    // A raw stream whose file vanished after the catalog was read fails,
+    // and the table says why.
+    std::fs::remove_file(media.dir.path("clip.yuv")).unwrap();
+    let lost: StreamInfo = serve.api_json(
+        "POST",
+        "/v1/streams",
+        Some(&push_body("clip.yuv", &dest)),
+        201,
+    );
+    let failed = wait_until("the stream to fail", Duration::from_secs(10), || {
+        let s: StreamInfo = serve.api_json("GET", &format!("/v1/streams/{}", lost.id), None, 200);
+        (s.state == StreamState::Failed).then_some(s)
+    });
+    let why = failed.error.unwrap_or_default();
+    assert!(
+        why.starts_with("opening '") && why.contains("clip.yuv': No such file"),
+        "{why}"
+    );
+}

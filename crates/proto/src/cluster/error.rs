@@ -41,6 +41,17 @@ pub enum Error {
     /// Polling every 0 s.
     #[error("the poll interval must be above zero")]
     PollInterval,
+    /// Requests that may take no time at all.
+    #[error("the request timeout must be above zero")]
+    Timeout,
+    /// A second-address flag per stripe, but not as many as stripes.
+    #[error("{given} second-address flags for {stripes} stripes: give one per stripe")]
+    DupCount {
+        /// Flags given.
+        given: usize,
+        /// Stripes of the plan.
+        stripes: usize,
+    },
     /// Moving a stripe nobody sends.
     #[error("stripe {stripe} is not being sent: start the cluster first")]
     NotSent {
@@ -50,15 +61,15 @@ pub enum Error {
     /// Moving onto a failed node.
     #[error("node {node} has failed: move the stripe to a live node")]
     NodeFailed {
-        /// The node.
-        node: usize,
+        /// The node's name.
+        node: String,
     },
-    /// Moving onto a node that already sends the stripe.
-    #[error("node {node} already sends stripe {stripe}")]
+    /// Moving a stripe onto the only node that sends it.
+    #[error("node {node} already sends stripe {stripe} and no other node does: nothing to move")]
     AlreadySending {
         /// The stripe.
         stripe: usize,
-        /// The node.
-        node: usize,
+        /// The node's name.
+        node: String,
     },
 }

@@ -168,6 +168,26 @@ pub enum Error {
         /// The frame asked for.
         frame: u64,
     },
+    /// An idempotency key that is empty, too long or not printable.
+    #[error("idempotency_key of {len} bytes: give 1 to {max} printable ASCII characters")]
+    BadKey {
+        /// Its length in bytes.
+        len: usize,
+        /// The longest key taken.
+        max: usize,
+    },
+    /// An idempotency key that already names a stream made by another
+    /// request.
+    #[error(
+        "idempotency_key '{key}' already names stream {id}, made by a different request: \
+         use a new key for a new stream"
+    )]
+    KeyReused {
+        /// The key.
+        key: String,
+        /// The stream it names.
+        id: u64,
+    },
 }
 
 /// `--allow` blocks as the refusal lists them.

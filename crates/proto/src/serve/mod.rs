@@ -1,7 +1,8 @@
 //! The decisions of `nagare serve` that are not RTSP's: who may make the
 //! server send where ([`access`]), whether a new stream fits the rate,
-//! memory and predicted load budget ([`budget`]), when and what a cluster leg sends
-//! ([`leg`]), which ring the read-ahead thread fills next
+//! memory and predicted load budget ([`budget`]), when and what a cluster
+//! leg sends ([`leg`]), whether a keyed request replays an earlier one
+//! ([`idempotency`]), which ring the read-ahead thread fills next
 //! ([`readahead`]), the SDP a DESCRIBE answers with ([`describe`]) and
 //! how many connections a front end holds ([`ConnectionCaps`]).
 //!
@@ -16,6 +17,7 @@ mod caps;
 mod cidr;
 pub mod describe;
 mod error;
+pub mod idempotency;
 pub mod leg;
 pub mod readahead;
 #[cfg(test)]

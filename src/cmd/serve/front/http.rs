@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::cmd::serve::front::metrics;
 use crate::cmd::serve::hub::media::Media;
-use crate::cmd::serve::hub::server::{Refusal, Server};
+use crate::cmd::serve::hub::server::{Pushed, Refusal, Server};
 use crate::cmd::serve::hub::table::{Entry, StreamId};
 
 /// Largest request body read.
@@ -155,10 +155,17 @@ fn create(server: &Server, body: &[u8], client: IpAddr) -> Reply {
         }
     };
     match server.push(&request, client) {
-        Ok(id) => match server.table.get(id) {
-            Some(e) => Reply::json(201, &e.info(id)),
-            None => Reply::error(500, "the stream vanished as it started"),
-        },
+        Ok(pushed) => {
+            let id = pushed.id();
+            let status = match pushed {
+                Pushed::Started(_) => 201,
+                Pushed::Replayed(_) => 200,
+            };
+            match server.table.get(id) {
+                Some(e) => Reply::json(status, &e.info(id)),
+                None => Reply::error(500, "the stream vanished as it started"),
+            }
+        }
         Err(r) => {
             let (status, message) = r.parts();
             if let Refusal::Admission(_) = r {

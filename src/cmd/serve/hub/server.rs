@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, anyhow, bail};
 use nagare_api::serve::{Encapsulation, StreamInfo, StreamKind, StreamRequest, StreamState};
 use nagare_proto::mpegts::DATAGRAM_LEN;
+use nagare_proto::serve::idempotency::Replay;
 use nagare_proto::serve::{
     AllowList, Cost, Demand, Error as PolicyError, Token, Work, leg as legs,
 };
@@ -226,8 +227,22 @@ impl Server {
         Some(e.info(id))
     }
 
-    /// Validates a push request from `client` and launches it.
-    pub(crate) fn push(&self, req: &StreamRequest, client: IpAddr) -> Result<StreamId, Refusal> {
+    /// Validates a push request from `client` and launches it; a request
+    /// whose idempotency key names a stream the same request made answers
+    /// with that stream instead.
+    pub(crate) fn push(&self, req: &StreamRequest, client: IpAddr) -> Result<Pushed, Refusal> {
+        if let Some(key) = &req.idempotency_key {
+            match self.table.replay(key, req) {
+                Ok(Replay::Existing(id)) => return Ok(Pushed::Replayed(id)),
+                Ok(Replay::New) => {}
+                Err(e @ PolicyError::KeyReused { .. }) => return Err(Refusal::Conflict(e)),
+                Err(e) => return Err(Refusal::Leg(e)),
+            }
+        }
+        self.push_new(req, client).map(Pushed::Started)
+    }
+
+    fn push_new(&self, req: &StreamRequest, client: IpAddr) -> Result<StreamId, Refusal> {
         let media = self.media.get(&req.source).ok_or_else(|| {
             Refusal::NotFound(format!(
                 "no media '{}': GET /v3/paths/list lists the paths",
@@ -280,6 +295,10 @@ impl Server {
                 stripe: req.stripe,
                 ssrc: req.ssrc,
                 label: req.label.clone(),
+                keyed: req
+                    .idempotency_key
+                    .clone()
+                    .map(|k| (k, Arc::new(req.clone()))),
             },
         }))
     }
@@ -340,6 +359,25 @@ impl Server {
     }
 }
 
+/// What a push request did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pushed {
+    /// Started stream `id` (`201`).
+    Started(StreamId),
+    /// Its idempotency key named stream `id`, made by the same request
+    /// (`200`).
+    Replayed(StreamId),
+}
+
+impl Pushed {
+    /// The stream.
+    pub(crate) fn id(self) -> StreamId {
+        match self {
+            Pushed::Started(id) | Pushed::Replayed(id) => id,
+        }
+    }
+}
+
 /// Why a push request was refused (mapped to an HTTP status).
 #[derive(Debug)]
 pub(crate) enum Refusal {
@@ -351,6 +389,8 @@ pub(crate) enum Refusal {
     Forbidden(PolicyError),
     /// 404.
     NotFound(String),
+    /// 409: an idempotency key another request made a stream with.
+    Conflict(PolicyError),
     /// 503: over the rate, memory or load budget.
     Admission(PolicyError),
 }
@@ -363,6 +403,7 @@ impl Refusal {
             Refusal::Leg(e) => (400, e.to_string()),
             Refusal::Forbidden(e) => (403, e.to_string()),
             Refusal::NotFound(m) => (404, m.clone()),
+            Refusal::Conflict(e) => (409, e.to_string()),
             Refusal::Admission(e) => (503, e.to_string()),
         }
     }

@@ -6,10 +6,13 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use nagare_api::serve::{StreamCounters, StreamInfo, StreamKind, StreamState, StripeSpec};
+use nagare_api::serve::{
+    StreamCounters, StreamInfo, StreamKind, StreamRequest, StreamState, StripeSpec,
+};
 use nagare_proto::BitRate;
+use nagare_proto::serve::idempotency::{self, Replay};
 
 use crate::cmd::serve::hub::reservation::Held;
 
@@ -40,6 +43,9 @@ pub(crate) struct Counters {
     /// Passes begun after the first.
     pub loops: AtomicU64,
     state: AtomicU8,
+    /// Why it failed: set once, by whoever failed it first, so the API
+    /// shows the cause rather than a later consequence.
+    failure: OnceLock<String>,
 }
 
 impl Counters {
@@ -59,6 +65,17 @@ impl Counters {
     /// Moves the stream to `state`.
     pub(crate) fn set_state(&self, state: StreamState) {
         self.state.store(state as u8, Ordering::Relaxed);
+    }
+
+    /// Moves the stream to `failed`, saying why (the API shows it).
+    pub(crate) fn fail(&self, why: impl Into<String>) {
+        let _ = self.failure.set(why.into());
+        self.set_state(StreamState::Failed);
+    }
+
+    /// Why it failed, if it did.
+    pub(crate) fn failure(&self) -> Option<String> {
+        self.failure.get().cloned()
     }
 
     /// Its state now.
@@ -99,6 +116,9 @@ pub(crate) struct Tags {
     pub ssrc: Option<u32>,
     /// Free label.
     pub label: Option<String>,
+    /// The idempotency key and the request that came with it, so a
+    /// second POST with the key can be compared with the first.
+    pub keyed: Option<(String, Arc<StreamRequest>)>,
 }
 
 /// One stream of the table.
@@ -140,6 +160,8 @@ impl Entry {
             stripe: self.tags.stripe,
             ssrc: self.tags.ssrc,
             label: self.tags.label.clone(),
+            idempotency_key: self.tags.keyed.as_ref().map(|(k, _)| k.clone()),
+            error: self.counters.failure(),
         }
     }
 }
@@ -178,6 +200,23 @@ impl Table {
     /// Ids and copies of every entry.
     pub(crate) fn entries(&self) -> Vec<(StreamId, Entry)> {
         self.lock().iter().map(|(id, e)| (*id, e.clone())).collect()
+    }
+
+    /// The id of the stream keyed `key`, if the same `request` made it;
+    /// why not if another request did. Reads the table under its lock
+    /// once, so the answer holds until the caller inserts: only the API
+    /// thread inserts keyed streams, one request at a time.
+    pub(crate) fn replay(
+        &self,
+        key: &str,
+        request: &StreamRequest,
+    ) -> Result<Replay, nagare_proto::serve::Error> {
+        let entries = self.lock();
+        let keyed = entries.iter().filter_map(|(id, e)| {
+            let (k, r) = e.tags.keyed.as_ref()?;
+            Some((*id, k.as_str(), r.as_ref()))
+        });
+        idempotency::replay(key, request, keyed)
     }
 
     /// Streams in the table.

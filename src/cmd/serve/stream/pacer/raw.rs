@@ -13,6 +13,7 @@ use nagare_proto::video::sender::{
 use nagare_proto::video::st2110_20::Packetizer;
 use nagare_proto::{ExtSeq, FrameRate, Nanos, Ssrc};
 
+use super::start::READER_DROPPED;
 use super::{Leg, Start};
 use crate::clock::{EpochStart, Origin};
 use crate::cmd::serve::hub::media::Kind;
@@ -135,9 +136,13 @@ impl RawFlows {
                 .and_then(|l| l.ssrc)
                 .unwrap_or_else(|| getrandom::u32().unwrap_or(0x6e61_6761)),
         );
-        let Ok(packetizer) = Packetizer::new(format, start.pacing.packet_size, ssrc) else {
-            start.counters.set_state(StreamState::Failed);
-            return;
+        let packetizer = match Packetizer::new(format, start.pacing.packet_size, ssrc) {
+            Ok(p) => p,
+            Err(e) => {
+                let size = start.pacing.packet_size;
+                start.counters.fail(format!("packet_size {size}: {e}"));
+                return;
+            }
         };
         let packetizer = packetizer.uniform();
         let flow = RawFlow {
@@ -259,6 +264,7 @@ impl RawFlows {
                 }
                 Some(Delivery::Failed(e)) => {
                     eprintln!("nagare serve: stream {}: {e}", f.start.id);
+                    f.start.counters.fail(e);
                     ended.push((id, StreamState::Failed));
                     continue;
                 }
@@ -303,6 +309,7 @@ impl RawFlows {
         f.next_seq += t.len() as u64;
         self.sent += (t.len() * f.start.outputs.len()) as u64;
         if dropped {
+            c.fail(READER_DROPPED);
             self.end(t.flow, StreamState::Failed);
         }
     }

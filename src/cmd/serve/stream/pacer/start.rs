@@ -12,6 +12,10 @@ use crate::cmd::serve::hub::table::{Counters, StreamId};
 use crate::cmd::serve::stream::output::Output;
 use crate::cmd::serve::stream::reader::Ring;
 
+/// Why a stream failed when its TCP reader was dropped.
+pub(crate) const READER_DROPPED: &str =
+    "its RTSP/TCP reader did not keep up and was dropped (its write queue was full)";
+
 /// What makes a raw flow a `nagare cluster` leg: it is epoch-aligned
 /// (starts at a given epoch frame, whose content it sends for that frame),
 /// may send one stripe only, and may number its packets from the epoch.

@@ -62,6 +62,9 @@ impl TsFlows {
                 self.sent += flow.as_ref().map_or(0, |f| f.outputs.len()) as u64;
                 if !send(flow, t) {
                     // Its only TCP reader was dropped.
+                    if let Some(f) = self.flows.get(&id) {
+                        f.counters.fail(super::start::READER_DROPPED);
+                    }
                     self.stop_flow(id, StreamState::Failed);
                 }
             }
@@ -173,7 +176,7 @@ fn answer(start: &Start, flow: FlowId) -> Input {
         Some(Delivery::End) => Input::End { flow },
         Some(Delivery::Failed(e)) => {
             eprintln!("nagare serve: stream {}: {e}", start.id);
-            start.counters.set_state(StreamState::Failed);
+            start.counters.fail(e);
             Input::Failed { flow }
         }
         None => Input::Dry { flow },
