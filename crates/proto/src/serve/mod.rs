@@ -3,7 +3,8 @@
 //! and load budget ([`Budget`]), when and what a cluster leg sends
 //! ([`leg`]), which ring the read-ahead thread fills next
 //! ([`readahead`]), the SDP a DESCRIBE answers with ([`describe`]) and
-//! how many connections a front end holds ([`ConnectionCaps`]).
+//! how many connections a front end holds ([`ConnectionCaps`], which
+//! turns newcomers away, and [`Roster`], which evicts the longest idle).
 //!
 //! All of it is plain functions over values: the driver keeps the shared
 //! running totals (atomics), reads the clock and passes the time in as
@@ -17,9 +18,11 @@ pub mod describe;
 mod error;
 pub mod leg;
 pub mod readahead;
+mod roster;
 #[cfg(test)]
 mod tests;
 
 pub use access::{AllowList, Budget, Cidr, Token};
 pub use caps::ConnectionCaps;
 pub use error::Error;
+pub use roster::Roster;
