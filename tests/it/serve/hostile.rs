@@ -295,6 +295,42 @@ fn full_rtsp_caps_evict_the_longest_idle_and_keep_sessions() {
 }
 
 #[test]
+fn an_rtsp_client_that_never_reads_is_closed_and_stalls_nobody() {
+    let media = Media::new("serve-rtsp-noread");
+    let serve = Serve::start(&media, &[]);
+    // 20,000 pipelined DESCRIBEs (some 10 MB of answers) whose answers
+    // are never read: the server's writes to it stop once the buffers
+    // fill, and then it stops reading its requests. Each is padded so
+    // that a read holds fewer than the 32 pipelined requests after which
+    // the machine would close the connection for flooding.
+    let hog = TcpStream::connect(serve.rtsp).unwrap();
+    SockRef::from(&hog).set_recv_buffer_size(4096).unwrap();
+    hog.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+    let one = format!(
+        "DESCRIBE {} RTSP/1.0\r\nCSeq: 1\r\nX-Pad: {}\r\n\r\n",
+        serve.url("bars"),
+        "p".repeat(200)
+    );
+    let mut w = &hog;
+    // A write timeout here only means the server stopped reading.
+    let _ = w.write_all(one.repeat(20_000).as_bytes());
+    // Meanwhile others are answered at once...
+    for _ in 0..10 {
+        let t = Instant::now();
+        let mut c = Rtsp::connect(serve.rtsp);
+        assert_eq!(c.request("DESCRIBE", &serve.url("bars"), &[]).status, 200);
+        assert!(t.elapsed() < PROMPT, "took {:?}", t.elapsed());
+    }
+    // ...and once its bytes have waited 10 s unread, it is closed.
+    crate::common::wait_until(
+        "the unread connection to be closed",
+        Duration::from_secs(60),
+        || (serve.metric("nagare_rtsp_stalled_total") == 1.0).then_some(()),
+    );
+    drop(hog);
+}
+
+#[test]
 fn links_out_of_media_are_not_served_and_one_bad_file_is_skipped() {
     let media = Media::new("serve-files");
     // A link to a file outside --media, one to a file inside, and a raw

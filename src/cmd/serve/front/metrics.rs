@@ -158,6 +158,12 @@ fn totals(server: &Server, reg: &mut Registry) {
     );
     counter(
         reg,
+        "nagare_rtsp_stalled",
+        "RTSP connections closed for leaving their responses or media unread 10 s",
+        load(&s.rtsp_stalled),
+    );
+    counter(
+        reg,
         "nagare_slow_readers_dropped",
         "TCP readers dropped for a full write queue",
         load(&s.slow_readers),

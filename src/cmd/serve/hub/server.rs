@@ -33,6 +33,8 @@ pub(crate) struct Stats {
     pub rtsp_refused: AtomicU64,
     /// RTSP connections closed to make room under a cap.
     pub rtsp_evicted: AtomicU64,
+    /// RTSP connections closed for leaving their bytes unread.
+    pub rtsp_stalled: AtomicU64,
     /// TCP readers dropped for a full write queue.
     pub slow_readers: Arc<AtomicU64>,
     /// API requests refused.

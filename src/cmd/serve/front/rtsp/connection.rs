@@ -12,7 +12,8 @@
 //!   a client that does not read stops being read, and its queue fills
 //!   until the pacers drop it (as a full queue always did);
 //! - bytes that make no progress for [`WRITE_STALL`] close the
-//!   connection (a client that never reads its responses);
+//!   connection (a client that never reads its responses), counted in
+//!   `nagare_rtsp_stalled_total`;
 //! - the machine's own timer reaps an idle connection or session;
 //! - an idle connection holds no read buffer (reads go through the
 //!   loop's stack) and no queue (made at its first interleaved PLAY).
@@ -20,6 +21,7 @@
 use std::io::ErrorKind;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use nagare_proto::Nanos;
@@ -159,7 +161,11 @@ pub(super) async fn run(c: Conn) {
             Wake::Readable | Wake::Writable => {}
             Wake::Frame(frame) => take_frames(&mut out, frame, session.media.as_mut()),
             Wake::Timer => machine.handle_input(now, Input::Timer),
-            Wake::Stalled | Wake::Gone => machine.handle_input(now, Input::Closed),
+            Wake::Stalled => {
+                server.stats.rtsp_stalled.fetch_add(1, Ordering::Relaxed);
+                machine.handle_input(now, Input::Closed);
+            }
+            Wake::Gone => machine.handle_input(now, Input::Closed),
         }
     }
     let dropped = session.media.as_ref().is_some_and(|m| m.link.is_dropped());
