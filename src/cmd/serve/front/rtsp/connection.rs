@@ -167,6 +167,10 @@ pub(super) async fn run(c: Conn) {
             }
             Wake::Gone => machine.handle_input(now, Input::Closed),
         }
+        // A socket that is always ready (a client that never stops
+        // sending) would keep the loop here: every so many turns this
+        // task yields to the other connections.
+        tokio::task::coop::consume_budget().await;
     }
     let dropped = session.media.as_ref().is_some_and(|m| m.link.is_dropped());
     if !dropped && !out.bytes.is_empty() {
