@@ -4,7 +4,8 @@
 //! Input: `cuts (8)` then the stream. Cut byte `c` (used in turn) sends
 //! the next `(c & 0x7f) + 1` bytes; with `c & 0x80` virtual time first
 //! jumps 61 s and the timer fires (reaping the session or the idle
-//! connection).
+//! connection). With bit 0x40 of the first cut byte the connection needs
+//! credentials (`rtsp::Guard`): its refusals are `401` with challenges.
 //! Invariants: no panic; every transmit is exactly one RTSP/1.0 response
 //! (rtsp-types reads it back whole) with status 200 or an error status,
 //! and a numeric CSeq when it has one; nothing is sent after the machine
@@ -22,8 +23,8 @@ use libfuzzer_sys::fuzz_target;
 use nagare_fuzz::{CountingAlloc, Reader};
 use nagare_proto::Nanos;
 use nagare_proto::rtsp::{
-    Catalog, Config, Connection, Event, Input, Limits, MulticastGroup, PortPair, SessionId,
-    StreamInfo, Transport,
+    Catalog, Config, Connection, Credentials, Event, Guard, Input, Limits, MulticastGroup,
+    NONCE_KEY_LEN, PortPair, SessionId, StreamInfo, Transport,
 };
 use rtsp_types::{Message, Version};
 
@@ -129,6 +130,10 @@ fuzz_target!(|data: &[u8]| {
     CountingAlloc::reset_peak();
 
     let mut m = Connection::new(Nanos::ZERO, Config::default(), Fixed, CLIENT, 0x5eed);
+    if cuts.first().is_some_and(|c| c & 0x40 != 0) {
+        let credentials = std::sync::Arc::new(Credentials::new("s3cret-token"));
+        m = m.with_guard(Guard::new(credentials, [5; NONCE_KEY_LEN]));
+    }
     let mut model = Model::default();
     let mut now = Nanos::ZERO;
     let mut rest = stream;

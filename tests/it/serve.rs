@@ -2,8 +2,10 @@
 //! sessions, and 100 concurrent streams, all on loopback.
 
 mod api;
+mod auth;
 pub(crate) mod harness;
 mod hostile;
+mod idle;
 mod load;
 mod players;
 mod rtsp;

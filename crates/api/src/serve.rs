@@ -341,6 +341,9 @@ pub struct ServeReport {
     pub rtsp_connections: u64,
     /// RTSP requests refused with 4xx/5xx.
     pub rtsp_refused: u64,
+    /// RTSP connections closed to make room under a connection cap.
+    #[serde(default)]
+    pub rtsp_evicted: u64,
     /// TCP readers dropped for a full write queue.
     pub slow_readers_dropped: u64,
     /// API requests refused (auth, allow-list, admission, bad body).

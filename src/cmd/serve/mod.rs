@@ -3,10 +3,12 @@
 //! and pushed to destinations created through the HTTP API or the config
 //! file. One read-ahead thread fills every stream's ring by deadline and
 //! priority; one pacing thread per core sends every stream's packets from
-//! one schedule; RTSP connections and the API only edit the stream table.
+//! one schedule; RTSP connections (all on one event loop thread) and the
+//! API (on another) only edit the stream table.
 //!
-//! Safety: everything binds loopback by default; an API on another
-//! address needs a token; no stream goes anywhere but the requesting
+//! Safety: everything binds loopback by default; an API or RTSP on
+//! another address needs a token (RTSP clients give it as password); no
+//! stream goes anywhere but the requesting
 //! client's own address or inside `--allow`; admission refuses what
 //! `--max-rate` or the pacing threads cannot carry.
 
@@ -29,6 +31,7 @@ use crate::cli;
 use crate::net::udp::Interface;
 use hub::access::Admission;
 use hub::server::{Server, Settings, Stats};
+use nagare_proto::rtsp::Credentials;
 use nagare_proto::serve::{AllowList, Budget, Cidr, Token};
 
 /// Command-line arguments of `nagare serve`.
@@ -48,10 +51,16 @@ pub(crate) struct ServeArgs {
     /// --token).
     #[arg(long, default_value = "127.0.0.1:8080", value_parser = cli::parse_listen_address)]
     pub http: SocketAddr,
-    /// API token (or NAGARE_TOKEN): required when --http is not loopback;
-    /// clients send 'Authorization: Bearer TOKEN'.
+    /// API token (or NAGARE_TOKEN): required when --http or --rtsp is
+    /// not loopback; API clients send 'Authorization: Bearer TOKEN', RTSP
+    /// clients use it as password (rtsp://USER:TOKEN@HOST:PORT/NAME).
     #[arg(long)]
     pub token: Option<String>,
+    /// Ask RTSP clients for credentials (Basic or Digest, any user name,
+    /// --token as password) even on a loopback --rtsp; off loopback they
+    /// are always asked for.
+    #[arg(long)]
+    pub rtsp_auth: bool,
     /// Address block media may be sent to besides the client's own address
     /// (repeatable), e.g. 239.0.0.0/8 or 127.0.0.0/8.
     #[arg(long, value_parser = Cidr::parse)]
@@ -97,17 +106,17 @@ pub(crate) struct ServeArgs {
     /// fill is dropped.
     #[arg(long, default_value_t = 2048)]
     pub write_queue: usize,
-    /// RTSP connections served at once (each costs two threads); more are
-    /// closed as they are accepted.
-    #[arg(long, default_value_t = 2048)]
+    /// RTSP connections served at once (all on one thread, each a few
+    /// KB and a descriptor); past it the longest idle is closed.
+    #[arg(long, default_value_t = 16384)]
     pub max_connections: usize,
     /// Serve symbolic links in --media that lead out of it (refused by
     /// default: a link to /etc/passwd would be sent to any client).
     #[arg(long)]
     pub follow_symlinks: bool,
     /// RTSP connections from one client address at once (default: an
-    /// eighth of --max-connections), so one address cannot hold every
-    /// slot.
+    /// eighth of --max-connections); past it that address's longest idle
+    /// is closed, so one address cannot hold every slot.
     #[arg(long)]
     pub max_connections_per_address: Option<usize>,
     /// Rate of MPEG-TS files without PCR (e.g. 6M).
@@ -139,6 +148,12 @@ pub(crate) fn main(args: ServeArgs) -> Result<ExitCode> {
             .or_else(|| std::env::var("NAGARE_TOKEN").ok()),
         args.http.ip().is_loopback(),
     )?;
+    // Before anything is bound: RTSP reachable from the network without
+    // credentials never listens, not even for a moment.
+    let credentials = token
+        .rtsp_credentials(args.rtsp.ip().is_loopback(), args.rtsp_auth)?
+        .map(Arc::new);
+    raise_descriptor_limit(args.max_connections);
     let rtsp_listener = TcpListener::bind(args.rtsp).with_context(|| {
         format!(
             "cannot listen for RTSP on {}: pick another --rtsp HOST:PORT",
@@ -163,7 +178,10 @@ pub(crate) fn main(args: ServeArgs) -> Result<ExitCode> {
     eprintln!("nagare serve: rtsp listening on {rtsp_addr}");
     eprintln!("nagare serve: http listening on {http_addr}");
     start_configured(&server, &config)?;
-    let threads = spawn(&server, rtsp_listener, http)?;
+    if credentials.is_some() {
+        eprintln!("nagare serve: RTSP clients must give credentials (the --token as password)");
+    }
+    let threads = spawn(&server, rtsp_listener, http, credentials)?;
     while !server.stopping() {
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -258,20 +276,47 @@ fn start_configured(server: &Server, config: &ServeConfig) -> Result<()> {
     Ok(())
 }
 
+/// Starts the two front ends, each on its own thread with its own event
+/// loop.
 fn spawn(
     server: &Arc<Server>,
     rtsp_listener: TcpListener,
     http: TcpListener,
+    credentials: Option<Arc<Credentials>>,
 ) -> Result<Vec<std::thread::JoinHandle<()>>> {
     let s = server.clone();
     let rtsp = std::thread::Builder::new()
-        .name("serve-rtsp-listen".into())
-        .spawn(move || front::rtsp::listen(s, rtsp_listener))?;
+        .name("serve-rtsp".into())
+        .spawn(move || front::rtsp::serve(s, rtsp_listener, credentials))?;
     let s = server.clone();
     let api = std::thread::Builder::new()
         .name("serve-http".into())
         .spawn(move || front::listener::serve(s, http))?;
     Ok(vec![rtsp, api])
+}
+
+/// Raises the soft limit on open descriptors to the hard limit: each RTSP
+/// connection holds one, and the default soft limit (1024) is far below
+/// `--max-connections`. Says so when even the hard limit is lower.
+fn raise_descriptor_limit(max_connections: usize) {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return;
+    };
+    let limit = if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+        hard
+    } else {
+        soft
+    };
+    // Files, pacing sockets and the API need some of them too.
+    let wanted = max_connections as u64 + 256;
+    if limit < wanted {
+        eprintln!(
+            "nagare serve: at most {limit} open files (ulimit -n), fewer than the {wanted} that \
+             --max-connections {max_connections} needs: past them RTSP stops accepting until \
+             some close; raise the limit (ulimit -Hn, LimitNOFILE=) or lower --max-connections"
+        );
+    }
 }
 
 /// Stops every flow and collects the final counters.
@@ -282,6 +327,7 @@ fn shut_down(server: &Server) -> ServeReport {
         streams,
         rtsp_connections: s.rtsp_connections.load(Ordering::Relaxed),
         rtsp_refused: s.rtsp_refused.load(Ordering::Relaxed),
+        rtsp_evicted: s.rtsp_evicted.load(Ordering::Relaxed),
         slow_readers_dropped: s.slow_readers.load(Ordering::Relaxed),
         api_refused: s.api_refused.load(Ordering::Relaxed),
         seconds: server.started.elapsed().as_secs_f64(),
@@ -296,11 +342,12 @@ fn print_report(r: &ServeReport, json: bool) -> Result<()> {
     }
     eprintln!(
         "serve: stopped after {:.1} s ({:.2} CPU s); RTSP connections {}, refused requests {}, \
-         slow readers dropped {}, API refusals {}",
+         evicted {}, slow readers dropped {}, API refusals {}",
         r.seconds,
         r.cpu_seconds,
         r.rtsp_connections,
         r.rtsp_refused,
+        r.rtsp_evicted,
         r.slow_readers_dropped,
         r.api_refused
     );

@@ -105,6 +105,11 @@ impl Serve {
         }
     }
 
+    /// The server's process id (for /proc/PID/status).
+    pub fn pid(&self) -> u32 {
+        self.run.as_ref().expect("running").child.id()
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("rtsp://{}/{path}", self.rtsp)
     }
@@ -198,6 +203,14 @@ pub fn http(
     (status, body)
 }
 
+/// A TCP connection to `to` from the loopback address `from`.
+pub fn connect_from(from: [u8; 4], to: SocketAddr) -> TcpStream {
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.bind(&SocketAddr::from((from, 0)).into()).unwrap();
+    sock.connect(&to.into()).unwrap();
+    sock.into()
+}
+
 /// An RTSP response.
 #[derive(Debug)]
 pub struct Reply {
@@ -230,7 +243,11 @@ pub struct Rtsp {
 
 impl Rtsp {
     pub fn connect(to: SocketAddr) -> Rtsp {
-        let stream = TcpStream::connect(to).unwrap();
+        Rtsp::over(TcpStream::connect(to).unwrap())
+    }
+
+    /// A client on an open connection.
+    pub fn over(stream: TcpStream) -> Rtsp {
         stream
             .set_read_timeout(Some(Duration::from_secs(20)))
             .unwrap();

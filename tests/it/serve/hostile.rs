@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use socket2::SockRef;
 
-use super::harness::{Media, Serve, http};
+use super::harness::{Media, Rtsp, Serve, connect_from, http};
 
 /// How long an honest client may wait for an answer while others
 /// misbehave: generous for a loaded CI machine (answers take a few
@@ -208,15 +208,6 @@ fn running_out_of_file_descriptors_is_survived() {
     assert!(err.contains("HTTP accept failed"), "{err}");
 }
 
-/// A TCP connection to `to` from the loopback address `from`.
-fn connect_from(from: [u8; 4], to: std::net::SocketAddr) -> TcpStream {
-    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    sock.bind(&std::net::SocketAddr::from((from, 0)).into())
-        .unwrap();
-    sock.connect(&to.into()).unwrap();
-    sock.into()
-}
-
 /// Whether an RTSP OPTIONS on `s` is answered 200.
 fn rtsp_options_ok(s: &mut TcpStream) -> bool {
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -225,32 +216,118 @@ fn rtsp_options_ok(s: &mut TcpStream) -> bool {
     {
         return false;
     }
-    let mut buf = [0u8; 64];
+    let mut buf = [0u8; 512];
     matches!(s.read(&mut buf), Ok(n) if n > 0 && buf[..n].starts_with(b"RTSP/1.0 200"))
 }
 
+/// Whether the server closed `s` (it reads the end, within a bound).
+fn closed_by_server(s: &mut TcpStream) -> bool {
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut buf = [0u8; 512];
+    matches!(s.read(&mut buf), Ok(0))
+}
+
+/// `n` connections from `from`, each answered once, in order: the first
+/// is then the longest idle.
+fn held_from(from: [u8; 4], n: usize, to: std::net::SocketAddr) -> Vec<TcpStream> {
+    (0..n)
+        .map(|k| {
+            let mut s = connect_from(from, to);
+            assert!(rtsp_options_ok(&mut s), "connection {k} from {from:?}");
+            s
+        })
+        .collect()
+}
+
 #[test]
-fn one_address_holding_rtsp_slots_cannot_shut_out_another() {
+fn full_rtsp_caps_evict_the_longest_idle_and_keep_sessions() {
     let media = Media::new("serve-rtspcap");
-    let serve = Serve::start(&media, &["--max-connections-per-address", "20"]);
-    let held: Vec<TcpStream> = (0..20)
-        .map(|_| connect_from([127, 0, 0, 1], serve.rtsp))
-        .collect();
-    // Each held connection answers (it was served, not queued)...
-    let mut first = held.into_iter();
-    let mut one = first.next().unwrap();
-    assert!(rtsp_options_ok(&mut one));
-    let held: Vec<TcpStream> = std::iter::once(one).chain(first).collect();
-    // ...the 21st from the same address is closed at once...
-    let mut extra = connect_from([127, 0, 0, 1], serve.rtsp);
-    assert!(
-        !rtsp_options_ok(&mut extra),
-        "the 21st connection was served"
+    let serve = Serve::start(
+        &media,
+        &[
+            "--max-connections",
+            "30",
+            "--max-connections-per-address",
+            "20",
+        ],
     );
-    // ...and another address is served while they are held.
-    let mut other = connect_from([127, 0, 0, 2], serve.rtsp);
-    assert!(rtsp_options_ok(&mut other));
-    drop(held);
+    let mut a = held_from([127, 0, 0, 1], 20, serve.rtsp);
+    // The 21st from the same address is served, and that address's
+    // longest idle connection is closed for it.
+    let mut extra = connect_from([127, 0, 0, 1], serve.rtsp);
+    assert!(rtsp_options_ok(&mut extra), "the newcomer was not served");
+    assert!(closed_by_server(&mut a[0]), "the longest idle stayed open");
+    assert!(
+        rtsp_options_ok(&mut a[1]),
+        "the wrong connection was closed"
+    );
+    // a[2] sets up a session, then every other connection talks, so a[2]
+    // is the longest idle: it still gives way only after every connection
+    // without a session.
+    let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = rx.local_addr().unwrap().port();
+    let mut with_session = Rtsp::over(a[2].try_clone().unwrap());
+    let r = with_session.request(
+        "SETUP",
+        &format!("{}/trackID=0", serve.url("bars")),
+        &[(
+            "Transport",
+            &format!("RTP/AVP;unicast;client_port={port}-{}", port + 1),
+        )],
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+    for s in a[3..].iter_mut().chain([&mut extra]) {
+        assert!(rtsp_options_ok(s));
+    }
+    assert!(rtsp_options_ok(&mut a[1]));
+    // Ten from another address fill the server (30); one more from a
+    // third closes the longest idle anywhere without a session: a[3].
+    let _b = held_from([127, 0, 0, 2], 10, serve.rtsp);
+    let mut c = connect_from([127, 0, 0, 3], serve.rtsp);
+    assert!(rtsp_options_ok(&mut c), "the newcomer was not served");
+    assert!(closed_by_server(&mut a[3]), "the longest idle stayed open");
+    assert!(
+        rtsp_options_ok(&mut a[2]),
+        "the session's connection was closed"
+    );
+    assert_eq!(serve.metric("nagare_rtsp_evicted_total"), 2.0);
+    assert_eq!(serve.metric("nagare_rtsp_sessions"), 1.0);
+}
+
+#[test]
+fn an_rtsp_client_that_never_reads_is_closed_and_stalls_nobody() {
+    let media = Media::new("serve-rtsp-noread");
+    let serve = Serve::start(&media, &[]);
+    // 20,000 pipelined DESCRIBEs (some 10 MB of answers) whose answers
+    // are never read: the server's writes to it stop once the buffers
+    // fill, and then it stops reading its requests. Each is padded so
+    // that a read holds fewer than the 32 pipelined requests after which
+    // the machine would close the connection for flooding.
+    let hog = TcpStream::connect(serve.rtsp).unwrap();
+    SockRef::from(&hog).set_recv_buffer_size(4096).unwrap();
+    hog.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+    let one = format!(
+        "DESCRIBE {} RTSP/1.0\r\nCSeq: 1\r\nX-Pad: {}\r\n\r\n",
+        serve.url("bars"),
+        "p".repeat(200)
+    );
+    let mut w = &hog;
+    // A write timeout here only means the server stopped reading.
+    let _ = w.write_all(one.repeat(20_000).as_bytes());
+    // Meanwhile others are answered at once...
+    for _ in 0..10 {
+        let t = Instant::now();
+        let mut c = Rtsp::connect(serve.rtsp);
+        assert_eq!(c.request("DESCRIBE", &serve.url("bars"), &[]).status, 200);
+        assert!(t.elapsed() < PROMPT, "took {:?}", t.elapsed());
+    }
+    // ...and once its bytes have waited 10 s unread, it is closed.
+    crate::common::wait_until(
+        "the unread connection to be closed",
+        Duration::from_secs(60),
+        || (serve.metric("nagare_rtsp_stalled_total") == 1.0).then_some(()),
+    );
+    drop(hog);
 }
 
 #[test]

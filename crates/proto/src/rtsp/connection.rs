@@ -6,6 +6,8 @@ use std::net::IpAddr;
 use rtsp_types::headers::{self, CSeq, HeaderName, NptRange, NptTime, Range, Transports};
 use rtsp_types::{Message, Request, Response, StatusCode, Version};
 
+use super::auth::Guard;
+use super::error::AuthFailure;
 use super::framing::{Frame, Framer, with_star_uri};
 use super::target::{Target, content_base};
 use super::transport::{self, Context};
@@ -69,6 +71,8 @@ pub struct Connection<C> {
     catalog: C,
     client: IpAddr,
     framer: Framer,
+    // Checks every request but OPTIONS when the server needs credentials.
+    guard: Option<Guard>,
     seed: u64,
     sessions_made: u64,
     session: Option<Session>,
@@ -89,6 +93,7 @@ impl<C: Catalog> Connection<C> {
     pub fn new(now: Nanos, config: Config, catalog: C, client: IpAddr, session_seed: u64) -> Self {
         Connection {
             framer: Framer::new(config.limits),
+            guard: None,
             config,
             catalog,
             client,
@@ -102,6 +107,16 @@ impl<C: Catalog> Connection<C> {
             closed: false,
             counters: Counters::default(),
         }
+    }
+
+    /// The same machine, asking every request but OPTIONS for
+    /// credentials that `guard` accepts (see [`super::auth`]); `401` with
+    /// the guard's challenges otherwise. OPTIONS stays open: it tells
+    /// nothing but the methods, and clients send it before they know a
+    /// server wants credentials.
+    pub fn with_guard(mut self, guard: Guard) -> Self {
+        self.guard = Some(guard);
+        self
     }
 
     /// What happened at `now`. Input after the machine closed is ignored.
@@ -188,8 +203,14 @@ impl<C: Catalog> Connection<C> {
                             Ok((m, _)) => Ok(m),
                             Err(_) => Err(cseq_of_unparsable(self.framer.message())),
                         };
+                        // Digest hashes the URI as the client wrote it,
+                        // which the parsed URL may have normalised.
+                        let target = match self.guard {
+                            Some(_) => request_target(self.framer.message()).map(str::to_owned),
+                            None => None,
+                        };
                         self.framer.consume();
-                        self.on_message(now, parsed);
+                        self.on_message(now, parsed, target.as_deref());
                     }
                     Ok(Some(Frame::Interleaved { len, .. })) => {
                         self.counters.interleaved_frames += 1;
@@ -216,7 +237,12 @@ impl<C: Catalog> Connection<C> {
     }
 
     /// A framed message, or the CSeq of one rtsp-types could not read.
-    fn on_message(&mut self, now: Nanos, message: Result<Message<Vec<u8>>, Option<u32>>) {
+    fn on_message(
+        &mut self,
+        now: Nanos,
+        message: Result<Message<Vec<u8>>, Option<u32>>,
+        target: Option<&str>,
+    ) {
         if self.transmits.len() >= self.config.limits.pending_responses {
             let limit = self.config.limits.pending_responses;
             let cseq = match &message {
@@ -227,7 +253,7 @@ impl<C: Catalog> Connection<C> {
             return self.fail(cseq, Error::TooManyPending { limit });
         }
         match message {
-            Ok(Message::Request(req)) => self.on_request(now, &req),
+            Ok(Message::Request(req)) => self.on_request(now, &req, target),
             // Clients answer no requests of ours; their responses and data
             // messages carry nothing for the server.
             Ok(Message::Response(_) | Message::Data(_)) => {}
@@ -239,7 +265,7 @@ impl<C: Catalog> Connection<C> {
         }
     }
 
-    fn on_request(&mut self, now: Nanos, req: &Req) {
+    fn on_request(&mut self, now: Nanos, req: &Req, target: Option<&str>) {
         self.counters.requests += 1;
         self.last_activity = now;
         let method = Method::from(req.method());
@@ -274,6 +300,9 @@ impl<C: Catalog> Connection<C> {
             let extra = vec![(headers::UNSUPPORTED, options)];
             return self.refuse(Some(cseq), Some(method), Error::OptionNotSupported, extra);
         }
+        if let Err(why) = self.authorize(now, method, req, target) {
+            return self.refuse_unauthorized(now, cseq, method, why);
+        }
         match self.dispatch(method, req) {
             Ok(reply) => self.answer(cseq, reply),
             Err(e) => {
@@ -283,6 +312,45 @@ impl<C: Catalog> Connection<C> {
                 };
                 self.refuse(Some(cseq), Some(method), e, extra);
             }
+        }
+    }
+
+    /// Whether the request's credentials pass the guard (all do without
+    /// one, and OPTIONS always does).
+    fn authorize(
+        &self,
+        now: Nanos,
+        method: Method,
+        req: &Req,
+        target: Option<&str>,
+    ) -> Result<(), AuthFailure> {
+        let Some(guard) = &self.guard else {
+            return Ok(());
+        };
+        if method == Method::Options {
+            return Ok(());
+        }
+        let written: &str = req.method().into();
+        let authorization = req.header(&headers::AUTHORIZATION).map(|v| v.as_str());
+        guard.check(now, written, target.unwrap_or(""), authorization)
+    }
+
+    /// `401` with the guard's challenges, one `WWW-Authenticate` line
+    /// each (clients read them line by line; rtsp-types holds one value
+    /// per header name, so the lines are added to its output).
+    fn refuse_unauthorized(&mut self, now: Nanos, cseq: u32, method: Method, why: AuthFailure) {
+        self.refuse(
+            Some(cseq),
+            Some(method),
+            Error::Unauthorized(why),
+            Vec::new(),
+        );
+        let Some(guard) = &self.guard else {
+            return;
+        };
+        let challenges = guard.challenges(now, why == AuthFailure::StaleNonce);
+        if let Some(response) = self.transmits.back_mut() {
+            add_header_lines(response, "WWW-Authenticate", &challenges);
         }
     }
 
@@ -626,6 +694,30 @@ fn start_of(range: Option<Range>) -> Result<bool, Error> {
         let start_ms = u64::try_from(nanos / 1_000_000).unwrap_or(u64::MAX);
         Err(Error::SeekUnsupported { start_ms })
     }
+}
+
+/// The request URI of a message as written: the second word of its
+/// first line.
+fn request_target(message: &[u8]) -> Option<&str> {
+    let line = message.split(|&b| b == b'\r' || b == b'\n').next()?;
+    let uri = line.split(|&b| b == b' ').nth(1)?;
+    std::str::from_utf8(uri).ok()
+}
+
+/// Adds `name: value` lines to a serialised response, after its other
+/// headers. `values` are the machine's own, free of line breaks.
+fn add_header_lines(response: &mut Vec<u8>, name: &str, values: &[String]) {
+    let Some(end) = response.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return;
+    };
+    let mut lines = Vec::new();
+    for v in values {
+        lines.extend_from_slice(b"\r\n");
+        lines.extend_from_slice(name.as_bytes());
+        lines.extend_from_slice(b": ");
+        lines.extend_from_slice(v.as_bytes());
+    }
+    response.splice(end..end, lines);
 }
 
 /// The CSeq of a message rtsp-types refused only for its URI, so that the

@@ -30,6 +30,44 @@ impl std::fmt::Display for Header {
     }
 }
 
+/// Why a request's credentials did not pass ([`super::Guard::check`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum AuthFailure {
+    /// No `Authorization` header.
+    #[error(
+        "no credentials: this server needs them; play rtsp://USER:TOKEN@HOST:PORT/NAME \
+         (any user name, the server's --token as password)"
+    )]
+    Missing,
+    /// An `Authorization` header that does not parse.
+    #[error("the Authorization header does not parse as Basic or Digest credentials")]
+    Malformed,
+    /// A scheme other than Basic and Digest.
+    #[error("the Authorization header's scheme is neither Basic nor Digest")]
+    UnsupportedScheme,
+    /// A Digest algorithm other than MD5 and SHA-256.
+    #[error("Digest algorithm not offered: use MD5 or SHA-256")]
+    UnsupportedAlgorithm,
+    /// A Digest `qop` other than `auth`.
+    #[error("Digest qop not offered: use qop=auth or none")]
+    UnsupportedQop,
+    /// A Digest answer for another realm.
+    #[error("Digest answer for another realm; this server's is \"nagare\"")]
+    WrongRealm,
+    /// A nonce this connection did not issue.
+    #[error("Digest nonce not issued on this connection; answer the latest challenge")]
+    ForeignNonce,
+    /// A Digest `uri` other than the request's.
+    #[error("Digest uri differs from the request URI")]
+    UriMismatch,
+    /// A wrong password (or a Digest response that does not match).
+    #[error("wrong credentials: the password is the server's --token")]
+    WrongCredentials,
+    /// A right answer to a nonce that expired: retry with the new one.
+    #[error("Digest nonce expired; retry with the new one")]
+    StaleNonce,
+}
+
 /// Everything the RTSP machine refuses; each maps to one status code
 /// ([`Error::status`]) and some end the connection
 /// ([`Error::closes_connection`]).
@@ -161,6 +199,9 @@ pub enum Error {
     /// `destination=` is a host name, not an address.
     #[error("destination must be an IP address, not a host name")]
     DestinationNotAddress,
+    /// Credentials missing or wrong where the server needs them.
+    #[error("unauthorized: {0}")]
+    Unauthorized(AuthFailure),
     /// The server's admission control refused the stream.
     #[error("not enough capacity on this server for another session")]
     NotAdmitted,
@@ -196,6 +237,7 @@ impl Error {
             | Error::BadUri
             | Error::MissingCSeq
             | Error::InvalidHeader(_) => 400,
+            Error::Unauthorized(_) => 401,
             Error::DestinationForbidden { .. } | Error::DestinationNotAddress => 403,
             Error::NotFound | Error::TrackNotFound { .. } => 404,
             Error::MethodNotAllowed(_) => 405,

@@ -77,6 +77,11 @@ pub(crate) struct Framer {
 
 const HEAD_END: &[u8] = b"\r\n\r\n";
 
+/// Buffer capacity an idle connection may keep between messages: a
+/// server holds tens of thousands of idle connections, so a large
+/// request's buffer is given back once it is consumed.
+const IDLE_CAPACITY: usize = 512;
+
 impl Framer {
     pub(crate) fn new(limits: Limits) -> Framer {
         Framer {
@@ -166,6 +171,9 @@ impl Framer {
         if n > 0 {
             self.buf.drain(..n.min(self.buf.len()));
             self.scanned = self.scanned.saturating_sub(n);
+            if self.buf.is_empty() && self.buf.capacity() > IDLE_CAPACITY {
+                self.buf = Vec::new();
+            }
         }
     }
 
@@ -340,6 +348,24 @@ mod tests {
     }
 
     const OPTIONS: &[u8] = b"OPTIONS * RTSP/1.0\r\nCSeq: 1\r\n\r\n";
+
+    #[test]
+    fn an_idle_framer_gives_a_large_buffer_back() {
+        let mut f = Framer::new(Limits::default());
+        let big = format!(
+            "OPTIONS * RTSP/1.0\r\nCSeq: 1\r\nX: {}\r\n\r\n",
+            "a".repeat(4000)
+        );
+        assert_eq!(f.fill(big.as_bytes()), big.len());
+        assert_eq!(f.next(), Ok(Some(Frame::Message { len: big.len() })));
+        f.consume();
+        assert_eq!((f.buffered(), f.buf.capacity()), (0, 0));
+        // A small one keeps its few bytes for the next.
+        f.fill(OPTIONS);
+        assert!(f.next().unwrap().is_some());
+        f.consume();
+        assert!(f.buf.capacity() <= IDLE_CAPACITY);
+    }
 
     #[test]
     fn split_and_pipelined_messages_come_out_whole() {

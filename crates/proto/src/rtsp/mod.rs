@@ -15,6 +15,11 @@
 //! `framing.rs`, and two inputs on which rtsp-types 0.1.3 panics are
 //! screened out before it sees them (`transport.rs`).
 //!
+//! A server that needs credentials gives each connection a [`Guard`]
+//! ([`Connection::with_guard`]): every request but OPTIONS then needs
+//! Basic or Digest credentials for the one password (`auth.rs`, with the
+//! header parser in `authorization.rs`), or gets `401` with challenges.
+//!
 //! The machine asks the server what it serves through a [`Catalog`] it
 //! owns: the stream at a path, its SDP, whether a foreign `destination=`
 //! is allowed, and admission. The session state follows RFC 2326
@@ -34,6 +39,8 @@
 //!    the events produced, as in 2;
 //! 4. waits for bytes until [`Connection::poll_timeout`].
 
+mod auth;
+mod authorization;
 mod connection;
 mod error;
 mod framing;
@@ -44,8 +51,12 @@ use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
 
+pub use auth::{Credentials, Guard, NONCE_KEY_LEN, NONCE_LIFETIME, REALM};
+pub use authorization::{
+    Algorithm, Authorization, DigestAnswer, MAX_PARAMS, Qop, parse_authorization,
+};
 pub use connection::{Connection, Counters};
-pub use error::{Error, Header};
+pub use error::{AuthFailure, Error, Header};
 pub use framing::write_interleaved;
 pub use target::TRACK_PREFIX;
 pub use transport::{MulticastGroup, PortPair, Transport};

@@ -1120,3 +1120,124 @@ proptest! {
         prop_assert!(m.is_closed());
     }
 }
+
+/// A connection that needs the password "s3cret-token".
+fn guarded() -> Connection<TestCatalog> {
+    let credentials = std::sync::Arc::new(Credentials::new("s3cret-token"));
+    machine().with_guard(Guard::new(credentials, [3; NONCE_KEY_LEN]))
+}
+
+/// The one transmit, as bytes.
+fn raw_one(m: &mut Connection<TestCatalog>, now: Nanos, text: &str) -> String {
+    m.handle_input(now, Input::Bytes(text.as_bytes()));
+    let out = m.poll_transmit(now).expect("a response");
+    assert!(m.poll_transmit(now).is_none());
+    String::from_utf8(out).unwrap()
+}
+
+/// The nonce of the MD5 challenge in a 401.
+fn md5_nonce(response: &str) -> String {
+    let line = response
+        .lines()
+        .find(|l| l.starts_with("WWW-Authenticate: Digest") && l.contains("algorithm=MD5"))
+        .expect("an MD5 challenge");
+    let start = line.find("nonce=\"").unwrap() + 7;
+    line[start..].split('"').next().unwrap().to_owned()
+}
+
+/// An `Authorization` line as FFmpeg writes it for MD5 without qop.
+fn ffmpeg_digest(password: &str, nonce: &str, method: &str, uri: &str) -> String {
+    use md5::{Digest, Md5};
+    let h = |s: String| format!("{:x}", Md5::digest(s.as_bytes()));
+    let ha1 = h(format!("user:nagare:{password}"));
+    let ha2 = h(format!("{method}:{uri}"));
+    let response = h(format!("{ha1}:{nonce}:{ha2}"));
+    format!(
+        "Authorization: Digest username=\"user\", realm=\"nagare\", nonce=\"{nonce}\", \
+         uri=\"{uri}\", response=\"{response}\"\r\n"
+    )
+}
+
+#[test]
+fn a_guarded_connection_challenges_and_admits_digest_and_basic() {
+    let mut m = guarded();
+    // OPTIONS stays open.
+    let r = one(&mut m, Nanos::ZERO, &request("OPTIONS", URL, 1, ""));
+    assert_eq!(status(&r), 200);
+    // Anything else without credentials: 401, three challenges, each on
+    // its own line, SHA-256 first.
+    let t = Nanos::from_secs(2);
+    let text = raw_one(&mut m, t, &request("DESCRIBE", URL, 2, ""));
+    assert!(text.starts_with("RTSP/1.0 401 Unauthorized\r\n"), "{text}");
+    let challenges: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("WWW-Authenticate: "))
+        .collect();
+    assert_eq!(challenges.len(), 3, "{text}");
+    assert!(challenges[0].ends_with("algorithm=SHA-256"), "{text}");
+    assert!(challenges[1].ends_with("algorithm=MD5"), "{text}");
+    assert_eq!(challenges[2], "Basic realm=\"nagare\"");
+    assert!(text.contains("\r\nCSeq: 2\r\n") && text.ends_with("\r\n\r\n"));
+    assert_eq!(
+        events(&mut m),
+        vec![Event::Refused {
+            method: Some(Method::Describe),
+            error: Error::Unauthorized(AuthFailure::Missing)
+        }]
+    );
+    // FFmpeg's answer to the MD5 challenge passes.
+    let nonce = md5_nonce(&text);
+    let auth = ffmpeg_digest("s3cret-token", &nonce, "DESCRIBE", URL);
+    let r = one(&mut m, t, &request("DESCRIBE", URL, 3, &auth));
+    assert_eq!(status(&r), 200);
+    assert_eq!(r.body().as_slice(), SDP.as_bytes());
+    // A wrong password, by Digest and by Basic, sets nothing up.
+    let setup = format!("{URL}/trackID=0");
+    let transport = "Transport: RTP/AVP/TCP;unicast;interleaved=0-1\r\n";
+    let wrong = ffmpeg_digest("s3cret-tokeN", &nonce, "SETUP", &setup);
+    let r = one(
+        &mut m,
+        t,
+        &request("SETUP", &setup, 4, &format!("{wrong}{transport}")),
+    );
+    assert_eq!(status(&r), 401);
+    // "user:wrong-token", "user:s3cret-token"
+    let basic = |b64: &str| format!("Authorization: Basic {b64}\r\n{transport}");
+    let r = one(
+        &mut m,
+        t,
+        &request("SETUP", &setup, 5, &basic("dXNlcjp3cm9uZy10b2tlbg==")),
+    );
+    assert_eq!(status(&r), 401);
+    assert!(events(&mut m).iter().all(|e| matches!(
+        e,
+        Event::Refused {
+            error: Error::Unauthorized(AuthFailure::WrongCredentials),
+            ..
+        }
+    )));
+    let r = one(
+        &mut m,
+        t,
+        &request("SETUP", &setup, 6, &basic("dXNlcjpzM2NyZXQtdG9rZW4=")),
+    );
+    assert_eq!(status(&r), 200);
+    assert!(matches!(events(&mut m)[..], [Event::Setup { .. }]));
+}
+
+#[test]
+fn a_stale_nonce_is_told_so_and_a_fresh_one_passes() {
+    let mut m = guarded();
+    let text = raw_one(&mut m, Nanos::ZERO, &request("DESCRIBE", URL, 1, ""));
+    let old = md5_nonce(&text);
+    let late = NONCE_LIFETIME + Nanos::from_secs(1);
+    let auth = ffmpeg_digest("s3cret-token", &old, "DESCRIBE", URL);
+    let text = raw_one(&mut m, late, &request("DESCRIBE", URL, 2, &auth));
+    assert!(text.starts_with("RTSP/1.0 401"), "{text}");
+    assert_eq!(text.matches("stale=true").count(), 2, "{text}");
+    let fresh = md5_nonce(&text);
+    assert_ne!(fresh, old);
+    let auth = ffmpeg_digest("s3cret-token", &fresh, "DESCRIBE", URL);
+    let r = one(&mut m, late, &request("DESCRIBE", URL, 3, &auth));
+    assert_eq!(status(&r), 200);
+}

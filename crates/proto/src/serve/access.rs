@@ -10,6 +10,7 @@ use subtle::ConstantTimeEq;
 pub use super::cidr::{Cidr, canonical};
 
 use super::Error;
+use crate::rtsp::Credentials;
 
 /// Shortest `--token` accepted: shorter ones can be guessed.
 pub const MIN_TOKEN_LEN: usize = 8;
@@ -107,6 +108,23 @@ impl Token {
             Some(t) => Ok(Token(Some(t.into_bytes()))),
             None if http_is_loopback => Ok(Token(None)),
             None => Err(Error::TokenNeeded),
+        }
+    }
+
+    /// The credentials RTSP clients must give, if any: the token as
+    /// password, off loopback (`rtsp_is_loopback` false) always, on
+    /// loopback when `asked` (`--rtsp-auth`). Without a token where one
+    /// is needed, the server must not start.
+    pub fn rtsp_credentials(
+        &self,
+        rtsp_is_loopback: bool,
+        asked: bool,
+    ) -> Result<Option<Credentials>, Error> {
+        match (&self.0, rtsp_is_loopback, asked) {
+            (Some(t), false, _) | (Some(t), true, true) => Ok(Some(Credentials::new(t.clone()))),
+            (Some(_), true, false) | (None, true, false) => Ok(None),
+            (None, false, _) => Err(Error::RtspTokenNeeded),
+            (None, true, true) => Err(Error::RtspAuthWithoutToken),
         }
     }
 

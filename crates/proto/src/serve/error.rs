@@ -132,6 +132,19 @@ pub enum Error {
          or bind it with --http 127.0.0.1:8080"
     )]
     TokenNeeded,
+    /// RTSP reachable from the network without credentials.
+    #[error(
+        "RTSP is not bound to loopback, so its clients need credentials: give --token TOKEN \
+         (or NAGARE_TOKEN; players then open rtsp://USER:TOKEN@HOST:PORT/NAME), or bind it \
+         with --rtsp 127.0.0.1:8554"
+    )]
+    RtspTokenNeeded,
+    /// `--rtsp-auth` without a token to check against.
+    #[error(
+        "--rtsp-auth asks RTSP clients for the --token as password, but no --token (or \
+         NAGARE_TOKEN) is given: give one"
+    )]
+    RtspAuthWithoutToken,
     /// Stripe, SSRC or start frame asked of an MPEG-TS path.
     #[error("'{path}' is MPEG-TS: stripe, ssrc and epoch_frame are for raw video and patterns")]
     LegOnTs {

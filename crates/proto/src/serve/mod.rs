@@ -4,7 +4,8 @@
 //! leg sends ([`leg`]), whether a keyed request replays an earlier one
 //! ([`idempotency`]), which ring the read-ahead thread fills next
 //! ([`readahead`]), the SDP a DESCRIBE answers with ([`describe`]) and
-//! how many connections a front end holds ([`ConnectionCaps`]).
+//! how many connections a front end holds ([`ConnectionCaps`], which
+//! turns newcomers away, and [`Roster`], which evicts the longest idle).
 //!
 //! All of it is plain functions over values: the driver keeps the shared
 //! running totals (atomics), reads the clock and passes the time in as
@@ -20,6 +21,7 @@ mod error;
 pub mod idempotency;
 pub mod leg;
 pub mod readahead;
+mod roster;
 #[cfg(test)]
 mod tests;
 
@@ -27,3 +29,4 @@ pub use access::{AllowList, Cidr, Token};
 pub use budget::{Budget, Cost, Demand, Work};
 pub use caps::ConnectionCaps;
 pub use error::Error;
+pub use roster::Roster;

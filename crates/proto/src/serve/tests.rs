@@ -151,6 +151,39 @@ fn unlimited(max_load: f64) -> Budget {
 }
 
 #[test]
+fn rtsp_needs_credentials_off_loopback_or_when_asked() {
+    use crate::rtsp::{Guard, NONCE_KEY_LEN};
+    let with = Token::new(Some("s3cret-token".into()), true).unwrap();
+    let without = Token::new(None, true).unwrap();
+    assert!(with.rtsp_credentials(true, false).unwrap().is_none());
+    assert!(without.rtsp_credentials(true, false).unwrap().is_none());
+    assert_eq!(
+        without.rtsp_credentials(false, false).unwrap_err(),
+        Error::RtspTokenNeeded
+    );
+    assert_eq!(
+        without.rtsp_credentials(false, true).unwrap_err(),
+        Error::RtspTokenNeeded
+    );
+    assert_eq!(
+        without.rtsp_credentials(true, true).unwrap_err(),
+        Error::RtspAuthWithoutToken
+    );
+    // The password is the token itself (Basic "u:s3cret-token").
+    for (loopback, asked) in [(false, false), (false, true), (true, true)] {
+        let c = with.rtsp_credentials(loopback, asked).unwrap().unwrap();
+        let g = Guard::new(std::sync::Arc::new(c), [1; NONCE_KEY_LEN]);
+        let basic = Some("Basic dTpzM2NyZXQtdG9rZW4=");
+        assert_eq!(g.check(Nanos::ZERO, "PLAY", "rtsp://h/p", basic), Ok(()));
+    }
+    assert!(
+        Error::RtspTokenNeeded
+            .to_string()
+            .contains("--rtsp 127.0.0.1:8554")
+    );
+}
+
+#[test]
 fn budget_admits_up_to_max_rate() {
     let b = Budget {
         max_rate: Some(BitRate(50_000_000)),

@@ -147,8 +147,20 @@ fn totals(server: &Server, reg: &mut Registry) {
     counter(
         reg,
         "nagare_rtsp_refused",
-        "RTSP requests answered 4xx/5xx, and connections closed at accept over a cap",
+        "RTSP requests answered 4xx/5xx",
         load(&s.rtsp_refused),
+    );
+    counter(
+        reg,
+        "nagare_rtsp_evicted",
+        "RTSP connections closed to make room under a connection cap, the longest idle first",
+        load(&s.rtsp_evicted),
+    );
+    counter(
+        reg,
+        "nagare_rtsp_stalled",
+        "RTSP connections closed for leaving their responses or media unread 10 s",
+        load(&s.rtsp_stalled),
     );
     counter(
         reg,

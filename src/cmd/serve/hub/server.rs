@@ -36,6 +36,10 @@ pub(crate) struct Stats {
     pub rtsp_sessions: AtomicI64,
     /// RTSP requests answered with 4xx/5xx.
     pub rtsp_refused: AtomicU64,
+    /// RTSP connections closed to make room under a cap.
+    pub rtsp_evicted: AtomicU64,
+    /// RTSP connections closed for leaving their bytes unread.
+    pub rtsp_stalled: AtomicU64,
     /// TCP readers dropped for a full write queue.
     pub slow_readers: Arc<AtomicU64>,
     /// API requests refused.
@@ -53,10 +57,11 @@ pub(crate) struct Settings {
     pub multicast_interface: Option<Interface>,
     /// Socket send buffer per flow.
     pub send_buffer: usize,
-    /// RTSP connections served at once; more are closed at accept.
+    /// RTSP connections served at once; past it the longest idle is
+    /// closed.
     pub max_connections: usize,
-    /// RTSP connections from one address at once; more are closed at
-    /// accept.
+    /// RTSP connections from one address at once; past it that
+    /// address's longest idle is closed.
     pub max_connections_per_address: usize,
 }
 

@@ -2,16 +2,18 @@
 //! the bounded write queue of an RTSP client's TCP connection
 //! (interleaved `$` frames). A pacer never waits for either: a full UDP
 //! buffer is counted and the packet dropped, and a full TCP queue drops
-//! the reader (MediaMTX #162: one slow reader never stalls the others).
+//! the reader (MediaMTX #162: one slow reader never stalls the others);
+//! the connection's task on the RTSP event loop then closes it.
 
 use std::io;
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use anyhow::{Context, Result};
-use crossbeam_channel::{Sender, TrySendError};
 use nagare_proto::rtsp::write_interleaved;
+use tokio::sync::Notify;
+use tokio::sync::mpsc::{self, error::TrySendError};
 
 use crate::net::train::{Train, TrainIo};
 use crate::net::udp::{self, Interface, SendOptions};
@@ -35,37 +37,37 @@ pub(crate) struct UdpOut {
     gso: bool,
 }
 
-/// The write side of one RTSP TCP connection, shared by its connection
-/// thread (responses) and the pacers (media).
+/// The media side of one RTSP TCP connection: a bounded queue of
+/// interleaved frames that the pacers fill and the connection's task on
+/// the RTSP event loop drains into the socket. tokio's channel, so that a
+/// frame wakes that task; the pacers only ever `try_send`.
 pub(crate) struct TcpLink {
-    queue: Sender<Vec<u8>>,
-    stream: TcpStream,
+    queue: mpsc::Sender<Vec<u8>>,
+    peer: SocketAddr,
     dropped: AtomicBool,
+    /// Wakes the connection's task when its reader is dropped.
+    kick: Notify,
     /// Readers dropped server-wide, for metrics.
     dropped_total: Arc<AtomicU64>,
 }
 
 impl TcpLink {
-    /// A link writing through `queue` (drained by the connection's writer
-    /// thread) on `stream`.
+    /// A link to `peer` whose queue holds `capacity` frames, and the
+    /// queue's receiving end for the connection's task.
     pub(crate) fn new(
-        queue: Sender<Vec<u8>>,
-        stream: TcpStream,
+        capacity: usize,
+        peer: SocketAddr,
         dropped_total: Arc<AtomicU64>,
-    ) -> Self {
-        TcpLink {
+    ) -> (Arc<TcpLink>, mpsc::Receiver<Vec<u8>>) {
+        let (queue, rx) = mpsc::channel(capacity.max(1));
+        let link = TcpLink {
             queue,
-            stream,
+            peer,
             dropped: AtomicBool::new(false),
+            kick: Notify::new(),
             dropped_total,
-        }
-    }
-
-    /// Queues a response, waiting a little if media fills the queue.
-    pub(crate) fn respond(&self, bytes: Vec<u8>) -> bool {
-        self.queue
-            .send_timeout(bytes, std::time::Duration::from_secs(2))
-            .is_ok()
+        };
+        (Arc::new(link), rx)
     }
 
     /// Whether the reader was dropped for being slow.
@@ -73,8 +75,23 @@ impl TcpLink {
         self.dropped.load(Ordering::Relaxed)
     }
 
-    /// Queues one interleaved frame; a full queue drops the reader: the
-    /// socket is shut down, so its threads see the connection end.
+    /// Drops the reader (once, counted): its task is woken and closes
+    /// the connection.
+    pub(crate) fn drop_reader(&self) {
+        if !self.dropped.swap(true, Ordering::Relaxed) {
+            self.dropped_total.fetch_add(1, Ordering::Relaxed);
+            self.kick.notify_one();
+        }
+    }
+
+    /// Resolves once the reader is dropped.
+    pub(crate) async fn until_dropped(&self) {
+        while !self.is_dropped() {
+            self.kick.notified().await;
+        }
+    }
+
+    /// Queues one interleaved frame; a full queue drops the reader.
     fn frame(&self, channel: u8, packet: &[&[u8]]) -> Sent {
         if self.is_dropped() {
             return Sent::ReaderDropped;
@@ -86,11 +103,8 @@ impl TcpLink {
         }
         match self.queue.try_send(out) {
             Ok(()) => Sent::Ok,
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-                if !self.dropped.swap(true, Ordering::Relaxed) {
-                    self.dropped_total.fetch_add(1, Ordering::Relaxed);
-                    let _ = self.stream.shutdown(std::net::Shutdown::Both);
-                }
+            Err(TrySendError::Full(_) | TrySendError::Closed(_)) => {
+                self.drop_reader();
                 Sent::ReaderDropped
             }
         }
@@ -134,10 +148,7 @@ impl Output {
     pub(crate) fn label(&self) -> String {
         match self {
             Output::Udp(u) => u.dest.to_string(),
-            Output::Tcp { link, channel } => match link.stream.peer_addr() {
-                Ok(a) => format!("tcp:{a}/channel {channel}"),
-                Err(_) => format!("tcp/channel {channel}"),
-            },
+            Output::Tcp { link, channel } => format!("tcp:{}/channel {channel}", link.peer),
         }
     }
 

@@ -1,0 +1,291 @@
+//! What one RTSP connection's machine events do to the server: the
+//! catalog the machine asks, and the session's stream (set up, played,
+//! paused, stopped). The media itself is paced by the pacing threads,
+//! never here; an interleaved stream's frames come back through the
+//! connection's [`TcpLink`] queue.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use nagare_api::serve::{Encapsulation, StreamKind};
+use nagare_proto::rtsp::{self, Event, SessionEnd, Start, StreamInfo, Transport};
+use tokio::sync::mpsc;
+
+use crate::cmd::serve::hub::reservation::Reservation;
+use crate::cmd::serve::hub::server::{Launch, Server};
+use crate::cmd::serve::hub::table::StreamId;
+use crate::cmd::serve::stream::output::{Output, TcpLink};
+
+/// The catalog the connection machine asks, for one connection: it
+/// answers from the server's media and allow-list, and holds the
+/// connection's admission reservation between SETUP and PLAY.
+pub(super) struct ConnCatalog {
+    server: Arc<Server>,
+    admitted: Arc<Mutex<Admitted>>,
+}
+
+/// What a connection's session holds of the budget, shared by the
+/// catalog (which admits, inside the machine's SETUP and PLAY) and the
+/// session (which launches and stops the stream).
+#[derive(Default)]
+struct Admitted {
+    /// Reserved at SETUP or a restarting PLAY, not yet given to a stream.
+    reservation: Option<Reservation>,
+    /// The session's running stream.
+    stream: Option<StreamId>,
+}
+
+fn lock(admitted: &Mutex<Admitted>) -> std::sync::MutexGuard<'_, Admitted> {
+    admitted.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl ConnCatalog {
+    pub(super) fn new(server: Arc<Server>) -> ConnCatalog {
+        ConnCatalog {
+            server,
+            admitted: Arc::new(Mutex::new(Admitted::default())),
+        }
+    }
+}
+
+impl rtsp::Catalog for ConnCatalog {
+    fn stream(&self, path: &str) -> Option<StreamInfo> {
+        let m = self.server.media.get(path)?;
+        Some(StreamInfo {
+            tracks: 1,
+            multicast: m.multicast,
+        })
+    }
+
+    fn sdp(&self, path: &str) -> Option<String> {
+        let id = (crate::clock::epoch_ns() / 1_000_000_000) as u64;
+        Some(self.server.media.get(path)?.sdp(id))
+    }
+
+    fn destination_allowed(&self, client: IpAddr, destination: IpAddr) -> bool {
+        self.server.allow.permits(client, destination)
+    }
+
+    fn admit(&self, path: &str, _transport: &Transport) -> bool {
+        let mut held = lock(&self.admitted);
+        if held.reservation.is_some() {
+            return true;
+        }
+        // A PLAY from the start again: the new stream takes over the
+        // running one's reservation, so the budget is never free between
+        // the two for another client to take.
+        if let Some(e) = held.stream.and_then(|id| self.server.table.get(id))
+            && let Some(r) = e
+                .reservation
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take()
+        {
+            held.reservation = Some(r);
+            return true;
+        }
+        let Some(m) = self.server.media.get(path) else {
+            return false;
+        };
+        let packet_size = nagare_api::serve::Pacing::default().packet_size;
+        let demand = match self.server.demand(&m, packet_size, None, 1) {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!("nagare serve: RTSP SETUP of '{path}' refused: {e}");
+                return false;
+            }
+        };
+        match self.server.admit(demand) {
+            Ok(r) => {
+                held.reservation = Some(r);
+                true
+            }
+            Err(why) => {
+                eprintln!("nagare serve: RTSP SETUP of '{path}' refused: {why}");
+                false
+            }
+        }
+    }
+}
+
+/// The interleaved media of a connection: the link the pacers write to
+/// and the queue's end the connection's task reads.
+pub(super) struct Media {
+    pub(super) link: Arc<TcpLink>,
+    pub(super) frames: mpsc::Receiver<Vec<u8>>,
+}
+
+/// The one session of a connection, as the driver tracks it. Dropping
+/// it (the connection closed, was evicted, or the server stops) stops
+/// its stream and gives back what it reserved.
+pub(super) struct Session {
+    server: Arc<Server>,
+    peer: SocketAddr,
+    admitted: Arc<Mutex<Admitted>>,
+    transport: Option<Transport>,
+    open: bool,
+    /// Made at the first interleaved PLAY, kept for the connection.
+    pub(super) media: Option<Media>,
+}
+
+impl Session {
+    /// The session driver of a connection from `peer` whose machine asks
+    /// `catalog`.
+    pub(super) fn new(server: Arc<Server>, peer: SocketAddr, catalog: &ConnCatalog) -> Session {
+        Session {
+            server,
+            peer,
+            admitted: catalog.admitted.clone(),
+            transport: None,
+            open: false,
+            media: None,
+        }
+    }
+
+    /// Whether a session is set up.
+    pub(super) fn is_open(&self) -> bool {
+        self.open
+    }
+
+    /// Acts on one machine event.
+    pub(super) fn event(&mut self, e: Event) {
+        match e {
+            Event::Setup { transport, .. } => {
+                if !self.open {
+                    self.open = true;
+                    self.server
+                        .stats
+                        .rtsp_sessions
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+                self.transport = Some(transport);
+            }
+            Event::Play {
+                path,
+                start,
+                looping,
+                ..
+            } => self.play(&path, start, looping),
+            Event::Pause { .. } => {
+                if let Some(id) = lock(&self.admitted).stream {
+                    self.server.pacers.pause(id);
+                }
+            }
+            Event::SessionClosed { reason, .. } => {
+                if reason == SessionEnd::TimedOut {
+                    eprintln!("nagare serve: RTSP session timed out; its stream stops");
+                }
+                self.close();
+            }
+            Event::Refused { .. } => {
+                self.server
+                    .stats
+                    .rtsp_refused
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            Event::Closed(_) => {}
+        }
+    }
+
+    fn play(&mut self, path: &str, start: Start, looping: bool) {
+        let running = lock(&self.admitted).stream;
+        if let Some(id) = running {
+            if start == Start::Resume {
+                self.server.pacers.resume(id);
+                return;
+            }
+            // PLAY from the start again: a new stream replaces the old
+            // (whose reservation the machine's admission carried over).
+            self.server.stop_stream(id);
+            lock(&self.admitted).stream = None;
+        }
+        let (Some(media), Some(transport)) = (self.server.media.get(path), self.transport) else {
+            return;
+        };
+        let output = match self.output(transport) {
+            Ok(o) => o,
+            Err(e) => {
+                eprintln!("nagare serve: RTSP PLAY of '{path}': {e:#}");
+                return;
+            }
+        };
+        // SETUP reserved, and so did a PLAY from the start again: no
+        // stream runs without its reservation.
+        let Some(reservation) = lock(&self.admitted).reservation.take() else {
+            eprintln!("nagare serve: RTSP PLAY of '{path}' has no admission; not started");
+            return;
+        };
+        let id = self.server.launch(Launch {
+            media,
+            outputs: vec![output],
+            kind: StreamKind::Rtsp,
+            priority: 128,
+            looping,
+            pacing: nagare_api::serve::Pacing::default(),
+            encapsulation: Encapsulation::Rtp,
+            reservation: Some(reservation),
+            leg: None,
+            tags: Default::default(),
+        });
+        lock(&self.admitted).stream = Some(id);
+    }
+
+    /// Where the session's media goes.
+    fn output(&mut self, transport: Transport) -> anyhow::Result<Output> {
+        let settings = &self.server.settings;
+        match transport {
+            Transport::Interleaved { rtp, .. } => {
+                let media = self.media.get_or_insert_with(|| {
+                    let (link, frames) = TcpLink::new(
+                        settings.write_queue.max(16),
+                        self.peer,
+                        self.server.stats.slow_readers.clone(),
+                    );
+                    Media { link, frames }
+                });
+                Ok(Output::Tcp {
+                    link: media.link.clone(),
+                    channel: rtp,
+                })
+            }
+            Transport::Udp { destination, ports } => Output::udp(
+                SocketAddr::new(destination, ports.rtp),
+                None,
+                None,
+                settings.send_buffer,
+            ),
+            Transport::Multicast(g) => Output::udp(
+                SocketAddr::new(g.group, g.ports.rtp),
+                settings.multicast_interface.clone(),
+                Some(u32::from(g.ttl)),
+                settings.send_buffer,
+            ),
+        }
+    }
+
+    /// Ends the session's stream and gives back what it reserved.
+    fn close(&mut self) {
+        let (stream, reservation) = {
+            let mut a = lock(&self.admitted);
+            (a.stream.take(), a.reservation.take())
+        };
+        if let Some(id) = stream {
+            self.server.stop_stream(id);
+        }
+        drop(reservation);
+        if std::mem::take(&mut self.open) {
+            self.server
+                .stats
+                .rtsp_sessions
+                .fetch_sub(1, Ordering::Relaxed);
+        }
+        self.transport = None;
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
