@@ -20,7 +20,6 @@ use anyhow::{Context, Result, anyhow};
 use plotters::prelude::*;
 use plotters::style::{FontStyle, register_font};
 
-
 /// The bundled font: DejaVu Sans Mono (Bitstream Vera licence, see
 /// assets/fonts/DejaVu-LICENSE.txt).
 const FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSansMono.ttf");
@@ -42,11 +41,15 @@ const SUBTITLE_LINE: u32 = 26;
 const TITLE_LEFT: u32 = 20;
 
 /// Series colours, in order; the set rate has its own.
-pub(crate) const PALETTE: [RGBColor; 4] = [
+pub(crate) const PALETTE: [RGBColor; 8] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
     RGBColor(44, 160, 44),
     RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(23, 190, 207),
+    RGBColor(127, 127, 127),
 ];
 /// The set (target) rate line.
 pub(crate) const SET_COLOR: RGBColor = RGBColor(255, 127, 14);
@@ -434,11 +437,17 @@ mod tests {
         assert_eq!(runs.len(), 3, "{runs:?}");
         let before = runs[1].0 - runs[0].1;
         let after = runs[2].0 - runs[1].1;
-        assert!(before.abs_diff(after) <= 2, "gaps {before} and {after}: {runs:?}");
+        assert!(
+            before.abs_diff(after) <= 2,
+            "gaps {before} and {after}: {runs:?}"
+        );
         // Monospace: the digits' cells are two advances apart (24 px at
         // 40 px, DejaVu Sans Mono's 1233/2048 em of a 2384-unit height).
         let centre = |r: (u32, u32)| (r.0 + r.1) / 2;
-        assert!(centre(runs[2]).abs_diff(centre(runs[0]) + 2 * 21) <= 2, "{runs:?}");
+        assert!(
+            centre(runs[2]).abs_diff(centre(runs[0]) + 2 * 21) <= 2,
+            "{runs:?}"
+        );
     }
 
     #[test]
@@ -447,7 +456,10 @@ mod tests {
         let long = "set 9000.000 Mbit/s in 16 streams, 8960 B packets, 30.00 s; received 8999.999 Mbit/s, loss 0.0001%; PARTIAL FAIL (profile hd-2110)";
         let lines = wrap(&font, SUBTITLE_SIZE, long, WIDTH - 2 * TITLE_LEFT);
         assert_eq!(lines.len(), 2, "{lines:?}");
-        assert!(lines[1].ends_with("PARTIAL FAIL (profile hd-2110)"), "{lines:?}");
+        assert!(
+            lines[1].ends_with("PARTIAL FAIL (profile hd-2110)"),
+            "{lines:?}"
+        );
         assert_eq!(lines.join(" "), long);
         for l in &lines {
             assert!(glyphs::width(&font, SUBTITLE_SIZE, l) <= WIDTH - 2 * TITLE_LEFT);

@@ -163,9 +163,27 @@ fn cinst(area: &Area<'_>, r: &AnalyzeReport, points: &[FramePoint], end: f64) ->
     let at = points.iter().map(|p| (p.t, p.cinst_peak as f64));
     series(&mut chart, "Cinst peak per frame", PALETTE[0], at)?;
     if let Some(l) = limits {
-        limit(&mut chart, (0.0, end), l.cmax_n as f64, "CMAX_N", PALETTE[2])?;
-        limit(&mut chart, (0.0, end), l.cmax_nl as f64, "CMAX_NL", PALETTE[3])?;
-        limit(&mut chart, (0.0, end), l.cmax_w as f64, "CMAX_W", PALETTE[1])?;
+        limit(
+            &mut chart,
+            (0.0, end),
+            l.cmax_n as f64,
+            "CMAX_N",
+            PALETTE[2],
+        )?;
+        limit(
+            &mut chart,
+            (0.0, end),
+            l.cmax_nl as f64,
+            "CMAX_NL",
+            PALETTE[3],
+        )?;
+        limit(
+            &mut chart,
+            (0.0, end),
+            l.cmax_w as f64,
+            "CMAX_W",
+            PALETTE[1],
+        )?;
     }
     legend(&mut chart)
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use base64::Engine as _;
-use nagare_api::probe::Report;
+use nagare_api::probe::{Direction, ReceiverReport, Report};
 
 use super::output::human_text;
 use super::plot::figure;
@@ -75,7 +75,7 @@ pre {{ background: #f6f8fa; padding: 1em; overflow-x: auto; font-size: 0.85em; }
 <table>
 {table}</table>
 <h2>Over time</h2>
-<img id="plot" alt="received rate against the set rate, loss and delay variation per interval" src="data:image/png;base64,{img}">
+<img id="plot" alt="received rate against the set rate, loss and delay variation per interval{ways}" src="data:image/png;base64,{img}">
 <h2>Full report</h2>
 <pre>{text}</pre>
 <p><small>Command: <code>{cmd}</code></small></p>
@@ -84,40 +84,82 @@ pre {{ background: #f6f8fa; padding: 1em; overflow-x: auto; font-size: 0.85em; }
 "#,
         server = esc(&r.server),
         start = esc(&r.start),
+        ways = if r.bidir { ", each way" } else { "" },
         profile = esc(&v.profile),
         text = esc(&human_text(r)),
         cmd = esc(&r.command_line.join(" ")),
     )
 }
 
-/// The key numbers as table rows.
+/// The key numbers as table rows; with `--bidir`, a column per way.
 fn numbers(r: &Report) -> String {
-    let x = &r.receiver;
-    let rows = [
+    let common = [
         ("server", r.server.clone()),
         ("started", r.start.clone()),
-        (
-            "set rate",
-            format!("{:.3} Mbit/s", r.set_bandwidth_bps / 1e6),
-        ),
-        (
-            "received",
-            format!("{:.3} Mbit/s", x.effective_bandwidth_bps / 1e6),
-        ),
         ("packet size", format!("{} B", r.packet_size)),
         ("duration", format!("{:.2} s", r.duration_s)),
         ("streams", r.parallel.to_string()),
-        (
-            "loss",
-            format!("{} of {} ({:.4}%)", x.lost, x.sent, x.loss_rate * 100.0),
-        ),
-        ("PDV p99.9", format!("{:.3} ms", x.pdv_ms.p999)),
         ("RTT idle median", format!("{:.3} ms", r.rtt_idle.median_ms)),
         ("nagare", r.version.clone()),
     ];
+    let ways: Vec<(&str, &nagare_api::probe::Verdict, f64, &ReceiverReport)> =
+        if r.bidir && !r.directions.is_empty() {
+            r.directions
+                .iter()
+                .map(|d| {
+                    let name = match d.direction {
+                        Direction::ClientToServer => "client to server",
+                        Direction::ServerToClient => "server to client",
+                    };
+                    (name, &d.verdict, d.set_bandwidth_bps, &d.receiver)
+                })
+                .collect()
+        } else {
+            vec![("", &r.verdict, r.set_bandwidth_bps, &r.receiver)]
+        };
+    let per_way: [(
+        &str,
+        &dyn Fn(&nagare_api::probe::Verdict, f64, &ReceiverReport) -> String,
+    ); 5] = [
+        ("verdict", &|v, _, _| {
+            if v.pass { "PASS".into() } else { "FAIL".into() }
+        }),
+        ("set rate", &|_, set, _| format!("{:.3} Mbit/s", set / 1e6)),
+        ("received", &|_, _, x| {
+            format!("{:.3} Mbit/s", x.effective_bandwidth_bps / 1e6)
+        }),
+        ("loss", &|_, _, x| {
+            format!("{} of {} ({:.4}%)", x.lost, x.sent, x.loss_rate * 100.0)
+        }),
+        ("PDV p99.9", &|_, _, x| format!("{:.3} ms", x.pdv_ms.p999)),
+    ];
     let mut table = String::new();
-    for (k, val) in rows {
-        let _ = writeln!(table, "<tr><th>{}</th><td>{}</td></tr>", esc(k), esc(&val));
+    let both = ways.len() > 1;
+    if both {
+        let _ = write!(table, "<tr><th></th>");
+        for (name, ..) in &ways {
+            let _ = write!(table, "<th>{}</th>", esc(name));
+        }
+        let _ = writeln!(table, "</tr>");
+    }
+    for (k, f) in per_way {
+        if !both && k == "verdict" {
+            continue; // the page's headline says it
+        }
+        let _ = write!(table, "<tr><th>{}</th>", esc(k));
+        for (_, v, set, x) in &ways {
+            let _ = write!(table, "<td>{}</td>", esc(&f(v, *set, x)));
+        }
+        let _ = writeln!(table, "</tr>");
+    }
+    let span = ways.len();
+    for (k, val) in common {
+        let _ = writeln!(
+            table,
+            "<tr><th>{}</th><td colspan=\"{span}\">{}</td></tr>",
+            esc(k),
+            esc(&val)
+        );
     }
     table
 }
