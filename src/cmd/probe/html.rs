@@ -7,7 +7,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use base64::Engine as _;
-use nagare_api::probe::{Direction, ReceiverReport, Report};
+use nagare_api::probe::{Direction, ReceiverReport, Report, Verdict};
 
 use super::output::human_text;
 use super::plot::figure;
@@ -91,8 +91,75 @@ pre {{ background: #f6f8fa; padding: 1em; overflow-x: auto; font-size: 0.85em; }
     )
 }
 
+/// One way's column of the numbers table.
+struct Column<'a> {
+    name: &'static str,
+    verdict: &'a Verdict,
+    set_bps: f64,
+    receiver: &'a ReceiverReport,
+}
+
+/// The rows each way has, and each way's cell of them.
+const PER_WAY: [&str; 5] = ["verdict", "set rate", "received", "loss", "PDV p99.9"];
+
+impl Column<'_> {
+    fn cells(&self) -> [String; 5] {
+        let x = self.receiver;
+        [
+            if self.verdict.pass { "PASS" } else { "FAIL" }.into(),
+            format!("{:.3} Mbit/s", self.set_bps / 1e6),
+            format!("{:.3} Mbit/s", x.effective_bandwidth_bps / 1e6),
+            format!("{} of {} ({:.4}%)", x.lost, x.sent, x.loss_rate * 100.0),
+            format!("{:.3} ms", x.pdv_ms.p999),
+        ]
+    }
+}
+
+/// The columns of `r`: one, or with `--bidir` one per way.
+fn columns(r: &Report) -> Vec<Column<'_>> {
+    if !r.bidir || r.directions.is_empty() {
+        return vec![Column {
+            name: "",
+            verdict: &r.verdict,
+            set_bps: r.set_bandwidth_bps,
+            receiver: &r.receiver,
+        }];
+    }
+    r.directions
+        .iter()
+        .map(|d| Column {
+            name: match d.direction {
+                Direction::ClientToServer => "client to server",
+                Direction::ServerToClient => "server to client",
+            },
+            verdict: &d.verdict,
+            set_bps: d.set_bandwidth_bps,
+            receiver: &d.receiver,
+        })
+        .collect()
+}
+
 /// The key numbers as table rows; with `--bidir`, a column per way.
 fn numbers(r: &Report) -> String {
+    let columns = columns(r);
+    let cells: Vec<[String; 5]> = columns.iter().map(Column::cells).collect();
+    let both = columns.len() > 1;
+    let mut table = String::new();
+    if both {
+        let _ = write!(table, "<tr><th></th>");
+        for c in &columns {
+            let _ = write!(table, "<th>{}</th>", esc(c.name));
+        }
+        let _ = writeln!(table, "</tr>");
+    }
+    // One way's verdict is the page's headline; both ways get a row.
+    for (k, row) in PER_WAY.iter().enumerate().skip(usize::from(!both)) {
+        let _ = write!(table, "<tr><th>{}</th>", esc(row));
+        for c in &cells {
+            let _ = write!(table, "<td>{}</td>", esc(&c[k]));
+        }
+        let _ = writeln!(table, "</tr>");
+    }
     let common = [
         ("server", r.server.clone()),
         ("started", r.start.clone()),
@@ -102,57 +169,7 @@ fn numbers(r: &Report) -> String {
         ("RTT idle median", format!("{:.3} ms", r.rtt_idle.median_ms)),
         ("nagare", r.version.clone()),
     ];
-    let ways: Vec<(&str, &nagare_api::probe::Verdict, f64, &ReceiverReport)> =
-        if r.bidir && !r.directions.is_empty() {
-            r.directions
-                .iter()
-                .map(|d| {
-                    let name = match d.direction {
-                        Direction::ClientToServer => "client to server",
-                        Direction::ServerToClient => "server to client",
-                    };
-                    (name, &d.verdict, d.set_bandwidth_bps, &d.receiver)
-                })
-                .collect()
-        } else {
-            vec![("", &r.verdict, r.set_bandwidth_bps, &r.receiver)]
-        };
-    let per_way: [(
-        &str,
-        &dyn Fn(&nagare_api::probe::Verdict, f64, &ReceiverReport) -> String,
-    ); 5] = [
-        ("verdict", &|v, _, _| {
-            if v.pass { "PASS".into() } else { "FAIL".into() }
-        }),
-        ("set rate", &|_, set, _| format!("{:.3} Mbit/s", set / 1e6)),
-        ("received", &|_, _, x| {
-            format!("{:.3} Mbit/s", x.effective_bandwidth_bps / 1e6)
-        }),
-        ("loss", &|_, _, x| {
-            format!("{} of {} ({:.4}%)", x.lost, x.sent, x.loss_rate * 100.0)
-        }),
-        ("PDV p99.9", &|_, _, x| format!("{:.3} ms", x.pdv_ms.p999)),
-    ];
-    let mut table = String::new();
-    let both = ways.len() > 1;
-    if both {
-        let _ = write!(table, "<tr><th></th>");
-        for (name, ..) in &ways {
-            let _ = write!(table, "<th>{}</th>", esc(name));
-        }
-        let _ = writeln!(table, "</tr>");
-    }
-    for (k, f) in per_way {
-        if !both && k == "verdict" {
-            continue; // the page's headline says it
-        }
-        let _ = write!(table, "<tr><th>{}</th>", esc(k));
-        for (_, v, set, x) in &ways {
-            let _ = write!(table, "<td>{}</td>", esc(&f(v, *set, x)));
-        }
-        let _ = writeln!(table, "</tr>");
-    }
-    let span = ways.len();
+    let span = columns.len();
     for (k, val) in common {
         let _ = writeln!(
             table,

@@ -77,8 +77,7 @@ pub(super) fn figure(r: &Report) -> Figure {
     };
     let x1 = all
         .iter()
-        .filter(kept)
-        .last()
+        .rfind(|i| kept(i))
         .map_or(r.duration_s, |i| i.end_s);
     let (mut rate, mut loss, mut delay) = (Vec::new(), Vec::new(), Vec::new());
     let n = ways.len();
