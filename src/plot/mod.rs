@@ -246,29 +246,6 @@ pub(crate) fn write_png(path: &Path, f: &Figure) -> Result<()> {
     std::fs::write(path, bytes).with_context(|| format!("writing the plot {}", path.display()))
 }
 
-/// Up to a few panels of y against x, one series each, sharing an x axis
-/// (`nagare loadtest --plot` draws frame drop and CPU against stream
-/// count with it), in the shared style.
-pub(crate) fn xy_chart(path: &Path, x_label: &str, panels: &[(&str, &[(f64, f64)])]) -> Result<()> {
-    let figure = Figure {
-        title: format!(
-            "nagare: {}",
-            panels.iter().map(|p| p.0).collect::<Vec<_>>().join(", ")
-        ),
-        subtitle: format!("against {x_label}"),
-        x_label: x_label.to_string(),
-        panels: panels
-            .iter()
-            .enumerate()
-            .map(|(i, (name, points))| Panel {
-                y_label: (*name).to_string(),
-                series: vec![Series::solid(name, i, points.to_vec())],
-            })
-            .collect(),
-    };
-    write_png(path, &figure)
-}
-
 fn draw(root: &Area<'_>, f: &Figure, height: u32, subtitle: &[String]) -> DrawResult<()> {
     let (title, body) = root.split_vertically(height);
     let left = TITLE_LEFT as i32;

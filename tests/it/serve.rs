@@ -5,5 +5,6 @@ mod api;
 mod harness;
 mod hostile;
 mod load;
+mod loadtest;
 mod players;
 mod rtsp;
