@@ -119,15 +119,19 @@ const BROKEN_SHOWN: usize = 10;
 /// The frames that broke the declared type, worst first, each with the
 /// late episode around it and that episode's main cause.
 pub(crate) fn broken_lines(a: &AnalyzeReport, stalls: Option<&StallSummary>) -> Vec<String> {
+    let Some(kind) = a.broken_type else {
+        return Vec::new();
+    };
     if a.broken_total == 0 {
         return Vec::new();
     }
     let mut out = vec![format!(
-        "{} frames broke the declared type; the worst:",
-        a.broken_total
+        "{} of {} frames broke {}; the worst:",
+        a.broken_total,
+        a.frames,
+        kind.plain()
     )];
     for b in a.broken.iter().take(BROKEN_SHOWN) {
-        let op = if b.value < b.limit { "<" } else { ">" };
         let cause = stalls
             .and_then(|s| episode_near(s, b.at_s))
             .map_or(String::new(), |e| {
@@ -138,8 +142,8 @@ pub(crate) fn broken_lines(a: &AnalyzeReport, stalls: Option<&StallSummary>) -> 
                 )
             });
         out.push(format!(
-            "frame {} at {:.3} s: {} {} {op} {} by {}: {}{cause}",
-            b.epoch_frame, b.at_s, b.measure, b.value, b.limit, b.margin, b.plain
+            "frame {} at {:.3} s (epoch frame {}): {}: {}{cause}",
+            b.index, b.at_s, b.epoch_frame, b.standard, b.plain
         ));
     }
     out

@@ -7,7 +7,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use nagare_proto::capture::CaptureParser;
-use nagare_proto::video::FrameRate;
+use nagare_proto::video::{FrameRate, PixelFormat};
 use nagare_proto::video::st2110_21::{Monitor, Scan, StreamShape};
 
 fuzz_target!(|data: &[u8]| {
@@ -19,6 +19,8 @@ fuzz_target!(|data: &[u8]| {
     let mut monitor = Monitor::new(StreamShape {
         rate: FrameRate::new(60000, 1001).expect("rate"),
         lines: 1080,
+        width: Some(1920),
+        format: Some(PixelFormat::Uyvp),
         scan: Scan::Progressive,
         packets: None,
         tr_offset: None,
@@ -52,4 +54,5 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(parser.offset() as usize, start);
     monitor.flush();
     while monitor.poll_event().is_some() {}
+    let _ = monitor.size_mismatch().map(|m| m.to_string());
 });

@@ -2,12 +2,13 @@
 //! second, the per-frame series the plot draws, and the final report.
 
 use nagare_api::st2110::{
-    AnalyzeReport, Bin, BrokenFrame, Range, SecondLine, StreamModel, VerdictReport, VrxSummary,
+    AnalyzeReport, Bin, BrokenFrame, Range, RasterReport, SecondLine, StreamModel, VerdictReport,
+    VrxSummary,
 };
 use nagare_proto::Nanos;
 use nagare_proto::video::st2110_21::{
-    Analyzer, FrameReport, Limits, Model, MonitorEvent, MonitorStats, ReadSchedule, SenderType,
-    Spread, Verdict, VrxRange, VrxStats,
+    Analyzer, Breach, Breaches, FrameReport, Model, Monitor, MonitorEvent, MonitorStats,
+    ReadSchedule, SenderType, Spread, Verdict, VrxRange, VrxStats, explained_type,
 };
 
 /// Frames kept for the plot; past this, every other point is dropped and
@@ -50,6 +51,8 @@ pub(crate) struct Collector {
     seen: u64,
     /// Where `at_s` of a broken frame counts from (`None`: the first frame).
     timeline: Option<i128>,
+    /// Every frame held to every type's limits.
+    breaches: Breaches,
 }
 
 fn widen(a: &mut VrxRange, b: VrxRange) {
@@ -73,6 +76,7 @@ impl Collector {
             stride: 1,
             seen: 0,
             timeline: None,
+            breaches: Breaches::default(),
         }
     }
 
@@ -82,26 +86,33 @@ impl Collector {
         self.timeline = Some(epoch_base);
     }
 
-    /// Notes `r` if it broke the declared type (W when none was declared).
-    fn judge(&mut self, r: &FrameReport, since: Nanos) {
-        let Some(limits) = self.model.map(|m| m.limits()) else {
-            return;
-        };
-        let kind = self.report.declared.unwrap_or(SenderType::W);
-        let Some(broken) = broken_frame(&limits, kind, r) else {
-            return;
-        };
-        let at_s = match self.timeline {
-            Some(base) => (i128::from(r.first_arrival.0) - base) as f64 / 1e9,
-            None => since.as_secs_f64(),
-        };
-        self.report.broken_total += 1;
-        let list = &mut self.report.broken;
-        let at = list.partition_point(|b| b.margin >= broken.margin);
-        if at < AnalyzeReport::MAX_BROKEN {
-            list.insert(at, BrokenFrame { at_s, ..broken });
-            list.truncate(AnalyzeReport::MAX_BROKEN);
+    /// Holds `r` against every type's limits (proto's rule).
+    fn judge(&mut self, r: &FrameReport) {
+        if let Some(limits) = self.model.map(|m| m.limits()) {
+            self.breaches.record(&limits, r);
         }
+    }
+
+    /// Seconds from the timeline's zero to `at`: the sender's timeline for
+    /// send's self-check, else the first judged frame.
+    fn at_s(&self, at: Nanos) -> f64 {
+        match (self.timeline, self.start) {
+            (Some(base), _) => (i128::from(at.0) - base) as f64 / 1e9,
+            (None, Some(start)) => at.saturating_sub(start).as_secs_f64(),
+            (None, None) => 0.0,
+        }
+    }
+
+    /// The packets' raster against the size given, from the monitor
+    /// (analyze and recv --analyze; send's self-check has no packets).
+    pub(crate) fn inspect(&mut self, m: &Monitor) {
+        let r = m.raster();
+        self.report.raster = r.lines.map(|lines| RasterReport {
+            lines: Some(lines),
+            max_offset: r.max_offset,
+            width: r.width,
+        });
+        self.report.size_mismatch = m.size_mismatch().map(|s| s.to_string());
     }
 
     /// Takes one event; returns the line of a second that just ended.
@@ -123,7 +134,7 @@ impl Collector {
         let since = r.first_arrival.saturating_sub(start);
         let index = since.0 / 1_000_000_000;
         self.point(since, r);
-        self.judge(r, since);
+        self.judge(r);
         let ended = match &self.second {
             Some(s) if s.index != index => self.close_second(),
             _ => None,
@@ -194,15 +205,62 @@ impl Collector {
         other: u64,
     ) -> (AnalyzeReport, Vec<FramePoint>) {
         self.close_second();
-        let mut r = self.report;
-        r.not_rtp = stats.not_rtp;
-        r.foreign = stats.foreign;
-        r.other = other;
+        datagram_counts(&mut self.report, stats, other);
         if let Some(a) = analyzer {
-            summarise(&mut r, a);
+            summarise(&mut self.report, a);
+            self.explain();
         }
-        (r, self.points)
+        (self.report, self.points)
     }
+}
+
+impl Collector {
+    /// The frames that broke the type that explains the verdict.
+    fn explain(&mut self) {
+        let Some(v) = &self.report.verdict else {
+            return;
+        };
+        let verdict = Verdict {
+            compliance: v.compliance,
+            schedule: v.schedule,
+            cinst_peak: v.cinst_peak,
+            vrx: v.vrx,
+            limits: match &self.report.model {
+                Some(m) => m.limits,
+                None => return,
+            },
+        };
+        let Some(kind) = explained_type(self.report.declared, &verdict) else {
+            return;
+        };
+        let log = self.breaches.of(kind);
+        self.report.broken_type = Some(kind);
+        self.report.broken_total = log.total;
+        self.report.broken = log.worst().iter().map(|b| self.broken(b)).collect();
+    }
+
+    fn broken(&self, b: &Breach) -> BrokenFrame {
+        BrokenFrame {
+            index: b.index,
+            epoch_frame: b.epoch_frame,
+            at_s: self.at_s(b.first_arrival),
+            measure: b.measure.name().into(),
+            kind: Some(b.measure),
+            limit_name: b.limit_name().into(),
+            value: b.value,
+            limit: b.limit,
+            margin: b.margin,
+            plain: b.plain(),
+            standard: b.standard(),
+        }
+    }
+}
+
+fn datagram_counts(r: &mut AnalyzeReport, stats: MonitorStats, other: u64) {
+    r.not_rtp = stats.not_rtp;
+    r.not_video = stats.not_video;
+    r.foreign = stats.foreign;
+    r.other = other;
 }
 
 fn stream_model(m: &Model) -> StreamModel {
@@ -241,70 +299,6 @@ fn bins(v: Vec<(u64, u64)>, scale: u64) -> Vec<Bin> {
 }
 
 /// Copies the analyser's summary into the report.
-/// How frame `r` broke sender type `kind`, if it did: a burst over CMAX
-/// first (it breaks every receiver), else the VRX of the read schedule
-/// that fared better.
-fn broken_frame(limits: &Limits, kind: SenderType, r: &FrameReport) -> Option<BrokenFrame> {
-    let cmax = limits.cmax(kind);
-    if r.cinst_peak > cmax {
-        let (value, limit) = (r.cinst_peak as i64, cmax as i64);
-        return Some(BrokenFrame {
-            epoch_frame: r.epoch_frame,
-            measure: "Cinst".into(),
-            value,
-            limit,
-            margin: value - limit,
-            plain: format!(
-                "a burst of {} packets at once where a {} receiver takes {}",
-                value + 1,
-                kind.name(),
-                limit + 1
-            ),
-            ..BrokenFrame::default()
-        });
-    }
-    let full = limits.vrx_full(kind) as i64;
-    let ranges: &[VrxRange] = match kind {
-        SenderType::N => &[r.vrx_gapped],
-        SenderType::NL => &[r.vrx_linear],
-        SenderType::W => &[r.vrx_gapped, r.vrx_linear],
-    };
-    // Packets outside 0..=VRX_FULL in the better schedule.
-    let over = |v: &VrxRange| (-v.min).max(v.peak - full).max(0);
-    let best = ranges.iter().min_by_key(|v| over(v))?;
-    if over(best) == 0 {
-        return None;
-    }
-    let (value, limit, plain) = if best.min < 0 {
-        (
-            best.min,
-            0,
-            format!(
-                "packets came {} too late for a receiver reading on time: its buffer ran dry",
-                -best.min
-            ),
-        )
-    } else {
-        (
-            best.peak,
-            full,
-            format!(
-                "{} packets came too early: the receiver's buffer of {full} overflowed",
-                best.peak - full
-            ),
-        )
-    };
-    Some(BrokenFrame {
-        epoch_frame: r.epoch_frame,
-        measure: "VRX".into(),
-        value,
-        limit,
-        margin: over(best),
-        plain,
-        ..BrokenFrame::default()
-    })
-}
-
 fn summarise(r: &mut AnalyzeReport, a: &Analyzer) {
     let s = a.summary();
     r.frames = s.frames;
@@ -315,6 +309,7 @@ fn summarise(r: &mut AnalyzeReport, a: &Analyzer) {
     r.seq_errors = s.seq_errors;
     r.backwards = s.backwards;
     r.frame_verdicts = s.frame_verdicts;
+    r.frames_kept = s.kept;
     r.cinst = s.cinst.summary(1.0);
     r.cinst_histogram = bins(s.cinst.bins(1, 200), 1);
     r.vrx_gapped = vrx_summary(&s.vrx_gapped);
@@ -323,6 +318,12 @@ fn summarise(r: &mut AnalyzeReport, a: &Analyzer) {
     r.fpt_histogram_us = bins(s.fpt.bins(10_000, 30), 1000);
     r.rtp_offset_ticks = range(&s.rtp_offset, 1.0);
     r.latency_us = range(&s.latency, 1e3);
+    r.rtp_clock = s.rtp_clock();
+    r.grid_lag_us = s.grid_lag().map(|(min, mean, max)| Range {
+        min: Some(min / 1000),
+        mean: mean / 1e3,
+        max: Some((max as f64 / 1e3).round() as i64),
+    });
     r.rtp_delta_ticks = range(&s.rtp_delta, 1.0);
     if let Some(v) = s.verdict() {
         r.verdict = Some(VerdictReport {
@@ -331,6 +332,7 @@ fn summarise(r: &mut AnalyzeReport, a: &Analyzer) {
             cinst_peak: v.cinst_peak,
             vrx: v.vrx,
             text: v.to_string(),
+            plain: v.plain(),
         });
     }
     r.declared_met = r.declared.and_then(|t| s.complies_with(t));

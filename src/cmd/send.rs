@@ -1122,30 +1122,26 @@ pub(crate) fn print_summary(r: &SendReport) {
 }
 
 /// The ST 2110-21 lines of a send summary: what a receiver with a
-/// perfect clock would find, and whether that is the declared type.
+/// perfect clock would find, in plain words and the standard's, how many
+/// frames kept each type, and whether that is the declared type.
 pub(crate) fn pacing_verdict(a: &nagare_api::st2110::AnalyzeReport) -> String {
-    let Some(v) = &a.verdict else {
+    if a.verdict.is_none() {
         return "send: ST 2110-21: no whole frame sent to judge".into();
-    };
+    }
     let declared = match (a.declared, a.declared_met) {
         (Some(t), Some(true)) => format!("keeps to its declared {}", t.sdp_value()),
         (Some(t), _) => format!("does NOT keep to its declared {}", t.sdp_value()),
         (None, _) => String::new(),
     };
-    format!(
-        "send: ST 2110-21 at a perfect-clock receiver: {}\n\
-         send: Cinst p50 {:.0} p99 {:.0} max {:.0}; FPT p50 {:.1} µs max {:.1} µs; {} of {} frames narrow, {} wide, {} not compliant; {declared}",
-        v.text,
-        a.cinst.p50,
-        a.cinst.p99,
-        a.cinst.max,
-        a.fpt_us.p50,
-        a.fpt_us.max,
-        a.frame_verdicts.n + a.frame_verdicts.nl,
-        a.frames,
-        a.frame_verdicts.w,
-        a.frame_verdicts.not_compliant,
-    )
+    let mut out = String::from("send: ST 2110-21 at a perfect-clock receiver:");
+    for l in crate::analysis::output::verdict_lines(a) {
+        out.push_str(&format!("\nsend: {l}"));
+    }
+    out.push_str(&format!(
+        "\nsend: Cinst p50 {:.0} p99 {:.0} max {:.0}; FPT p50 {:.1} µs max {:.1} µs; {declared}",
+        a.cinst.p50, a.cinst.p99, a.cinst.max, a.fpt_us.p50, a.fpt_us.max,
+    ));
+    out
 }
 
 /// `nagare send`.

@@ -132,3 +132,47 @@ fn html_page_renders_in_chromium_with_verdict_and_plot() {
         assert!(dom.contains(why.as_str()), "reason {why:?} missing");
     }
 }
+
+#[test]
+fn a_bidir_plot_and_page_show_both_ways() {
+    let dir = Scratch::new("plot-bidir");
+    let (png, page) = (dir.path("bidir.png"), dir.path("bidir.html"));
+    let r = probe(&[
+        "--bidir",
+        "--plot",
+        png.to_str().unwrap(),
+        "--html",
+        page.to_str().unwrap(),
+    ]);
+    assert_eq!(r.directions.len(), 2);
+    let img = image::open(&png).unwrap().to_rgb8();
+    // Both ways' numbers make the subtitle two lines: the title block
+    // grows by one line (26 px) rather than clipping it.
+    assert_eq!((img.width(), img.height()), (1200, 80 + 26 + 3 * 300));
+    // The rate panel holds both ways' received lines: blue for client to
+    // server, red for server to client (drawn over the blue where the two
+    // received alike: the blue keeps its legend swatch and dots).
+    let rate = |c: [u8; 3]| {
+        (0..1200)
+            .flat_map(|x| (106..406).map(move |y| (x, y)))
+            .filter(|&(x, y)| img.get_pixel(x, y).0 == c)
+            .count()
+    };
+    assert!(rate([31, 119, 180]) > 40, "no client-to-server line");
+    assert!(rate([214, 39, 40]) > 200, "no server-to-client line");
+    // The page has a column per way, each with its own received rate.
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("<tr><th></th><th>client to server</th><th>server to client</th></tr>"),
+        "{html}"
+    );
+    let received = |d: &nagare_api::probe::DirectionReport| {
+        format!("{:.3} Mbit/s", d.receiver.effective_bandwidth_bps / 1e6)
+    };
+    let row = format!(
+        "<tr><th>received</th><td>{}</td><td>{}</td></tr>",
+        received(&r.directions[0]),
+        received(&r.directions[1])
+    );
+    assert!(html.contains(&row), "{row} not in {html}");
+}

@@ -7,5 +7,6 @@ pub(crate) mod harness;
 mod hostile;
 mod idle;
 mod load;
+mod loadtest;
 mod players;
 mod rtsp;

@@ -2,7 +2,7 @@
 //! its strictest ST 2110 checks.
 
 use nagare_proto::sdp::{RefClock, SdpStream};
-use nagare_proto::video::st2110_21::SenderType;
+use nagare_proto::video::st2110_21::{Measure, RtpClock, SenderType};
 
 use crate::common::{Scratch, assert_ok, free_udp_port, nagare, require};
 
@@ -261,15 +261,24 @@ fn udp_frame(port: u16, payload: &[u8]) -> Vec<u8> {
     f
 }
 
-/// An RTP packet with an RFC 4175 ESN and a little payload.
-fn rtp(seq: u32, ts: u32, marker: bool) -> Vec<u8> {
+/// An RTP packet of RFC 4175 video: its ESN, one sample row header
+/// (16 bytes at the start of `line`) and those 16 bytes.
+fn rtp(seq: u32, ts: u32, marker: bool, line: u16) -> Vec<u8> {
     let mut p = vec![0x80, 96 | if marker { 0x80 } else { 0 }];
     p.extend_from_slice(&(seq as u16).to_be_bytes());
     p.extend_from_slice(&ts.to_be_bytes());
     p.extend_from_slice(&0x1234_5678u32.to_be_bytes());
     p.extend_from_slice(&((seq >> 16) as u16).to_be_bytes());
-    p.extend_from_slice(&[0; 30]);
+    p.extend_from_slice(&16u16.to_be_bytes());
+    p.extend_from_slice(&line.to_be_bytes());
+    p.extend_from_slice(&[0, 0]);
+    p.extend_from_slice(&[0x80; 16]);
     p
+}
+
+/// The line packet j of 960 starts: 0 for the first, 1079 for the last.
+fn line_of(j: u64) -> u16 {
+    ((j + 1) * 1080 / 960 - 1) as u16
 }
 
 /// A nanosecond pcap of `records` (capture time, frame).
@@ -294,21 +303,22 @@ fn pcap(records: &[(u64, Vec<u8>)]) -> Vec<u8> {
 /// after the one before, so the gapped receiver holds 1 packet and the
 /// bucket (drained every 18 939.4 ns) empties between packets. Then:
 /// frame 2 sends packets 100..=109 together (Cinst 0..9, VRX 10); frame 3
-/// is stamped 90 ticks (1 ms) late; frame 4 loses packet 500.
-fn hand_made_capture() -> Vec<u8> {
+/// is stamped 90 ticks (1 ms) late; frame 4 loses packet 500. RTP time
+/// counts from `ts_base` ticks after the epoch (0: on the epoch).
+fn hand_made_capture(ts_base: u32) -> Vec<u8> {
     const N0: u64 = 87_500_000_000; // 2025-06-15 at 50 fps
     let port = 5004;
     let arrival = |n: u64, j: u64| n * 20_000_000 + 764_444 + j * 20_000;
-    let stamp = |n: u64| (n * 1800) as u32;
+    let stamp = |n: u64| ((n * 1800) as u32).wrapping_add(ts_base);
     let mut seq = 7u32 << 16;
     let mut records = vec![
         (
             arrival(N0 - 1, 959),
-            udp_frame(port, &rtp(seq, stamp(N0 - 1), true)),
+            udp_frame(port, &rtp(seq, stamp(N0 - 1), true, 1079)),
         ),
         // An ARP frame and a datagram to another port are not the stream.
         (arrival(N0 - 1, 959) + 5, vec![0xff; 42]),
-        (arrival(N0 - 1, 959) + 6, udp_frame(9, &rtp(1, 2, false))),
+        (arrival(N0 - 1, 959) + 6, udp_frame(9, &rtp(1, 2, false, 0))),
     ];
     for f in 0..5u64 {
         let n = N0 + f;
@@ -323,7 +333,7 @@ fn hand_made_capture() -> Vec<u8> {
             } else {
                 arrival(n, j)
             };
-            records.push((at, udp_frame(port, &rtp(seq, ts, j == 959))));
+            records.push((at, udp_frame(port, &rtp(seq, ts, j == 959, line_of(j)))));
         }
     }
     pcap(&records)
@@ -335,7 +345,7 @@ fn a_capture_is_judged_as_worked_out_by_hand() {
     use nagare_proto::video::st2110_21::{Compliance, Limits, ReadSchedule};
     let s = Scratch::new("analyze-pcap");
     let file = s.path("five.pcap");
-    std::fs::write(&file, hand_made_capture()).unwrap();
+    std::fs::write(&file, hand_made_capture(0)).unwrap();
     let plot = s.path("five.png");
     let run = |tp: &str| {
         nagare()
@@ -417,11 +427,202 @@ fn a_capture_is_judged_as_worked_out_by_hand() {
     assert_eq!(cinst_9, [&[9, 1]]);
     let png = std::fs::read(&plot).unwrap();
     assert_eq!(&png[1..4], b"PNG");
-    // Held to N, the same capture fails, and says by how much.
+    // Frames by the types they keep: the linear receiver runs 4 % behind
+    // the gapped sender (VRX 39 > 8) in every frame; frame 2's burst
+    // breaks N, not W.
+    let k = r.frames_kept;
+    assert_eq!((k.n, k.nl, k.w), (4, 0, 5));
+    assert_eq!((r.broken_type, r.broken_total), (Some(SenderType::W), 0));
+    assert_eq!(r.rtp_clock, Some(RtpClock::OnEpoch));
+    assert_eq!(r.size_mismatch, None, "1080 lines, offsets 0");
+    let plain = &v.plain;
+    assert_eq!(
+        plain[1],
+        "the sender's bursts were too long for a narrow receiver: 10 packets at once (Cinst 9), where a narrow gapped (N) receiver takes 5 (CMAX_N 4); a wide (W) receiver takes them (CMAX_W 16)"
+    );
+    // Held to N, the same capture fails, and says which frame, when and
+    // by how much.
     let out = run("n");
     assert_eq!(out.status.code(), Some(1));
     let r: AnalyzeReport = crate::common::parse_report(&String::from_utf8_lossy(&out.stdout));
     assert_eq!(r.declared_met, Some(false));
+    assert_eq!((r.broken_type, r.broken_total), (Some(SenderType::N), 1));
+    let b = &r.broken[0];
+    assert_eq!((b.index, b.epoch_frame), (2, 87_500_000_002));
+    assert!((b.at_s - 0.040).abs() < 1e-9, "{}", b.at_s);
+    assert_eq!(
+        (b.kind, b.value, b.limit, b.margin),
+        (Some(Measure::Cinst), 9, 4, 5)
+    );
+    assert_eq!(b.standard, "Cinst 9 > CMAX_N 4 by 5");
+    assert_eq!(
+        b.plain,
+        "a burst of 10 packets at once, where a narrow gapped (N) receiver takes 5"
+    );
+    // The text says the same on one screen; the histograms wait for
+    // --verbose.
+    let text = |extra: &[&str]| {
+        let out = nagare()
+            .args(["analyze", file.to_str().unwrap(), "--port", "5004"])
+            .args(["--size", "1920x1080", "--fps", "50", "--tp", "n"])
+            .args(extra)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let short = text(&[]);
+    assert!(
+        short.contains(
+            "  1 of 5 frames broke narrow gapped (N), worst first:\n    frame 2 at 0.040 s (epoch frame 87500000002): Cinst 9 > CMAX_N 4 by 5: a burst of 10 packets at once, where a narrow gapped (N) receiver takes 5\n"
+        ),
+        "{short}"
+    );
+    assert!(
+        short.contains("  frames that kept each type: N 4 of 5, NL 0 of 5, W 5 of 5\n"),
+        "{short}"
+    );
+    assert!(short.contains("analyze: verdict: wide (W)\n"), "{short}");
+    assert!(short.lines().count() <= 24, "not one screen:\n{short}");
+    assert!(!short.contains("Cinst over packets"), "{short}");
+    let long = text(&["--verbose"]);
+    assert!(long.contains("Cinst over packets:"), "{long}");
+}
+
+#[test]
+fn rtp_time_off_the_epoch_is_said_and_frames_are_timed_on_the_senders_grid() {
+    use nagare_api::st2110::AnalyzeReport;
+    let s = Scratch::new("analyze-off-epoch");
+    let file = s.path("gst.pcap");
+    // As GStreamer and FFmpeg stamp: RTP time from a random base, here
+    // 0x6000_0000 ticks (4.97 hours) past the epoch's.
+    std::fs::write(&file, hand_made_capture(0x6000_0000)).unwrap();
+    let args = [
+        "analyze",
+        file.to_str().unwrap(),
+        "--size",
+        "1920x1080",
+        "--fps",
+        "50",
+    ];
+    let out = nagare().args(args).arg("--json").output().unwrap();
+    let r: AnalyzeReport = crate::common::parse_report(&String::from_utf8_lossy(&out.stdout));
+    let Some(RtpClock::OffEpoch { offset_s }) = r.rtp_clock else {
+        panic!("{:?}", r.rtp_clock)
+    };
+    // Arrival less RTP time: minus the base, plus the frames' lag.
+    let base_s = f64::from(0x6000_0000u32) / 90_000.0;
+    assert!((offset_s + base_s).abs() < 0.01, "{offset_s}");
+    // On its own grid the frame stamped 1 ms late is the earliest: the
+    // others lag it by exactly 1 ms.
+    let lag = r.grid_lag_us.expect("a lag on the sender's grid");
+    assert_eq!((lag.min, lag.max), (Some(0), Some(1000)));
+    assert!((lag.mean - 800.0).abs() < 0.01, "{}", lag.mean);
+    let out = nagare().args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "the RTP timestamps are not on the ST 2110-10 epoch (a frame's RTP time lies {base_s:.1} s from its arrival)"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("on the sender's own grid (its RTP timestamps): frames start 0..1000 µs late (mean 800.0)"),
+        "{err}"
+    );
+    assert!(!err.contains("RTP offset"), "no epoch figures: {err}");
+}
+
+#[test]
+fn what_is_not_rfc_4175_video_is_refused_with_what_it_is() {
+    use nagare_api::st2110::AnalyzeReport;
+    let s = Scratch::new("analyze-ts");
+    let file = s.path("ts.pcap");
+    // 168 datagrams of RTP MP2T (payload type 33): 7 TS packets each.
+    let records: Vec<(u64, Vec<u8>)> = (0..168u32)
+        .map(|k| {
+            let mut p = vec![0x80, 33];
+            p.extend_from_slice(&(k as u16).to_be_bytes());
+            p.extend_from_slice(&(k * 300).to_be_bytes());
+            p.extend_from_slice(&0x00c0_ffeeu32.to_be_bytes());
+            for _ in 0..7 {
+                p.push(0x47);
+                p.extend_from_slice(&[0x1f, 0xff, 0x10]);
+                p.resize(p.len() + 184, 0xff);
+            }
+            (
+                1_000_000_000 + u64::from(k) * 1_000_000,
+                udp_frame(5004, &p),
+            )
+        })
+        .collect();
+    std::fs::write(&file, pcap(&records)).unwrap();
+    let args = [
+        "analyze",
+        file.to_str().unwrap(),
+        "--size",
+        "1920x1080",
+        "--fps",
+        "25",
+    ];
+    let out = nagare().args(args).arg("--json").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let r: AnalyzeReport = crate::common::parse_report(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!((r.packets, r.lost, r.seq_errors, r.frames), (0, 0, 0, 0));
+    assert_eq!((r.not_video, r.not_rtp), (168, 0));
+    assert!(r.verdict.is_none());
+    let out = nagare().args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "analyze: no verdict: this is not RFC 4175 video: MPEG-TS in RTP (RFC 2250): payload type 33, 7 × 188-byte packets starting 0x47"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains(" 0 packets, 0 lost, 0 sequence errors"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_size_the_packets_disagree_with_is_flagged() {
+    use nagare_api::st2110::AnalyzeReport;
+    let s = Scratch::new("analyze-size");
+    let file = s.path("five.pcap");
+    std::fs::write(&file, hand_made_capture(0)).unwrap();
+    let run = |size: &str| {
+        let out = nagare()
+            .args(["analyze", file.to_str().unwrap(), "--json"])
+            .args(["--size", size, "--fps", "50"])
+            .output()
+            .unwrap();
+        crate::common::parse_report::<AnalyzeReport>(&String::from_utf8_lossy(&out.stdout))
+    };
+    let r = run("1280x720");
+    assert_eq!(
+        r.size_mismatch.as_deref(),
+        Some("the packets carry lines 0..=1079 and pixel offsets up to 0, not the 1280x720 given")
+    );
+    assert_eq!(r.raster.and_then(|r| r.lines), Some(1080));
+    // Every frame was still judged, by the limits of the size given.
+    assert_eq!(r.frames, 5);
+    assert_eq!(run("1920x1080").size_mismatch, None);
+    let out = nagare()
+        .args([
+            "analyze",
+            file.to_str().unwrap(),
+            "--size",
+            "1280x720",
+            "--fps",
+            "50",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("  WARNING: the packets carry lines 0..=1079 and pixel offsets up to 0, not the 1280x720 given; the limits below assume the size given\n"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -501,6 +702,13 @@ fn recv_analyze_judges_the_stream_it_records() {
     assert_eq!(a.frames, frames - 1);
     assert_eq!((a.lost, a.seq_errors), (0, 0));
     assert!(a.verdict.is_some() && a.declared_met.is_some());
+    // Which frames broke the declared type and which kept it add up to
+    // the frames judged, however the machine paced them.
+    assert_eq!(a.broken_type, Some(SenderType::NL));
+    assert_eq!(a.frames_kept.nl + a.broken_total, a.frames);
+    assert_eq!(a.broken.len() as u64, a.broken_total);
+    assert_eq!(a.size_mismatch, None);
+    assert_eq!(a.raster.and_then(|r| r.width), Some(320));
     // nagare stamps frames on the epoch grid: a frame's first packet
     // arrives in its own epoch frame (offset 0) or, from a sender late by
     // more than a frame on a loaded machine, a whole frame later.
@@ -517,6 +725,8 @@ fn recv_analyze_judges_the_stream_it_records() {
     let ideal = sent.st2110_21.expect("send judges its stream");
     assert_eq!(ideal.declared, Some(SenderType::NL));
     assert_eq!(ideal.frames, frames - 1);
+    assert_eq!(ideal.broken_type, Some(SenderType::NL));
+    assert_eq!(ideal.frames_kept.nl + ideal.broken_total, ideal.frames);
 }
 
 #[test]
@@ -615,4 +825,33 @@ fn a_tcpdump_capture_of_nagare_send_is_analysed() {
         (plain.frames, plain.packets, plain.lost),
         (r.frames, r.packets, r.lost)
     );
+}
+
+#[test]
+fn demo_says_how_many_frames_kept_each_type_and_which_broke_the_declared_one() {
+    let out = nagare()
+        .args(["demo", "--size", "320x240", "--fps", "50", "--frames", "20"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    // The first frame waits for a boundary: 19 are judged. How many keep
+    // each type is the machine's pacing; that the counts and the broken
+    // frames agree is not.
+    let kept = err
+        .lines()
+        .find_map(|l| l.strip_prefix("send:   frames that kept each type: "))
+        .unwrap_or_else(|| panic!("no type counts: {err}"));
+    let counts: Vec<u64> = kept
+        .split(", ")
+        .map(|part| {
+            let (_, rest) = part.split_once(' ').unwrap();
+            let (n, total) = rest.split_once(" of ").unwrap();
+            assert_eq!(total, "19", "{kept}");
+            n.parse().unwrap()
+        })
+        .collect();
+    let w = counts[2];
+    let broke = format!("send: {} of 19 frames broke wide (W); the worst:", 19 - w);
+    assert_eq!(err.contains(&broke), w < 19, "{broke}\n{err}");
+    assert!(err.contains("send:   verdict: "), "{err}");
 }

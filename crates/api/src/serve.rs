@@ -377,8 +377,13 @@ pub struct LoadStep {
     pub frame_drop_ratio: f64,
     /// Streams with any loss.
     pub streams_with_loss: usize,
-    /// Inter-packet jitter |(R_i − R_i−1) − (S_i − S_i−1)|, p99 of each
-    /// stream, then the worst stream, µs.
+    /// Packet arrival against the stream's own schedule,
+    /// |(R_i − R_i−1) − (S_i − S_i−1)| of consecutive packets with S_i a
+    /// packet's place on the schedule (its RTP time, plus j · TRS for the
+    /// j-th packet of a raw video frame: nagare-proto's
+    /// `stats::FlowMeter`): p99 of each stream, then the worst stream, µs.
+    /// (Not RFC 3550's jitter, whose S is the RTP time alone: on raw
+    /// video it read the frame period.)
     pub jitter_p99_us_worst: f64,
     /// The median stream's p99, µs.
     pub jitter_p99_us_median: f64,
@@ -399,10 +404,22 @@ pub struct LoadReport {
     pub url: String,
     /// Each stream count, in order.
     pub steps: Vec<LoadStep>,
-    /// Highest count whose frame drop stayed at or below 1 %.
+    /// Highest count whose frame drop stayed at or below 1 % (with
+    /// `limit_found` false, the last count tested: a floor).
     pub ceiling: Option<usize>,
     /// Highest count with no loss and worst jitter p99 ≤ 250 µs.
     pub clean_ceiling: Option<usize>,
     /// What ran out at the first step past the ceiling, if one did.
     pub saturated: Option<String>,
+    /// Whether a step passed 1 % frame drop; when none did, `ceiling` is
+    /// the last count tested, a floor rather than a limit.
+    #[serde(default)]
+    pub limit_found: bool,
+    /// The ceiling in words: `50`, or `≥ 50 (no limit found within the
+    /// ramp)`.
+    #[serde(default)]
+    pub ceiling_text: String,
+    /// The clean ceiling in words, the same way.
+    #[serde(default)]
+    pub clean_ceiling_text: String,
 }

@@ -4,7 +4,8 @@
 
 use nagare_proto::stats::Quantiles;
 use nagare_proto::video::st2110_21::{
-    Compliance, ComplianceCounts, Limits, ReadSchedule, SenderType, VrxRange,
+    Compliance, ComplianceCounts, KeptCounts, Limits, Measure, ReadSchedule, RtpClock, SenderType,
+    VrxRange,
 };
 use serde::{Deserialize, Serialize};
 
@@ -43,6 +44,10 @@ pub struct VerdictReport {
     /// The sentence: `W (gapped): Cinst peak 14 > CMAX_N 6; within CMAX_W
     /// 16; ...`.
     pub text: String,
+    /// The same in plain words, a sentence each: the class and the
+    /// receiver it holds for, the bursts, the buffer.
+    #[serde(default)]
+    pub plain: Vec<String>,
 }
 
 /// One second of the run (by arrival of each frame's first packet).
@@ -128,6 +133,10 @@ pub struct AnalyzeReport {
     pub other: u64,
     /// Frames by their own verdict.
     pub frame_verdicts: ComplianceCounts,
+    /// Frames by the types they keep to (a narrow frame that fits W counts
+    /// for W too).
+    #[serde(default)]
+    pub frames_kept: KeptCounts,
     /// Cinst over packets.
     pub cinst: Quantiles,
     /// Cinst histogram, one bin per value.
@@ -145,17 +154,42 @@ pub struct AnalyzeReport {
     pub rtp_offset_ticks: Range,
     /// Arrival of each frame's first packet less its RTP time, µs.
     pub latency_us: Range,
+    /// Whether the RTP timestamps count from the ST 2110-10 epoch; when
+    /// they do not, FPT and latency on the epoch mean nothing and
+    /// `grid_lag_us` is the measure.
+    #[serde(default)]
+    pub rtp_clock: Option<RtpClock>,
+    /// Each frame's lag behind the sender's own frame grid (its RTP
+    /// timestamps), µs: latency less the run's smallest; min is 0.
+    #[serde(default)]
+    pub grid_lag_us: Option<Range>,
     /// RTP timestamp difference of consecutive frames, ticks.
     pub rtp_delta_ticks: Range,
     /// One line per second (the first 3600 kept).
     pub seconds: Vec<SecondLine>,
-    /// Frames that broke the declared sender type (W when none is
-    /// declared), worst first (at most [`AnalyzeReport::MAX_BROKEN`]).
+    /// The type `broken` lists the frames of: the declared one, else the
+    /// next type the stream missed (N or NL for a W stream, W for one
+    /// not compliant); none for a narrow stream with nothing declared.
+    #[serde(default)]
+    pub broken_type: Option<SenderType>,
+    /// Frames that broke `broken_type`, worst first (the
+    /// [`AnalyzeReport::MAX_BROKEN`] worst).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub broken: Vec<BrokenFrame>,
     /// All frames that broke it, kept or not.
     #[serde(default)]
     pub broken_total: u64,
+    /// Datagrams of the stream's address that were RTP but not RFC 4175
+    /// video.
+    #[serde(default)]
+    pub not_video: u64,
+    /// The raster the packets' sample row headers describe.
+    #[serde(default)]
+    pub raster: Option<RasterReport>,
+    /// How the packets disagree with the size given (`--size` or the
+    /// SDP), in words, if they do.
+    #[serde(default)]
+    pub size_mismatch: Option<String>,
     /// Why no analysis was possible, if so.
     pub error: Option<String>,
 }
@@ -164,12 +198,26 @@ impl AnalyzeReport {
     /// Lines per second kept.
     pub const MAX_SECONDS: usize = 3600;
     /// Broken frames kept in detail.
-    pub const MAX_BROKEN: usize = 1000;
+    pub const MAX_BROKEN: usize = nagare_proto::video::st2110_21::MAX_BREACHES;
+}
+
+/// The raster a stream's packets describe (RFC 4175 sample row headers).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct RasterReport {
+    /// Highest line number + 1.
+    pub lines: Option<u32>,
+    /// Highest pixel offset of a segment's first pixel.
+    pub max_offset: u32,
+    /// The widest line in pixels, when the pixel format is known.
+    pub width: Option<u32>,
 }
 
 /// One frame that broke the sender type it was judged against.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct BrokenFrame {
+    /// Its place among the frames judged, from 0.
+    #[serde(default)]
+    pub index: u64,
     /// Epoch frame number.
     pub epoch_frame: u64,
     /// When its first packet arrived: seconds on the sender's timeline for
@@ -178,6 +226,12 @@ pub struct BrokenFrame {
     /// What broke: "Cinst" (a burst) or "VRX" (the virtual receiver
     /// buffer ran dry, or overflowed).
     pub measure: String,
+    /// The same as a kind: `cinst`, `vrx_empty`, `vrx_full`.
+    #[serde(default)]
+    pub kind: Option<Measure>,
+    /// The limit's name: `CMAX_NL`, `VRX_FULL_N`, `0`.
+    #[serde(default)]
+    pub limit_name: String,
     /// Its value in the frame, in packets.
     pub value: i64,
     /// The limit it crossed, in packets.
@@ -186,4 +240,7 @@ pub struct BrokenFrame {
     pub margin: i64,
     /// The same in plain words.
     pub plain: String,
+    /// In the standard's terms: `Cinst 11 > CMAX_NL 4 by 7`.
+    #[serde(default)]
+    pub standard: String,
 }

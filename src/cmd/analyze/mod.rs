@@ -82,6 +82,10 @@ pub(crate) struct AnalyzeArgs {
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Also print the Cinst and FPT histograms, and a capture's line per
+    /// second.
+    #[arg(long, short)]
+    pub verbose: bool,
 }
 
 /// What the analysis needs to know of the stream, from the SDP and flags.
@@ -100,11 +104,12 @@ fn read_sdp(path: &PathBuf) -> Result<SdpStream> {
 impl AnalyzeArgs {
     fn stream(&self) -> Result<Stream> {
         let sdp = self.sdp.as_ref().map(read_sdp).transpose()?;
-        let lines = match (&sdp, self.size) {
-            (_, Some(s)) => s.height,
-            (Some(s), None) => s.format.height,
+        let (width, lines) = match (&sdp, self.size) {
+            (_, Some(s)) => (s.width, s.height),
+            (Some(s), None) => (s.format.width, s.format.height),
             (None, None) => bail!("give the frame size (--size 1920x1080) or the stream's --sdp"),
         };
+        let format = self.pix_fmt.or(sdp.as_ref().map(|s| s.format.pixel_format));
         let rate = self
             .fps
             .or(sdp.as_ref().and_then(|s| s.rate))
@@ -113,6 +118,8 @@ impl AnalyzeArgs {
             shape: StreamShape {
                 rate,
                 lines,
+                width: Some(width),
+                format,
                 scan: Scan::Progressive,
                 packets: self.packets,
                 tr_offset: None,
@@ -167,9 +174,9 @@ impl AnalyzeArgs {
     }
 }
 
-fn print_second(json: bool) -> impl FnMut(&nagare_api::st2110::SecondLine) {
+fn print_second(shown: bool) -> impl FnMut(&nagare_api::st2110::SecondLine) {
     move |l| {
-        if !json {
+        if shown {
             eprintln!("{}", output::second(l));
         }
     }
@@ -195,9 +202,10 @@ fn from_capture(
         filter,
         &mut monitor,
         &mut collector,
-        &mut print_second(args.json),
+        &mut print_second(args.verbose && !args.json),
         crate::signal::stop_flag(),
     )?;
+    collector.inspect(&monitor);
     Ok(collector.finish(monitor.analyzer(), monitor.stats(), other))
 }
 
@@ -251,7 +259,7 @@ pub(crate) fn main(mut args: AnalyzeArgs) -> Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        eprint!("{}", output::summary(&report));
+        eprint!("{}", output::summary(&report, args.verbose));
     }
     Ok(exit_code(&report))
 }

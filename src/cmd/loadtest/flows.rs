@@ -1,8 +1,7 @@
 //! What the load test measures per stream: every stream arrives on one
 //! socket (kernel receive stamps, recvmmsg) and is told apart by its SSRC;
-//! loss comes from nagare-proto's sequence tracker, frames from RTP
-//! timestamps, jitter from consecutive packets' arrival against their RTP
-//! timestamps.
+//! each is measured by nagare-proto's `stats::FlowMeter` (loss, frames
+//! with a gap, and packet arrivals against the flow's own schedule).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,88 +10,15 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
+use nagare_proto::MediaTime;
 use nagare_proto::rtp::RtpPacket;
-use nagare_proto::stats::{Arrival, Distribution, SeqExtender, SequenceTracker};
+use nagare_proto::stats::FlowMeter;
 
+use crate::clock::Origin;
 use crate::net::udp::{ReceiveOptions, Receiver};
 
-/// One stream's counters over the current window.
-pub(super) struct Flow {
-    seq: SeqExtender,
-    tracker: SequenceTracker,
-    /// Datagrams received.
-    pub packets: u64,
-    /// Bytes received.
-    pub bytes: u64,
-    /// First and last arrival.
-    pub span: Option<(Instant, Instant)>,
-    last: Option<(u64, u32, Instant)>,
-    /// |arrival gap − timestamp gap| of consecutive packets, ns.
-    pub jitter: Distribution,
-    current: Option<u32>,
-    current_lossy: bool,
-    /// Frames (timestamps) that ended.
-    pub frames: u64,
-    /// Of those, frames with a gap.
-    pub frames_dropped: u64,
-}
-
-impl Flow {
-    fn new() -> Flow {
-        Flow {
-            seq: SeqExtender::default(),
-            tracker: SequenceTracker::new(),
-            packets: 0,
-            bytes: 0,
-            span: None,
-            last: None,
-            jitter: Distribution::with_precision(2),
-            current: None,
-            current_lossy: false,
-            frames: 0,
-            frames_dropped: 0,
-        }
-    }
-
-    /// Datagrams missing so far.
-    pub(super) fn lost(&self) -> u64 {
-        self.tracker.lost()
-    }
-
-    fn record(&mut self, seq: u16, ts: u32, len: usize, at: Instant) {
-        let ext = self.seq.extend(seq, None);
-        let arrival = self.tracker.record(ext);
-        self.packets += 1;
-        self.bytes += len as u64;
-        self.span = Some(self.span.map_or((at, at), |(a, _)| (a, at)));
-        if self.current != Some(ts) {
-            if self.current.is_some() {
-                self.frames += 1;
-                self.frames_dropped += u64::from(self.current_lossy);
-            }
-            self.current = Some(ts);
-            self.current_lossy = false;
-        }
-        if let Arrival::Ahead { .. } = arrival {
-            self.current_lossy = true;
-        }
-        if let Some((prev, prev_ts, prev_at)) = self.last
-            && prev + 1 == ext
-            && prev_ts != ts
-        {
-            let media_ns = i64::from(ts.wrapping_sub(prev_ts) as i32) * 1_000_000 / 90;
-            let arrival_ns = at.saturating_duration_since(prev_at).as_nanos() as i64;
-            self.jitter
-                .record(arrival_ns.saturating_sub(media_ns).unsigned_abs());
-        }
-        if self.last.is_none_or(|(p, _, _)| ext > p) {
-            self.last = Some((ext, ts, at));
-        }
-    }
-}
-
 /// Streams by SSRC.
-pub(super) type Flows = HashMap<u32, Flow>;
+pub(super) type Flows = HashMap<u32, FlowMeter>;
 
 /// The receiving socket and the thread reading it.
 pub(super) struct Sink {
@@ -129,7 +55,7 @@ impl Sink {
                 if realtime && let Err(e) = crate::net::tuning::realtime() {
                     eprintln!("nagare loadtest: receiver: {e:#}");
                 }
-                receive(rx, &f, &d, &s)
+                receive(rx, &f, &d, &s, Origin::now())
             })
             .context("starting the receiving thread")?;
         Ok(Sink {
@@ -171,6 +97,7 @@ fn receive(
     flows: &Mutex<Flows>,
     drops: &std::sync::atomic::AtomicU64,
     stop: &AtomicBool,
+    origin: Origin,
 ) {
     let mut batch: Vec<(u32, u16, u32, usize, Instant)> = Vec::with_capacity(64);
     while !stop.load(Ordering::Relaxed) {
@@ -195,8 +122,8 @@ fn receive(
         let mut map = flows.lock().unwrap_or_else(|p| p.into_inner());
         for &(ssrc, seq, ts, len, at) in &batch {
             map.entry(ssrc)
-                .or_insert_with(Flow::new)
-                .record(seq, ts, len, at);
+                .or_default()
+                .record(seq, MediaTime(ts), len, origin.nanos(at));
         }
     }
 }

@@ -2,8 +2,10 @@
 //! drop (seed 001). For each stream count it starts that many virtual
 //! RTSP clients (or, with an `http://` URL of `nagare serve`'s API, push
 //! streams), lets them warm up, measures a window (loss, frames dropped,
-//! inter-packet jitter per stream, server CPU), stops them, and goes on to
-//! the next count until frame drop passes 1 %.
+//! each stream's packet arrivals against its own schedule, server CPU),
+//! stops them, and goes on to the next count until frame drop passes 1 %.
+//! Every figure and both ceilings are nagare-proto's (`stats::flow`,
+//! `stats::ceiling`); this moves datagrams and prints.
 
 mod clients;
 mod flows;
@@ -14,6 +16,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use nagare_api::serve::{LoadReport, LoadStep};
+use nagare_proto::Nanos;
+use nagare_proto::stats::ceiling::{CLEAN_DEVIATION, Ceiling, MAX_FRAME_DROP, StepFigures};
 
 use crate::cli;
 use clients::RtspClient;
@@ -180,6 +184,16 @@ fn counts(args: &LoadtestArgs) -> Result<Vec<usize>> {
     Ok(vec![n])
 }
 
+/// What proto's ceilings judge of a step.
+fn figures(s: &LoadStep) -> StepFigures {
+    StepFigures {
+        streams: s.streams,
+        frame_drop_ratio: s.frame_drop_ratio,
+        lost: s.lost,
+        deviation_p99_worst: Nanos((s.jitter_p99_us_worst * 1e3).round() as u64),
+    }
+}
+
 fn run(test: &Test, args: &LoadtestArgs, counts: &[usize]) -> Result<LoadReport> {
     let stop = crate::signal::stop_flag();
     let mut steps = Vec::new();
@@ -189,32 +203,24 @@ fn run(test: &Test, args: &LoadtestArgs, counts: &[usize]) -> Result<LoadReport>
         }
         let step = one_step(test, n, args)?;
         print_step(&step);
-        let over = step.frame_drop_ratio > 0.01;
+        let over = figures(&step).over();
         steps.push(step);
         if over {
             break;
         }
     }
-    let ceiling = steps
-        .iter()
-        .filter(|s| s.frame_drop_ratio <= 0.01)
-        .map(|s| s.streams)
-        .max();
-    let clean_ceiling = steps
-        .iter()
-        .take_while(|s| s.lost == 0 && s.jitter_p99_us_worst <= 250.0)
-        .map(|s| s.streams)
-        .last();
-    let saturated = steps
-        .iter()
-        .find(|s| s.frame_drop_ratio > 0.01)
-        .map(saturated_by);
+    let judged: Vec<StepFigures> = steps.iter().map(figures).collect();
+    let (ceiling, clean) = (Ceiling::frame_drop(&judged), Ceiling::clean(&judged));
+    let saturated = steps.iter().find(|s| figures(s).over()).map(saturated_by);
     Ok(LoadReport {
         url: args.url.clone(),
         steps,
-        ceiling,
-        clean_ceiling,
+        ceiling: ceiling.count(),
+        clean_ceiling: clean.count(),
         saturated,
+        limit_found: ceiling.found(),
+        ceiling_text: ceiling.to_string(),
+        clean_ceiling_text: clean.to_string(),
     })
 }
 
@@ -295,24 +301,24 @@ fn measure(test: &Test, n: usize, seconds: f64, cpu: Option<(f64, f64)>, drops0:
     let flows = test.sink.lock();
     let (mut packets, mut lost, mut frames, mut dropped, mut bytes) = (0, 0, 0, 0, 0);
     let mut p99s: Vec<f64> = Vec::with_capacity(flows.len());
-    let (mut first, mut last): (Option<Instant>, Option<Instant>) = (None, None);
+    let (mut first, mut last): (Option<Nanos>, Option<Nanos>) = (None, None);
     let mut lossy = 0;
     for f in flows.values() {
-        packets += f.packets;
-        bytes += f.bytes;
+        packets += f.packets();
+        bytes += f.bytes();
         lost += f.lost();
-        frames += f.frames;
-        dropped += f.frames_dropped;
+        frames += f.frames();
+        dropped += f.frames_dropped();
         lossy += usize::from(f.lost() > 0);
-        p99s.push(f.jitter.quantile(0.99) as f64 / 1000.0);
-        if let Some((a, b)) = f.span {
+        p99s.push(f.deviation().quantile(0.99) as f64 / 1000.0);
+        if let Some((a, b)) = f.span() {
             first = Some(first.map_or(a, |x| x.min(a)));
             last = Some(last.map_or(b, |x| x.max(b)));
         }
     }
     p99s.sort_by(f64::total_cmp);
     let span = match (first, last) {
-        (Some(a), Some(b)) => b.duration_since(a).as_secs_f64(),
+        (Some(a), Some(b)) => b.saturating_sub(a).as_secs_f64(),
         _ => 0.0,
     };
     let cores = cpu.map(|(a, b)| (b - a) / seconds.max(1e-9));
@@ -350,7 +356,7 @@ fn print_step(s: &LoadStep) {
         .map_or("-".into(), |c| format!("{c:.2}%"));
     eprintln!(
         "loadtest: {:>5} streams ({} received): loss {:.4}%, frames dropped {:.3}% ({}/{}), \
-         jitter p99 worst {:.0} µs median {:.0} µs, {}, CPU per stream {cpu}, receiver drops {}",
+         off schedule p99 worst {:.0} µs median {:.0} µs, {}, CPU per stream {cpu}, receiver drops {}",
         s.streams,
         s.streams_received,
         s.loss_ratio * 100.0,
@@ -368,11 +374,12 @@ fn print(r: &LoadReport, json: bool) -> Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(r)?);
     }
-    let show = |c: Option<usize>| c.map_or("none".to_string(), |c| c.to_string());
     eprintln!(
-        "loadtest: ceiling (frame drop <= 1%) {}; clean (no loss, jitter p99 <= 250 µs) {}{}",
-        show(r.ceiling),
-        show(r.clean_ceiling),
+        "loadtest: ceiling (frame drop <= {:.0}%) {}; clean (no loss, off schedule p99 <= {:.0} µs) {}{}",
+        MAX_FRAME_DROP * 100.0,
+        r.ceiling_text,
+        CLEAN_DEVIATION.as_micros_f64(),
+        r.clean_ceiling_text,
         r.saturated
             .as_ref()
             .map_or(String::new(), |s| format!("; ran out: {s}"))
@@ -381,31 +388,65 @@ fn print(r: &LoadReport, json: bool) -> Result<()> {
 }
 
 mod plot {
-    //! `--plot`: frame drop and server CPU against stream count.
+    //! `--plot`: frame drop against the 1 % ceiling, each step's worst and
+    //! median schedule deviation against the clean 250 µs, and server CPU,
+    //! over stream count.
     use std::path::Path;
 
     use anyhow::Result;
     use nagare_api::serve::LoadReport;
+    use nagare_proto::stats::ceiling::{CLEAN_DEVIATION, MAX_FRAME_DROP};
+
+    use crate::plot::{Figure, Panel, Series, write_png};
 
     /// Draws the report's steps.
     pub(super) fn draw(path: &Path, r: &LoadReport) -> Result<()> {
-        let drop: Vec<(f64, f64)> = r
-            .steps
-            .iter()
-            .map(|s| (s.streams as f64, s.frame_drop_ratio * 100.0))
-            .collect();
-        let cpu: Vec<(f64, f64)> = r
-            .steps
-            .iter()
-            .filter_map(|s| Some((s.streams as f64, s.server_cpu_cores? * 100.0)))
-            .collect();
-        crate::plot::xy_chart(
-            path,
-            "streams",
-            &[
-                ("frame drop percent", &drop),
-                ("server CPU percent of a core", &cpu),
+        write_png(path, &figure(r))
+    }
+
+    fn figure(r: &LoadReport) -> Figure {
+        let at = |f: &dyn Fn(&nagare_api::serve::LoadStep) -> Option<f64>| -> Vec<(f64, f64)> {
+            r.steps
+                .iter()
+                .filter_map(|s| Some((s.streams as f64, f(s)?)))
+                .collect()
+        };
+        let (x0, x1) = match (r.steps.first(), r.steps.last()) {
+            (Some(a), Some(b)) => (a.streams as f64, b.streams as f64),
+            _ => (0.0, 1.0),
+        };
+        let drop = Panel {
+            y_label: "frames dropped (%)".into(),
+            series: vec![
+                Series::solid("frame drop", 0, at(&|s| Some(s.frame_drop_ratio * 100.0))),
+                Series::target("ceiling: 1 %", x0, x1, MAX_FRAME_DROP * 100.0),
             ],
-        )
+        };
+        let clean = CLEAN_DEVIATION.as_micros_f64();
+        let deviation = Panel {
+            y_label: "off schedule, p99 (µs)".into(),
+            series: vec![
+                Series::solid("worst stream", 1, at(&|s| Some(s.jitter_p99_us_worst))),
+                Series::solid("median stream", 3, at(&|s| Some(s.jitter_p99_us_median))),
+                Series::target(&format!("clean: {clean:.0} µs"), x0, x1, clean),
+            ],
+        };
+        let cpu = Panel {
+            y_label: "server CPU (% of a core)".into(),
+            series: vec![Series::solid(
+                "server CPU",
+                2,
+                at(&|s| s.server_cpu_cores.map(|c| c * 100.0)),
+            )],
+        };
+        Figure {
+            title: format!("nagare loadtest: {}", r.url),
+            subtitle: format!(
+                "ceiling (frame drop <= 1 %) {}; clean (no loss, off schedule p99 <= {clean:.0} µs) {}",
+                r.ceiling_text, r.clean_ceiling_text
+            ),
+            x_label: "concurrent streams".into(),
+            panels: vec![drop, deviation, cpu],
+        }
     }
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use base64::Engine as _;
-use nagare_api::probe::Report;
+use nagare_api::probe::{Direction, ReceiverReport, Report, Verdict};
 
 use super::output::human_text;
 use super::plot::figure;
@@ -75,7 +75,7 @@ pre {{ background: #f6f8fa; padding: 1em; overflow-x: auto; font-size: 0.85em; }
 <table>
 {table}</table>
 <h2>Over time</h2>
-<img id="plot" alt="received rate against the set rate, loss and delay variation per interval" src="data:image/png;base64,{img}">
+<img id="plot" alt="received rate against the set rate, loss and delay variation per interval{ways}" src="data:image/png;base64,{img}">
 <h2>Full report</h2>
 <pre>{text}</pre>
 <p><small>Command: <code>{cmd}</code></small></p>
@@ -84,40 +84,99 @@ pre {{ background: #f6f8fa; padding: 1em; overflow-x: auto; font-size: 0.85em; }
 "#,
         server = esc(&r.server),
         start = esc(&r.start),
+        ways = if r.bidir { ", each way" } else { "" },
         profile = esc(&v.profile),
         text = esc(&human_text(r)),
         cmd = esc(&r.command_line.join(" ")),
     )
 }
 
-/// The key numbers as table rows.
+/// One way's column of the numbers table.
+struct Column<'a> {
+    name: &'static str,
+    verdict: &'a Verdict,
+    set_bps: f64,
+    receiver: &'a ReceiverReport,
+}
+
+/// The rows each way has, and each way's cell of them.
+const PER_WAY: [&str; 5] = ["verdict", "set rate", "received", "loss", "PDV p99.9"];
+
+impl Column<'_> {
+    fn cells(&self) -> [String; 5] {
+        let x = self.receiver;
+        [
+            if self.verdict.pass { "PASS" } else { "FAIL" }.into(),
+            format!("{:.3} Mbit/s", self.set_bps / 1e6),
+            format!("{:.3} Mbit/s", x.effective_bandwidth_bps / 1e6),
+            format!("{} of {} ({:.4}%)", x.lost, x.sent, x.loss_rate * 100.0),
+            format!("{:.3} ms", x.pdv_ms.p999),
+        ]
+    }
+}
+
+/// The columns of `r`: one, or with `--bidir` one per way.
+fn columns(r: &Report) -> Vec<Column<'_>> {
+    if !r.bidir || r.directions.is_empty() {
+        return vec![Column {
+            name: "",
+            verdict: &r.verdict,
+            set_bps: r.set_bandwidth_bps,
+            receiver: &r.receiver,
+        }];
+    }
+    r.directions
+        .iter()
+        .map(|d| Column {
+            name: match d.direction {
+                Direction::ClientToServer => "client to server",
+                Direction::ServerToClient => "server to client",
+            },
+            verdict: &d.verdict,
+            set_bps: d.set_bandwidth_bps,
+            receiver: &d.receiver,
+        })
+        .collect()
+}
+
+/// The key numbers as table rows; with `--bidir`, a column per way.
 fn numbers(r: &Report) -> String {
-    let x = &r.receiver;
-    let rows = [
+    let columns = columns(r);
+    let cells: Vec<[String; 5]> = columns.iter().map(Column::cells).collect();
+    let both = columns.len() > 1;
+    let mut table = String::new();
+    if both {
+        let _ = write!(table, "<tr><th></th>");
+        for c in &columns {
+            let _ = write!(table, "<th>{}</th>", esc(c.name));
+        }
+        let _ = writeln!(table, "</tr>");
+    }
+    // One way's verdict is the page's headline; both ways get a row.
+    for (k, row) in PER_WAY.iter().enumerate().skip(usize::from(!both)) {
+        let _ = write!(table, "<tr><th>{}</th>", esc(row));
+        for c in &cells {
+            let _ = write!(table, "<td>{}</td>", esc(&c[k]));
+        }
+        let _ = writeln!(table, "</tr>");
+    }
+    let common = [
         ("server", r.server.clone()),
         ("started", r.start.clone()),
-        (
-            "set rate",
-            format!("{:.3} Mbit/s", r.set_bandwidth_bps / 1e6),
-        ),
-        (
-            "received",
-            format!("{:.3} Mbit/s", x.effective_bandwidth_bps / 1e6),
-        ),
         ("packet size", format!("{} B", r.packet_size)),
         ("duration", format!("{:.2} s", r.duration_s)),
         ("streams", r.parallel.to_string()),
-        (
-            "loss",
-            format!("{} of {} ({:.4}%)", x.lost, x.sent, x.loss_rate * 100.0),
-        ),
-        ("PDV p99.9", format!("{:.3} ms", x.pdv_ms.p999)),
         ("RTT idle median", format!("{:.3} ms", r.rtt_idle.median_ms)),
         ("nagare", r.version.clone()),
     ];
-    let mut table = String::new();
-    for (k, val) in rows {
-        let _ = writeln!(table, "<tr><th>{}</th><td>{}</td></tr>", esc(k), esc(&val));
+    let span = columns.len();
+    for (k, val) in common {
+        let _ = writeln!(
+            table,
+            "<tr><th>{}</th><td colspan=\"{span}\">{}</td></tr>",
+            esc(k),
+            esc(&val)
+        );
     }
     table
 }

@@ -10,58 +10,125 @@
 use std::path::Path;
 
 use anyhow::Result;
-use nagare_api::probe::{IntervalStats, Report};
+use nagare_api::probe::{Direction, IntervalStats, Report};
 
 use crate::plot::{Figure, Panel, Series, write_png};
 
 /// A partial interval shorter than this share of the interval is left out.
 const MIN_SHARE: f64 = 0.25;
 
-/// The figure of `r`.
-pub(super) fn figure(r: &Report) -> Figure {
-    let all = &r.receiver.intervals;
-    let nominal = all.first().map_or(1.0, |i| i.end_s - i.start_s).max(1e-9);
-    let shown: Vec<&IntervalStats> = all
-        .iter()
-        .filter(|i| (i.end_s - i.start_s) >= MIN_SHARE * nominal)
-        .collect();
-    // Each interval's value at its midpoint.
-    let at = |f: &dyn Fn(&IntervalStats) -> f64| -> Vec<(f64, f64)> {
-        shown
+/// One way of the test: its name in the legend (empty for a one-way
+/// test), its intervals and its set rate.
+struct Way<'a> {
+    name: &'static str,
+    intervals: &'a [IntervalStats],
+    set_bps: f64,
+}
+
+/// The ways `r` ran: both, client to server first, for `--bidir`.
+fn ways(r: &Report) -> Vec<Way<'_>> {
+    if r.bidir && !r.directions.is_empty() {
+        return r
+            .directions
             .iter()
+            .map(|d| Way {
+                name: way_name(d.direction),
+                intervals: &d.receiver.intervals,
+                set_bps: d.set_bandwidth_bps,
+            })
+            .collect();
+    }
+    vec![Way {
+        name: "",
+        intervals: &r.receiver.intervals,
+        set_bps: r.set_bandwidth_bps,
+    }]
+}
+
+fn way_name(d: Direction) -> &'static str {
+    match d {
+        Direction::ClientToServer => "client to server",
+        Direction::ServerToClient => "server to client",
+    }
+}
+
+/// `name` with the way, when the test ran both.
+fn named(name: &str, way: &Way<'_>) -> String {
+    if way.name.is_empty() {
+        name.to_string()
+    } else {
+        format!("{name}, {}", way.name)
+    }
+}
+
+/// The figure of `r`: each way's series in every panel.
+pub(super) fn figure(r: &Report) -> Figure {
+    let ways = ways(r);
+    let all = ways.first().map_or(&[][..], |w| w.intervals);
+    let nominal = all.first().map_or(1.0, |i| i.end_s - i.start_s).max(1e-9);
+    let kept = |i: &&IntervalStats| (i.end_s - i.start_s) >= MIN_SHARE * nominal;
+    // Each interval's value at its midpoint.
+    let at = |way: &Way<'_>, f: &dyn Fn(&IntervalStats) -> f64| -> Vec<(f64, f64)> {
+        way.intervals
+            .iter()
+            .filter(kept)
             .map(|i| ((i.start_s + i.end_s) / 2.0, f(i)))
             .collect()
     };
-    let x1 = shown.last().map_or(r.duration_s, |i| i.end_s);
-    let rate = Panel {
-        y_label: "rate (Mbit/s)".into(),
-        series: vec![
-            Series::solid("received", 0, at(&|i| i.rate_bps / 1e6)),
-            Series::target("set rate", 0.0, x1, r.set_bandwidth_bps / 1e6),
-        ],
-    };
-    let loss = Panel {
-        y_label: "loss (% of sent)".into(),
-        series: vec![Series::solid(
-            "lost",
-            1,
-            at(&|i| {
+    let x1 = all
+        .iter()
+        .rfind(|i| kept(i))
+        .map_or(r.duration_s, |i| i.end_s);
+    let (mut rate, mut loss, mut delay) = (Vec::new(), Vec::new(), Vec::new());
+    let n = ways.len();
+    for (k, way) in ways.iter().enumerate() {
+        rate.push(Series::solid(
+            &named("received", way),
+            k,
+            at(way, &|i| i.rate_bps / 1e6),
+        ));
+        loss.push(Series::solid(
+            &named("lost", way),
+            n + k,
+            at(way, &|i| {
                 if i.sent == 0 {
                     0.0
                 } else {
                     i.lost as f64 * 100.0 / i.sent as f64
                 }
             }),
-        )],
-    };
-    let delay = Panel {
-        y_label: "delay variation (ms)".into(),
-        series: vec![
-            Series::solid("PDV max", 2, at(&|i| i.pdv_max_ms)),
-            Series::solid("RFC 3550 jitter", 3, at(&|i| i.jitter_ms)),
-        ],
-    };
-    let dropped = all.len() - shown.len();
+        ));
+        delay.push(Series::solid(
+            &named("PDV max", way),
+            2 * n + k,
+            at(way, &|i| i.pdv_max_ms),
+        ));
+        delay.push(Series::solid(
+            &named("RFC 3550 jitter", way),
+            3 * n + k,
+            at(way, &|i| i.jitter_ms),
+        ));
+    }
+    // One set-rate line when both ways are set alike.
+    let sets: Vec<f64> = ways.iter().map(|w| w.set_bps).collect();
+    if sets.windows(2).all(|p| p[0] == p[1]) {
+        let name = if n > 1 {
+            "set rate, each way"
+        } else {
+            "set rate"
+        };
+        rate.push(Series::target(name, 0.0, x1, sets[0] / 1e6));
+    } else {
+        for w in &ways {
+            rate.push(Series::target(
+                &named("set rate", w),
+                0.0,
+                x1,
+                w.set_bps / 1e6,
+            ));
+        }
+    }
+    let dropped = all.len() - all.iter().filter(kept).count();
     let x_label = if dropped > 0 {
         format!(
             "time (s) by send schedule; {dropped} partial interval(s) under {:.0}% of {:.2} s not shown",
@@ -70,6 +137,10 @@ pub(super) fn figure(r: &Report) -> Figure {
         )
     } else {
         format!("time (s) by send schedule, {nominal:.2} s intervals")
+    };
+    let panel = |y_label: &str, series| Panel {
+        y_label: y_label.into(),
+        series,
     };
     Figure {
         title: format!(
@@ -80,37 +151,63 @@ pub(super) fn figure(r: &Report) -> Figure {
         ),
         subtitle: subtitle(r),
         x_label,
-        panels: vec![rate, loss, delay],
+        panels: vec![
+            panel("rate (Mbit/s)", rate),
+            panel("loss (% of sent)", loss),
+            panel("delay variation (ms)", delay),
+        ],
     }
 }
 
 fn direction(r: &Report) -> &'static str {
-    match r.direction {
-        nagare_api::probe::Direction::ClientToServer => "client to",
-        nagare_api::probe::Direction::ServerToClient => "from",
+    match (r.bidir, r.direction) {
+        (true, _) => "both ways with",
+        (false, Direction::ClientToServer) => "client to",
+        (false, Direction::ServerToClient) => "from",
     }
 }
 
-/// Rate, size, duration, streams and the verdict.
-fn subtitle(r: &Report) -> String {
-    let v = &r.verdict;
+fn word(v: &nagare_api::probe::Verdict) -> String {
     let word = if v.pass { "PASS" } else { "FAIL" };
     let partial = if v.partial { "PARTIAL " } else { "" };
+    format!("{partial}{word}")
+}
+
+/// Rate, size, duration, streams, what each way received and the
+/// verdict (wrapped by the plot when it is long).
+fn subtitle(r: &Report) -> String {
+    let v = &r.verdict;
     let streams = if r.parallel > 1 {
         format!(" in {} streams", r.parallel)
     } else {
         String::new()
     };
-    format!(
-        "set {:.3} Mbit/s{streams}, {} B packets, {:.2} s; received {:.3} Mbit/s, loss {:.4}%; \
-         {partial}{word} (profile {})",
+    let each = if r.bidir { " each way" } else { "" };
+    let mut s = format!(
+        "set {:.3} Mbit/s{each}{streams}, {} B packets, {:.2} s; ",
         r.set_bandwidth_bps / 1e6,
         r.packet_size,
         r.duration_s,
-        r.receiver.effective_bandwidth_bps / 1e6,
-        r.receiver.loss_rate * 100.0,
-        v.profile
-    )
+    );
+    if r.bidir && !r.directions.is_empty() {
+        for d in &r.directions {
+            s.push_str(&format!(
+                "{}: received {:.3} Mbit/s, loss {:.4}%, {}; ",
+                way_name(d.direction),
+                d.receiver.effective_bandwidth_bps / 1e6,
+                d.receiver.loss_rate * 100.0,
+                word(&d.verdict)
+            ));
+        }
+    } else {
+        s.push_str(&format!(
+            "received {:.3} Mbit/s, loss {:.4}%; ",
+            r.receiver.effective_bandwidth_bps / 1e6,
+            r.receiver.loss_rate * 100.0,
+        ));
+    }
+    s.push_str(&format!("{} (profile {})", word(v), v.profile));
+    s
 }
 
 /// Draws the report's time series into the PNG file `path`.

@@ -288,6 +288,8 @@ fn analyze_spec(
         shape: StreamShape {
             rate,
             lines: format.height,
+            width: Some(format.width),
+            format: Some(format.pixel_format),
             scan: Scan::Progressive,
             packets: None,
             tr_offset: None,

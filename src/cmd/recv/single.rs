@@ -103,6 +103,7 @@ impl Analysis {
     fn finish(mut self) -> (nagare_api::st2110::AnalyzeReport, Vec<FramePoint>) {
         self.monitor.flush();
         self.events();
+        self.collector.inspect(&self.monitor);
         self.collector
             .finish(self.monitor.analyzer(), self.monitor.stats(), 0)
     }
@@ -434,6 +435,9 @@ pub(crate) fn print_summary(r: &RecvReport) {
         r.jitter_ms,
         r.ended_by
     );
+    if let Some(a) = &r.analysis {
+        eprint!("{}", crate::analysis::output::summary(a, false));
+    }
 }
 
 /// Why most of a stream failed to parse, when that looks like a format

@@ -1,10 +1,14 @@
 //! Receive-side statistics: sequence extension, loss / reorder / duplicate
-//! classification, RFC 3550 interarrival jitter, and the one percentile
-//! definition every report uses ([`Distribution`]).
+//! classification, RFC 3550 interarrival jitter, a flow's deviation from
+//! its own schedule ([`flow`]), a load test's ceilings ([`ceiling`]), and
+//! the one percentile definition every report uses ([`Distribution`]).
 
+pub mod ceiling;
+pub mod flow;
 mod quantile;
 pub mod stall;
 
+pub use flow::FlowMeter;
 pub use quantile::{Distribution, Quantiles};
 use serde::Serialize;
 

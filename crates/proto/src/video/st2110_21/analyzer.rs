@@ -233,6 +233,10 @@ impl fmt::Display for Verdict {
 /// The analysis of one frame, yielded once it ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FrameReport {
+    /// Its place among the frames judged, from 0: the first frame after
+    /// the first boundary is frame 0.
+    #[serde(default)]
+    pub index: u64,
     /// The frame's RTP timestamp.
     pub rtp_timestamp: MediaTime,
     /// N = ⌊TPA0 / Tframe⌋, the epoch frame its first packet arrived in.
@@ -271,6 +275,93 @@ pub struct FrameReport {
     /// The frame on its own.
     pub verdict: Verdict,
 }
+
+impl FrameReport {
+    /// Whether this frame on its own keeps to `sender`'s limits (the rule
+    /// of [`Summary::complies_with`]).
+    pub fn keeps(&self, limits: &Limits, sender: SenderType) -> bool {
+        keeps(
+            limits,
+            sender,
+            self.cinst_peak,
+            self.vrx_gapped,
+            self.vrx_linear,
+        )
+    }
+}
+
+/// Whether a Cinst peak and the VRX ranges of both virtual receivers keep
+/// to `sender`'s limits under that type's read schedule (W under either):
+/// what a receiver checks against the SDP's `TP=`.
+pub(crate) fn keeps(
+    limits: &Limits,
+    sender: SenderType,
+    cinst: u64,
+    gapped: VrxRange,
+    linear: VrxRange,
+) -> bool {
+    let within =
+        |v: VrxRange, full: u64| v.min >= 0 && v.peak <= i64::try_from(full).unwrap_or(i64::MAX);
+    let l = limits;
+    match sender {
+        SenderType::N => cinst <= l.cmax_n && within(gapped, l.vrx_full_n),
+        SenderType::NL => cinst <= l.cmax_nl && within(linear, l.vrx_full_n),
+        SenderType::W => {
+            cinst <= l.cmax_w && (within(gapped, l.vrx_full_w) || within(linear, l.vrx_full_w))
+        }
+    }
+}
+
+/// Frames counted by the types they keep to: a frame that keeps N (or
+/// NL) also counts for W when it fits W's limits, so the three do not add
+/// up to the frames judged.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeptCounts {
+    /// Frames within the narrow gapped (N) limits.
+    pub n: u64,
+    /// Frames within the narrow linear (NL) limits.
+    pub nl: u64,
+    /// Frames within the wide (W) limits.
+    pub w: u64,
+}
+
+impl KeptCounts {
+    /// The count of `sender`.
+    pub const fn of(&self, sender: SenderType) -> u64 {
+        match sender {
+            SenderType::N => self.n,
+            SenderType::NL => self.nl,
+            SenderType::W => self.w,
+        }
+    }
+
+    fn add(&mut self, limits: &Limits, r: &FrameReport) {
+        self.n += u64::from(r.keeps(limits, SenderType::N));
+        self.nl += u64::from(r.keeps(limits, SenderType::NL));
+        self.w += u64::from(r.keeps(limits, SenderType::W));
+    }
+}
+
+/// Whether the RTP timestamps count from the ST 2110-10 epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RtpClock {
+    /// On the epoch: a frame's RTP time is within [`EPOCH_TOLERANCE`] of
+    /// its arrival, so FPT and latency mean what ST 2110-21 says.
+    OnEpoch,
+    /// Not on the epoch (a sender that stamps from a random base or its
+    /// own clock, as RFC 3550 allows and GStreamer and FFmpeg do): the
+    /// mean distance of the RTP time from arrival, in seconds.
+    OffEpoch {
+        /// Mean arrival − RTP time over the frames, seconds.
+        offset_s: f64,
+    },
+}
+
+/// How far a frame's RTP time may lie from its arrival and still count as
+/// on the epoch: a second, far beyond any network's latency and far
+/// below the hours a random 32-bit timestamp base lands from it.
+pub const EPOCH_TOLERANCE: Nanos = Nanos::from_secs(1);
 
 /// Running extremes and mean of a signed quantity (no percentiles: those
 /// are [`Distribution`]'s alone).
@@ -403,6 +494,8 @@ pub struct Summary {
     pub rtp_delta: Spread,
     /// Frames by their own verdict.
     pub frame_verdicts: ComplianceCounts,
+    /// Frames by the types they keep to.
+    pub kept: KeptCounts,
 }
 
 impl Summary {
@@ -425,7 +518,36 @@ impl Summary {
             rtp_offset: Spread::default(),
             rtp_delta: Spread::default(),
             frame_verdicts: ComplianceCounts::default(),
+            kept: KeptCounts::default(),
         }
+    }
+
+    /// Whether the stream's RTP timestamps count from the epoch, judged by
+    /// the mean latency once a frame was judged.
+    pub fn rtp_clock(&self) -> Option<RtpClock> {
+        if self.latency.count() == 0 {
+            return None;
+        }
+        let mean = self.latency.mean();
+        let tolerance = EPOCH_TOLERANCE.0 as f64;
+        Some(if mean.abs() <= tolerance {
+            RtpClock::OnEpoch
+        } else {
+            RtpClock::OffEpoch {
+                offset_s: mean / 1e9,
+            }
+        })
+    }
+
+    /// Each frame's lag behind the sender's own frame grid, in
+    /// nanoseconds: its latency less the smallest latency of the run, so
+    /// the earliest frame (relative to its RTP time) lags 0. It needs no
+    /// epoch: a sender off the epoch is measured against its own
+    /// timestamps. `(min, mean, max)`, min always 0.
+    pub fn grid_lag(&self) -> Option<(i64, f64, i64)> {
+        let (min, max) = (self.latency.min()?, self.latency.max()?);
+        let mean = self.latency.mean() - min as f64;
+        Some((0, mean, max.saturating_sub(min)))
     }
 
     /// The stream's verdict from its Cinst peak and VRX ranges, once a
@@ -446,18 +568,13 @@ impl Summary {
     /// a receiver checks against the SDP's `TP=`.
     pub fn complies_with(&self, sender: SenderType) -> Option<bool> {
         let (gapped, linear) = (self.vrx_gapped.range?, self.vrx_linear.range?);
-        let l = &self.limits;
-        let within = |v: VrxRange, full: u64| {
-            v.min >= 0 && v.peak <= i64::try_from(full).unwrap_or(i64::MAX)
-        };
-        let cinst = self.cinst.max();
-        Some(match sender {
-            SenderType::N => cinst <= l.cmax_n && within(gapped, l.vrx_full_n),
-            SenderType::NL => cinst <= l.cmax_nl && within(linear, l.vrx_full_n),
-            SenderType::W => {
-                cinst <= l.cmax_w && (within(gapped, l.vrx_full_w) || within(linear, l.vrx_full_w))
-            }
-        })
+        Some(keeps(
+            &self.limits,
+            sender,
+            self.cinst.max(),
+            gapped,
+            linear,
+        ))
     }
 
     fn vrx_mut(&mut self, schedule: ReadSchedule) -> &mut VrxStats {
@@ -477,6 +594,7 @@ impl Summary {
             self.rtp_delta.record(i64::from(d));
         }
         self.frame_verdicts.add(r.verdict.compliance);
+        self.kept.add(&self.limits, r);
     }
 }
 
@@ -674,6 +792,7 @@ impl Analyzer {
         let rtp_offset = f.rtp.ticks_since(nominal);
         let [vrx_gapped, vrx_linear] = f.vrx;
         let report = FrameReport {
+            index: self.summary.frames,
             rtp_timestamp: f.rtp,
             epoch_frame: f.epoch_frame,
             first_arrival: f.first_arrival,

@@ -9,6 +9,10 @@
 //!   running [`Summary`] with a [`Verdict`];
 //! - [`Monitor`] turns RTP datagrams into the analyser's observations,
 //!   learning Npackets from the stream when it is not given;
+//! - [`inspect`] refuses datagrams that are not RFC 4175 video and
+//!   reads the raster their headers describe;
+//! - [`explain`] says which frames broke which type, and the verdict in
+//!   plain words;
 //! - [`SenderSchedule`] is the send side: when each packet of a frame
 //!   should leave so that the analyser, which uses the same constants,
 //!   finds the stream compliant with the sender type it declares.
@@ -77,18 +81,22 @@
 //!   reading past Npackets.
 
 mod analyzer;
+pub mod explain;
+pub mod inspect;
 mod model;
 mod monitor;
 mod sender;
 
 pub use analyzer::{
-    Analyzer, Compliance, ComplianceCounts, FrameReport, MAX_QUEUED_REPORTS, Observation, Spread,
-    Summary, Verdict, VrxRange, VrxStats,
+    Analyzer, Compliance, ComplianceCounts, EPOCH_TOLERANCE, FrameReport, KeptCounts,
+    MAX_QUEUED_REPORTS, Observation, RtpClock, Spread, Summary, Verdict, VrxRange, VrxStats,
 };
+pub use explain::{Breach, BreachLog, Breaches, MAX_BREACHES, Measure, explained_type};
+pub use inspect::{NotVideo, RasterSeen, SizeMismatch};
 pub use model::SenderType;
 pub use model::{ExactNanos, Limits, MAX_PACKETS, MAX_RATE_TERM, Model, ReadSchedule, Scan};
 pub use monitor::{
-    Event as MonitorEvent, LearnError, MAX_LEARN, Monitor, MonitorStats, StreamShape,
+    Event as MonitorEvent, LearnError, MAX_LEARN, Monitor, MonitorStats, REFUSE_AFTER, StreamShape,
 };
 pub use sender::{CinstGate, SenderSchedule};
 

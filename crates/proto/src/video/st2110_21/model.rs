@@ -55,6 +55,14 @@ impl ReadSchedule {
         }
     }
 
+    /// What the schedule's virtual receiver does, in plain words.
+    pub const fn plain(self) -> &'static str {
+        match self {
+            ReadSchedule::Gapped => "reads a packet every TRS during the active lines only",
+            ReadSchedule::Linear => "reads a packet every TRS evenly over the whole frame",
+        }
+    }
+
     pub(crate) const fn index(self) -> usize {
         match self {
             ReadSchedule::Gapped => 0,
@@ -571,6 +579,16 @@ impl SenderType {
             SenderType::N => "N",
             SenderType::NL => "NL",
             SenderType::W => "W",
+        }
+    }
+
+    /// The type in plain words with its name, as reports explain it:
+    /// `narrow gapped (N)`.
+    pub const fn plain(self) -> &'static str {
+        match self {
+            SenderType::N => "narrow gapped (N)",
+            SenderType::NL => "narrow linear (NL)",
+            SenderType::W => "wide (W)",
         }
     }
 

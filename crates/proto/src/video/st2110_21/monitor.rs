@@ -9,6 +9,13 @@
 //! then builds the [`Model`] and replays what it held. Holding back is
 //! bounded by [`MAX_LEARN`] packets.
 //!
+//! Every datagram is first inspected ([`inspect::rtp`], [`inspect::payload`]): what is not RFC 4175 video is
+//! counted and never analysed, and a stream whose first
+//! [`REFUSE_AFTER`] datagrams are none of them video is refused with what
+//! they are ([`LearnError::NotVideo`]). The sample row headers of the
+//! video packets give the raster they describe, held against the size
+//! given by [`Monitor::size_mismatch`].
+//!
 //! # Polling order
 //!
 //! The monitor sends nothing and sets no timer: the driver feeds each
@@ -20,15 +27,19 @@ use std::collections::VecDeque;
 
 use super::Error;
 use super::analyzer::{Analyzer, FrameReport, Observation};
+use super::inspect::{self, NotVideo, RasterSeen, SizeMismatch};
 use super::model::{Model, Scan};
-use crate::rtp::RtpPacket;
 use crate::stats::SeqExtender;
 use crate::units::{ByteSize, ExtSeq, MediaTime, Nanos, Ssrc};
-use crate::video::FrameRate;
+use crate::video::{FrameRate, PixelFormat};
 
 /// Packets held back while learning Npackets: two frames of an 8K 4:2:2
 /// 10-bit stream in 1200-byte packets (about 2 × 140 000) and more.
 pub const MAX_LEARN: usize = 1 << 19;
+
+/// Datagrams that are not video, with none that is, before a stream is
+/// refused: a few strays before the video starts are not a refusal.
+pub const REFUSE_AFTER: u64 = 16;
 
 /// What is known of a stream before its packets arrive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +48,11 @@ pub struct StreamShape {
     pub rate: FrameRate,
     /// Lines of the raster.
     pub lines: u32,
+    /// Pixels of a line, if given (to check the packets against).
+    pub width: Option<u32>,
+    /// The pixel format, if given (a segment's length then gives its
+    /// pixels).
+    pub format: Option<PixelFormat>,
     /// Progressive or interlaced.
     pub scan: Scan,
     /// Npackets, if known (else learned from the stream).
@@ -71,9 +87,14 @@ pub enum Event {
     Failed(LearnError),
 }
 
-/// Why Npackets could not be learned.
+/// Why no model could be built, or the stream was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum LearnError {
+    /// The stream is not RFC 4175 video: what its first datagram was.
+    #[error(
+        "this is not RFC 4175 video: {0}; analyze judges uncompressed ST 2110-20 video only (pick another stream with --port or --sdp)"
+    )]
+    NotVideo(NotVideo),
     /// No two frame starts within [`MAX_LEARN`] packets.
     #[error(
         "no two frame starts (RTP timestamp changes) in the first {MAX_LEARN} packets; give the packets per frame"
@@ -91,6 +112,8 @@ pub struct MonitorStats {
     pub datagrams: u64,
     /// Not RTP version 2.
     pub not_rtp: u64,
+    /// RTP, but not RFC 4175 video (see [`inspect::payload`]).
+    pub not_video: u64,
     /// Of another SSRC than the stream's.
     pub foreign: u64,
 }
@@ -116,6 +139,13 @@ pub struct Monitor {
     phase: Phase,
     events: VecDeque<Event>,
     stats: MonitorStats,
+    /// Video datagrams taken.
+    video: u64,
+    /// The first refusal, while no datagram was video.
+    first_refusal: Option<NotVideo>,
+    raster: RasterSeen,
+    /// Marker bits seen: two make a whole frame between them.
+    markers: u64,
 }
 
 impl Monitor {
@@ -132,6 +162,10 @@ impl Monitor {
             },
             events: VecDeque::new(),
             stats: MonitorStats::default(),
+            video: 0,
+            first_refusal: None,
+            raster: RasterSeen::default(),
+            markers: 0,
         };
         if let Some(n) = shape.packets {
             m.start(n, Vec::new());
@@ -143,9 +177,13 @@ impl Monitor {
     /// stream's RTP timestamps count from: PTP's, or the Unix epoch).
     pub fn handle_input(&mut self, at: Nanos, bytes: &[u8]) {
         self.stats.datagrams += 1;
-        let Ok(pkt) = RtpPacket::new_checked(bytes) else {
-            self.stats.not_rtp += 1;
-            return;
+        let pkt = match inspect::rtp(bytes) {
+            Ok(p) => p,
+            Err(e) => return self.refuse(e),
+        };
+        let view = match inspect::payload(pkt.payload_type(), pkt.payload()) {
+            Ok(v) => v,
+            Err(e) => return self.refuse(e),
         };
         let ssrc = Ssrc(pkt.ssrc());
         match self.ssrc {
@@ -159,12 +197,11 @@ impl Monitor {
                 self.events.push_back(Event::Stream { ssrc });
             }
         }
+        self.video += 1;
+        self.raster.record(&view, self.shape.format);
+        self.markers += u64::from(pkt.marker());
         // RFC 4175's extended sequence number leads the payload.
-        let esn = pkt
-            .payload()
-            .get(..2)
-            .map(|b| u16::from_be_bytes([b[0], b[1]]));
-        let seq = ExtSeq(self.ext.extend(pkt.sequence_number(), esn));
+        let seq = ExtSeq(self.ext.extend(pkt.sequence_number(), Some(view.esn)));
         let rtp = MediaTime(pkt.timestamp());
         let new_frame = self.last_rtp.is_some_and(|r| r != rtp);
         self.last_rtp = Some(rtp);
@@ -176,6 +213,22 @@ impl Monitor {
             len: ByteSize(bytes.len() as u64),
         };
         self.observe(obs, new_frame);
+    }
+
+    /// Counts a datagram that is not video; refuses the stream when none
+    /// of the first [`REFUSE_AFTER`] was.
+    fn refuse(&mut self, why: NotVideo) {
+        match why {
+            NotVideo::NotRtp(_) | NotVideo::TsOverUdp { .. } => self.stats.not_rtp += 1,
+            _ => self.stats.not_video += 1,
+        }
+        if self.video > 0 || matches!(self.phase, Phase::Failed) {
+            return;
+        }
+        let first = *self.first_refusal.get_or_insert(why);
+        if self.stats.not_rtp + self.stats.not_video >= REFUSE_AFTER {
+            self.fail(LearnError::NotVideo(first));
+        }
     }
 
     fn observe(&mut self, obs: Observation, new_frame: bool) {
@@ -222,8 +275,14 @@ impl Monitor {
         self.events.push_back(Event::Failed(e));
     }
 
-    /// Ends the frame in progress (end of capture or of the run).
+    /// Ends the frame in progress (end of capture or of the run); a
+    /// stream of nothing but datagrams that are not video is refused now.
     pub fn flush(&mut self) {
+        if let (0, Some(first)) = (self.video, self.first_refusal)
+            && !matches!(self.phase, Phase::Failed)
+        {
+            self.fail(LearnError::NotVideo(first));
+        }
         if let Phase::Analyzing(a) = &mut self.phase {
             a.flush();
             while let Some(r) = a.poll_event() {
@@ -243,6 +302,18 @@ impl Monitor {
             Phase::Analyzing(a) => Some(a),
             _ => None,
         }
+    }
+
+    /// The raster the video packets' headers describe.
+    pub const fn raster(&self) -> RasterSeen {
+        self.raster
+    }
+
+    /// How the packets disagree with the size given, if they do (a
+    /// raster not filled counts once two marker bits bound a whole frame).
+    pub fn size_mismatch(&self) -> Option<SizeMismatch> {
+        let s = &self.shape;
+        self.raster.check(s.width, s.lines, self.markers >= 2)
     }
 
     /// Datagrams not analysed.
@@ -265,14 +336,18 @@ mod tests {
         StreamShape {
             rate: FrameRate::new(50, 1).unwrap(),
             lines: 1080,
+            width: None,
+            format: None,
             scan: Scan::Progressive,
             packets,
             tr_offset: Some(Nanos::from_millis(1)),
         }
     }
 
+    /// An RFC 4175 packet: ESN 0, one 20-byte segment at the start of
+    /// line `seq % 10`, its samples.
     fn datagram(seq: u16, ts: u32, marker: bool, ssrc: u32) -> Vec<u8> {
-        let mut b = vec![0u8; 40];
+        let mut b = vec![0u8; 12];
         RtpHeader {
             marker,
             payload_type: 96,
@@ -282,6 +357,8 @@ mod tests {
         }
         .write(&mut b)
         .unwrap();
+        b.extend_from_slice(&[0, 0, 0, 20, 0, (seq % 10) as u8, 0, 0]);
+        b.resize(b.len() + 20, 0);
         b
     }
 
@@ -344,6 +421,78 @@ mod tests {
         let r = std::iter::from_fn(|| m.poll_event()).count();
         assert_eq!(r, 1);
         assert_eq!(m.analyzer().unwrap().summary().packets, 20);
+    }
+
+    #[test]
+    fn mpeg_ts_is_refused_with_what_it_is_and_never_analysed() {
+        use super::super::inspect::NotVideo;
+        // RTP MP2T: 7 TS packets a datagram, payload type 33.
+        let ts_rtp = |seq: u16| {
+            let mut b = vec![0u8; 12];
+            RtpHeader {
+                marker: false,
+                payload_type: 33,
+                sequence_number: seq,
+                timestamp: u32::from(seq) * 90,
+                ssrc: 5,
+            }
+            .write(&mut b)
+            .unwrap();
+            for _ in 0..7 {
+                b.push(0x47);
+                b.resize(b.len() + 187, 0x10);
+            }
+            b
+        };
+        for given in [None, Some(960)] {
+            let mut m = Monitor::new(shape(given));
+            for k in 0..REFUSE_AFTER as u16 + 150 {
+                m.handle_input(Nanos(u64::from(k) * 1_000), &ts_rtp(k));
+            }
+            m.flush();
+            let failed: Vec<LearnError> = std::iter::from_fn(|| m.poll_event())
+                .filter_map(|e| match e {
+                    Event::Failed(e) => Some(e),
+                    Event::Frame(_) => panic!("a TS stream was judged"),
+                    _ => None,
+                })
+                .collect();
+            let refusal = LearnError::NotVideo(NotVideo::TsOverRtp {
+                payload_type: 33,
+                packets: 7,
+            });
+            assert_eq!(failed, [refusal]);
+            assert!(refusal.to_string().starts_with(
+                "this is not RFC 4175 video: MPEG-TS in RTP (RFC 2250): payload type 33, 7 × 188-byte packets"
+            ));
+            assert_eq!(m.stats().not_video, REFUSE_AFTER + 150);
+            // No sequence numbers were read from TS bytes.
+            assert!(m.analyzer().is_none_or(|a| a.summary().packets == 0));
+        }
+        // A short capture of it is refused at the end.
+        let mut m = Monitor::new(shape(None));
+        m.handle_input(Nanos(1), &ts_rtp(0));
+        m.flush();
+        assert!(matches!(
+            m.poll_event(),
+            Some(Event::Failed(LearnError::NotVideo(_)))
+        ));
+    }
+
+    #[test]
+    fn strays_before_the_video_are_counted_not_refused() {
+        let mut m = Monitor::new(shape(None));
+        for k in 0..REFUSE_AFTER - 1 {
+            m.handle_input(Nanos(k), b"not a datagram of video at all");
+        }
+        feed(&mut m, 3, 0);
+        m.flush();
+        assert!(std::iter::from_fn(|| m.poll_event()).all(|e| !matches!(e, Event::Failed(_))));
+        assert_eq!(m.stats().not_rtp, REFUSE_AFTER - 1);
+        assert!(m.analyzer().is_some_and(|a| a.summary().frames == 2));
+        // Its packets carry lines 0..=9: not the 1080 given.
+        let bad = m.size_mismatch().expect("10 lines are not 1080");
+        assert_eq!(bad.seen.lines, Some(10));
     }
 
     #[test]
