@@ -971,8 +971,7 @@ fn moves_under_hot_standby_name_nodes_keep_paths_apart_and_print_changes() {
     let layout: [(&[usize], bool); 4] = [(A, false), (B, false), (ALL, true), (&[], true)];
     let config = bed.config("hot", &layout, TOKEN);
     let (mut start, _) = bed.start(&config);
-    start.wait_for("node b: sending stripe 3");
-    start.wait_for("node spare: sending stripe 1");
+    start.wait_for_all(&["node b: sending stripe 3", "node spare: sending stripe 1"]);
     let moved = |stripe: &str, node: &str| {
         let out = bed
             .cluster(&config, &["move", stripe, node])

@@ -126,6 +126,28 @@ impl Running {
         self.wait_for_within(needle, std::time::Duration::from_secs(10))
     }
 
+    /// Waits (up to 10 s) until every one of `needles` has been on stderr,
+    /// in any order, counting lines already seen: lines of threads or
+    /// nodes that run at once come in any order on a loaded machine.
+    pub fn wait_for_all(&mut self, needles: &[&str]) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let missing: Vec<&str> = needles
+                .iter()
+                .copied()
+                .filter(|n| !self.stderr.iter().any(|l| l.contains(n)))
+                .collect();
+            if missing.is_empty() {
+                return;
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => self.stderr.push(l),
+                Err(_) => panic!("no {missing:?} on stderr; got: {:#?}", self.stderr),
+            }
+        }
+    }
+
     /// Waits up to `timeout` for a stderr line containing `needle` and
     /// returns it; fails the test with every line seen so far when none
     /// came in time (or the process closed stderr first).

