@@ -109,35 +109,8 @@ pub(super) fn figure(r: &Report) -> Figure {
             at(way, &|i| i.jitter_ms),
         ));
     }
-    // One set-rate line when both ways are set alike.
-    let sets: Vec<f64> = ways.iter().map(|w| w.set_bps).collect();
-    if sets.windows(2).all(|p| p[0] == p[1]) {
-        let name = if n > 1 {
-            "set rate, each way"
-        } else {
-            "set rate"
-        };
-        rate.push(Series::target(name, 0.0, x1, sets[0] / 1e6));
-    } else {
-        for w in &ways {
-            rate.push(Series::target(
-                &named("set rate", w),
-                0.0,
-                x1,
-                w.set_bps / 1e6,
-            ));
-        }
-    }
-    let dropped = all.len() - all.iter().filter(kept).count();
-    let x_label = if dropped > 0 {
-        format!(
-            "time (s) by send schedule; {dropped} partial interval(s) under {:.0}% of {:.2} s not shown",
-            MIN_SHARE * 100.0,
-            nominal
-        )
-    } else {
-        format!("time (s) by send schedule, {nominal:.2} s intervals")
-    };
+    rate.extend(set_rates(&ways, x1));
+    let x_label = x_label(all.len() - all.iter().filter(kept).count(), nominal);
     let panel = |y_label: &str, series| Panel {
         y_label: y_label.into(),
         series,
@@ -156,6 +129,35 @@ pub(super) fn figure(r: &Report) -> Figure {
             panel("loss (% of sent)", loss),
             panel("delay variation (ms)", delay),
         ],
+    }
+}
+
+/// The set rate: one line when every way is set alike, else one a way.
+fn set_rates(ways: &[Way<'_>], x1: f64) -> Vec<Series> {
+    let first = ways.first().map_or(0.0, |w| w.set_bps);
+    if ways.iter().all(|w| w.set_bps == first) {
+        let name = if ways.len() > 1 {
+            "set rate, each way"
+        } else {
+            "set rate"
+        };
+        return vec![Series::target(name, 0.0, x1, first / 1e6)];
+    }
+    ways.iter()
+        .map(|w| Series::target(&named("set rate", w), 0.0, x1, w.set_bps / 1e6))
+        .collect()
+}
+
+/// The time axis's name, with the partial intervals left out.
+fn x_label(dropped: usize, nominal: f64) -> String {
+    if dropped > 0 {
+        format!(
+            "time (s) by send schedule; {dropped} partial interval(s) under {:.0}% of {:.2} s not shown",
+            MIN_SHARE * 100.0,
+            nominal
+        )
+    } else {
+        format!("time (s) by send schedule, {nominal:.2} s intervals")
     }
 }
 
