@@ -7,7 +7,7 @@
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
 
-use super::harness::{FRAMES, Media, Rtsp, Serve};
+use super::harness::{Media, Rtsp, Serve, ffmpeg_pull};
 use crate::common::{Scratch, nagare, require, wait_bounded};
 
 const TOKEN: &str = "s3cret-token-1";
@@ -26,17 +26,7 @@ fn ffmpeg_plays_with_the_token_as_password_and_not_without() {
     let serve = Serve::start(&media, &["--rtsp-auth", "--token", TOKEN]);
     let s = Scratch::new("serve-auth-ff-out");
     let out = s.path("tcp.yuv");
-    let mut ff = Command::new("ffmpeg")
-        .args(["-loglevel", "error", "-rtsp_transport", "tcp"])
-        .args(["-i", &url_with(&serve, TOKEN)])
-        .args(["-frames:v", &FRAMES.to_string()])
-        .args(["-c:v", "rawvideo", "-pix_fmt", "uyvy422", "-f", "rawvideo"])
-        .arg("-y")
-        .arg(&out)
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(wait_bounded(&mut ff, 60, "ffmpeg").success());
+    ffmpeg_pull(&url_with(&serve, TOKEN), "tcp", &out);
     assert!(
         std::fs::read(&out).unwrap() == media.clip,
         "frames behind Digest differ from the file"

@@ -338,3 +338,39 @@ impl Rtsp {
         session
     }
 }
+
+/// FFmpeg pulls `url` over RTSP `transport` (udp, tcp) into `out` as raw
+/// UYVY. FFmpeg's RTSP client reads until its probe is satisfied, which a
+/// 10-frame clip never does; looping the clip (`?loop=1` in `url`) and
+/// asking for exactly its frames ends the pull at the file's end.
+pub fn ffmpeg_pull(url: &str, transport: &str, out: &std::path::Path) {
+    let mut ff = std::process::Command::new("ffmpeg")
+        .args(["-loglevel", "error", "-rtsp_transport", transport])
+        .args(["-i", url])
+        .args(["-frames:v", &FRAMES.to_string()])
+        .args([
+            "-c:v", "rawvideo", "-pix_fmt", "uyvy422", "-f", "rawvideo", "-y",
+        ])
+        .arg(out)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let status = crate::common::wait_bounded(&mut ff, 60, "ffmpeg");
+    assert!(
+        status.success(),
+        "ffmpeg -rtsp_transport {transport} failed"
+    );
+}
+
+/// Starts serve on `media` with the path `tiny`: the pattern at 64x36
+/// 4:2:2, 25 fps (4 packets a frame, 100 packets a second a stream).
+pub fn start_with_tiny(media: &Media) -> Serve {
+    let config = media.dir.path("load.toml");
+    std::fs::write(
+        &config,
+        "[[media]]\nname = \"tiny\"\nsource = \"pattern:bars\"\nsize = \"64x36\"\n\
+         pix_fmt = \"uyvy422\"\nfps = \"25\"\n",
+    )
+    .unwrap();
+    Serve::start(media, &["--config", config.to_str().unwrap()])
+}

@@ -4,11 +4,10 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use super::harness::{Media, Rtsp, Serve, connect_from};
-use crate::common::{Scratch, require, wait_bounded};
+use super::harness::{Media, Rtsp, Serve, connect_from, ffmpeg_pull};
+use crate::common::{Scratch, require};
 
 /// Connections held by default; `NAGARE_IDLE_CONNECTIONS` asks for more
 /// (docs/serve.md reports 10,000).
@@ -83,17 +82,7 @@ fn hold(serve: &Serve, n: usize) -> Vec<TcpStream> {
 fn ffmpeg_plays(serve: &Serve, media: &Media) {
     let s = Scratch::new("serve-idle-ff");
     let out = s.path("tcp.yuv");
-    let mut ff = Command::new("ffmpeg")
-        .args(["-loglevel", "error", "-rtsp_transport", "tcp"])
-        .args(["-i", &serve.url("clip.yuv?loop=1")])
-        .args(["-frames:v", &super::harness::FRAMES.to_string()])
-        .args(["-c:v", "rawvideo", "-pix_fmt", "uyvy422", "-f", "rawvideo"])
-        .arg("-y")
-        .arg(&out)
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(wait_bounded(&mut ff, 60, "ffmpeg").success());
+    ffmpeg_pull(&serve.url("clip.yuv?loop=1"), "tcp", &out);
     assert!(
         std::fs::read(&out).unwrap() == media.clip,
         "FFmpeg's frames differ from the file"

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use nagare_api::serve::{StreamInfo, StreamList};
 
-use super::harness::{Media, Serve};
+use super::harness::{Media, start_with_tiny};
 
 const STREAMS: usize = 100;
 /// Frames each receiver waits for (two seconds at 25 fps).
@@ -53,15 +53,7 @@ fn receive(sock: UdpSocket) -> (usize, usize, Option<(u16, u16, usize)>, UdpSock
 #[test]
 fn a_hundred_concurrent_streams_lose_no_frame() {
     let media = Media::new("serve-load");
-    let config = media.dir.path("load.toml");
-    // 64x36 4:2:2 at 25 fps: 4 packets a frame, 100 packets/s a stream.
-    std::fs::write(
-        &config,
-        "[[media]]\nname = \"tiny\"\nsource = \"pattern:bars\"\nsize = \"64x36\"\n\
-         pix_fmt = \"uyvy422\"\nfps = \"25\"\n",
-    )
-    .unwrap();
-    let serve = Serve::start(&media, &["--config", config.to_str().unwrap()]);
+    let serve = start_with_tiny(&media);
     let mut receivers = Vec::with_capacity(STREAMS);
     let mut ids = Vec::with_capacity(STREAMS);
     // Every socket is bound before the first receiver finishes: a port

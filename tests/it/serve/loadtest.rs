@@ -4,21 +4,13 @@
 
 use nagare_api::serve::LoadReport;
 
-use super::harness::{Media, Serve};
+use super::harness::{Media, start_with_tiny};
 use crate::common::{Scratch, nagare};
 
 #[test]
 fn a_ramp_of_raw_video_reports_its_schedule_and_an_honest_ceiling() {
     let media = Media::new("serve-loadtest");
-    let config = media.dir.path("load.toml");
-    // 64x36 4:2:2 at 25 fps: 4 packets a frame, 40 ms apart per frame.
-    std::fs::write(
-        &config,
-        "[[media]]\nname = \"tiny\"\nsource = \"pattern:bars\"\nsize = \"64x36\"\n\
-         pix_fmt = \"uyvy422\"\nfps = \"25\"\n",
-    )
-    .unwrap();
-    let serve = Serve::start(&media, &["--config", config.to_str().unwrap()]);
+    let serve = start_with_tiny(&media);
     let dir = Scratch::new("loadtest-plot");
     let plot = dir.path("ramp.png");
     let out = nagare()

@@ -3,30 +3,8 @@
 
 use std::process::{Command, Stdio};
 
-use super::harness::{FRAME_BYTES, FRAMES, Media, Serve};
+use super::harness::{FRAME_BYTES, FRAMES, Media, Serve, ffmpeg_pull};
 use crate::common::{Scratch, require, wait_bounded};
-
-/// FFmpeg's RTSP client reads until its probe is satisfied, which a
-/// 10-frame clip never does; looping the clip (`?loop=1`) and asking for
-/// exactly its frames ends the pull at the file's end.
-fn ffmpeg_pull(serve: &Serve, transport: &str, out: &std::path::Path) {
-    let mut ff = Command::new("ffmpeg")
-        .args(["-loglevel", "error", "-rtsp_transport", transport])
-        .args(["-i", &serve.url("clip.yuv?loop=1")])
-        .args(["-frames:v", &FRAMES.to_string()])
-        .args([
-            "-c:v", "rawvideo", "-pix_fmt", "uyvy422", "-f", "rawvideo", "-y",
-        ])
-        .arg(out)
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let status = wait_bounded(&mut ff, 60, "ffmpeg");
-    assert!(
-        status.success(),
-        "ffmpeg -rtsp_transport {transport} failed"
-    );
-}
 
 /// Waits (bounded) for a spawned child, returning its output.
 fn wait_output(mut child: std::process::Child, secs: u64) -> std::process::Output {
@@ -54,7 +32,7 @@ fn ffmpeg_pulls_a_raw_stream_byte_identical_over_udp_and_tcp() {
     let s = Scratch::new("serve-ff-out");
     for transport in ["udp", "tcp"] {
         let out = s.path(&format!("{transport}.yuv"));
-        ffmpeg_pull(&serve, transport, &out);
+        ffmpeg_pull(&serve.url("clip.yuv?loop=1"), transport, &out);
         let got = std::fs::read(&out).unwrap();
         assert_eq!(got.len(), media.clip.len(), "over {transport}");
         assert!(

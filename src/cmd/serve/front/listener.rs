@@ -23,7 +23,7 @@ use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::{Bytes, Incoming};
@@ -33,6 +33,7 @@ use hyper::{Request, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::cmd::serve::front::accept;
 use crate::cmd::serve::front::http::{ApiRequest, MAX_BODY, Reply, answer};
 use crate::cmd::serve::hub::access::{Place, Places};
 use crate::cmd::serve::hub::server::Server;
@@ -52,10 +53,6 @@ pub(crate) const MAX_HEADERS: usize = 64;
 pub(crate) const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest a connection stays open.
 pub(crate) const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
-/// How often the accept loop looks at the stop flag.
-const STOP_CHECK: Duration = Duration::from_millis(100);
-/// Back-off after a failed accept (file descriptors exhausted).
-const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 /// Handler threads at most: the handlers only read the table or start
 /// and stop streams, so a few are plenty.
 const HANDLER_THREADS: usize = 4;
@@ -83,36 +80,11 @@ pub(crate) fn serve(server: Arc<Server>, listener: TcpListener) {
 
 /// Accepts connections and starts one task each, within the caps.
 async fn accept_loop(server: &Arc<Server>, listener: TcpListener) {
-    let listener = match listener
-        .set_nonblocking(true)
-        .and_then(|()| tokio::net::TcpListener::from_std(listener))
-    {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("nagare serve: the HTTP listener cannot start: {e}");
-            return;
-        }
-    };
     let places = Place::caps(MAX_CONNECTIONS, MAX_PER_ADDRESS);
-    let mut last_complaint: Option<Instant> = None;
-    while !server.stopping() {
-        let accepted = match tokio::time::timeout(STOP_CHECK, listener.accept()).await {
-            Err(_) => continue,
-            Ok(a) => a,
-        };
-        match accepted {
-            Ok((stream, peer)) => admit(server, &places, stream, peer),
-            Err(e) => {
-                // EMFILE and friends: say so once a second, wait for
-                // descriptors to come back, and go on accepting.
-                if last_complaint.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
-                    eprintln!("nagare serve: HTTP accept failed: {e}; retrying");
-                    last_complaint = Some(Instant::now());
-                }
-                tokio::time::sleep(ACCEPT_BACKOFF).await;
-            }
-        }
-    }
+    accept::until_stopped(server, listener, "HTTP", |stream, peer| {
+        admit(server, &places, stream, peer)
+    })
+    .await;
 }
 
 /// Starts a connection's task, or turns it away with `503` when a cap is

@@ -115,11 +115,6 @@ fn paths(server: &Server, reg: &mut Registry) {
 
 fn totals(server: &Server, reg: &mut Registry) {
     let s = &server.stats;
-    let gauge = |reg: &mut Registry, name: &str, help: &str, v: i64| {
-        let g = Gauge::<i64>::default();
-        g.set(v);
-        reg.register(name, help, g);
-    };
     let counter = |reg: &mut Registry, name: &str, help: &str, v: u64| {
         let c = Counter::<u64>::default();
         c.inc_by(v);
@@ -174,48 +169,7 @@ fn totals(server: &Server, reg: &mut Registry) {
         "API requests refused",
         load(&s.api_refused),
     );
-    gauge(
-        reg,
-        "nagare_admitted_rate_bps",
-        "Rate reserved by admitted streams, bits per second",
-        server.admission.reserved().rate.bps() as i64,
-    );
-    gauge(
-        reg,
-        "nagare_admitted_ring_bytes",
-        "Read-ahead ring memory reserved by admitted streams, bytes",
-        server.admission.reserved().ring.bytes() as i64,
-    );
-    let work = server.work();
-    let reserved = server.admission.reserved();
-    let predicted = Gauge::<f64, AtomicU64>::default();
-    predicted.set(work.pacing_share(&reserved));
-    reg.register(
-        "nagare_pacer_predicted_load",
-        "Share of each pacing thread's time the admitted streams will take, at the measured cost of a datagram",
-        predicted,
-    );
-    let cost = Gauge::<f64, AtomicU64>::default();
-    cost.set(work.cost.per_packet.as_secs_f64());
-    reg.register(
-        "nagare_pacer_seconds_per_datagram",
-        "Working time of a pacing thread per datagram sent (measured, or assumed until measured)",
-        cost,
-    );
-    let reader = Gauge::<f64, AtomicU64>::default();
-    reader.set(server.reader.load());
-    reg.register(
-        "nagare_reader_load",
-        "Read-ahead thread's working share of the last second",
-        reader,
-    );
-    let pacer = Gauge::<f64, AtomicU64>::default();
-    pacer.set(server.pacers.load());
-    reg.register(
-        "nagare_pacer_load",
-        "Busiest pacing thread's working share of the last second",
-        pacer,
-    );
+    admission(server, reg);
     let cpu = Counter::<f64, AtomicU64>::default();
     cpu.inc_by(crate::clock::cpu_seconds());
     reg.register(
@@ -224,6 +178,61 @@ fn totals(server: &Server, reg: &mut Registry) {
         cpu,
     );
     kernel(reg);
+}
+
+/// Registers a gauge of whole numbers set to `v`.
+fn gauge(reg: &mut Registry, name: &str, help: &str, v: i64) {
+    let g = Gauge::<i64>::default();
+    g.set(v);
+    reg.register(name, help, g);
+}
+
+/// What admission sees: the reserved budget, the measured and predicted
+/// load, and the measured cost of a datagram.
+fn admission(server: &Server, reg: &mut Registry) {
+    let share = |reg: &mut Registry, name: &str, help: &str, v: f64| {
+        let g = Gauge::<f64, AtomicU64>::default();
+        g.set(v);
+        reg.register(name, help, g);
+    };
+    let reserved = server.admission.reserved();
+    gauge(
+        reg,
+        "nagare_admitted_rate_bps",
+        "Rate reserved by admitted streams, bits per second",
+        reserved.rate.bps() as i64,
+    );
+    gauge(
+        reg,
+        "nagare_admitted_ring_bytes",
+        "Read-ahead ring memory reserved by admitted streams, bytes",
+        reserved.ring.bytes() as i64,
+    );
+    let work = server.work();
+    share(
+        reg,
+        "nagare_pacer_predicted_load",
+        "Share of each pacing thread's time the admitted streams will take, at the measured cost of a datagram",
+        work.pacing_share(&reserved),
+    );
+    share(
+        reg,
+        "nagare_pacer_seconds_per_datagram",
+        "Working time of a pacing thread per datagram sent (measured, or assumed until measured)",
+        work.cost.per_packet.as_secs_f64(),
+    );
+    share(
+        reg,
+        "nagare_reader_load",
+        "Read-ahead thread's working share of the last second",
+        work.reader_load,
+    );
+    share(
+        reg,
+        "nagare_pacer_load",
+        "Busiest pacing thread's working share of the last second",
+        work.pacer_load,
+    );
 }
 
 /// Host-wide UDP buffer drops.

@@ -24,19 +24,14 @@ mod tenants;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
 
 use nagare_proto::lobby::Guest;
 use nagare_proto::rtsp::{Credentials, Guard, NONCE_KEY_LEN};
 use tenants::{Shared, Tenancy, Tenants};
 
 use crate::clock::Origin;
+use crate::cmd::serve::front::accept;
 use crate::cmd::serve::hub::server::Server;
-
-/// How often the accept loop looks at the stop flag.
-const STOP_CHECK: Duration = Duration::from_millis(100);
-/// Back-off after a failed accept (file descriptors exhausted).
-const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Serves RTSP on `listener` until the server stops; `credentials` are
 /// what clients must give, if anything.
@@ -68,51 +63,20 @@ async fn accept_loop(
     listener: TcpListener,
     credentials: Option<Arc<Credentials>>,
 ) {
-    let listener = match listener
-        .set_nonblocking(true)
-        .and_then(|()| tokio::net::TcpListener::from_std(listener))
-    {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("nagare serve: cannot poll the RTSP listener ({e}); RTSP is off");
-            return;
-        }
-    };
     let tenants = Tenants::shared(
         server.settings.max_connections,
         server.settings.max_connections_per_address,
     );
     let origin = Origin::now();
     let mut next: Guest = 0;
-    let mut last_complaint: Option<Instant> = None;
-    while !server.stopping() {
-        let accepted = match tokio::time::timeout(STOP_CHECK, listener.accept()).await {
-            Err(_) => continue,
-            Ok(a) => a,
-        };
-        match accepted {
-            Ok((stream, peer)) => {
-                next += 1;
-                let guard = match guard(credentials.as_ref()) {
-                    Ok(g) => g,
-                    Err(e) => {
-                        eprintln!("nagare serve: no nonce key for {peer} ({e}); closed");
-                        continue;
-                    }
-                };
-                admit(server, &tenants, origin, next, stream, peer, guard);
-            }
-            Err(e) => {
-                // EMFILE and friends: say so once a second, wait for
-                // descriptors to come back, and go on accepting.
-                if last_complaint.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
-                    eprintln!("nagare serve: RTSP accept failed: {e}; retrying");
-                    last_complaint = Some(Instant::now());
-                }
-                tokio::time::sleep(ACCEPT_BACKOFF).await;
-            }
+    accept::until_stopped(server, listener, "RTSP", |stream, peer| {
+        next += 1;
+        match guard(credentials.as_ref()) {
+            Ok(g) => admit(server, &tenants, origin, next, stream, peer, g),
+            Err(e) => eprintln!("nagare serve: no nonce key for {peer} ({e}); closed"),
         }
-    }
+    })
+    .await;
 }
 
 /// A connection's guard, with a nonce key drawn for it alone.
