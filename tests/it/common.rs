@@ -148,6 +148,15 @@ impl Running {
         }
     }
 
+    /// Whether a stderr line containing `needle` has come yet, taking in
+    /// what has arrived without waiting.
+    pub fn has_said(&mut self, needle: &str) -> bool {
+        while let Ok(l) = self.lines.try_recv() {
+            self.stderr.push(l);
+        }
+        self.stderr.iter().any(|l| l.contains(needle))
+    }
+
     /// Waits up to `timeout` for a stderr line containing `needle` and
     /// returns it; fails the test with every line seen so far when none
     /// came in time (or the process closed stderr first).

@@ -152,6 +152,16 @@ impl Serve {
         self.run.as_mut().expect("running").wait_for(needle)
     }
 
+    /// Whether serve has said `needle` on stderr yet (no waiting).
+    pub fn has_said(&mut self, needle: &str) -> bool {
+        self.run.as_mut().expect("running").has_said(needle)
+    }
+
+    /// The stderr lines seen so far.
+    pub fn lines(&self) -> &[String] {
+        &self.run.as_ref().expect("running").stderr
+    }
+
     /// SIGTERM, then the exit status and all of stderr.
     pub fn terminate(mut self) -> (std::process::ExitStatus, String, String) {
         let run = self.run.take().expect("running");
