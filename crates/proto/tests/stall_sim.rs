@@ -60,9 +60,15 @@ impl Bucket {
     }
 }
 
-/// Sends `FRAMES` frames; the sender cannot run from `stall_at` (after the
-/// start of frame 3) for `stall`.
+/// Sends `FRAMES` frames; the sender cannot run from 2 ms into frame 3
+/// for `stall`.
 fn run(stall: Nanos) -> Run {
+    run_at(Nanos::from_micros(2_000), stall)
+}
+
+/// Sends `FRAMES` frames; the sender cannot run from `into` after the
+/// epoch start of frame 3 for `stall`.
+fn run_at(into: Nanos, stall: Nanos) -> Run {
     let m = model();
     let schedule = SenderSchedule::with_jitter_margin(&m, SenderType::W);
     let first = m.epoch_frame(Nanos::from_secs(1_750_000_000)) + 1;
@@ -77,7 +83,7 @@ fn run(stall: Nanos) -> Run {
     );
     let stall_at = start
         + Nanos(u64::try_from(m.rate().frame_start_ns(3)).unwrap())
-        + Nanos::from_micros(2_000);
+        + into;
     let stall_end = stall_at + stall;
     let mut a = Analyzer::new(m);
     let d = m.drain_period();
@@ -170,6 +176,29 @@ fn a_stall_within_the_lead_keeps_every_frame_wide() {
         );
         assert!(r.summary.cinst.max() <= cmax_w());
     }
+}
+
+#[test]
+fn the_lead_grows_through_a_frame_so_a_late_stall_longer_than_its_start_is_held() {
+    let schedule = SenderSchedule::with_jitter_margin(&model(), SenderType::W);
+    // 40/1024 of a read gained per read: the last train of the frame
+    // leads by 150 + 4312 · 40/1024 = 318 reads, 1.18 ms.
+    assert_eq!(schedule.lead_at(0), 150);
+    assert_eq!(schedule.lead_at(PACKETS - 1), 318);
+    let end = schedule.stall_slack_at(PACKETS - 1);
+    assert!(end > Nanos::from_micros(1_170), "{end}");
+    // A 1 ms stall 15 ms into a frame (3870 reads in, 301 reads ahead)
+    // costs nothing; at 2 ms in (367 reads in, 164 ahead) it breaks the
+    // frame.
+    let late = run_at(Nanos::from_micros(15_000), Nanos::from_millis(1));
+    assert_eq!(late.broken, Vec::<u64>::new());
+    assert_eq!(late.summary.complies_with(SenderType::W), Some(true));
+    assert!(late.summary.cinst.max() < cmax_w());
+    let early = run_at(Nanos::from_micros(2_000), Nanos::from_millis(1));
+    assert_eq!(early.broken, vec![3]);
+    // Nowhere does the growing lead overfill a wide receiver.
+    let peak = late.summary.vrx_gapped.range.unwrap().peak;
+    assert!(peak <= i64::try_from(schedule.vrx_full()).unwrap(), "{peak}");
 }
 
 #[test]

@@ -510,19 +510,32 @@ impl Grid {
     /// ⌊TPR0 + slot · TRS⌋ of `schedule` in frame `frame`: `slot` may be
     /// negative (released ahead of the first read).
     pub(crate) fn read_time(&self, schedule: ReadSchedule, frame: u64, slot: i128) -> Nanos {
+        self.read_time_frac(schedule, frame, slot, 1)
+    }
+
+    /// ⌊TPR0 + (slot / per) · TRS⌋ of `schedule` in frame `frame`: a
+    /// read time at a fraction of a read (`per` ≥ 1 parts of one).
+    pub(crate) fn read_time_frac(
+        &self,
+        schedule: ReadSchedule,
+        frame: u64,
+        slot: i128,
+        per: u64,
+    ) -> Nanos {
         let origin = self.origin(frame);
         let Ratio { a, b } = self.reads[schedule.index()];
-        // Over the denominator num · q · a, from S = ⌊N · Tframe⌋: the
-        // frame's sub-nanosecond start and TRoffset (in units, times a),
-        // plus slot TRS (b / a units each).
-        let base = ((origin.rest * self.q + self.tro_u) * a) as i128;
-        let Some(offset) = slot
-            .checked_mul(b as i128)
-            .and_then(|s| s.checked_add(base))
-        else {
+        let per = i128::from(per.max(1));
+        // Over the denominator num · q · a · per, from S = ⌊N · Tframe⌋:
+        // the frame's sub-nanosecond start and TRoffset (in units, times a
+        // and per), plus slot TRS (b / a units each, over per).
+        let offset = ((origin.rest * self.q + self.tro_u) * a) as i128;
+        let Some(offset) = offset.checked_mul(per).and_then(|base| {
+            slot.checked_mul(b as i128)
+                .and_then(|s| s.checked_add(base))
+        }) else {
             return if slot < 0 { origin.start } else { Nanos::MAX };
         };
-        let ns = offset.div_euclid((self.num * self.q * a) as i128);
+        let ns = offset.div_euclid((self.num * self.q * a) as i128 * per);
         let at = i128::from(origin.start.0) + ns;
         Nanos(u64::try_from(at.max(0)).unwrap_or(u64::MAX))
     }

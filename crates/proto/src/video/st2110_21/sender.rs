@@ -20,7 +20,15 @@ use crate::units::{MediaTime, Nanos};
 ///   `lead` and `lead + train` packets: `lead` centres that window in
 ///   0..=VRX_FULL, but never exceeds 7/8 of TRoffset, so a frame's first
 ///   packet never leaves before an eighth of TRoffset into its frame and
-///   is always counted in its own epoch frame.
+///   is always counted in its own epoch frame;
+/// - from there the lead grows through the frame ([`lead_at`]): packets
+///   leave a little faster than the reads take them, three quarters of the
+///   way from TRS to TDRAIN, so the virtual receiver fills towards
+///   VRX_FULL and a host stall late in a frame finds more packets in hand
+///   than the frame start allows, while the Cinst bucket, which drains
+///   faster still, never fills.
+///
+/// [`lead_at`]: Self::lead_at
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SenderSchedule {
     model: Model,
@@ -32,7 +40,13 @@ pub struct SenderSchedule {
     grid: Grid,
     /// The lead's upper bound in read periods (see [`max_lead`]).
     max_lead: u64,
+    /// How fast the lead grows through a frame, in 1/[`RAMP_UNIT`]s of a
+    /// read per read (see [`ramp`]).
+    ramp: u64,
 }
+
+/// The unit of [`SenderSchedule`]'s lead growth: 1/1024 of a read per read.
+const RAMP_UNIT: u64 = 1024;
 
 impl SenderSchedule {
     /// The schedule of `sender` for `model`: single packets for N and NL,
@@ -45,6 +59,7 @@ impl SenderSchedule {
             train: 1,
             grid,
             max_lead: max_lead(grid.tr_offset_in_reads(sender.read_schedule())),
+            ramp: ramp(model, sender),
         };
         if sender == SenderType::W {
             s.train = s.max_train();
@@ -145,17 +160,59 @@ impl SenderSchedule {
             .max(1)
     }
 
-    /// Read periods by which each train leaves ahead of its first read.
+    /// Read periods by which a frame's first train leaves ahead of its
+    /// first read.
     pub fn lead(&self) -> u64 {
         let centred = self.vrx_full().saturating_sub(self.train) / 2;
         centred.min(self.max_lead)
     }
 
-    /// How late a train may leave without emptying the virtual receiver:
-    /// the lead, in time (`lead` read periods of TRS).
+    /// The most read periods a train may lead by: the virtual receiver then
+    /// holds up to `lead + train` packets, and a CMAX of them is left
+    /// below VRX_FULL for the linear judge's slower reads and for rounding.
+    /// Never below [`lead`](Self::lead).
+    pub fn lead_cap(&self) -> u64 {
+        let room = self
+            .vrx_full()
+            .saturating_sub(self.train)
+            .saturating_sub(self.cmax());
+        room.max(self.lead())
+    }
+
+    /// Read periods by which the train holding packet `packet` leaves
+    /// ahead of its first read: [`lead`](Self::lead) at the frame start,
+    /// growing by the schedule's ramp each read up to
+    /// [`lead_cap`](Self::lead_cap).
+    pub fn lead_at(&self, packet: u32) -> u64 {
+        self.lead_units(packet) / RAMP_UNIT
+    }
+
+    /// [`lead_at`](Self::lead_at) in 1/[`RAMP_UNIT`]s of a read, unrounded:
+    /// a lead rounded to whole reads would move some trains a whole read
+    /// closer to the last and let the Cinst bucket gain a packet.
+    fn lead_units(&self, packet: u32) -> u64 {
+        let first_of_train = u64::from(packet) / self.train * self.train;
+        let grown = self.lead() * RAMP_UNIT + first_of_train * self.ramp;
+        grown.min(self.lead_cap() * RAMP_UNIT)
+    }
+
+    /// How late a train may leave without emptying the virtual receiver,
+    /// at worst: the frame start's lead, in time (`lead` read periods of
+    /// TRS). Later in a frame the slack is larger
+    /// ([`stall_slack_at`](Self::stall_slack_at)).
     pub fn stall_slack(&self) -> Nanos {
+        self.reads_as_time(self.lead())
+    }
+
+    /// How late the train holding packet `packet` may leave without
+    /// emptying the virtual receiver.
+    pub fn stall_slack_at(&self, packet: u32) -> Nanos {
+        self.reads_as_time(self.lead_at(packet))
+    }
+
+    fn reads_as_time(&self, reads: u64) -> Nanos {
         let trs = self.trs();
-        let ns = trs.num() * u128::from(self.lead()) / trs.den().max(1);
+        let ns = trs.num() * u128::from(reads) / trs.den().max(1);
         Nanos(u64::try_from(ns).unwrap_or(u64::MAX))
     }
 
@@ -172,8 +229,9 @@ impl SenderSchedule {
     /// When packet `packet` (0-based) of epoch frame `frame` leaves.
     pub fn release(&self, frame: u64, packet: u32) -> Nanos {
         let first_of_train = u64::from(packet) / self.train * self.train;
-        let slot = i128::from(first_of_train) - i128::from(self.lead());
-        self.grid().read_time(self.read_schedule(), frame, slot)
+        let slot = i128::from(first_of_train * RAMP_UNIT) - i128::from(self.lead_units(packet));
+        self.grid()
+            .read_time_frac(self.read_schedule(), frame, slot, RAMP_UNIT)
     }
 
     /// The RTP timestamp of epoch frame `frame` (ST 2110-10).
@@ -195,6 +253,23 @@ impl SenderSchedule {
     fn grid(&self) -> Grid {
         self.grid
     }
+}
+
+/// How fast a schedule's lead grows through a frame, in 1/[`RAMP_UNIT`]s
+/// of a read per read: three quarters of the room between the read period
+/// and the Cinst drain period (packets spaced `TRS × (1 − ramp)` apart stay
+/// slower than the drain, so the bucket never fills), rounded down. At
+/// 1080p59.94 gapped reads that is 40/1024: the lead grows by about 140
+/// reads (600 µs) over a frame. A type whose VRX_FULL leaves no room
+/// above its lead ([`SenderSchedule::lead_cap`]) never grows.
+fn ramp(model: &Model, sender: SenderType) -> u64 {
+    let trs = model.trs(sender.read_schedule()).as_f64();
+    let drain = model.drain_period().as_f64();
+    if !(trs > 0.0 && drain < trs) {
+        return 0;
+    }
+    let room = 1.0 - drain / trs;
+    (room * 0.75 * RAMP_UNIT as f64).floor() as u64
 }
 
 /// How far ahead of the reads a frame's first train may leave: 7/8 of
