@@ -8,5 +8,6 @@ mod hostile;
 mod idle;
 mod load;
 mod loadtest;
+mod openapi;
 mod players;
 mod rtsp;

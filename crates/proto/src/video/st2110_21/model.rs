@@ -509,6 +509,7 @@ impl Grid {
 
     /// ⌊TPR0 + slot · TRS⌋ of `schedule` in frame `frame`: `slot` may be
     /// negative (released ahead of the first read).
+    #[cfg(test)]
     pub(crate) fn read_time(&self, schedule: ReadSchedule, frame: u64, slot: i128) -> Nanos {
         self.read_time_frac(schedule, frame, slot, 1)
     }
@@ -819,6 +820,15 @@ mod tests {
         assert_eq!(g.read_time(ReadSchedule::Gapped, 0, -172), Nanos(0));
         assert_eq!(g.read_time(ReadSchedule::Gapped, 0, -1_000_000), Nanos(0));
         assert_eq!(g.read_time(ReadSchedule::Gapped, u64::MAX, 5), Nanos::MAX);
+        // Fractions of a read: 27 and a half reads in is midway between
+        // the 27th and the 28th (to the nanosecond both round down to).
+        let (r27, r28) = (
+            g.read_time(ReadSchedule::Gapped, 3, 27),
+            g.read_time(ReadSchedule::Gapped, 3, 28),
+        );
+        let half = g.read_time_frac(ReadSchedule::Gapped, 3, 55, 2);
+        assert!((half.0 as i64 - (r27.0 + r28.0) as i64 / 2).abs() <= 1);
+        assert_eq!(g.read_time_frac(ReadSchedule::Gapped, 3, 27 * 1024, 1024), r27);
     }
 
     #[test]
