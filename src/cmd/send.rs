@@ -58,7 +58,7 @@ pub(crate) struct SendArgs {
     /// UDP payload bytes per packet (up to 8960 for jumbo frames).
     #[arg(long, default_value_t = DEFAULT_PACKET_SIZE, value_parser = cli::parse_packet_size)]
     pub packet_size: usize,
-    /// Stop after N frames.
+    /// Stop after N frames (0: write the --sdp files and send nothing).
     #[arg(long)]
     pub frames: Option<u64>,
     /// Play the input again and again (until --frames or Ctrl-C).
@@ -601,6 +601,7 @@ fn open_sockets(cfg: &SendConfig) -> Result<Vec<Flow>> {
             sender,
             data,
             refused: 0,
+            since_refused: 0,
         });
     }
     Ok(flows)
@@ -687,6 +688,8 @@ struct Flow {
     /// Where this flow's stripe lies in the frame.
     data: std::ops::Range<usize>,
     refused: u64,
+    /// Trains sent since the last one refused.
+    since_refused: u32,
 }
 
 /// A frame taken from the ring for every flow, or a slot given up.
@@ -980,10 +983,12 @@ impl<'a> Driver<'a> {
                 // The kernel turned the train down (an ICMP port
                 // unreachable came back): those packets never left.
                 flow.refused += t.len() as u64;
+                flow.since_refused = 0;
                 return Ok(());
             }
             Err(e) => return Err(e).with_context(|| format!("sending to {}", flow.dest)),
         }
+        flow.since_refused = flow.since_refused.saturating_add(1);
         let now = Instant::now();
         self.schedule
             .handle_input(self.origin.nanos(now), Input::Departed { flow: t.flow })?;
@@ -1055,6 +1060,10 @@ impl<'a> Driver<'a> {
             lateness_us: self.schedule.lateness().summary(1e3),
             underruns,
             refused: self.flows.iter().map(|f| f.refused).sum(),
+            refused_to_the_end: self
+                .flows
+                .iter()
+                .any(|f| f.refused > 0 && f.since_refused < REFUSED_TAIL),
             send_cpu_seconds: 0.0,
             gso: self.io.gso,
             first_frame: self.first_frame,
@@ -1062,7 +1071,13 @@ impl<'a> Driver<'a> {
             stripes: self.flows.len(),
             error: None,
             checksums: self.checksums.clone(),
-            st2110_21: self.ideal.take().map(IdealReceiver::finish),
+            // Trains the kernel refused never left: a receiver would have
+            // seen holes, not the schedule, so there is nothing to judge.
+            st2110_21: self
+                .ideal
+                .take()
+                .filter(|_| self.flows.iter().all(|f| f.refused == 0))
+                .map(IdealReceiver::finish),
             pacing_host: None,
         }
     }
@@ -1100,7 +1115,8 @@ pub(crate) fn print_summary(r: &SendReport) {
     if r.refused > 0 {
         eprintln!(
             "send: {} packets refused by the kernel and not sent: nothing was listening at the \
-             destination (ICMP port unreachable); start the receiver first",
+             destination (ICMP port unreachable); start the receiver first; \
+             ST 2110-21 not judged (the refused trains never left)",
             r.refused
         );
     }
@@ -1154,9 +1170,33 @@ pub(crate) fn main(args: SendArgs) -> Result<std::process::ExitCode> {
     } else {
         print_summary(&report);
     }
-    Ok(if report.error.is_some() {
+    let refused = mostly_refused(&report);
+    if let Some(why) = &refused {
+        eprintln!("nagare send: {why}");
+    }
+    Ok(if report.error.is_some() || refused.is_some() {
         std::process::ExitCode::from(1)
     } else {
         std::process::ExitCode::SUCCESS
+    })
+}
+
+/// A send whose destination still refused trains among its last
+/// [`REFUSED_TAIL`] failed: nothing listened there. Not "more than half
+/// refused": the kernel answers each ICMP port unreachable once, on the
+/// next send, so a send to nobody alternates sent and refused trains and
+/// sits at about half. A receiver started late costs a few refused trains
+/// and passes; a send to nobody fails, and says how to write only the SDP.
+const REFUSED_TAIL: u32 = 4;
+
+/// Why a send failed for want of a receiver (see [`REFUSED_TAIL`]).
+fn mostly_refused(r: &SendReport) -> Option<String> {
+    let tried = r.packets_sent + r.refused;
+    r.refused_to_the_end.then(|| {
+        format!(
+            "{} of {tried} packets were refused, until the end (nothing listens at the \
+             destination): start the receiver first; to write only the SDP, send --frames 0",
+            r.refused
+        )
     })
 }

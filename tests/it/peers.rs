@@ -267,9 +267,9 @@ fn ffmpeg_receives_nagare_through_nagares_sdp() {
             .output()
             .unwrap()
     };
-    // First write the SDP (a one-frame send nobody hears), then start FFmpeg
-    // on it, then send for real.
-    assert!(send(1).status.success());
+    // First write the SDP (--frames 0 sends nothing), then start FFmpeg on
+    // it, then send for real.
+    assert!(send(0).status.success());
     let out = s.path("out.yuv");
     let ff = Command::new("ffmpeg")
         .args(["-loglevel", "error", "-protocol_whitelist", "file,udp,rtp"])

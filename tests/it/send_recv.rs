@@ -484,3 +484,49 @@ fn a_file_name_cannot_inject_sdp_lines() {
         "{name}"
     );
 }
+
+/// A UDP port on loopback with nothing bound to it (bound, then closed).
+fn nobody_listens() -> String {
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    format!("127.0.0.1:{port}")
+}
+
+#[test]
+fn a_send_nobody_hears_fails_and_frames_0_only_writes_the_sdp() {
+    let s = Scratch::new("send-nobody");
+    let to = nobody_listens();
+    let args = ["--size", "64x16", "--pix-fmt", "uyvy422", "--fps", "50"];
+    let out = nagare()
+        .args(["send", "pattern:bars", "--to", &to])
+        .args(args)
+        .args(["--frames", "20", "--json"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("packets were refused"), "{err}");
+    assert!(err.contains("send --frames 0"), "{err}");
+    let r: SendReport = parse_report(&String::from_utf8_lossy(&out.stdout));
+    // A train goes, its ICMP port unreachable refuses the next one, and so
+    // on to the end; what never left is not judged.
+    assert!(r.refused > 0 && r.refused_to_the_end, "{r:?}");
+    assert_eq!(r.refused + r.packets_sent, 20 * r.packets_per_frame);
+    assert!(r.st2110_21.is_none());
+    // --frames 0: the SDP is written, nothing is sent, and that is success.
+    let sdp = s.path("only.sdp");
+    let out = nagare()
+        .args(["send", "pattern:bars", "--to", &to])
+        .args(args)
+        .args(["--frames", "0", "--json", "--sdp", sdp.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let r: SendReport = parse_report(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!((r.packets_sent, r.refused), (0, 0));
+    let text = std::fs::read_to_string(&sdp).unwrap();
+    assert!(text.contains("c=IN IP4 127.0.0.1"), "{text}");
+}

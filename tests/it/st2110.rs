@@ -29,12 +29,13 @@ fn sdpoker(path: &std::path::Path) -> Result<(), String> {
     }
 }
 
-/// Sends one frame with `args` and returns the SDPs written (`sdps`
-/// names them, relative to the scratch directory).
+/// Writes the SDPs of a send with `args` (`--frames 0`: nothing is sent)
+/// and returns them (`sdps` names them, relative to the scratch
+/// directory).
 fn send_sdps(s: &Scratch, args: &[&str], sdps: &[&str]) -> Vec<(std::path::PathBuf, SdpStream)> {
     let sdp = s.path("out.sdp");
     let out = nagare()
-        .args(["send", "pattern:bars", "--frames", "1"])
+        .args(["send", "pattern:bars", "--frames", "0"])
         .args(["--sdp", sdp.to_str().unwrap()])
         .args(args)
         .output()
@@ -655,7 +656,7 @@ fn recv_analyze_judges_the_stream_it_records() {
     let sdp = s.path("s.sdp");
     let frames = 30u64;
     let port = free_udp_port();
-    // The SDP first (one frame to nowhere), so recv learns rate and TP.
+    // The SDP first (--frames 0: nothing sent), so recv learns rate and TP.
     let out = nagare()
         .args(["send", "pattern:bars", "--to", &format!("127.0.0.1:{port}")])
         .args(["--size", "320x240", "--pix-fmt", "uyvy422", "--fps", "50"])
@@ -663,7 +664,7 @@ fn recv_analyze_judges_the_stream_it_records() {
             "--tp",
             "nl",
             "--frames",
-            "1",
+            "0",
             "--sdp",
             sdp.to_str().unwrap(),
         ])

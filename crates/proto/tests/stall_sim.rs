@@ -81,9 +81,7 @@ fn run_at(into: Nanos, stall: Nanos) -> Run {
             .trains(Nanos::ZERO, 64)
             .frame_limit(Some(FRAMES)),
     );
-    let stall_at = start
-        + Nanos(u64::try_from(m.rate().frame_start_ns(3)).unwrap())
-        + into;
+    let stall_at = start + Nanos(u64::try_from(m.rate().frame_start_ns(3)).unwrap()) + into;
     let stall_end = stall_at + stall;
     let mut a = Analyzer::new(m);
     let d = m.drain_period();
@@ -198,7 +196,10 @@ fn the_lead_grows_through_a_frame_so_a_late_stall_longer_than_its_start_is_held(
     assert_eq!(early.broken, vec![3]);
     // Nowhere does the growing lead overfill a wide receiver.
     let peak = late.summary.vrx_gapped.range.unwrap().peak;
-    assert!(peak <= i64::try_from(schedule.vrx_full()).unwrap(), "{peak}");
+    assert!(
+        peak <= i64::try_from(schedule.vrx_full()).unwrap(),
+        "{peak}"
+    );
 }
 
 #[test]

@@ -77,7 +77,10 @@ fn the_api_answers_as_docs_openapi_yaml_says_with_and_without_a_token() {
             .lines()
             .find_map(|l| l.trim().strip_prefix("API Links:"))
             .and_then(|rest| rest.split_whitespace().next()?.parse::<u32>().ok());
-        assert!(covered.is_some_and(|n| n >= 2), "no links followed:\n{report}");
+        assert!(
+            covered.is_some_and(|n| n >= 2),
+            "no links followed:\n{report}"
+        );
         // And the server is still whole.
         let (status, text) = http(serve.http, "GET", "/healthz", None, None);
         assert_eq!(status, 200, "{text}");

@@ -828,7 +828,10 @@ mod tests {
         );
         let half = g.read_time_frac(ReadSchedule::Gapped, 3, 55, 2);
         assert!((half.0 as i64 - (r27.0 + r28.0) as i64 / 2).abs() <= 1);
-        assert_eq!(g.read_time_frac(ReadSchedule::Gapped, 3, 27 * 1024, 1024), r27);
+        assert_eq!(
+            g.read_time_frac(ReadSchedule::Gapped, 3, 27 * 1024, 1024),
+            r27
+        );
     }
 
     #[test]
