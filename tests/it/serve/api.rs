@@ -475,22 +475,18 @@ fn an_idempotency_key_replays_its_request_and_refuses_another() {
     let anew: StreamInfo = serve.api_json("POST", "/v1/streams", Some(&keyed(7, key)), 201);
     assert_ne!(anew.id, made.id);
 
-    // A raw stream whose file vanished after the catalog was read fails,
-    // and the table says why.
+    // A raw stream whose file vanished after the catalog was read fails
+    // as it starts: the POST is answered 500 with why (naming the catalog
+    // entry, never the server's path), never 201, and leaves no stream.
     std::fs::remove_file(media.dir.path("clip.yuv")).unwrap();
-    let lost: StreamInfo = serve.api_json(
-        "POST",
-        "/v1/streams",
-        Some(&push_body("clip.yuv", &dest)),
-        201,
-    );
-    let failed = wait_until("the stream to fail", Duration::from_secs(10), || {
-        let s: StreamInfo = serve.api_json("GET", &format!("/v1/streams/{}", lost.id), None, 200);
-        (s.state == StreamState::Failed).then_some(s)
-    });
-    let why = failed.error.unwrap_or_default();
+    let before: StreamList = serve.api_json("GET", "/v1/streams", None, 200);
+    let (status, text) = serve.api("POST", "/v1/streams", Some(&push_body("clip.yuv", &dest)));
+    assert_eq!(status, 500, "{text}");
     assert!(
-        why.starts_with("opening '") && why.contains("clip.yuv': No such file"),
-        "{why}"
+        text.contains("the stream failed as it started: opening 'clip.yuv': No such file"),
+        "{text}"
     );
+    assert!(!text.contains(&media.path()), "{text}");
+    let after: StreamList = serve.api_json("GET", "/v1/streams", None, 200);
+    assert_eq!(after.streams.len(), before.streams.len(), "{after:?}");
 }

@@ -429,6 +429,9 @@ fn read_file(
     total: u64,
     buf: &mut [u8],
 ) -> Result<Option<(usize, bool)>, String> {
+    // Errors name the catalog entry, never the server's path: they reach
+    // API clients (a failed stream's `error`).
+    let name = f.media.name.clone();
     if f.pos >= total {
         if !f.looping {
             return Ok(None);
@@ -436,23 +439,29 @@ fn read_file(
         f.pos = 0;
         if let Some(h) = f.file.as_mut() {
             h.seek(SeekFrom::Start(0))
-                .map_err(|e| format!("rewinding '{}': {e}", path.display()))?;
+                .map_err(|e| format!("rewinding '{name}': {e}"))?;
         }
     }
     if f.file.is_none() {
-        let mut h = File::open(&path).map_err(|e| format!("opening '{}': {e}", path.display()))?;
+        let mut h = File::open(&path).map_err(|e| format!("opening '{name}': {e}"))?;
         advise_sequential(&h);
         // An epoch-aligned stream starts mid-file.
         if f.pos > 0 {
             h.seek(SeekFrom::Start(f.pos))
-                .map_err(|e| format!("seeking '{}' to byte {}: {e}", path.display(), f.pos))?;
+                .map_err(|e| format!("seeking '{name}' to byte {}: {e}", f.pos))?;
         }
         f.file = Some(h);
     }
     let want = (total - f.pos).min(buf.len() as u64) as usize;
     let h = f.file.as_mut().ok_or("file not open")?;
-    h.read_exact(&mut buf[..want])
-        .map_err(|e| format!("reading '{}' at byte {}: {e}", path.display(), f.pos))?;
+    h.read_exact(&mut buf[..want]).map_err(|e| match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => format!(
+            "'{name}' ends before byte {} of {total}: the file was cut short after serve \
+                 listed it",
+            f.pos + want as u64
+        ),
+        _ => format!("reading '{name}' at byte {}: {e}", f.pos),
+    })?;
     f.pos += want as u64;
     Ok(Some((want, f.pos >= total)))
 }
