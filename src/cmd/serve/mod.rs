@@ -251,6 +251,7 @@ fn build(args: &ServeArgs, media: hub::media::Catalog, token: Token) -> Result<S
         },
         started: Instant::now(),
         stop: crate::signal::stop_flag(),
+        keyed: std::sync::Mutex::new(()),
     })
 }
 

@@ -451,6 +451,25 @@ fn an_idempotency_key_replays_its_request_and_refuses_another() {
                 "idempotency_key": "{key}"}}"#
         )
     };
+    // Eight POSTs of one key at once (the API answers on a pool of
+    // threads): one makes the stream, the others get it back.
+    let racing = "wall/race@1";
+    let (body, to, token) = (keyed(3, racing), serve.http, serve.token.clone());
+    let answers: Vec<(u16, String)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|_| s.spawn(|| http(to, "POST", "/v1/streams", Some(&body), token.as_deref())))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let made_once = answers.iter().filter(|(st, _)| *st == 201).count();
+    assert_eq!(made_once, 1, "{answers:?}");
+    let ids: std::collections::BTreeSet<u64> = answers
+        .iter()
+        .map(|(_, text)| serde_json::from_str::<StreamInfo>(text).unwrap().id)
+        .collect();
+    assert_eq!(ids.len(), 1, "{answers:?}");
+    let raced = *ids.first().unwrap();
+    let _: StreamInfo = serve.api_json("DELETE", &format!("/v1/streams/{raced}"), None, 200);
     let key = "wall/stripe 0@1234";
     let made: StreamInfo = serve.api_json("POST", "/v1/streams", Some(&keyed(7, key)), 201);
     assert_eq!(made.idempotency_key.as_deref(), Some(key));

@@ -89,6 +89,10 @@ pub(crate) struct Server {
     pub started: Instant,
     /// Set on SIGTERM / Ctrl-C.
     pub stop: &'static AtomicBool,
+    /// Held from an idempotency key's lookup to its stream's insertion:
+    /// API requests run on a pool of threads, and two requests with one
+    /// key must not both find it unused.
+    pub keyed: std::sync::Mutex<()>,
 }
 
 /// A stream about to be launched.
@@ -236,13 +240,15 @@ impl Server {
     /// whose idempotency key names a stream the same request made answers
     /// with that stream instead.
     pub(crate) fn push(&self, req: &StreamRequest, client: IpAddr) -> Result<Pushed, Refusal> {
-        if let Some(key) = &req.idempotency_key {
-            match self.table.replay(key, req) {
-                Ok(Replay::Existing(id)) => return Ok(Pushed::Replayed(id)),
-                Ok(Replay::New) => {}
-                Err(e @ PolicyError::KeyReused { .. }) => return Err(Refusal::Conflict(e)),
-                Err(e) => return Err(Refusal::Leg(e)),
-            }
+        let Some(key) = &req.idempotency_key else {
+            return self.push_new(req, client).map(Pushed::Started);
+        };
+        let _one_at_a_time = self.keyed.lock().unwrap_or_else(|e| e.into_inner());
+        match self.table.replay(key, req) {
+            Ok(Replay::Existing(id)) => return Ok(Pushed::Replayed(id)),
+            Ok(Replay::New) => {}
+            Err(e @ PolicyError::KeyReused { .. }) => return Err(Refusal::Conflict(e)),
+            Err(e) => return Err(Refusal::Leg(e)),
         }
         self.push_new(req, client).map(Pushed::Started)
     }

@@ -204,8 +204,8 @@ impl Table {
 
     /// The id of the stream keyed `key`, if the same `request` made it;
     /// why not if another request did. Reads the table under its lock
-    /// once, so the answer holds until the caller inserts: only the API
-    /// thread inserts keyed streams, one request at a time.
+    /// once; the answer holds until the caller inserts because callers
+    /// hold `Server::keyed` from here to the insertion.
     pub(crate) fn replay(
         &self,
         key: &str,
