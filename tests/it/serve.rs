@@ -3,10 +3,12 @@
 
 mod api;
 mod auth;
+mod example;
 pub(crate) mod harness;
 mod hostile;
 mod idle;
 mod load;
 mod loadtest;
+mod logs;
 mod players;
 mod rtsp;

@@ -11,10 +11,11 @@ use nagare_api::serve::{
     ApiError, Health, PathItem, PathList, PathReader, StreamKind, StreamList, StreamRequest,
 };
 use serde::Serialize;
+use tracing::{info, warn};
 
 use crate::cmd::serve::front::metrics;
 use crate::cmd::serve::hub::media::Media;
-use crate::cmd::serve::hub::server::{Pushed, Refusal, Server};
+use crate::cmd::serve::hub::server::{Pushed, Server, stopped};
 use crate::cmd::serve::hub::table::{Entry, StreamId};
 
 /// Largest request body read.
@@ -117,7 +118,7 @@ fn route(server: &Server, req: &ApiRequest) -> Reply {
             },
         ),
         (&Method::POST, "/v1/streams") => create(server, &req.body, req.client),
-        (m, p) if p.starts_with("/v1/streams/") => one_stream(server, m, &p[12..]),
+        (m, p) if p.starts_with("/v1/streams/") => one_stream(server, m, &p[12..], req.client),
         (_, "/v1/streams") => Reply::not_allowed(path, "GET, POST"),
         (_, "/v3/paths/list" | "/metrics") => Reply::not_allowed(path, "GET"),
         _ => Reply::error(
@@ -161,6 +162,7 @@ fn create(server: &Server, body: &[u8], client: IpAddr) -> Reply {
                 Pushed::Started(_) => 201,
                 Pushed::Replayed(_) => 200,
             };
+            created(&request, pushed, client);
             match server.table.get(id) {
                 Some(e) => Reply::json(status, &e.info(id)),
                 None => Reply::error(500, "the stream vanished as it started"),
@@ -168,16 +170,34 @@ fn create(server: &Server, body: &[u8], client: IpAddr) -> Reply {
         }
         Err(r) => {
             let (status, message) = r.parts();
-            if let Refusal::Admission(_) = r {
-                eprintln!("nagare serve: refused a push stream: {message}");
-            }
+            let source = &request.source;
+            warn!(
+                status, %client, %source, reason = %message,
+                "refused a push stream of '{source}' from {client} ({status}): {message}"
+            );
             Reply::error(status, message)
         }
     }
 }
 
+/// Says what a push request made.
+fn created(request: &StreamRequest, pushed: Pushed, client: IpAddr) {
+    let (source, destinations) = (&request.source, request.destinations.join(", "));
+    match pushed {
+        Pushed::Started(id) => info!(
+            stream = id, %source, %destinations, %client,
+            "stream {id} created: '{source}' to {destinations}, for {client}"
+        ),
+        Pushed::Replayed(id) => info!(
+            stream = id, %source, %client,
+            "stream {id}: the same request again from {client} (its idempotency key); \
+             nothing new started"
+        ),
+    }
+}
+
 /// `GET` or `DELETE /v1/streams/{id}`.
-fn one_stream(server: &Server, method: &Method, id: &str) -> Reply {
+fn one_stream(server: &Server, method: &Method, id: &str, client: IpAddr) -> Reply {
     let Ok(id) = id.parse::<u64>() else {
         return Reply::error(
             404,
@@ -190,9 +210,10 @@ fn one_stream(server: &Server, method: &Method, id: &str) -> Reply {
             .table
             .get(id)
             .map_or_else(missing, |e| Reply::json(200, &e.info(id))),
-        Method::DELETE => server
-            .stop_stream(id)
-            .map_or_else(missing, |info| Reply::json(200, &info)),
+        Method::DELETE => server.stop_stream(id).map_or_else(missing, |info| {
+            stopped(&info, &format!("DELETE from {client}"));
+            Reply::json(200, &info)
+        }),
         _ => Reply::not_allowed("/v1/streams/{id}", "GET, DELETE"),
     }
 }
