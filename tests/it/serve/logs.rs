@@ -19,6 +19,13 @@ fn push_body() -> String {
     format!(r#"{{"source": "clip.yuv", "destinations": ["127.0.0.1:{port}"], "loop": true}}"#)
 }
 
+/// The line with `needle` serve has already said.
+fn said(serve: &Serve, needle: &str) -> String {
+    let line = serve.lines().iter().find(|l| l.contains(needle));
+    line.unwrap_or_else(|| panic!("no '{needle}' in {:#?}", serve.lines()))
+        .clone()
+}
+
 #[test]
 fn an_rtsp_session_is_logged_from_open_to_teardown() {
     let media = Media::new("log-rtsp");
@@ -40,7 +47,7 @@ fn an_rtsp_session_is_logged_from_open_to_teardown() {
     // The connection's task and the listener's log from one thread, but
     // a test must not lean on that: any order.
     serve.wait_for_all(&[&open, &describe, &setup, &play, &end]);
-    let line = serve.wait_for_log(&end);
+    let line = said(&serve, &end);
     // How many packets left between PLAY and TEARDOWN depends on the
     // machine: the line says a count, whatever it is.
     let count = line.split_once("; sent ").map(|(_, r)| r.split(' ').next());
@@ -49,7 +56,7 @@ fn an_rtsp_session_is_logged_from_open_to_teardown() {
         "no packet count in {line:?}"
     );
     // Ids of RTSP sessions' streams are theirs, apart from push streams.
-    let play_line = serve.wait_for_log(&play);
+    let play_line = said(&serve, &play);
     let stream: u64 = play_line.rsplit(' ').next().unwrap().parse().unwrap();
     assert!(stream > 1_000_000_000, "{play_line}");
 }
@@ -170,7 +177,7 @@ fn rust_log_overrides_the_flags_and_verbose_adds_time_and_fields() {
     drop(serve);
     // -v: a time and the level first, the fields last.
     let mut serve = Serve::start(&media, &["-v"]);
-    let line = serve.wait_for_log("rtsp listening on");
+    let line = said(&serve, "rtsp listening on");
     let (time, rest) = line.split_once(' ').unwrap();
     assert!(humantime::parse_rfc3339(time).is_ok(), "{line}");
     assert!(
