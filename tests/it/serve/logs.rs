@@ -176,7 +176,7 @@ fn rust_log_overrides_the_flags_and_verbose_adds_time_and_fields() {
     ));
     drop(serve);
     // -v: a time and the level first, the fields last.
-    let mut serve = Serve::start(&media, &["-v"]);
+    let serve = Serve::start(&media, &["-v"]);
     let line = said(&serve, "rtsp listening on");
     let (time, rest) = line.split_once(' ').unwrap();
     assert!(humantime::parse_rfc3339(time).is_ok(), "{line}");
