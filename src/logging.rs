@@ -44,7 +44,13 @@ pub(crate) struct LogArgs {
     /// Log lines as human text, or as one JSON object per line for log
     /// shippers. RUST_LOG (e.g. 'debug', 'nagare::cmd::serve=debug')
     /// overrides -v and -q.
-    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true, value_name = "FORMAT")]
+    #[arg(
+        long,
+        value_enum,
+        default_value_t = LogFormat::Text,
+        global = true,
+        value_name = "FORMAT"
+    )]
     pub log_format: LogFormat,
 }
 

@@ -173,12 +173,7 @@ impl Session {
                 track,
                 transport,
             } => {
-                let client = self.peer;
-                info!(
-                    %session, %path, %client, track, transport = %Route(transport),
-                    "rtsp session {session}: SETUP of '{path}' track {track} for {client}, {}",
-                    Route(transport)
-                );
+                self.said_setup(session, &path, track, transport);
                 self.named = Some((session, path));
                 if !self.open {
                     self.open = true;
@@ -196,17 +191,7 @@ impl Session {
                 looping,
             } => {
                 self.play(&path, start, looping);
-                let stream = lock(&self.admitted).stream;
-                let from = match start {
-                    Start::Beginning => "from the start",
-                    Start::Resume => "resumed",
-                };
-                info!(
-                    %session, %path, stream, looping,
-                    "rtsp session {session}: PLAY of '{path}' ({from}{}); stream {}",
-                    if looping { ", looping" } else { "" },
-                    stream.map_or_else(|| "not started".into(), |id| id.to_string()),
-                );
+                self.said_play(session, &path, start, looping);
             }
             Event::Pause { session } => {
                 info!(%session, "rtsp session {session}: PAUSE");
@@ -224,7 +209,11 @@ impl Session {
             }
             Event::Refused { method, error } => {
                 let client = self.peer;
-                debug!(%client, method = ?method, error = %error, "rtsp request from {client} refused: {error}");
+                // Debug: a 401 before the credentials is part of Digest.
+                debug!(
+                    %client, ?method, %error,
+                    "rtsp request from {client} refused: {error}"
+                );
                 self.server
                     .stats
                     .rtsp_refused
@@ -232,6 +221,31 @@ impl Session {
             }
             Event::Closed(_) => {}
         }
+    }
+
+    /// Logs a SETUP: the session, its path, client and transport.
+    fn said_setup(&self, session: SessionId, path: &str, track: u16, transport: Transport) {
+        let client = self.peer;
+        let route = Route(transport);
+        info!(
+            %session, path, %client, track, transport = %route,
+            "rtsp session {session}: SETUP of '{path}' track {track} for {client}, {route}"
+        );
+    }
+
+    /// Logs a PLAY, with the stream it runs (its id in the API).
+    fn said_play(&self, session: SessionId, path: &str, start: Start, looping: bool) {
+        let stream = lock(&self.admitted).stream;
+        let from = match start {
+            Start::Beginning => "from the start",
+            Start::Resume => "resumed",
+        };
+        info!(
+            %session, path, stream, looping,
+            "rtsp session {session}: PLAY of '{path}' ({from}{}); stream {}",
+            if looping { ", looping" } else { "" },
+            stream.map_or_else(|| "not started".into(), |id| id.to_string()),
+        );
     }
 
     fn play(&mut self, path: &str, start: Start, looping: bool) {
