@@ -17,6 +17,7 @@ mod cli;
 mod clock;
 mod cmd;
 mod lateness;
+mod logging;
 mod net;
 mod plot;
 mod progress;
@@ -29,6 +30,8 @@ mod version;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    log: logging::LogArgs,
 }
 
 #[derive(Subcommand)]
@@ -68,15 +71,44 @@ enum Command {
     Man(cmd::shell::ManArgs),
 }
 
+impl Command {
+    /// The subcommand's name, as each log line starts with it.
+    fn name(&self) -> &'static str {
+        match self {
+            Command::Send(_) => "send",
+            Command::Recv(_) => "recv",
+            Command::Analyze(_) => "analyze",
+            Command::Demo(_) => "demo",
+            Command::Doctor(_) => "doctor",
+            Command::Tree(_) => "tree",
+            Command::Probe(_) => "probe",
+            Command::Impair(_) => "impair",
+            Command::Serve(_) => "serve",
+            Command::Loadtest(_) => "loadtest",
+            Command::Cluster(_) => "cluster",
+            Command::Completions(_) => "completions",
+            Command::Man(_) => "man",
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Err(e) = logging::init(&cli.log, cli.command.name()) {
+        eprintln!("nagare: error: {e:#}");
+        return ExitCode::from(2);
+    }
     signal::install();
     net::placement::note_start_cpus();
     net::tuning::raise_open_files();
     let result: anyhow::Result<ExitCode> = match cli.command {
         Command::Send(a) => cmd::send::main(a),
         Command::Recv(a) => cmd::recv::main(a),
-        Command::Analyze(a) => cmd::analyze::main(a),
+        // analyze's histograms are its `-v`: one flag for "more".
+        Command::Analyze(a) => cmd::analyze::main(cmd::analyze::AnalyzeArgs {
+            verbose: a.verbose || cli.log.verbose > 0,
+            ..a
+        }),
         Command::Demo(a) => cmd::demo::main(a),
         Command::Doctor(a) => cmd::doctor::main(a),
         Command::Tree(a) => cmd::tree::run(a),

@@ -418,9 +418,18 @@ fn a_wrong_token_is_named_by_node() {
     let text = bed.cluster(&config, &["status"]).output().unwrap();
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("node b: 401 wrong token"), "{text}");
-    // `start` names the refusing node and leaves its stripes unsent.
-    let mut start = Running::spawn(bed.cluster(&config, &["start", "--json"]));
-    start.wait_for("node b: failed: refused: 401 wrong token");
+    // `start` names the refusing node and leaves its stripes unsent;
+    // each decision is a log event, here one JSON object a line (a global
+    // flag after the verb).
+    let args = ["start", "--json", "--log-format", "json"];
+    let mut start = Running::spawn(bed.cluster(&config, &args));
+    let line = start.wait_for("node b: failed: refused: 401 wrong token");
+    let event: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(
+        (&event["level"], &event["decision"], &event["node"]),
+        (&"WARN".into(), &"node-failed".into(), &"b".into()),
+        "{line}"
+    );
     let (log, _) = stop_start(start);
     assert_eq!(log.failed, vec!["b".to_string()]);
     assert!(log.senders[2].is_empty() && log.senders[0] == vec!["a".to_string()]);

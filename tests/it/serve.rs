@@ -3,11 +3,13 @@
 
 mod api;
 mod auth;
+mod example;
 pub(crate) mod harness;
 mod hostile;
 mod idle;
 mod load;
 mod loadtest;
+mod logs;
 mod openapi;
 mod players;
 mod rtsp;

@@ -83,8 +83,8 @@ pub(crate) struct AnalyzeArgs {
     #[arg(long)]
     pub json: bool,
     /// Also print the Cinst and FPT histograms, and a capture's line per
-    /// second.
-    #[arg(long, short)]
+    /// second: set by the global `-v`/`--verbose`.
+    #[arg(skip)]
     pub verbose: bool,
 }
 

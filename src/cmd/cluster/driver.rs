@@ -15,6 +15,8 @@ use nagare_proto::cluster::{
     Controller, Event, Input, Listed, NodeStatus, Path, Request, Transmit,
 };
 
+use tracing::{Level, debug, error, info, warn};
+
 use super::client::{Failure, Snapshot};
 use super::config::Cluster;
 
@@ -213,8 +215,10 @@ impl<'a> Driver<'a> {
     /// reason, on stderr).
     fn failure(&mut self, node: usize, request: Request, f: Failure) {
         let reason = f.to_string();
-        if !self.quiet && self.errors[node].as_ref() != Some(&reason) {
-            eprintln!("nagare cluster: node {}: {reason}", self.cluster.name(node));
+        if self.errors[node].as_ref() != Some(&reason) {
+            let name = self.cluster.name(node);
+            let (kind, line) = ("refusal", format!("node {name}: {reason}"));
+            decision(self.quiet, Level::WARN, kind, None, Some(name), &line);
         }
         self.errors[node] = Some(reason.clone());
         let input = match f {
@@ -296,8 +300,34 @@ impl<'a> Driver<'a> {
     }
 
     fn report(&mut self, e: &Event) {
+        let line = self.describe(e);
+        let (kind, level, stripe, node) = match e {
+            Event::Sending { stripe, node } => ("sending", Level::INFO, Some(*stripe), Some(*node)),
+            Event::SendUnanswered { stripe, node, .. } => {
+                ("unanswered", Level::WARN, Some(*stripe), Some(*node))
+            }
+            Event::NodeFailed { node, .. } => ("node-failed", Level::WARN, None, Some(*node)),
+            Event::FailedOver { stripe, to, .. } => {
+                ("failover", Level::WARN, Some(*stripe), Some(*to))
+            }
+            Event::Moved { stripe, to, .. } => ("move", Level::INFO, Some(*stripe), Some(*to)),
+            Event::NoStandby { stripe, node } => {
+                ("no-standby", Level::WARN, Some(*stripe), Some(*node))
+            }
+            Event::Orphaned { stripe } => ("orphaned", Level::ERROR, Some(*stripe), None),
+            Event::ClockOff { node, .. } => ("clock", Level::WARN, None, Some(*node)),
+            Event::NotHalted { node, .. } => ("not-halted", Level::WARN, None, Some(*node)),
+        };
+        let node = node.map(|i| self.cluster.name(i));
+        decision(self.quiet, level, kind, stripe, node, &line);
+        self.log.events.push(line);
+    }
+
+    /// The line saying what event `e` is, for stderr and the `--json`
+    /// log; a failed node and an unconfirmed halt are kept for the log.
+    fn describe(&mut self, e: &Event) -> String {
         let n = |i: usize| self.cluster.name(i).to_string();
-        let line = match e {
+        match e {
             Event::Sending { stripe, node } => {
                 format!("node {}: sending stripe {stripe}", n(*node))
             }
@@ -359,11 +389,7 @@ impl<'a> Driver<'a> {
                     stripe_list(stripes)
                 )
             }
-        };
-        if !self.quiet {
-            eprintln!("nagare cluster: {line}");
         }
-        self.log.events.push(line);
     }
 
     /// Per stripe, the names of its senders now.
@@ -413,5 +439,27 @@ fn state_name(state: StreamState) -> &'static str {
         StreamState::Paused => "paused",
         StreamState::Finished => "finished",
         StreamState::Failed => "failed",
+    }
+}
+
+/// Logs one decision of the controller (`kind`: failover, move, refusal,
+/// clock …) at `level`, or at debug level when the command's output is
+/// something else (`cluster status` prints its table, not events).
+fn decision(
+    quiet: bool,
+    level: Level,
+    kind: &str,
+    stripe: Option<usize>,
+    node: Option<&str>,
+    line: &str,
+) {
+    if quiet {
+        debug!(decision = kind, stripe, node, "{line}");
+        return;
+    }
+    match level {
+        Level::ERROR => error!(decision = kind, stripe, node, "{line}"),
+        Level::WARN => warn!(decision = kind, stripe, node, "{line}"),
+        _ => info!(decision = kind, stripe, node, "{line}"),
     }
 }

@@ -36,6 +36,7 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use nagare_api::cluster::ClusterLog;
 use nagare_proto::cluster::Input;
+use tracing::info;
 
 use config::Cluster;
 use driver::Driver;
@@ -110,8 +111,11 @@ fn start(cluster: &Cluster, leave: bool, json: bool) -> Result<ExitCode> {
     let first = cluster.rate.frame_at_or_after_ns(ahead);
     d.epoch_frame = Some(first);
     d.log.epoch_frame = Some(first);
-    eprintln!(
-        "nagare cluster: starting {} stripes on {} nodes at epoch frame {first}",
+    info!(
+        stripes = cluster.plan.stripes,
+        nodes = cluster.plan.nodes.len(),
+        epoch_frame = first,
+        "starting {} stripes on {} nodes at epoch frame {first}",
         cluster.plan.stripes,
         cluster.plan.nodes.len()
     );
@@ -124,7 +128,7 @@ fn start(cluster: &Cluster, leave: bool, json: bool) -> Result<ExitCode> {
     d.run_until(FOREVER, |_| false);
     d.log.senders = d.senders();
     if leave {
-        eprintln!("nagare cluster: stopping; the legs keep running (--leave)");
+        info!("stopping; the legs keep running (--leave)");
     } else {
         halt_all(&mut d)?;
     }
@@ -143,8 +147,9 @@ fn stop(cluster: &Cluster, json: bool) -> Result<ExitCode> {
 /// Halts every leg of the cluster on every node, and waits until each
 /// node confirmed or was given up.
 fn halt_all(d: &mut Driver<'_>) -> Result<()> {
-    eprintln!(
-        "nagare cluster: halting every leg of '{}' on {} nodes",
+    info!(
+        cluster = %d.cluster().config.name,
+        "halting every leg of '{}' on {} nodes",
         d.cluster().config.name,
         d.cluster().plan.nodes.len()
     );

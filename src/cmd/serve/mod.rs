@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow};
 use nagare_api::serve::{ServeConfig, ServeReport};
 use nagare_proto::BitRate;
+use tracing::{info, warn};
 
 use crate::cli;
 use crate::net::udp::Interface;
@@ -130,7 +131,10 @@ pub(crate) struct ServeArgs {
     pub json: bool,
 }
 
-/// `nagare serve`.
+/// `nagare serve`. Everything a user can get wrong (the config file,
+/// the media, flag values, the token, the addresses) is checked before
+/// anything is announced as listening, so an error is the last line and
+/// the exit status is not 0.
 pub(crate) fn main(args: ServeArgs) -> Result<ExitCode> {
     let config = match &args.config {
         Some(p) => read_config(p)?,
@@ -154,6 +158,7 @@ pub(crate) fn main(args: ServeArgs) -> Result<ExitCode> {
         .rtsp_credentials(args.rtsp.ip().is_loopback(), args.rtsp_auth)?
         .map(Arc::new);
     raise_descriptor_limit(args.max_connections);
+    let server = Arc::new(build(&args, media, token)?);
     let rtsp_listener = TcpListener::bind(args.rtsp).with_context(|| {
         format!(
             "cannot listen for RTSP on {}: pick another --rtsp HOST:PORT",
@@ -166,21 +171,13 @@ pub(crate) fn main(args: ServeArgs) -> Result<ExitCode> {
             args.http
         )
     })?;
+    // The config's streams start once both addresses are held (a busy
+    // port is a config error too) and before either is announced: one
+    // that cannot start ends serve before a client could connect.
+    start_configured(&server, &config)?;
     let rtsp_addr = rtsp_listener.local_addr()?;
     let http_addr = http.local_addr()?;
-    let server = Arc::new(build(&args, media, token)?);
-    eprintln!(
-        "nagare serve: {} paths; RTSP listening on rtsp://{rtsp_addr}/NAME; HTTP API listening on \
-         http://{http_addr}/; {} pacing threads",
-        server.media.len(),
-        server.pacers.threads()
-    );
-    eprintln!("nagare serve: rtsp listening on {rtsp_addr}");
-    eprintln!("nagare serve: http listening on {http_addr}");
-    start_configured(&server, &config)?;
-    if credentials.is_some() {
-        eprintln!("nagare serve: RTSP clients must give credentials (the --token as password)");
-    }
+    announce(&server, rtsp_addr, http_addr, credentials.is_some());
     let threads = spawn(&server, rtsp_listener, http, credentials)?;
     while !server.stopping() {
         std::thread::sleep(Duration::from_millis(50));
@@ -191,6 +188,24 @@ pub(crate) fn main(args: ServeArgs) -> Result<ExitCode> {
     }
     print_report(&report, args.json)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The lines saying serve is up (scripts wait for "rtsp listening on
+/// ADDR" and "http listening on ADDR", the address last).
+fn announce(server: &Server, rtsp_addr: SocketAddr, http_addr: SocketAddr, credentials: bool) {
+    info!(
+        paths = server.media.len(),
+        pacers = server.pacers.threads(),
+        "{} paths; RTSP listening on rtsp://{rtsp_addr}/NAME; HTTP API listening on \
+         http://{http_addr}/; {} pacing threads",
+        server.media.len(),
+        server.pacers.threads()
+    );
+    info!(addr = %rtsp_addr, "rtsp listening on {rtsp_addr}");
+    info!(addr = %http_addr, "http listening on {http_addr}");
+    if credentials {
+        info!("RTSP clients must give credentials (the --token as password)");
+    }
 }
 
 fn read_config(path: &std::path::Path) -> Result<ServeConfig> {
@@ -267,11 +282,14 @@ fn start_configured(server: &Server, config: &ServeConfig) -> Result<()> {
                 r.parts().1
             )
         })?;
-        eprintln!(
-            "nagare serve: stream {}: {} to {}",
+        let destinations = req.destinations.join(", ");
+        info!(
+            stream = pushed.id(),
+            source = %req.source,
+            destinations = %destinations,
+            "stream {}: {} to {destinations} (from --config)",
             pushed.id(),
             req.source,
-            req.destinations.join(", ")
         );
     }
     Ok(())
@@ -312,8 +330,10 @@ fn raise_descriptor_limit(max_connections: usize) {
     // Files, pacing sockets and the API need some of them too.
     let wanted = max_connections as u64 + 256;
     if limit < wanted {
-        eprintln!(
-            "nagare serve: at most {limit} open files (ulimit -n), fewer than the {wanted} that \
+        warn!(
+            limit,
+            wanted,
+            "at most {limit} open files (ulimit -n), fewer than the {wanted} that \
              --max-connections {max_connections} needs: past them RTSP stops accepting until \
              some close; raise the limit (ulimit -Hn, LimitNOFILE=) or lower --max-connections"
         );
@@ -323,6 +343,12 @@ fn raise_descriptor_limit(max_connections: usize) {
 /// Stops every flow and collects the final counters.
 fn shut_down(server: &Server) -> ServeReport {
     let streams = server.stop_all();
+    for s in streams
+        .iter()
+        .filter(|s| s.kind == nagare_api::serve::StreamKind::Push)
+    {
+        hub::server::stopped(s, "the server stops");
+    }
     let s = &server.stats;
     ServeReport {
         streams,
@@ -336,6 +362,8 @@ fn shut_down(server: &Server) -> ServeReport {
     }
 }
 
+/// The final report: serve's output (like send's summary), not a log,
+/// so `-q` keeps it.
 fn print_report(r: &ServeReport, json: bool) -> Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(r)?);

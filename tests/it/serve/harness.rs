@@ -88,8 +88,11 @@ impl Serve {
         configure(&mut cmd);
         let mut run = Running::spawn(cmd);
         let addr = |run: &mut Running, what: &str| -> SocketAddr {
-            let line = run.wait_for(&format!("{what} listening on "));
-            line.rsplit(' ').next().unwrap().trim().parse().unwrap()
+            let needle = format!("{what} listening on ");
+            let line = run.wait_for(&needle);
+            // The address follows the words (with -v the fields come after).
+            let (_, rest) = line.split_once(&needle).unwrap();
+            rest.split_whitespace().next().unwrap().parse().unwrap()
         };
         let rtsp = addr(&mut run, "rtsp");
         let http = addr(&mut run, "http");
@@ -150,6 +153,12 @@ impl Serve {
     /// stays in the stderr [`Serve::terminate`] returns.
     pub fn wait_for_log(&mut self, needle: &str) -> String {
         self.run.as_mut().expect("running").wait_for(needle)
+    }
+
+    /// Waits (up to 10 s) until serve has said each of `needles`, in any
+    /// order.
+    pub fn wait_for_all(&mut self, needles: &[&str]) {
+        self.run.as_mut().expect("running").wait_for_all(needles)
     }
 
     /// Whether serve has said `needle` on stderr yet (no waiting).

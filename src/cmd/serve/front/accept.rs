@@ -5,6 +5,8 @@
 use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
 
+use tracing::{error, warn};
+
 use crate::cmd::serve::hub::server::Server;
 
 /// How often the accept loop looks at the stop flag.
@@ -26,7 +28,10 @@ pub(crate) async fn until_stopped(
     {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("nagare serve: the {what} listener cannot start ({e}); {what} is off");
+            error!(
+                front = what,
+                "the {what} listener cannot start ({e}); {what} is off"
+            );
             return;
         }
     };
@@ -40,7 +45,7 @@ pub(crate) async fn until_stopped(
             Ok((stream, peer)) => admit(stream, peer),
             Err(e) => {
                 if last_complaint.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
-                    eprintln!("nagare serve: {what} accept failed: {e}; retrying");
+                    warn!(front = what, error = %e, "{what} accept failed: {e}; retrying");
                     last_complaint = Some(Instant::now());
                 }
                 tokio::time::sleep(ACCEPT_BACKOFF).await;

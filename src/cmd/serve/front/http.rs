@@ -13,10 +13,11 @@ use nagare_api::serve::{
     StreamRequest, StreamState,
 };
 use serde::Serialize;
+use tracing::{info, warn};
 
 use crate::cmd::serve::front::metrics;
 use crate::cmd::serve::hub::media::Media;
-use crate::cmd::serve::hub::server::{Pushed, Refusal, Server};
+use crate::cmd::serve::hub::server::{Pushed, Server, stopped};
 use crate::cmd::serve::hub::table::{Entry, StreamId};
 
 /// Largest request body read.
@@ -119,7 +120,7 @@ fn route(server: &Server, req: &ApiRequest) -> Reply {
             },
         ),
         (&Method::POST, "/v1/streams") => create(server, &req.body, req.client),
-        (m, p) if p.starts_with("/v1/streams/") => one_stream(server, m, &p[12..]),
+        (m, p) if p.starts_with("/v1/streams/") => one_stream(server, m, &p[12..], req.client),
         (_, "/v1/streams") => Reply::not_allowed(path, "GET, POST"),
         (_, "/v3/paths/list" | "/metrics") => Reply::not_allowed(path, "GET"),
         _ => Reply::error(
@@ -168,23 +169,28 @@ fn create(server: &Server, body: &[u8], client: IpAddr) -> Reply {
                 // client (or a cluster controller) would have to delete.
                 Some(info) if info.state == StreamState::Failed => {
                     server.stop_stream(id);
-                    Reply::error(
-                        500,
-                        format!(
-                            "the stream failed as it started: {}",
-                            info.error.as_deref().unwrap_or("no reason given")
-                        ),
-                    )
+                    let why = info.error.as_deref().unwrap_or("no reason given");
+                    let source = &request.source;
+                    warn!(
+                        stream = id, %client, %source, reason = %why,
+                        "stream {id} of '{source}' for {client} failed as it started (500): {why}"
+                    );
+                    Reply::error(500, format!("the stream failed as it started: {why}"))
                 }
-                Some(info) => Reply::json(status, &info),
+                Some(info) => {
+                    created(&request, pushed, client);
+                    Reply::json(status, &info)
+                }
                 None => Reply::error(500, "the stream vanished as it started"),
             }
         }
         Err(r) => {
             let (status, message) = r.parts();
-            if let Refusal::Admission(_) = r {
-                eprintln!("nagare serve: refused a push stream: {message}");
-            }
+            let source = &request.source;
+            warn!(
+                status, %client, %source, reason = %message,
+                "refused a push stream of '{source}' from {client} ({status}): {message}"
+            );
             Reply::error(status, message)
         }
     }
@@ -211,8 +217,24 @@ fn first_frame(server: &Server, id: StreamId) -> Option<StreamInfo> {
     }
 }
 
+/// Says what a push request made.
+fn created(request: &StreamRequest, pushed: Pushed, client: IpAddr) {
+    let (source, destinations) = (&request.source, request.destinations.join(", "));
+    match pushed {
+        Pushed::Started(id) => info!(
+            stream = id, %source, %destinations, %client,
+            "stream {id} created: '{source}' to {destinations}, for {client}"
+        ),
+        Pushed::Replayed(id) => info!(
+            stream = id, %source, %client,
+            "stream {id}: the same request again from {client} (its idempotency key); \
+             nothing new started"
+        ),
+    }
+}
+
 /// `GET` or `DELETE /v1/streams/{id}`.
-fn one_stream(server: &Server, method: &Method, id: &str) -> Reply {
+fn one_stream(server: &Server, method: &Method, id: &str, client: IpAddr) -> Reply {
     let Ok(id) = id.parse::<u64>() else {
         return Reply::error(
             404,
@@ -225,9 +247,10 @@ fn one_stream(server: &Server, method: &Method, id: &str) -> Reply {
             .table
             .get(id)
             .map_or_else(missing, |e| Reply::json(200, &e.info(id))),
-        Method::DELETE => server
-            .stop_stream(id)
-            .map_or_else(missing, |info| Reply::json(200, &info)),
+        Method::DELETE => server.stop_stream(id).map_or_else(missing, |info| {
+            stopped(&info, &format!("DELETE from {client}"));
+            Reply::json(200, &info)
+        }),
         _ => Reply::not_allowed("/v1/streams/{id}", "GET, DELETE"),
     }
 }

@@ -32,6 +32,7 @@ use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tracing::error;
 
 use crate::cmd::serve::front::accept;
 use crate::cmd::serve::front::http::{ApiRequest, MAX_BODY, Reply, answer};
@@ -68,7 +69,7 @@ pub(crate) fn serve(server: Arc<Server>, listener: TcpListener) {
     let runtime = match runtime {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("nagare serve: the HTTP API cannot start: {e}");
+            error!("the HTTP API cannot start: {e}");
             return;
         }
     };

@@ -25,6 +25,7 @@ use nagare_proto::sdp::SdpStream;
 use nagare_proto::serve::describe::{self, Track};
 use nagare_proto::{BitRate, ByteSize, FrameRate, Nanos, VideoFormat};
 use serde::Deserialize;
+use tracing::{info, warn};
 
 use crate::cli;
 
@@ -243,7 +244,7 @@ fn scan_dir(dir: &Path, ts_rate: BitRate, follow_symlinks: bool) -> Result<Vec<M
         match media_of(name, path, ts_rate) {
             Ok(Some(m)) => out.push(m),
             Ok(None) => {}
-            Err(e) => eprintln!("nagare serve: warning: skipping '{name}': {e:#}"),
+            Err(e) => warn!(file = %path.display(), "skipping '{name}': {e:#}"),
         }
     }
     Ok(out)
@@ -262,8 +263,10 @@ fn inside(root: &Path, path: &Path, follow_symlinks: bool) -> bool {
     match path.canonicalize() {
         Ok(target) if target.starts_with(root) => true,
         Ok(target) => {
-            eprintln!(
-                "nagare serve: note: skipping '{}': a symbolic link out of --media (to '{}'); \
+            warn!(
+                file = %path.display(),
+                target = %target.display(),
+                "skipping '{}': a symbolic link out of --media (to '{}'); \
                  pass --follow-symlinks to serve it",
                 path.display(),
                 target.display()
@@ -287,9 +290,9 @@ fn media_of(name: &str, path: &Path, ts_rate: BitRate) -> Result<Option<Media>> 
     match raw_description(path)? {
         Some((format, rate, multicast)) => raw_media(name, path, format, rate, multicast).map(Some),
         None => {
-            eprintln!(
-                "nagare serve: note: skipping '{}': not .ts and no {name}.toml, NAME.toml or \
-                 .sdp beside it",
+            info!(
+                file = %path.display(),
+                "skipping '{}': not .ts and no {name}.toml, NAME.toml or .sdp beside it",
                 path.display()
             );
             Ok(None)

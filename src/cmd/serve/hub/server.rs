@@ -433,3 +433,26 @@ fn parse_destination(text: &str) -> Result<SocketAddr> {
     }
     Ok(a)
 }
+
+/// Says that stream `info` stopped, `why`, with its last counters.
+pub(crate) fn stopped(info: &StreamInfo, why: &str) {
+    let c = &info.counters;
+    tracing::info!(
+        stream = info.id,
+        kind = ?info.kind,
+        source = %info.source,
+        state = ?info.state,
+        packets = c.packets,
+        bytes = c.bytes,
+        late = c.late,
+        underruns = c.underruns,
+        send_errors = c.send_errors,
+        reason = why,
+        "stream {} ({:?}) of '{}' stopped: {why}; sent {} packets, {} bytes",
+        info.id,
+        info.kind,
+        info.source,
+        c.packets,
+        c.bytes
+    );
+}

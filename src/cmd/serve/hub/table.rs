@@ -17,7 +17,18 @@ use nagare_proto::serve::idempotency::{self, Replay};
 use crate::cmd::serve::hub::reservation::Held;
 
 /// A stream's number in the table (never reused while the server runs).
+/// Push streams and RTSP sessions are numbered apart, so the API's
+/// streams are 1, 2, 3 … however many players connected first (the
+/// README's `curl …/v1/streams/1` names the first push): push streams
+/// count from 1, RTSP sessions' streams from [`RTSP_IDS`] + 1. One
+/// listing (`GET /v1/streams`) never shows two streams with one id, and
+/// the API's id stays a plain number for every kind.
 pub(crate) type StreamId = u64;
+
+/// Where RTSP sessions' stream ids begin (the first is 1000000001): far
+/// above any count of push streams a server makes (one a second for 30
+/// years), and readable as "RTSP session 1".
+pub(crate) const RTSP_IDS: StreamId = 1_000_000_000;
 
 /// Live counters of one stream, written by its pacer and reader.
 #[derive(Debug, Default)]
@@ -171,13 +182,19 @@ impl Entry {
 #[derive(Debug, Default)]
 pub(crate) struct Table {
     entries: Mutex<BTreeMap<StreamId, Entry>>,
-    next: AtomicU64,
+    /// Push streams made so far.
+    pushes: AtomicU64,
+    /// RTSP sessions' streams made so far.
+    sessions: AtomicU64,
 }
 
 impl Table {
-    /// Adds `entry`; returns its id.
+    /// Adds `entry`; returns its id, the next of its kind's.
     pub(crate) fn insert(&self, entry: Entry) -> StreamId {
-        let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        let id = match entry.kind {
+            StreamKind::Push => self.pushes.fetch_add(1, Ordering::Relaxed) + 1,
+            StreamKind::Rtsp => RTSP_IDS + self.sessions.fetch_add(1, Ordering::Relaxed) + 1,
+        };
         self.lock().insert(id, entry);
         id
     }

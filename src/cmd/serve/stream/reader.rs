@@ -21,6 +21,7 @@ use nagare_proto::serve::Cost;
 use nagare_proto::serve::readahead::{self, RingFill};
 use nagare_proto::video::pattern::Pattern;
 use nagare_proto::{ByteSize, Nanos};
+use tracing::warn;
 
 use crate::clock::Origin;
 use crate::cmd::serve::hub::media::{Kind, Media};
@@ -149,7 +150,7 @@ impl Reader {
             .name("serve-reader".into())
             .spawn(move || {
                 if realtime && let Err(e) = crate::net::tuning::realtime() {
-                    eprintln!("nagare serve: reader: {e:#}");
+                    warn!("reader: {e:#}");
                 }
                 run(&rx, &wake_rx, &stop2, meter)
             })?;

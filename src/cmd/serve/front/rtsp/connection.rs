@@ -29,6 +29,7 @@ use nagare_proto::rtsp::{self, Connection, Guard, Input};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
+use tracing::{debug, info};
 
 use super::session::{ConnCatalog, Media, Session};
 use super::tenants::Tenancy;
@@ -130,7 +131,8 @@ pub(super) async fn run(c: Conn) {
         guard,
     } = c;
     let _ = stream.set_nodelay(true);
-    let catalog = ConnCatalog::new(server.clone());
+    info!(client = %peer, "rtsp connection from {peer}");
+    let catalog = ConnCatalog::new(server.clone(), peer);
     let mut session = Session::new(server.clone(), peer, &catalog);
     let config = rtsp::Config {
         session_timeout: Nanos::from(server.settings.session_timeout),
@@ -177,6 +179,7 @@ pub(super) async fn run(c: Conn) {
         let _ = tokio::time::timeout(CLOSE_FLUSH, stream.write_all(&out.bytes)).await;
     }
     let _ = tokio::time::timeout(CLOSE_FLUSH, stream.shutdown()).await;
+    debug!(client = %peer, "rtsp connection from {peer} closed");
 }
 
 /// Moves the machine's responses to the outbox and hands its events to

@@ -28,6 +28,7 @@ use std::sync::atomic::Ordering;
 use nagare_proto::lobby::Guest;
 use nagare_proto::rtsp::{Credentials, Guard, NONCE_KEY_LEN};
 use tenants::{Shared, Tenancy, Tenants};
+use tracing::error;
 
 use crate::clock::Origin;
 use crate::cmd::serve::front::accept;
@@ -47,7 +48,7 @@ pub(crate) fn serve(
     let runtime = match runtime {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("nagare serve: RTSP cannot start: {e}");
+            error!("RTSP cannot start: {e}");
             return;
         }
     };
@@ -73,7 +74,7 @@ async fn accept_loop(
         next += 1;
         match guard(credentials.as_ref()) {
             Ok(g) => admit(server, &tenants, origin, next, stream, peer, g),
-            Err(e) => eprintln!("nagare serve: no nonce key for {peer} ({e}); closed"),
+            Err(e) => error!(client = %peer, "no nonce key for {peer} ({e}); closed"),
         }
     })
     .await;

@@ -9,8 +9,9 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use nagare_api::serve::{Encapsulation, StreamKind};
-use nagare_proto::rtsp::{self, Event, SessionEnd, Start, StreamInfo, Transport};
+use nagare_proto::rtsp::{self, Event, SessionEnd, SessionId, Start, StreamInfo, Transport};
 use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
 
 use crate::cmd::serve::hub::reservation::Reservation;
 use crate::cmd::serve::hub::server::{Launch, Server};
@@ -22,6 +23,8 @@ use crate::cmd::serve::stream::output::{Output, TcpLink};
 /// connection's admission reservation between SETUP and PLAY.
 pub(super) struct ConnCatalog {
     server: Arc<Server>,
+    /// The client, named in the log lines.
+    peer: SocketAddr,
     admitted: Arc<Mutex<Admitted>>,
 }
 
@@ -41,9 +44,10 @@ fn lock(admitted: &Mutex<Admitted>) -> std::sync::MutexGuard<'_, Admitted> {
 }
 
 impl ConnCatalog {
-    pub(super) fn new(server: Arc<Server>) -> ConnCatalog {
+    pub(super) fn new(server: Arc<Server>, peer: SocketAddr) -> ConnCatalog {
         ConnCatalog {
             server,
+            peer,
             admitted: Arc::new(Mutex::new(Admitted::default())),
         }
     }
@@ -58,9 +62,13 @@ impl rtsp::Catalog for ConnCatalog {
         })
     }
 
+    /// The machine asks for the SDP when it answers a DESCRIBE.
     fn sdp(&self, path: &str) -> Option<String> {
         let id = (crate::clock::epoch_ns() / 1_000_000_000) as u64;
-        Some(self.server.media.get(path)?.sdp(id))
+        let sdp = self.server.media.get(path)?.sdp(id);
+        let client = self.peer;
+        info!(%client, path, "rtsp DESCRIBE of '{path}' from {client}");
+        Some(sdp)
     }
 
     fn destination_allowed(&self, client: IpAddr, destination: IpAddr) -> bool {
@@ -92,7 +100,7 @@ impl rtsp::Catalog for ConnCatalog {
         let demand = match self.server.demand(&m, packet_size, None, 1) {
             Ok(d) => d,
             Err(e) => {
-                eprintln!("nagare serve: RTSP SETUP of '{path}' refused: {e}");
+                refused(self.peer, path, &e);
                 return false;
             }
         };
@@ -102,11 +110,16 @@ impl rtsp::Catalog for ConnCatalog {
                 true
             }
             Err(why) => {
-                eprintln!("nagare serve: RTSP SETUP of '{path}' refused: {why}");
+                refused(self.peer, path, &why);
                 false
             }
         }
     }
+}
+
+/// Says why admission refused `client`'s SETUP of `path`.
+fn refused(client: SocketAddr, path: &str, why: &dyn std::fmt::Display) {
+    warn!(%client, path, reason = %why, "RTSP SETUP of '{path}' from {client} refused: {why}");
 }
 
 /// The interleaved media of a connection: the link the pacers write to
@@ -125,6 +138,8 @@ pub(super) struct Session {
     admitted: Arc<Mutex<Admitted>>,
     transport: Option<Transport>,
     open: bool,
+    /// The session's id and path once SETUP made it, for the log lines.
+    named: Option<(SessionId, String)>,
     /// Made at the first interleaved PLAY, kept for the connection.
     pub(super) media: Option<Media>,
 }
@@ -139,6 +154,7 @@ impl Session {
             admitted: catalog.admitted.clone(),
             transport: None,
             open: false,
+            named: None,
             media: None,
         }
     }
@@ -151,7 +167,14 @@ impl Session {
     /// Acts on one machine event.
     pub(super) fn event(&mut self, e: Event) {
         match e {
-            Event::Setup { transport, .. } => {
+            Event::Setup {
+                session,
+                path,
+                track,
+                transport,
+            } => {
+                self.said_setup(session, &path, track, transport);
+                self.named = Some((session, path));
                 if !self.open {
                     self.open = true;
                     self.server
@@ -162,23 +185,35 @@ impl Session {
                 self.transport = Some(transport);
             }
             Event::Play {
+                session,
                 path,
                 start,
                 looping,
-                ..
-            } => self.play(&path, start, looping),
-            Event::Pause { .. } => {
+            } => {
+                self.play(&path, start, looping);
+                self.said_play(session, &path, start, looping);
+            }
+            Event::Pause { session } => {
+                info!(%session, "rtsp session {session}: PAUSE");
                 if let Some(id) = lock(&self.admitted).stream {
                     self.server.pacers.pause(id);
                 }
             }
             Event::SessionClosed { reason, .. } => {
-                if reason == SessionEnd::TimedOut {
-                    eprintln!("nagare serve: RTSP session timed out; its stream stops");
-                }
-                self.close();
+                let why = match reason {
+                    SessionEnd::Teardown => "TEARDOWN",
+                    SessionEnd::TimedOut => "timed out (no request or keep-alive); reaped",
+                    SessionEnd::ConnectionClosed => "connection closed",
+                };
+                self.close(why);
             }
-            Event::Refused { .. } => {
+            Event::Refused { method, error } => {
+                let client = self.peer;
+                // Debug: a 401 before the credentials is part of Digest.
+                debug!(
+                    %client, ?method, %error,
+                    "rtsp request from {client} refused: {error}"
+                );
                 self.server
                     .stats
                     .rtsp_refused
@@ -186,6 +221,31 @@ impl Session {
             }
             Event::Closed(_) => {}
         }
+    }
+
+    /// Logs a SETUP: the session, its path, client and transport.
+    fn said_setup(&self, session: SessionId, path: &str, track: u16, transport: Transport) {
+        let client = self.peer;
+        let route = Route(transport);
+        info!(
+            %session, path, %client, track, transport = %route,
+            "rtsp session {session}: SETUP of '{path}' track {track} for {client}, {route}"
+        );
+    }
+
+    /// Logs a PLAY, with the stream it runs (its id in the API).
+    fn said_play(&self, session: SessionId, path: &str, start: Start, looping: bool) {
+        let stream = lock(&self.admitted).stream;
+        let from = match start {
+            Start::Beginning => "from the start",
+            Start::Resume => "resumed",
+        };
+        info!(
+            %session, path, stream, looping,
+            "rtsp session {session}: PLAY of '{path}' ({from}{}); stream {}",
+            if looping { ", looping" } else { "" },
+            stream.map_or_else(|| "not started".into(), |id| id.to_string()),
+        );
     }
 
     fn play(&mut self, path: &str, start: Start, looping: bool) {
@@ -206,14 +266,14 @@ impl Session {
         let output = match self.output(transport) {
             Ok(o) => o,
             Err(e) => {
-                eprintln!("nagare serve: RTSP PLAY of '{path}': {e:#}");
+                warn!(path, client = %self.peer, "RTSP PLAY of '{path}': {e:#}");
                 return;
             }
         };
         // SETUP reserved, and so did a PLAY from the start again: no
         // stream runs without its reservation.
         let Some(reservation) = lock(&self.admitted).reservation.take() else {
-            eprintln!("nagare serve: RTSP PLAY of '{path}' has no admission; not started");
+            warn!(path, client = %self.peer, "RTSP PLAY of '{path}' has no admission; not started");
             return;
         };
         let id = self.server.launch(Launch {
@@ -264,16 +324,24 @@ impl Session {
         }
     }
 
-    /// Ends the session's stream and gives back what it reserved.
-    fn close(&mut self) {
+    /// Ends the session's stream and gives back what it reserved; `why`
+    /// it ended goes in the log line.
+    fn close(&mut self, why: &str) {
         let (stream, reservation) = {
             let mut a = lock(&self.admitted);
             (a.stream.take(), a.reservation.take())
         };
-        if let Some(id) = stream {
-            self.server.stop_stream(id);
-        }
+        let last = stream.and_then(|id| self.server.stop_stream(id));
         drop(reservation);
+        if let Some((session, path)) = self.named.take() {
+            let (packets, bytes) = last.map_or((0, 0), |i| (i.counters.packets, i.counters.bytes));
+            let client = self.peer;
+            info!(
+                %session, %path, %client, stream, packets, bytes, reason = why,
+                "rtsp session {session} of '{path}' for {client} ended: {why}; \
+                 sent {packets} packets, {bytes} bytes"
+            );
+        }
         if std::mem::take(&mut self.open) {
             self.server
                 .stats
@@ -286,6 +354,29 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        self.close();
+        self.close("connection dropped (evicted, or the server stops)");
+    }
+}
+
+/// A transport as the log lines say it.
+struct Route(Transport);
+
+impl std::fmt::Display for Route {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Transport::Udp { destination, ports } => write!(
+                f,
+                "RTP/UDP to {destination} ports {}-{}",
+                ports.rtp, ports.rtcp
+            ),
+            Transport::Interleaved { rtp, rtcp } => {
+                write!(f, "RTP/TCP interleaved channels {rtp}-{rtcp}")
+            }
+            Transport::Multicast(g) => write!(
+                f,
+                "RTP multicast to {} ports {}-{} ttl {}",
+                g.group, g.ports.rtp, g.ports.rtcp, g.ttl
+            ),
+        }
     }
 }

@@ -22,6 +22,8 @@ use nagare_proto::serve::Cost;
 
 pub(crate) use start::{Leg, Start};
 
+use tracing::info;
+
 use crate::clock::Origin;
 use crate::cmd::serve::hub::table::StreamId;
 use crate::cmd::serve::stream::meter::{LoadMeter, Published};
@@ -66,7 +68,7 @@ fn tune(placement: &Placement, k: usize, realtime: Realtime, noted: &AtomicBool)
     if let Some(note) = note
         && !noted.swap(true, Ordering::Relaxed)
     {
-        eprintln!("nagare serve: note: pacing threads: {note}");
+        info!("note: pacing threads: {note}");
     }
 }
 

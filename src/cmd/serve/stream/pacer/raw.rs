@@ -12,6 +12,7 @@ use nagare_proto::video::sender::{
 };
 use nagare_proto::video::st2110_20::Packetizer;
 use nagare_proto::{ExtSeq, FrameRate, Nanos, Ssrc};
+use tracing::warn;
 
 use super::start::READER_DROPPED;
 use super::{Leg, Start};
@@ -263,7 +264,7 @@ impl RawFlows {
                     continue;
                 }
                 Some(Delivery::Failed(e)) => {
-                    eprintln!("nagare serve: stream {}: {e}", f.start.id);
+                    warn!(stream = f.start.id, "stream {}: {e}", f.start.id);
                     f.start.counters.fail(e);
                     ended.push((id, StreamState::Failed));
                     continue;

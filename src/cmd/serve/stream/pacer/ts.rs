@@ -9,6 +9,7 @@ use nagare_api::serve::{Encapsulation, StreamState};
 use nagare_proto::mpegts::sender::{Event, FlowId, FlowSpec, Input, Sender, Transmit};
 use nagare_proto::mpegts::{self, DatagramWriter, ScheduleConfig};
 use nagare_proto::{Nanos, Ssrc};
+use tracing::warn;
 
 use super::Start;
 use crate::cmd::serve::hub::media::Kind;
@@ -175,7 +176,7 @@ fn answer(start: &Start, flow: FlowId) -> Input {
         },
         Some(Delivery::End) => Input::End { flow },
         Some(Delivery::Failed(e)) => {
-            eprintln!("nagare serve: stream {}: {e}", start.id);
+            warn!(stream = start.id, "stream {}: {e}", start.id);
             start.counters.fail(e);
             Input::Failed { flow }
         }
