@@ -906,9 +906,9 @@ fn a_node_that_answers_late_keeps_one_leg_and_none_after_stop() {
 }
 
 /// #22: a leg the node fails (here: its source file is gone from the
-/// node's storage) is refused by the node with its reason as it starts
-/// (serve never answers 201 for a stream that failed at once, and keeps
-/// nothing of it); that fails the node and makes `start` exit 1; on
+/// node's storage) is refused by the node with its reason (serve checks
+/// the file before it starts a stream, and keeps nothing of it); that
+/// fails the node and makes `start` exit 1; on
 /// Ctrl-C the text report says what was halted (#24), and no node keeps a
 /// leg.
 #[test]
@@ -925,7 +925,7 @@ fn a_failed_leg_is_named_start_exits_1_and_ctrl_c_removes_it() {
     let mut start = Running::spawn(bed.cluster(&config, &["start"]));
     let line = start.wait_for("node c: failed: ");
     assert!(
-        line.contains("the stream failed as it started: opening 'clip.yuv': No such file"),
+        line.contains("the stream cannot start: opening 'clip.yuv': No such file"),
         "{line}"
     );
     start.wait_for("node a: sending stripe 1");

@@ -494,15 +494,32 @@ fn an_idempotency_key_replays_its_request_and_refuses_another() {
     let anew: StreamInfo = serve.api_json("POST", "/v1/streams", Some(&keyed(7, key)), 201);
     assert_ne!(anew.id, made.id);
 
-    // A raw stream whose file vanished after the catalog was read fails
-    // as it starts: the POST is answered 500 with why (naming the catalog
-    // entry, never the server's path), never 201, and leaves no stream.
-    std::fs::remove_file(media.dir.path("clip.yuv")).unwrap();
+    // A raw stream whose file vanished after the catalog was read is
+    // refused with 500 and why (naming the catalog entry, never the
+    // server's path), never 201, and leaves no stream; so is one cut short.
+    let clip = media.dir.path("clip.yuv");
+    let whole = std::fs::metadata(&clip).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&clip)
+        .unwrap()
+        .set_len(whole - 1)
+        .unwrap();
+    let (status, text) = serve.api("POST", "/v1/streams", Some(&push_body("clip.yuv", &dest)));
+    assert_eq!(status, 500, "{text}");
+    assert!(
+        text.contains(&format!(
+            "the stream cannot start: 'clip.yuv' holds {} bytes where serve listed {whole}",
+            whole - 1
+        )),
+        "{text}"
+    );
+    std::fs::remove_file(&clip).unwrap();
     let before: StreamList = serve.api_json("GET", "/v1/streams", None, 200);
     let (status, text) = serve.api("POST", "/v1/streams", Some(&push_body("clip.yuv", &dest)));
     assert_eq!(status, 500, "{text}");
     assert!(
-        text.contains("the stream failed as it started: opening 'clip.yuv': No such file"),
+        text.contains("the stream cannot start: opening 'clip.yuv': No such file"),
         "{text}"
     );
     assert!(!text.contains(&media.path()), "{text}");

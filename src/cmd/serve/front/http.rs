@@ -5,12 +5,10 @@
 
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
 
 use hyper::Method;
 use nagare_api::serve::{
-    ApiError, Health, PathItem, PathList, PathReader, StreamInfo, StreamKind, StreamList,
-    StreamRequest, StreamState,
+    ApiError, Health, PathItem, PathList, PathReader, StreamKind, StreamList, StreamRequest,
 };
 use serde::Serialize;
 use tracing::{info, warn};
@@ -164,23 +162,9 @@ fn create(server: &Server, body: &[u8], client: IpAddr) -> Reply {
                 Pushed::Started(_) => 201,
                 Pushed::Replayed(_) => 200,
             };
-            match first_frame(server, id) {
-                // A request that failed leaves nothing behind: no entry a
-                // client (or a cluster controller) would have to delete.
-                Some(info) if info.state == StreamState::Failed => {
-                    server.stop_stream(id);
-                    let why = info.error.as_deref().unwrap_or("no reason given");
-                    let source = &request.source;
-                    warn!(
-                        stream = id, %client, %source, reason = %why,
-                        "stream {id} of '{source}' for {client} failed as it started (500): {why}"
-                    );
-                    Reply::error(500, format!("the stream failed as it started: {why}"))
-                }
-                Some(info) => {
-                    created(&request, pushed, client);
-                    Reply::json(status, &info)
-                }
+            created(&request, pushed, client);
+            match server.table.get(id) {
+                Some(e) => Reply::json(status, &e.info(id)),
                 None => Reply::error(500, "the stream vanished as it started"),
             }
         }
@@ -193,27 +177,6 @@ fn create(server: &Server, body: &[u8], client: IpAddr) -> Reply {
             );
             Reply::error(status, message)
         }
-    }
-}
-
-/// How long a new stream's answer waits for its first frame.
-const FIRST_FRAME_WAIT: Duration = Duration::from_secs(2);
-
-/// Stream `id` once it has its first frame read or sent, has failed or
-/// finished, or [`FIRST_FRAME_WAIT`] passed: a stream whose media fails
-/// at once is never answered 201. Runs on a blocking thread of the
-/// listener, so the wait holds up no other request.
-fn first_frame(server: &Server, id: StreamId) -> Option<StreamInfo> {
-    let deadline = Instant::now() + FIRST_FRAME_WAIT;
-    loop {
-        let info = server.table.get(id)?.info(id);
-        let c = &info.counters;
-        let started = c.ring_fill > 0 || c.packets > 0;
-        let over = matches!(info.state, StreamState::Failed | StreamState::Finished);
-        if started || over || Instant::now() >= deadline {
-            return Some(info);
-        }
-        std::thread::sleep(Duration::from_millis(2));
     }
 }
 

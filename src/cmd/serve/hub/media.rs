@@ -82,6 +82,37 @@ pub(crate) struct Media {
 }
 
 impl Media {
+    /// Whether the file behind this path can still be played as listed:
+    /// it opens and holds the bytes the catalog counted. Checked as a
+    /// stream is asked for, so a file deleted or cut short since the
+    /// catalog was made is refused with the reason, not started and then
+    /// failed. Errors name the path, never the server's file.
+    pub(crate) fn check_readable(&self) -> Result<(), String> {
+        let (path, need) = match &self.kind {
+            Kind::Pattern { .. } => return Ok(()),
+            Kind::Raw {
+                path,
+                format,
+                frames,
+                ..
+            } => (path, frames.saturating_mul(format.frame_bytes() as u64)),
+            Kind::Ts { path, bytes, .. } => (path, *bytes),
+        };
+        let name = &self.name;
+        let file = std::fs::File::open(path).map_err(|e| format!("opening '{name}': {e}"))?;
+        let len = file
+            .metadata()
+            .map_err(|e| format!("reading '{name}': {e}"))?
+            .len();
+        if len < need {
+            return Err(format!(
+                "'{name}' holds {len} bytes where serve listed {need}: the file was cut short \
+                 after serve listed it"
+            ));
+        }
+        Ok(())
+    }
+
     /// Nominal payload rate (RTP payload of raw video, TS bytes).
     pub(crate) fn rate(&self) -> BitRate {
         match &self.kind {

@@ -260,6 +260,9 @@ impl Server {
                 req.source
             ))
         })?;
+        media
+            .check_readable()
+            .map_err(|e| Refusal::Unplayable(format!("the stream cannot start: {e}")))?;
         if req.encapsulation == Encapsulation::Udp && !media.is_ts() {
             return Err(Refusal::Bad(
                 "encapsulation \"udp\" is for MPEG-TS sources; raw video goes over RTP".into(),
@@ -404,6 +407,8 @@ pub(crate) enum Refusal {
     Conflict(PolicyError),
     /// 503: over the rate, memory or load budget.
     Admission(PolicyError),
+    /// 500: the path's file is gone or shorter than listed.
+    Unplayable(String),
 }
 
 impl Refusal {
@@ -416,6 +421,7 @@ impl Refusal {
             Refusal::NotFound(m) => (404, m.clone()),
             Refusal::Conflict(e) => (409, e.to_string()),
             Refusal::Admission(e) => (503, e.to_string()),
+            Refusal::Unplayable(m) => (500, m.clone()),
         }
     }
 }

@@ -56,6 +56,13 @@ impl ConnCatalog {
 impl rtsp::Catalog for ConnCatalog {
     fn stream(&self, path: &str) -> Option<StreamInfo> {
         let m = self.server.media.get(path)?;
+        // A file deleted or cut short since the catalog was made is not
+        // offered: the player gets 404 rather than a stream that fails.
+        if let Err(why) = m.check_readable() {
+            let client = self.peer;
+            warn!(%client, path, reason = %why, "RTSP request for '{path}' from {client}: {why}");
+            return None;
+        }
         Some(StreamInfo {
             tracks: 1,
             multicast: m.multicast,
