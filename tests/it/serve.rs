@@ -9,4 +9,5 @@ mod idle;
 mod load;
 mod loadtest;
 mod players;
+mod rtcp;
 mod rtsp;

@@ -851,27 +851,36 @@ fn check_transcript(transcript: &[&[u8]], transport: Transport, looping: bool) {
     }
     let id = SessionId(SEED);
     let path = "clip.ts".to_owned();
-    assert_eq!(
-        whole.1,
-        vec![
-            Event::Setup {
+    let mut want = vec![
+        Event::Setup {
+            session: id,
+            path: path.clone(),
+            track: 0,
+            transport,
+        },
+        Event::Play {
+            session: id,
+            path,
+            start: Start::Beginning,
+            looping,
+        },
+    ];
+    // Each receiver report on the track's RTCP channel, handed on whole.
+    want.extend(
+        transcript
+            .iter()
+            .filter(|r| r.starts_with(b"$"))
+            .map(|r| Event::Rtcp {
                 session: id,
-                path: path.clone(),
                 track: 0,
-                transport
-            },
-            Event::Play {
-                session: id,
-                path,
-                start: Start::Beginning,
-                looping
-            },
-            Event::SessionClosed {
-                session: id,
-                reason: SessionEnd::Teardown
-            },
-        ]
+                data: r[4..].to_vec(),
+            }),
     );
+    want.push(Event::SessionClosed {
+        session: id,
+        reason: SessionEnd::Teardown,
+    });
+    assert_eq!(whole.1, want);
 }
 
 #[test]

@@ -243,8 +243,9 @@ impl Pacer {
                 .min();
             self.wait(next);
         }
-        self.raw.stop_all();
-        self.ts.stop_all();
+        let now = self.origin.elapsed();
+        self.raw.stop_all(now);
+        self.ts.stop_all(now);
     }
 
     /// Sleeps until `next` (at most 100 ms) or a command, whichever first.

@@ -7,6 +7,7 @@ use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use nagare_api::serve::StreamState;
+use nagare_proto::rtcp::{Anchor, WallTime};
 use nagare_proto::video::sender::{
     Event, FlowId, FlowSpec, Input, RingFrame, Sender, Transmit, locked_seq_base,
 };
@@ -20,6 +21,7 @@ use crate::cmd::serve::hub::media::Kind;
 use crate::cmd::serve::hub::table::{Counters, StreamId};
 use crate::cmd::serve::stream::output::Sent;
 use crate::cmd::serve::stream::reader::{Chunk, Delivery};
+use crate::cmd::serve::stream::rtcp::FlowRtcp;
 use crate::net::train::{TrainBuf, TrainIo};
 use crate::net::udp;
 
@@ -40,6 +42,8 @@ struct RawFlow {
     ahead: Option<Chunk>,
     /// Stripe buffers to split frames into (one-stripe legs).
     spare: Vec<Vec<u8>>,
+    /// Its sender reports and BYE (RTSP sessions only).
+    rtcp: Option<FlowRtcp>,
 }
 
 impl RawFlow {
@@ -145,6 +149,7 @@ impl RawFlows {
             }
         };
         let packetizer = packetizer.uniform();
+        let rtcp = FlowRtcp::for_outputs(&start.outputs, ssrc);
         let flow = RawFlow {
             start,
             rate,
@@ -156,6 +161,7 @@ impl RawFlows {
             paused: false,
             ahead: None,
             spare: Vec::new(),
+            rtcp,
         };
         let at = match flow.start.leg {
             Some(l) => origin.frame_start(rate, l.first_frame),
@@ -273,7 +279,7 @@ impl RawFlows {
             let _ = self.sender.handle_input(now, input);
         }
         for (id, state) in ended {
-            self.end(id, state);
+            self.end(id, state, now);
         }
     }
 
@@ -306,11 +312,21 @@ impl RawFlows {
             }
         }
         c.lateness(now.saturating_sub(t.at).as_nanos(), t.len() as u64);
+        if let Some(r) = &mut f.rtcp {
+            // Raw flows run on the epoch grid: frame n starts n periods
+            // after the Unix epoch, and its timestamp is that instant's.
+            let start = f.rate.frame_start_ns(t.frame);
+            let anchor = Anchor {
+                wall: WallTime(u64::try_from(start).unwrap_or(u64::MAX)),
+                rtp: t.timestamp,
+            };
+            r.sent(now, t.len() as u64, bytes as u64, anchor, &f.start.outputs);
+        }
         f.next_seq += t.len() as u64;
         self.sent += (t.len() * f.start.outputs.len()) as u64;
         if dropped {
             c.fail(READER_DROPPED);
-            self.end(t.flow, StreamState::Failed);
+            self.end(t.flow, StreamState::Failed, now);
         }
     }
 
@@ -327,9 +343,10 @@ impl RawFlows {
         Some(f)
     }
 
-    fn end(&mut self, id: FlowId, state: StreamState) {
+    /// Ends a flow for good: its readers get a BYE.
+    fn end(&mut self, id: FlowId, state: StreamState, now: Nanos) {
         if let Some(f) = self.unschedule(id) {
-            f.start.counters.set_state(state);
+            finish(f, state, now);
         }
     }
 
@@ -350,21 +367,41 @@ impl RawFlows {
         }
     }
 
+    /// Stops a flow at its session's request (TEARDOWN, a PLAY from the
+    /// start again, the connection gone): no BYE, for the reader asked
+    /// for it or is already gone, and a restarted stream goes on.
     pub(crate) fn stop(&mut self, id: StreamId, state: StreamState) {
-        if let Some(&fid) = self.ids.get(&id) {
-            self.end(fid, state);
-        }
-        if let Some(f) = self.paused.remove(&id) {
+        if let Some(f) = self.take(id) {
             f.start.counters.set_state(state);
         }
     }
 
-    pub(crate) fn stop_all(&mut self) {
+    /// Stops every flow as the server stops: each says BYE, as its
+    /// readers will hear nothing more.
+    pub(crate) fn stop_all(&mut self, now: Nanos) {
         let ids: Vec<StreamId> = self.ids.keys().chain(self.paused.keys()).copied().collect();
         for id in ids {
-            self.stop(id, StreamState::Finished);
+            if let Some(f) = self.take(id) {
+                finish(f, StreamState::Finished, now);
+            }
         }
     }
+
+    /// Takes a flow off the schedule or out of the paused ones.
+    fn take(&mut self, id: StreamId) -> Option<RawFlow> {
+        match self.ids.get(&id) {
+            Some(&fid) => self.unschedule(fid),
+            None => self.paused.remove(&id),
+        }
+    }
+}
+
+/// Puts a flow off the schedule in its final `state`, after its BYE.
+fn finish(mut f: RawFlow, state: StreamState, now: Nanos) {
+    if let Some(r) = &mut f.rtcp {
+        r.end(now, &f.start.outputs);
+    }
+    f.start.counters.set_state(state);
 }
 
 /// A cluster leg's schedule: the stripe's stagger (as the whole sender
