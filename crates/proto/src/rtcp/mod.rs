@@ -10,7 +10,7 @@
 //! - [`Reporter`] is the machine of one sending stream: the driver tells
 //!   it what left ([`Input::Sent`]) and when the stream ended
 //!   ([`Input::Ended`]); it hands back SR+SDES compounds on its schedule
-//!   and a final SR+SDES+BYE.
+//!   and, [`BYE_DELAY`] after the end, a final SR+SDES+BYE.
 //! - [`Feedback`] takes the RTCP a reader sends back and keeps its latest
 //!   reception report and counters; garbage is counted, never returned.
 //! - [`parse`] reads a compound packet with RFC 3550 A.2's checks, on
@@ -62,6 +62,14 @@ use crate::units::Nanos;
 /// video stream; short enough that a player synchronises within a second
 /// of its first packet.
 pub const INTERVAL: Nanos = Nanos(1_000_000_000);
+
+/// How long a BYE waits after a stream's last packet. RFC 3550 §6.3.7
+/// lets a leaving member hold its BYE back, and a reader needs it to:
+/// FFmpeg reads its RTCP port before its RTP port, so a BYE sent right
+/// behind the last frame ends the session with that frame's packets still
+/// queued unread; half a second is many frames of a reader's lag, and
+/// short beside the session timeout a player would wait otherwise.
+pub const BYE_DELAY: Nanos = Nanos(500_000_000);
 
 /// The 90 kHz RTP clock of video and MPEG-TS (RFC 3551, RFC 4175).
 pub const VIDEO_CLOCK_RATE: u32 = 90_000;

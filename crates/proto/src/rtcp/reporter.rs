@@ -3,7 +3,7 @@
 
 use super::clock::{Anchor, NtpTime, WallTime};
 use super::wire::{self, SenderInfo};
-use super::{INTERVAL, VIDEO_CLOCK_RATE};
+use super::{BYE_DELAY, INTERVAL, VIDEO_CLOCK_RATE};
 use crate::splitmix::{GAMMA, splitmix64};
 use crate::units::{Nanos, Ssrc};
 
@@ -19,6 +19,8 @@ pub struct Config {
     pub clock_rate: u32,
     /// The mean report interval (see [`INTERVAL`]).
     pub interval: Nanos,
+    /// How long the BYE waits after the stream ends (see [`BYE_DELAY`]).
+    pub bye_delay: Nanos,
     /// Seed of the interval's randomisation (drawn by the driver).
     pub seed: u64,
 }
@@ -32,6 +34,7 @@ impl Config {
             cname: cname.into(),
             clock_rate: VIDEO_CLOCK_RATE,
             interval: INTERVAL,
+            bye_delay: BYE_DELAY,
             seed,
         }
     }
@@ -50,8 +53,8 @@ pub enum Input {
         /// which the report's RTP time is counted.
         anchor: Anchor,
     },
-    /// The stream is over (played to its end, failed, or stopped): a BYE
-    /// goes next, and nothing after it.
+    /// The stream is over (played to its end, or failed): a BYE goes
+    /// [`Config::bye_delay`] later, and nothing after it.
     Ended,
 }
 
@@ -66,7 +69,8 @@ pub struct Reporter {
     fresh: bool,
     /// When the next report is due; `None` before the first packet.
     due: Option<Nanos>,
-    ended: bool,
+    /// When the BYE is due, once the stream ended.
+    bye_at: Option<Nanos>,
     said_bye: bool,
     draws: u64,
     reports: u64,
@@ -83,7 +87,7 @@ impl Reporter {
             anchor: None,
             fresh: false,
             due: None,
-            ended: false,
+            bye_at: None,
             said_bye: false,
             draws,
             reports: 0,
@@ -99,7 +103,7 @@ impl Reporter {
                 packets,
                 payload_octets,
                 anchor,
-            } if !self.ended => {
+            } if self.bye_at.is_none() => {
                 self.packets = self.packets.wrapping_add(packets);
                 self.octets = self.octets.wrapping_add(payload_octets);
                 self.anchor = Some(anchor);
@@ -107,7 +111,10 @@ impl Reporter {
                 self.due.get_or_insert(now);
             }
             Input::Sent { .. } => {}
-            Input::Ended => self.ended = true,
+            Input::Ended => {
+                let at = now + self.config.bye_delay;
+                self.bye_at.get_or_insert(at);
+            }
         }
     }
 
@@ -117,7 +124,10 @@ impl Reporter {
         if self.said_bye {
             return None;
         }
-        if self.ended {
+        if let Some(at) = self.bye_at {
+            if now < at {
+                return None;
+            }
             self.said_bye = true;
             let info = self.info(wall);
             return Some(wire::bye(self.config.ssrc, &self.config.cname, info));
@@ -136,12 +146,13 @@ impl Reporter {
         ))
     }
 
-    /// When [`Reporter::poll_transmit`] has something next: at once for a
-    /// BYE owed, the report's due time once RTP left since the last one.
+    /// When [`Reporter::poll_transmit`] has something next: the BYE's
+    /// time once the stream ended, else the report's due time once RTP
+    /// left since the last one.
     pub fn poll_timeout(&self) -> Option<Nanos> {
-        match (self.ended, self.said_bye) {
+        match (self.bye_at, self.said_bye) {
             (_, true) => None,
-            (true, false) => Some(Nanos::ZERO),
+            (Some(at), false) => Some(at),
             _ if self.fresh => self.due,
             _ => None,
         }

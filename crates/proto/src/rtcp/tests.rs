@@ -139,8 +139,11 @@ fn an_ended_stream_says_bye_once_after_a_last_report() {
     assert!(r.poll_transmit(Nanos::ZERO, WALL).is_some());
     r.handle_input(Nanos::from_millis(10), sent(2, 200));
     r.handle_input(Nanos::from_millis(20), Input::Ended);
-    assert_eq!(r.poll_timeout(), Some(Nanos::ZERO));
-    let bytes = r.poll_transmit(Nanos::from_millis(20), WALL).unwrap();
+    // The BYE waits out its delay, so the last frame is read first.
+    let at = Nanos::from_millis(20) + BYE_DELAY;
+    assert_eq!(r.poll_timeout(), Some(at));
+    assert_eq!(r.poll_transmit(at - Nanos(1), WALL), None);
+    let bytes = r.poll_transmit(at, WALL).unwrap();
     let packets = parse(&bytes).unwrap();
     assert_eq!(packets.len(), 3, "{packets:?}");
     let Packet::SenderReport { info, .. } = &packets[0] else {
@@ -165,7 +168,7 @@ fn an_ended_stream_says_bye_once_after_a_last_report() {
 fn a_stream_that_never_sent_says_bye_behind_an_empty_receiver_report() {
     let mut r = Reporter::new(Config::new(SSRC, "n", 1));
     r.handle_input(Nanos::ZERO, Input::Ended);
-    let packets = parse(&r.poll_transmit(Nanos::ZERO, WALL).unwrap()).unwrap();
+    let packets = parse(&r.poll_transmit(BYE_DELAY, WALL).unwrap()).unwrap();
     assert_eq!(
         packets,
         vec![

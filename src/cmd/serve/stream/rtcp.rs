@@ -2,6 +2,8 @@
 //! is fed each train the flow sends, and what it hands back (sender
 //! reports, the closing BYE) goes out on every output's RTCP path. Only
 //! outputs of RTSP sessions have one; a flow without any has no reporter.
+//! A flow that ends keeps its reporter and outputs in [`Farewells`] until
+//! its BYE has gone (`rtcp::BYE_DELAY` later).
 
 use nagare_proto::rtcp::{self, Anchor, Input, Reporter, WallTime};
 use nagare_proto::{Nanos, Ssrc};
@@ -75,12 +77,6 @@ impl FlowRtcp {
         }
     }
 
-    /// The flow is over: its BYE goes out on `outputs`.
-    pub(crate) fn end(&mut self, now: Nanos, outputs: &[Output]) {
-        self.reporter.handle_input(now, Input::Ended);
-        self.flush(now, outputs);
-    }
-
     fn flush(&mut self, now: Nanos, outputs: &[Output]) {
         let wall = WallTime(u64::try_from(epoch_ns()).unwrap_or(0));
         while let Some(bytes) = self.reporter.poll_transmit(now, wall) {
@@ -90,5 +86,38 @@ impl FlowRtcp {
                 let _ = out.rtcp(&bytes);
             }
         }
+    }
+}
+
+/// Flows that ended by themselves, each with its outputs, until their BYE
+/// has gone.
+#[derive(Default)]
+pub(crate) struct Farewells {
+    pending: Vec<(FlowRtcp, Vec<Output>)>,
+}
+
+impl Farewells {
+    /// A flow that ended at `now`: its BYE goes to `outputs` once due.
+    pub(crate) fn push(&mut self, now: Nanos, mut rtcp: FlowRtcp, outputs: Vec<Output>) {
+        rtcp.reporter.handle_input(now, Input::Ended);
+        self.pending.push((rtcp, outputs));
+    }
+
+    /// Sends every BYE due at `now`, and lets go of those flows.
+    pub(crate) fn step(&mut self, now: Nanos) {
+        self.pending.retain_mut(|(r, outputs)| {
+            if r.reporter.poll_timeout().is_some_and(|t| t <= now) {
+                r.flush(now, outputs);
+            }
+            !r.reporter.said_bye()
+        });
+    }
+
+    /// When the next BYE is due.
+    pub(crate) fn next_deadline(&self) -> Option<Nanos> {
+        self.pending
+            .iter()
+            .filter_map(|(r, _)| r.reporter.poll_timeout())
+            .min()
     }
 }

@@ -243,9 +243,8 @@ impl Pacer {
                 .min();
             self.wait(next);
         }
-        let now = self.origin.elapsed();
-        self.raw.stop_all(now);
-        self.ts.stop_all(now);
+        self.raw.stop_all();
+        self.ts.stop_all();
     }
 
     /// Sleeps until `next` (at most 100 ms) or a command, whichever first.

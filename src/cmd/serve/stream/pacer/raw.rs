@@ -21,7 +21,7 @@ use crate::cmd::serve::hub::media::Kind;
 use crate::cmd::serve::hub::table::{Counters, StreamId};
 use crate::cmd::serve::stream::output::Sent;
 use crate::cmd::serve::stream::reader::{Chunk, Delivery};
-use crate::cmd::serve::stream::rtcp::FlowRtcp;
+use crate::cmd::serve::stream::rtcp::{Farewells, FlowRtcp};
 use crate::net::train::{TrainBuf, TrainIo};
 use crate::net::udp;
 
@@ -116,6 +116,8 @@ pub(crate) struct RawFlows {
     io: TrainIoCell,
     /// Datagrams handed to the kernel since the load meter last took them.
     sent: u64,
+    /// Ended flows whose BYE is yet to go.
+    farewells: Farewells,
 }
 
 /// Scratch for trains, made on the pacing thread (it holds raw pointers,
@@ -189,6 +191,7 @@ impl RawFlows {
 
     /// Answers frame requests, sends every train due at `now`.
     pub(crate) fn step(&mut self, now: Nanos, origin: &Origin) {
+        self.farewells.step(now);
         loop {
             self.events();
             self.answer(now);
@@ -214,9 +217,10 @@ impl RawFlows {
         std::mem::take(&mut self.sent)
     }
 
-    /// The earliest train or frame deadline.
+    /// The earliest train, frame or BYE deadline.
     pub(crate) fn next_deadline(&mut self) -> Option<Nanos> {
-        self.sender.poll_timeout()
+        let bye = self.farewells.next_deadline();
+        self.sender.poll_timeout().into_iter().chain(bye).min()
     }
 
     /// Takes the schedule's events; returns whether there were any.
@@ -343,10 +347,15 @@ impl RawFlows {
         Some(f)
     }
 
-    /// Ends a flow for good: its readers get a BYE.
+    /// Ends a flow for good (played out, or failed): its readers get a
+    /// BYE.
     fn end(&mut self, id: FlowId, state: StreamState, now: Nanos) {
-        if let Some(f) = self.unschedule(id) {
-            finish(f, state, now);
+        if let Some(mut f) = self.unschedule(id) {
+            if let Some(r) = f.rtcp.take() {
+                let outputs = std::mem::take(&mut f.start.outputs);
+                self.farewells.push(now, r, outputs);
+            }
+            f.start.counters.set_state(state);
         }
     }
 
@@ -376,14 +385,11 @@ impl RawFlows {
         }
     }
 
-    /// Stops every flow as the server stops: each says BYE, as its
-    /// readers will hear nothing more.
-    pub(crate) fn stop_all(&mut self, now: Nanos) {
+    /// Stops every flow as the server stops (their connections close).
+    pub(crate) fn stop_all(&mut self) {
         let ids: Vec<StreamId> = self.ids.keys().chain(self.paused.keys()).copied().collect();
         for id in ids {
-            if let Some(f) = self.take(id) {
-                finish(f, StreamState::Finished, now);
-            }
+            self.stop(id, StreamState::Finished);
         }
     }
 
@@ -394,14 +400,6 @@ impl RawFlows {
             None => self.paused.remove(&id),
         }
     }
-}
-
-/// Puts a flow off the schedule in its final `state`, after its BYE.
-fn finish(mut f: RawFlow, state: StreamState, now: Nanos) {
-    if let Some(r) = &mut f.rtcp {
-        r.end(now, &f.start.outputs);
-    }
-    f.start.counters.set_state(state);
 }
 
 /// A cluster leg's schedule: the stripe's stagger (as the whole sender

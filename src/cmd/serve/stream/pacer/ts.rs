@@ -16,7 +16,7 @@ use crate::cmd::serve::hub::media::Kind;
 use crate::cmd::serve::hub::table::{Counters, StreamId};
 use crate::cmd::serve::stream::output::Sent;
 use crate::cmd::serve::stream::reader::Delivery;
-use crate::cmd::serve::stream::rtcp::FlowRtcp;
+use crate::cmd::serve::stream::rtcp::{Farewells, FlowRtcp};
 
 /// Every TS flow of one pacing thread.
 #[derive(Default)]
@@ -26,6 +26,8 @@ pub(crate) struct TsFlows {
     ids: HashMap<StreamId, FlowId>,
     /// Sender reports and BYE of the RTP flows of RTSP sessions.
     rtcp: HashMap<FlowId, FlowRtcp>,
+    /// Ended flows whose BYE is yet to go.
+    farewells: Farewells,
     /// Datagrams handed to the kernel since the load meter last took them.
     sent: u64,
 }
@@ -63,6 +65,7 @@ impl TsFlows {
     /// Sends every datagram due at `now`, answering the sender's requests
     /// as they come (the polling order of `mpegts::sender`).
     pub(crate) fn step(&mut self, now: Nanos) {
+        self.farewells.step(now);
         loop {
             let mut busy = false;
             while let Some(t) = self.sender.poll_transmit(now) {
@@ -92,9 +95,10 @@ impl TsFlows {
         }
     }
 
-    /// The earliest departure (or retry) of any flow.
+    /// The earliest departure (or retry) of any flow, or BYE.
     pub(crate) fn next_deadline(&mut self) -> Option<Nanos> {
-        self.sender.poll_timeout()
+        let bye = self.farewells.next_deadline();
+        self.sender.poll_timeout().into_iter().chain(bye).min()
     }
 
     fn event(&mut self, e: Event, now: Nanos) {
@@ -114,11 +118,12 @@ impl TsFlows {
             Event::Refused { flow, .. } => self.count(flow, |c| &c.send_errors),
             Event::Finished { flow } => {
                 let rtcp = self.rtcp.remove(&flow);
-                if let Some(start) = self.flows.remove(&flow) {
+                if let Some(mut start) = self.flows.remove(&flow) {
                     // Played to its end (or its file failed): the readers
                     // hear a BYE.
-                    if let Some(mut r) = rtcp {
-                        r.end(now, &start.outputs);
+                    if let Some(r) = rtcp {
+                        let outputs = std::mem::take(&mut start.outputs);
+                        self.farewells.push(now, r, outputs);
                     }
                     self.ids.remove(&start.id);
                     let state = match start.counters.state() {
@@ -178,12 +183,9 @@ impl TsFlows {
         }
     }
 
-    /// Stops every flow as the server stops: each says BYE.
-    pub(crate) fn stop_all(&mut self, now: Nanos) {
-        for (id, start) in self.flows.drain() {
-            if let Some(mut r) = self.rtcp.remove(&id) {
-                r.end(now, &start.outputs);
-            }
+    /// Stops every flow as the server stops (their connections close).
+    pub(crate) fn stop_all(&mut self) {
+        for (_, start) in self.flows.drain() {
             start.counters.set_state(StreamState::Finished);
         }
         self.rtcp.clear();
