@@ -363,3 +363,40 @@ fn gstreamer_rtspsrc_ends_a_finite_raw_clip_by_itself() {
         assert!(got == media.clip, "frames over {protocols} differ");
     }
 }
+
+#[test]
+fn ffmpeg_ends_a_finite_ts_clip_by_itself() {
+    if !require("ffmpeg") {
+        return;
+    }
+    let media = Media::new("serve-rtcp-ts").with_ts();
+    let serve = Serve::start(&media, &[]);
+    for transport in ["udp", "tcp"] {
+        // The 4 s file once, no ?loop=1: the BYE ends the copy, with
+        // every video frame of the file (100 at 25 fps).
+        let ff = Command::new("ffmpeg")
+            .args(["-v", "error", "-rtsp_transport", transport])
+            .args(["-i", &serve.url("clip.ts")])
+            .args(["-map", "0:v", "-c", "copy", "-f", "framemd5", "-"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let out = wait_stdout(ff, 60);
+        let frames = out.lines().filter(|l| !l.starts_with('#')).count();
+        assert_eq!(frames, 100, "video frames over {transport}");
+    }
+}
+
+/// Waits (bounded) for a spawned child; its stdout, once it succeeded.
+fn wait_stdout(mut child: std::process::Child, secs: u64) -> String {
+    let mut out = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut v = String::new();
+        let _ = out.read_to_string(&mut v);
+        v
+    });
+    let status = wait_bounded(&mut child, secs, "ffmpeg on a finite TS clip");
+    assert!(status.success());
+    reader.join().unwrap()
+}

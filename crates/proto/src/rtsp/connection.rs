@@ -465,11 +465,13 @@ impl<C: Catalog> Connection<C> {
             Transport::Udp { .. } => self.catalog.server_port(&chosen),
             _ => None,
         };
+        let ssrc = self.catalog.ssrc(&chosen);
         self.commit_setup(target, track, chosen);
         Ok(Reply {
             transport: Some(transport::reply(
                 &chosen,
                 server_port.or(self.config.server_port),
+                ssrc,
             )),
             ..Reply::default()
         }

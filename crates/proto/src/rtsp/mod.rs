@@ -274,6 +274,16 @@ pub trait Catalog {
         let _ = transport;
         None
     }
+
+    /// The SSRC the session's media will carry over `transport`,
+    /// announced as `ssrc=` in the SETUP response (RFC 2326 12.39):
+    /// GStreamer's `rtspsrc` ends a stream at once on a BYE only from the
+    /// SSRC it was told. Asked after [`Catalog::admit`]; `None` leaves the
+    /// parameter out.
+    fn ssrc(&self, transport: &Transport) -> Option<u32> {
+        let _ = transport;
+        None
+    }
 }
 
 impl<C: Catalog + ?Sized> Catalog for &C {
@@ -291,6 +301,9 @@ impl<C: Catalog + ?Sized> Catalog for &C {
     }
     fn server_port(&self, transport: &Transport) -> Option<PortPair> {
         (**self).server_port(transport)
+    }
+    fn ssrc(&self, transport: &Transport) -> Option<u32> {
+        (**self).ssrc(transport)
     }
 }
 

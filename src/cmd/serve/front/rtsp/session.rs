@@ -41,6 +41,8 @@ struct Admitted {
     stream: Option<StreamId>,
     /// The server's ports of a UDP unicast session.
     ports: Option<SessionPorts>,
+    /// The SSRC its stream carries, drawn at the first SETUP.
+    ssrc: Option<u32>,
 }
 
 fn lock(admitted: &Mutex<Admitted>) -> std::sync::MutexGuard<'_, Admitted> {
@@ -113,6 +115,15 @@ impl rtsp::Catalog for ConnCatalog {
                 false
             }
         }
+    }
+
+    fn ssrc(&self, _transport: &Transport) -> Option<u32> {
+        let mut held = lock(&self.admitted);
+        Some(
+            *held
+                .ssrc
+                .get_or_insert_with(|| getrandom::u32().unwrap_or(0x6e61_6761)),
+        )
     }
 
     fn server_port(&self, transport: &Transport) -> Option<PortPair> {
@@ -317,6 +328,7 @@ impl Session {
             encapsulation: Encapsulation::Rtp,
             reservation: Some(reservation),
             leg: None,
+            ssrc: lock(&self.admitted).ssrc,
             tags: Default::default(),
         });
         lock(&self.admitted).stream = Some(id);

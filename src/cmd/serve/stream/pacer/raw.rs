@@ -140,6 +140,7 @@ impl RawFlows {
             start
                 .leg
                 .and_then(|l| l.ssrc)
+                .or(start.ssrc)
                 .unwrap_or_else(|| getrandom::u32().unwrap_or(0x6e61_6761)),
         );
         let packetizer = match Packetizer::new(format, start.pacing.packet_size, ssrc) {

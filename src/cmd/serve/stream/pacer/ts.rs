@@ -43,7 +43,7 @@ impl TsFlows {
             Encapsulation::Udp => mpegts::Encapsulation::Udp,
         };
         let random = || getrandom::u32().unwrap_or(0x6e61_6761);
-        let ssrc = Ssrc(random());
+        let ssrc = Ssrc(start.ssrc.unwrap_or_else(random));
         let writer = DatagramWriter::new(enc, ssrc, random() as u16, random());
         let spec = FlowSpec::new(ScheduleConfig::new(rate), writer).start(at);
         start.counters.set_state(StreamState::Playing);
