@@ -372,8 +372,11 @@ fn ffmpeg_ends_a_finite_ts_clip_by_itself() {
     let media = Media::new("serve-rtcp-ts").with_ts();
     let serve = Serve::start(&media, &[]);
     for transport in ["udp", "tcp"] {
-        // The 4 s file once, no ?loop=1: the BYE ends the copy, with
-        // every video frame of the file (100 at 25 fps).
+        // The 4 s file once, no ?loop=1: the BYE ends the copy. Every
+        // byte of the file is sent (the test above counts every packet
+        // before the BYE), yet FFmpeg gives 99 of its 100 frames, over
+        // ordered TCP as over UDP: its MP2T-over-RTP reader hands on a
+        // PES only when the next one begins, and the last never does.
         let ff = Command::new("ffmpeg")
             .args(["-v", "error", "-rtsp_transport", transport])
             .args(["-i", &serve.url("clip.ts")])
@@ -384,7 +387,7 @@ fn ffmpeg_ends_a_finite_ts_clip_by_itself() {
             .unwrap();
         let out = wait_stdout(ff, 60);
         let frames = out.lines().filter(|l| !l.starts_with('#')).count();
-        assert_eq!(frames, 100, "video frames over {transport}");
+        assert_eq!(frames, 99, "video frames over {transport}");
     }
 }
 
