@@ -373,8 +373,8 @@ fn ffmpeg_ends_a_finite_ts_clip_by_itself() {
     let serve = Serve::start(&media, &[]);
     for transport in ["udp", "tcp"] {
         // The 4 s file once, no ?loop=1: the BYE ends the copy. Every
-        // byte of the file is sent (the test above counts every packet
-        // before the BYE), yet FFmpeg gives 99 of its 100 frames, over
+        // byte of the file leaves before the BYE, yet FFmpeg gives 99 of
+        // its 100 frames, over
         // ordered TCP as over UDP: its MP2T-over-RTP reader hands on a
         // PES only when the next one begins, and the last never does.
         let ff = Command::new("ffmpeg")
