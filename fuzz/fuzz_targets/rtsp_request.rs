@@ -117,6 +117,10 @@ impl Model {
             }
             Event::Refused { error, .. } => assert!(error.status() >= 400),
             Event::Closed(_) => self.closed = true,
+            Event::Rtcp { session, data, .. } => {
+                assert_eq!(self.set_up, Some(*session), "RTCP without SETUP");
+                assert!(data.len() <= Limits::default().body_bytes, "{} bytes", data.len());
+            }
         }
     }
 }

@@ -206,6 +206,12 @@ impl Sender {
     pub(crate) fn open(dest: SocketAddr, opts: &SendOptions) -> Result<Sender> {
         let sock = Socket::new(Domain::for_address(dest), Type::DGRAM, Some(Protocol::UDP))
             .context("creating a UDP socket")?;
+        Sender::open_on(sock, dest, opts)
+    }
+
+    /// A sender to `dest` on `sock`, a UDP socket the caller made (and
+    /// perhaps bound to a port it must send from).
+    pub(crate) fn open_on(sock: Socket, dest: SocketAddr, opts: &SendOptions) -> Result<Sender> {
         let mut notices = Vec::new();
         if dest.ip().is_multicast() {
             match (dest.ip(), &opts.interface) {

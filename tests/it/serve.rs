@@ -12,4 +12,5 @@ mod loadtest;
 mod logs;
 mod openapi;
 mod players;
+mod rtcp;
 mod rtsp;

@@ -209,6 +209,34 @@ pub struct StreamInfo {
     /// Why it failed (state `failed`), in the server's words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What its readers said of it in their RTCP receiver reports (RTSP
+    /// sessions whose client sends them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub readers: Vec<ReaderReport>,
+}
+
+/// A reader's latest RTCP receiver report on a stream (RFC 3550 §6.4.2),
+/// and how many came.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReaderReport {
+    /// Where it reads (as `destinations` names it).
+    pub reader: String,
+    /// The reader's own SSRC.
+    pub ssrc: u32,
+    /// Report blocks about the stream taken so far.
+    pub reports: u64,
+    /// RTCP datagrams from it refused as malformed.
+    pub malformed: u64,
+    /// Share of packets lost between its last two reports, in 256ths.
+    pub fraction_lost: u8,
+    /// Packets lost since it began to receive (negative with duplicates).
+    pub cumulative_lost: i32,
+    /// Highest extended sequence number it received.
+    pub highest_seq: u32,
+    /// Interarrival jitter, in 90 kHz RTP timestamp units.
+    pub jitter: u32,
+    /// The same, in microseconds.
+    pub jitter_us: u64,
 }
 
 /// `GET /v1/streams`.

@@ -17,6 +17,7 @@ pub mod lobby;
 pub mod mpegts;
 pub mod netem;
 pub mod probe;
+pub mod rtcp;
 pub mod rtp;
 pub mod rtsp;
 pub mod screen;

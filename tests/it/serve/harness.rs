@@ -359,9 +359,9 @@ impl Rtsp {
 }
 
 /// FFmpeg pulls `url` over RTSP `transport` (udp, tcp) into `out` as raw
-/// UYVY. FFmpeg's RTSP client reads until its probe is satisfied, which a
-/// 10-frame clip never does; looping the clip (`?loop=1` in `url`) and
-/// asking for exactly its frames ends the pull at the file's end.
+/// UYVY, exactly the clip's frames: with `?loop=1` in `url` that is the
+/// first pass (a clip played once ends with serve's RTCP BYE instead;
+/// `serve::rtcp` tests that).
 pub fn ffmpeg_pull(url: &str, transport: &str, out: &std::path::Path) {
     let mut ff = std::process::Command::new("ffmpeg")
         .args(["-loglevel", "error", "-rtsp_transport", transport])

@@ -212,10 +212,11 @@ impl<C: Catalog> Connection<C> {
                         self.framer.consume();
                         self.on_message(now, parsed, target.as_deref());
                     }
-                    Ok(Some(Frame::Interleaved { len, .. })) => {
+                    Ok(Some(Frame::Interleaved { channel, len })) => {
                         self.counters.interleaved_frames += 1;
                         self.counters.interleaved_bytes += u64::from(len);
                         self.last_activity = now;
+                        self.on_interleaved(channel);
                     }
                     Ok(None) => break,
                     Err(e) => self.fail(None, e),
@@ -233,6 +234,26 @@ impl<C: Catalog> Connection<C> {
                 let limit = self.config.limits.header_bytes;
                 self.fail(None, Error::HeaderTooLarge { limit });
             }
+        }
+    }
+
+    /// Hands on a kept interleaved frame that came on the RTCP channel of
+    /// one of the session's tracks (the client's receiver reports);
+    /// frames on other channels are only counted.
+    fn on_interleaved(&mut self, channel: u8) {
+        let Some(s) = &self.session else {
+            return;
+        };
+        let track = s.tracks.iter().find_map(|(t, tr)| match *tr {
+            Transport::Interleaved { rtcp, .. } if rtcp == channel => Some(*t),
+            _ => None,
+        });
+        if let (Some(track), Some(data)) = (track, self.framer.interleaved_payload()) {
+            self.events.push_back(Event::Rtcp {
+                session: s.id,
+                track,
+                data: data.to_vec(),
+            });
         }
     }
 
@@ -440,9 +461,18 @@ impl<C: Catalog> Connection<C> {
         if !self.catalog.admit(&target.path, &chosen) {
             return Err(Error::NotAdmitted);
         }
+        let server_port = match chosen {
+            Transport::Udp { .. } => self.catalog.server_port(&chosen),
+            _ => None,
+        };
+        let ssrc = self.catalog.ssrc(&chosen);
         self.commit_setup(target, track, chosen);
         Ok(Reply {
-            transport: Some(transport::reply(&chosen, self.config.server_port)),
+            transport: Some(transport::reply(
+                &chosen,
+                server_port.or(self.config.server_port),
+                ssrc,
+            )),
             ..Reply::default()
         }
         .with_session())

@@ -8,7 +8,10 @@
 //! - bytes are buffered only up to the header-section and body limits;
 //! - the end of the header section is searched incrementally, so input
 //!   that arrives a byte at a time costs linear time, not quadratic;
-//! - `$ ch len` frames are discarded as they stream past, never buffered;
+//! - `$ ch len` frames no longer than the body limit (a client's RTCP:
+//!   receiver reports of a few dozen bytes) are kept whole until the next
+//!   call, so the connection can hand them on; longer ones are discarded
+//!   as they stream past, never buffered;
 //! - the body length comes from rtsp-types itself: parsing the head alone
 //!   stops at `Content-Length` with `Incomplete(n)`, which is that length.
 
@@ -27,8 +30,9 @@ pub(crate) enum Frame {
         /// Bytes of head and body.
         len: usize,
     },
-    /// An interleaved binary frame (client RTCP, usually) that is being
-    /// skipped.
+    /// An interleaved binary frame (client RTCP, usually): its payload is
+    /// [`Framer::interleaved_payload`] until the next call if it was kept
+    /// (no longer than the body limit), else it is being skipped.
     Interleaved {
         /// Its channel.
         channel: u8,
@@ -73,6 +77,9 @@ pub(crate) struct Framer {
     // How far `buf` was searched for the end of the head.
     scanned: usize,
     head: Option<Head>,
+    // A whole interleaved frame at the front of `buf` (its length with
+    // the 4-byte header), dropped at the next call.
+    kept: Option<usize>,
 }
 
 const HEAD_END: &[u8] = b"\r\n\r\n";
@@ -90,6 +97,7 @@ impl Framer {
             skip: 0,
             scanned: 0,
             head: None,
+            kept: None,
         }
     }
 
@@ -125,6 +133,9 @@ impl Framer {
     /// The next complete frame, `None` if more bytes are needed, or an
     /// error after which the stream cannot be framed any more.
     pub(crate) fn next(&mut self) -> Result<Option<Frame>, Error> {
+        if let Some(n) = self.kept.take() {
+            self.drop_front(n);
+        }
         if self.skip > 0 {
             return Ok(None);
         }
@@ -177,12 +188,28 @@ impl Framer {
         }
     }
 
-    /// `$`, channel, 16-bit length: drop the header and whatever payload
-    /// is already buffered, and skip the rest as it arrives.
+    /// The payload of the interleaved frame [`Framer::next`] just
+    /// announced, if it was short enough to keep.
+    pub(crate) fn interleaved_payload(&self) -> Option<&[u8]> {
+        self.kept.and_then(|n| self.buf.get(4..n))
+    }
+
+    /// `$`, channel, 16-bit length: a frame within the body limit is kept
+    /// whole once it is all in (`None` until then); of a longer one, drop
+    /// the header and whatever payload is already buffered, and skip the
+    /// rest as it arrives.
     fn interleaved(&mut self) -> Option<Frame> {
         let b = self.buf.get(..4)?;
         let channel = b[1];
         let len = u16::from_be_bytes([b[2], b[3]]);
+        let whole = 4 + usize::from(len);
+        if usize::from(len) <= self.limits.body_bytes && whole <= self.capacity() {
+            if self.buf.len() < whole {
+                return None;
+            }
+            self.kept = Some(whole);
+            return Some(Frame::Interleaved { channel, len });
+        }
         self.drop_front(4);
         let have = usize::from(len).min(self.buf.len());
         self.drop_front(have);
@@ -330,7 +357,9 @@ mod tests {
                 while let Some(frame) = f.next()? {
                     let bytes = match frame {
                         Frame::Message { .. } => f.message().to_vec(),
-                        Frame::Interleaved { .. } => Vec::new(),
+                        Frame::Interleaved { .. } => {
+                            f.interleaved_payload().unwrap_or_default().to_vec()
+                        }
                     };
                     if let Frame::Message { .. } = frame {
                         f.consume();
@@ -379,6 +408,7 @@ mod tests {
             assert_eq!(got.len(), 3, "step {step}");
             assert_eq!(got[0].1, OPTIONS);
             assert_eq!(got[1].0, Frame::Interleaved { channel: 1, len: 3 });
+            assert_eq!(got[1].1, [9, 9, 9], "kept whole, step {step}");
             assert_eq!(got[2].1, body);
         }
     }
@@ -396,6 +426,8 @@ mod tests {
             let got = frames(&input, step).unwrap();
             assert_eq!(got.len(), 3, "step {step}");
             assert_eq!(got[0].0, Frame::Interleaved { channel: 0, len: 5 });
+            assert_eq!(got[0].1, [0x80, 96, 1, 2, 3]);
+            assert_eq!(got[1].1, b"", "a long frame is skipped, not kept");
             assert_eq!(
                 got[1].0,
                 Frame::Interleaved {

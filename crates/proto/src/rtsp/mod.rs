@@ -265,6 +265,25 @@ pub trait Catalog {
         let _ = (path, transport);
         true
     }
+
+    /// The server's RTP/RTCP port pair for an admitted SETUP of UDP
+    /// unicast `transport`, reported as `server_port` (clients send their
+    /// receiver reports to its RTCP port); asked after [`Catalog::admit`].
+    /// `None` falls back to [`Config::server_port`].
+    fn server_port(&self, transport: &Transport) -> Option<PortPair> {
+        let _ = transport;
+        None
+    }
+
+    /// The SSRC the session's media will carry over `transport`,
+    /// announced as `ssrc=` in the SETUP response (RFC 2326 12.39):
+    /// GStreamer's `rtspsrc` ends a stream at once on a BYE only from the
+    /// SSRC it was told. Asked after [`Catalog::admit`]; `None` leaves the
+    /// parameter out.
+    fn ssrc(&self, transport: &Transport) -> Option<u32> {
+        let _ = transport;
+        None
+    }
 }
 
 impl<C: Catalog + ?Sized> Catalog for &C {
@@ -280,6 +299,12 @@ impl<C: Catalog + ?Sized> Catalog for &C {
     fn admit(&self, path: &str, transport: &Transport) -> bool {
         (**self).admit(path, transport)
     }
+    fn server_port(&self, transport: &Transport) -> Option<PortPair> {
+        (**self).server_port(transport)
+    }
+    fn ssrc(&self, transport: &Transport) -> Option<u32> {
+        (**self).ssrc(transport)
+    }
 }
 
 impl<C: Catalog + ?Sized> Catalog for Arc<C> {
@@ -294,6 +319,9 @@ impl<C: Catalog + ?Sized> Catalog for Arc<C> {
     }
     fn admit(&self, path: &str, transport: &Transport) -> bool {
         (**self).admit(path, transport)
+    }
+    fn server_port(&self, transport: &Transport) -> Option<PortPair> {
+        (**self).server_port(transport)
     }
 }
 
@@ -393,6 +421,16 @@ pub enum Event {
     },
     /// Write out the pending transmits, then close the connection.
     Closed(CloseReason),
+    /// RTCP the client sent on a track's interleaved RTCP channel (its
+    /// receiver reports over TCP), whole, for the driver to read.
+    Rtcp {
+        /// The session.
+        session: SessionId,
+        /// The track whose RTCP channel it came on.
+        track: u16,
+        /// The compound packet.
+        data: Vec<u8>,
+    },
 }
 
 #[cfg(test)]

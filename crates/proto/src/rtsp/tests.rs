@@ -21,6 +21,8 @@ struct TestCatalog {
     streams: HashMap<String, StreamInfo>,
     allowed: Vec<IpAddr>,
     refuse_admission: std::rc::Rc<std::cell::Cell<bool>>,
+    ports: Option<PortPair>,
+    ssrc: Option<u32>,
 }
 
 impl Catalog for TestCatalog {
@@ -35,6 +37,12 @@ impl Catalog for TestCatalog {
     }
     fn admit(&self, _path: &str, _transport: &Transport) -> bool {
         !self.refuse_admission.get()
+    }
+    fn server_port(&self, _transport: &Transport) -> Option<PortPair> {
+        self.ports
+    }
+    fn ssrc(&self, _transport: &Transport) -> Option<u32> {
+        self.ssrc
     }
 }
 
@@ -851,27 +859,36 @@ fn check_transcript(transcript: &[&[u8]], transport: Transport, looping: bool) {
     }
     let id = SessionId(SEED);
     let path = "clip.ts".to_owned();
-    assert_eq!(
-        whole.1,
-        vec![
-            Event::Setup {
+    let mut want = vec![
+        Event::Setup {
+            session: id,
+            path: path.clone(),
+            track: 0,
+            transport,
+        },
+        Event::Play {
+            session: id,
+            path,
+            start: Start::Beginning,
+            looping,
+        },
+    ];
+    // Each receiver report on the track's RTCP channel, handed on whole.
+    want.extend(
+        transcript
+            .iter()
+            .filter(|r| r.starts_with(b"$"))
+            .map(|r| Event::Rtcp {
                 session: id,
-                path: path.clone(),
                 track: 0,
-                transport
-            },
-            Event::Play {
-                session: id,
-                path,
-                start: Start::Beginning,
-                looping
-            },
-            Event::SessionClosed {
-                session: id,
-                reason: SessionEnd::Teardown
-            },
-        ]
+                data: r[4..].to_vec(),
+            }),
     );
+    want.push(Event::SessionClosed {
+        session: id,
+        reason: SessionEnd::Teardown,
+    });
+    assert_eq!(whole.1, want);
 }
 
 #[test]
@@ -1240,4 +1257,29 @@ fn a_stale_nonce_is_told_so_and_a_fresh_one_passes() {
     let auth = ffmpeg_digest("s3cret-token", &fresh, "DESCRIBE", URL);
     let r = one(&mut m, late, &request("DESCRIBE", URL, 3, &auth));
     assert_eq!(status(&r), 200);
+}
+
+#[test]
+fn setup_names_the_servers_port_pair_and_ssrc_when_the_catalog_has_them() {
+    let with = || TestCatalog {
+        ports: PortPair::from_rtp(7000),
+        ssrc: Some(0x1234_abcd),
+        ..catalog()
+    };
+    let mut m = Connection::new(Nanos::ZERO, config(), with(), CLIENT, SEED);
+    let r = set_up(&mut m, "RTP/AVP;unicast;client_port=6000-6001");
+    let t = header(&r, "Transport").unwrap();
+    assert!(t.contains("server_port=7000-7001"), "{t}");
+    assert!(t.contains("ssrc=1234ABCD"), "{t}");
+    // Over TCP the SSRC, and no server port.
+    let mut m = Connection::new(Nanos::ZERO, config(), with(), CLIENT, SEED);
+    let r = set_up(&mut m, "RTP/AVP/TCP;unicast;interleaved=0-1");
+    let t = header(&r, "Transport").unwrap();
+    assert!(!t.contains("server_port"), "{t}");
+    assert!(t.contains("ssrc=1234ABCD"), "{t}");
+    // Without them, no SSRC, and the configured server port.
+    let r = set_up(&mut machine(), "RTP/AVP;unicast;client_port=6000-6001");
+    let t = header(&r, "Transport").unwrap();
+    assert!(t.contains("server_port=40000-40001"), "{t}");
+    assert!(!t.contains("ssrc"), "{t}");
 }

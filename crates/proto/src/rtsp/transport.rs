@@ -272,9 +272,13 @@ fn allowed_destination<C: Catalog + ?Sized>(
 }
 
 /// The `Transport` header of the SETUP response; `server` is the server's
-/// RTP/RTCP source port pair for UDP unicast, if the driver named one.
-pub(crate) fn reply(t: &Transport, server: Option<PortPair>) -> Transports {
-    let mut params = RtpTransportParameters::default();
+/// RTP/RTCP source port pair for UDP unicast, and `ssrc` the media's SSRC,
+/// if the driver named them.
+pub(crate) fn reply(t: &Transport, server: Option<PortPair>, ssrc: Option<u32>) -> Transports {
+    let mut params = RtpTransportParameters {
+        ssrc: ssrc.into_iter().collect(),
+        ..RtpTransportParameters::default()
+    };
     let mut lower = None;
     match *t {
         // No `destination=` here even when the client named one:

@@ -22,6 +22,14 @@ struct StreamLabels {
     kind: String,
 }
 
+/// Labels of a per-reader series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReaderLabels {
+    stream: String,
+    path: String,
+    reader: String,
+}
+
 /// Labels of a per-path series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PathLabels {
@@ -35,6 +43,7 @@ type Gauges = Family<StreamLabels, Gauge>;
 pub(crate) fn render(server: &Server) -> String {
     let mut reg = Registry::default();
     streams(server, &mut reg);
+    readers(server, &mut reg);
     paths(server, &mut reg);
     totals(server, &mut reg);
     let mut out = String::new();
@@ -92,6 +101,54 @@ fn streams(server: &Server, reg: &mut Registry) {
         errors.get_or_create(&l).inc_by(c.send_errors);
         drops.get_or_create(&l).inc_by(c.queue_drops);
         fill.get_or_create(&l).set(c.ring_fill as i64);
+    }
+}
+
+/// What each reader said in its latest RTCP receiver report.
+fn readers(server: &Server, reg: &mut Registry) {
+    let reports = Family::<ReaderLabels, Counter>::default();
+    reg.register(
+        "nagare_reader_reports",
+        "RTCP receiver report blocks a reader sent about the stream",
+        reports.clone(),
+    );
+    let ratio = |reg: &mut Registry, name: &str, help: &str| {
+        let f = Family::<ReaderLabels, Gauge<f64, AtomicU64>>::default();
+        reg.register(name, help, f.clone());
+        f
+    };
+    let fraction = ratio(
+        reg,
+        "nagare_reader_fraction_lost",
+        "Share of packets lost between the reader's last two reports (0 to 1)",
+    );
+    let jitter = ratio(
+        reg,
+        "nagare_reader_jitter_seconds",
+        "Interarrival jitter the reader reported",
+    );
+    let lost = Family::<ReaderLabels, Gauge>::default();
+    reg.register(
+        "nagare_reader_cumulative_lost",
+        "Packets the reader lost since it began to receive",
+        lost.clone(),
+    );
+    for (id, e) in server.table.entries() {
+        for r in e.counters.readers() {
+            let l = ReaderLabels {
+                stream: id.to_string(),
+                path: e.source.clone(),
+                reader: r.reader.clone(),
+            };
+            reports.get_or_create(&l).inc_by(r.reports);
+            fraction
+                .get_or_create(&l)
+                .set(f64::from(r.fraction_lost) / 256.0);
+            jitter
+                .get_or_create(&l)
+                .set(f64::from(r.jitter) / f64::from(nagare_proto::rtcp::VIDEO_CLOCK_RATE));
+            lost.get_or_create(&l).set(i64::from(r.cumulative_lost));
+        }
     }
 }
 

@@ -115,6 +115,8 @@ pub(crate) struct Launch {
     pub reservation: Option<Reservation>,
     /// Cluster leg settings.
     pub leg: Option<Leg>,
+    /// The SSRC an RTSP session announced (else drawn by the pacer).
+    pub ssrc: Option<u32>,
     /// The request's stripe, SSRC and label, for the table.
     pub tags: Tags,
 }
@@ -215,6 +217,7 @@ impl Server {
             encapsulation: l.encapsulation,
             counters,
             leg: l.leg,
+            ssrc: l.ssrc,
             reservation,
         });
         id
@@ -305,6 +308,7 @@ impl Server {
             encapsulation: req.encapsulation,
             reservation: Some(reservation),
             leg,
+            ssrc: None,
             tags: Tags {
                 stripe: req.stripe,
                 ssrc: req.ssrc,

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use nagare_api::serve::{
-    StreamCounters, StreamInfo, StreamKind, StreamRequest, StreamState, StripeSpec,
+    ReaderReport, StreamCounters, StreamInfo, StreamKind, StreamRequest, StreamState, StripeSpec,
 };
 use nagare_proto::BitRate;
 use nagare_proto::serve::idempotency::{self, Replay};
@@ -57,6 +57,9 @@ pub(crate) struct Counters {
     /// Why it failed: set once, by whoever failed it first, so the API
     /// shows the cause rather than a later consequence.
     failure: OnceLock<String>,
+    /// Its reader's latest RTCP receiver report (RTSP sessions), written
+    /// by the session on the RTSP thread, never by the media path.
+    reader: Mutex<Option<ReaderReport>>,
 }
 
 impl Counters {
@@ -82,6 +85,17 @@ impl Counters {
     pub(crate) fn fail(&self, why: impl Into<String>) {
         let _ = self.failure.set(why.into());
         self.set_state(StreamState::Failed);
+    }
+
+    /// Records its reader's latest receiver report.
+    pub(crate) fn set_reader(&self, report: ReaderReport) {
+        *self.reader.lock().unwrap_or_else(|p| p.into_inner()) = Some(report);
+    }
+
+    /// Its readers' latest receiver reports.
+    pub(crate) fn readers(&self) -> Vec<ReaderReport> {
+        let r = self.reader.lock().unwrap_or_else(|p| p.into_inner());
+        r.iter().cloned().collect()
     }
 
     /// Why it failed, if it did.
@@ -173,6 +187,7 @@ impl Entry {
             label: self.tags.label.clone(),
             idempotency_key: self.tags.keyed.as_ref().map(|(k, _)| k.clone()),
             error: self.counters.failure(),
+            readers: self.counters.readers(),
         }
     }
 }

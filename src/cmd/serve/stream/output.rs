@@ -4,9 +4,13 @@
 //! buffer is counted and the packet dropped, and a full TCP queue drops
 //! the reader (MediaMTX #162: one slow reader never stalls the others);
 //! the connection's task on the RTSP event loop then closes it.
+//!
+//! An RTSP session's output also carries the session's RTCP path: a UDP
+//! socket on the server's RTCP port, connected to the client's, or the
+//! interleaved RTCP channel. API pushes have none.
 
 use std::io;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -35,6 +39,8 @@ pub(crate) struct UdpOut {
     sender: udp::Sender,
     dest: SocketAddr,
     gso: bool,
+    /// The session's RTCP socket, connected to the client's RTCP port.
+    rtcp: Option<Arc<UdpSocket>>,
 }
 
 /// The media side of one RTSP TCP connection: a bounded queue of
@@ -121,6 +127,8 @@ pub(crate) enum Output {
         link: Arc<TcpLink>,
         /// RTP channel.
         channel: u8,
+        /// RTCP channel.
+        rtcp: Option<u8>,
     },
 }
 
@@ -141,14 +149,67 @@ impl Output {
         let sender = udp::Sender::open(dest, &opts)
             .with_context(|| format!("opening a socket to {dest}"))?;
         let gso = sender.gso;
-        Ok(Output::Udp(UdpOut { sender, dest, gso }))
+        Ok(Output::Udp(UdpOut {
+            sender,
+            dest,
+            gso,
+            rtcp: None,
+        }))
+    }
+
+    /// An RTSP session's UDP unicast destination: RTP from `rtp`, a socket
+    /// already bound to the server's RTP port, and RTCP on `rtcp`, bound
+    /// to the server's RTCP port and connected to the client's.
+    pub(crate) fn udp_session(
+        rtp: socket2::Socket,
+        dest: SocketAddr,
+        rtcp: Arc<UdpSocket>,
+        buffer: usize,
+    ) -> Result<Output> {
+        let opts = SendOptions {
+            interface: None,
+            ttl: None,
+            buffer_bytes: buffer,
+        };
+        let sender = udp::Sender::open_on(rtp, dest, &opts)
+            .with_context(|| format!("opening a socket to {dest}"))?;
+        let gso = sender.gso;
+        Ok(Output::Udp(UdpOut {
+            sender,
+            dest,
+            gso,
+            rtcp: Some(rtcp),
+        }))
+    }
+
+    /// Whether RTCP can go with this output.
+    pub(crate) fn takes_rtcp(&self) -> bool {
+        match self {
+            Output::Udp(u) => u.rtcp.is_some(),
+            Output::Tcp { rtcp, .. } => rtcp.is_some(),
+        }
+    }
+
+    /// Sends one RTCP compound on the output's RTCP path, if it has one.
+    pub(crate) fn rtcp(&self, bytes: &[u8]) -> Sent {
+        match self {
+            Output::Udp(UdpOut {
+                rtcp: Some(sock), ..
+            }) => refused(sock.send(bytes)),
+            Output::Tcp {
+                link,
+                rtcp: Some(channel),
+                ..
+            } => link.frame(*channel, &[bytes]),
+            _ => Sent::Ok,
+        }
     }
 
     /// How it is shown in the table.
     pub(crate) fn label(&self) -> String {
         match self {
             Output::Udp(u) => u.dest.to_string(),
-            Output::Tcp { link, channel } => format!("tcp:{}/channel {channel}", link.peer),
+            Output::Tcp { link, channel, .. } => format!("tcp:{}/channel {channel}", link.peer),
         }
     }
 
@@ -156,7 +217,7 @@ impl Output {
     pub(crate) fn datagram(&mut self, bytes: &[u8]) -> Sent {
         match self {
             Output::Udp(u) => refused(u.sender.send(bytes)),
-            Output::Tcp { link, channel } => link.frame(*channel, &[bytes]),
+            Output::Tcp { link, channel, .. } => link.frame(*channel, &[bytes]),
         }
     }
 
@@ -166,7 +227,7 @@ impl Output {
     pub(crate) fn train(&mut self, train: &Train<'_>, io: &mut TrainIo) -> Sent {
         match self {
             Output::Udp(u) => refused(io.send(&u.sender, train, &mut u.gso)),
-            Output::Tcp { link, channel } => {
+            Output::Tcp { link, channel, .. } => {
                 for p in train.parts() {
                     let s = link.frame(*channel, &p);
                     if s != Sent::Ok {

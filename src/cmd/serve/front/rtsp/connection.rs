@@ -44,6 +44,9 @@ const READ_CHUNK: usize = 4096;
 pub(crate) const OUTBOX_LIMIT: usize = 64 * 1024;
 /// Longest the bytes owed to a client may wait without any being taken.
 pub(crate) const WRITE_STALL: Duration = Duration::from_secs(10);
+/// Largest RTCP datagram read from a client: receiver reports are a few
+/// dozen bytes; anything longer is cut and then refused as malformed.
+const RTCP_MAX: usize = 1500;
 /// Longest a closing connection's last responses may take to leave.
 const CLOSE_FLUSH: Duration = Duration::from_secs(1);
 
@@ -114,6 +117,9 @@ enum Wake {
     Readable,
     Writable,
     Frame(Vec<u8>),
+    /// A datagram on the session's RTCP socket (`None`: an error, such
+    /// as the ICMP refusal of a report sent to a closed port).
+    Rtcp(Option<Vec<u8>>),
     Timer,
     Stalled,
     Gone,
@@ -162,6 +168,12 @@ pub(super) async fn run(c: Conn) {
         match wake {
             Wake::Readable | Wake::Writable => {}
             Wake::Frame(frame) => take_frames(&mut out, frame, session.media.as_mut()),
+            Wake::Rtcp(Some(data)) => {
+                // A report from the client keeps its session alive.
+                machine.handle_input(now, Input::KeepAlive);
+                session.rtcp(now, &data);
+            }
+            Wake::Rtcp(None) => {}
             Wake::Timer => machine.handle_input(now, Input::Timer),
             Wake::Stalled => {
                 server.stats.rtsp_stalled.fetch_add(1, Ordering::Relaxed);
@@ -189,7 +201,7 @@ fn pump(machine: &mut Machine, session: &mut Session, out: &mut Outbox, now: Nan
         out.push(bytes);
     }
     while let Some(e) = machine.poll_event() {
-        session.event(e);
+        session.event(e, now);
     }
     // Responses the events produced (none today), and a close.
     while let Some(bytes) = machine.poll_transmit(now) {
@@ -213,6 +225,7 @@ async fn wait(
         None => (None, None),
     };
     let room = !out.is_full();
+    let rtcp = session.rtcp_in.as_ref();
     tokio::select! {
         biased;
         () = until_dropped(link) => Wake::Gone,
@@ -225,6 +238,7 @@ async fn wait(
             Err(_) => Wake::Gone,
         },
         f = next_frame(frames), if room => f.map_or(Wake::Gone, Wake::Frame),
+        r = next_rtcp(rtcp) => Wake::Rtcp(r),
         () = sleep_until(deadline) => Wake::Timer,
         () = sleep_until(stall) => Wake::Stalled,
     }
@@ -241,6 +255,18 @@ async fn next_frame(frames: Option<&mut mpsc::Receiver<Vec<u8>>>) -> Option<Vec<
     match frames {
         Some(f) => f.recv().await,
         None => std::future::pending().await,
+    }
+}
+
+/// The next datagram on the session's RTCP socket.
+async fn next_rtcp(sock: Option<&tokio::net::UdpSocket>) -> Option<Vec<u8>> {
+    let Some(s) = sock else {
+        return std::future::pending().await;
+    };
+    let mut buf = [0u8; RTCP_MAX];
+    match s.recv(&mut buf).await {
+        Ok(n) => Some(buf[..n].to_vec()),
+        Err(_) => None,
     }
 }
 

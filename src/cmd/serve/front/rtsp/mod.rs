@@ -18,6 +18,7 @@
 //! nonce key of its own.
 
 mod connection;
+mod ports;
 mod session;
 mod tenants;
 

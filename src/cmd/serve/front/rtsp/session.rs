@@ -2,17 +2,24 @@
 //! catalog the machine asks, and the session's stream (set up, played,
 //! paused, stopped). The media itself is paced by the pacing threads,
 //! never here; an interleaved stream's frames come back through the
-//! connection's [`TcpLink`] queue.
+//! connection's [`TcpLink`] queue. The client's RTCP (on the session's
+//! RTCP socket, or its interleaved RTCP channel) is read into
+//! nagare-proto's `rtcp::Feedback` and shown on the stream.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use nagare_api::serve::{Encapsulation, StreamKind};
-use nagare_proto::rtsp::{self, Event, SessionEnd, SessionId, Start, StreamInfo, Transport};
+use nagare_api::serve::{Encapsulation, ReaderReport, StreamKind};
+use nagare_proto::Nanos;
+use nagare_proto::rtcp::{Feedback, VIDEO_CLOCK_RATE};
+use nagare_proto::rtsp::{
+    self, Event, PortPair, SessionEnd, SessionId, Start, StreamInfo, Transport,
+};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
+use super::ports::SessionPorts;
 use crate::cmd::serve::hub::reservation::Reservation;
 use crate::cmd::serve::hub::server::{Launch, Server};
 use crate::cmd::serve::hub::table::StreamId;
@@ -37,6 +44,10 @@ struct Admitted {
     reservation: Option<Reservation>,
     /// The session's running stream.
     stream: Option<StreamId>,
+    /// The server's ports of a UDP unicast session.
+    ports: Option<SessionPorts>,
+    /// The SSRC its stream carries, drawn at the first SETUP.
+    ssrc: Option<u32>,
 }
 
 fn lock(admitted: &Mutex<Admitted>) -> std::sync::MutexGuard<'_, Admitted> {
@@ -122,6 +133,42 @@ impl rtsp::Catalog for ConnCatalog {
             }
         }
     }
+
+    fn ssrc(&self, _transport: &Transport) -> Option<u32> {
+        let mut held = lock(&self.admitted);
+        Some(
+            *held
+                .ssrc
+                .get_or_insert_with(|| getrandom::u32().unwrap_or(0x6e61_6761)),
+        )
+    }
+
+    fn server_port(&self, transport: &Transport) -> Option<PortPair> {
+        let Transport::Udp { destination, ports } = *transport else {
+            return None;
+        };
+        let client_rtcp = SocketAddr::new(destination, ports.rtcp);
+        let mut held = lock(&self.admitted);
+        // A SETUP again (new client ports) keeps the server's pair.
+        if let Some(p) = &held.ports
+            && p.rtcp.connect(client_rtcp).is_ok()
+        {
+            return Some(p.pair);
+        }
+        match SessionPorts::bind(client_rtcp) {
+            Ok(p) => {
+                let pair = p.pair;
+                held.ports = Some(p);
+                Some(pair)
+            }
+            Err(e) => {
+                // The media still flows, from a port of its own, without
+                // RTCP.
+                warn!(%destination, "no RTP/RTCP port pair for {destination} ({e}); no RTCP");
+                None
+            }
+        }
+    }
 }
 
 /// Says why admission refused `client`'s SETUP of `path`.
@@ -149,6 +196,12 @@ pub(super) struct Session {
     named: Option<(SessionId, String)>,
     /// Made at the first interleaved PLAY, kept for the connection.
     pub(super) media: Option<Media>,
+    /// The session's RTCP socket, as the event loop reads it (UDP).
+    pub(super) rtcp_in: Option<tokio::net::UdpSocket>,
+    /// What the client's RTCP said.
+    feedback: Feedback,
+    /// The client's output, as the stream table names it.
+    reader: String,
 }
 
 impl Session {
@@ -163,6 +216,9 @@ impl Session {
             open: false,
             named: None,
             media: None,
+            rtcp_in: None,
+            feedback: Feedback::new(),
+            reader: String::new(),
         }
     }
 
@@ -171,8 +227,8 @@ impl Session {
         self.open
     }
 
-    /// Acts on one machine event.
-    pub(super) fn event(&mut self, e: Event) {
+    /// Acts on one machine event that came at `now`.
+    pub(super) fn event(&mut self, e: Event, now: Nanos) {
         match e {
             Event::Setup {
                 session,
@@ -190,7 +246,9 @@ impl Session {
                         .fetch_add(1, Ordering::Relaxed);
                 }
                 self.transport = Some(transport);
+                self.listen_rtcp();
             }
+            Event::Rtcp { data, .. } => self.rtcp(now, &data),
             Event::Play {
                 session,
                 path,
@@ -255,6 +313,52 @@ impl Session {
         );
     }
 
+    /// Reads the session's RTCP socket on the event loop, once it has one.
+    fn listen_rtcp(&mut self) {
+        if self.rtcp_in.is_some() {
+            return;
+        }
+        let sock = match &lock(&self.admitted).ports {
+            Some(p) => p.rtcp.try_clone(),
+            None => return,
+        };
+        match sock.and_then(tokio::net::UdpSocket::from_std) {
+            Ok(s) => self.rtcp_in = Some(s),
+            Err(e) => {
+                let client = self.peer;
+                warn!(%client, "RTCP from {client} is not read ({e})");
+            }
+        }
+    }
+
+    /// Takes one RTCP compound from the client, and shows what it said on
+    /// the session's stream.
+    pub(super) fn rtcp(&mut self, now: Nanos, data: &[u8]) {
+        self.feedback.handle_input(now, data);
+        let Some(latest) = self.feedback.latest() else {
+            return;
+        };
+        let Some(e) = lock(&self.admitted)
+            .stream
+            .and_then(|id| self.server.table.get(id))
+        else {
+            return;
+        };
+        let c = self.feedback.counters();
+        let b = latest.block;
+        e.counters.set_reader(ReaderReport {
+            reader: self.reader.clone(),
+            ssrc: latest.reader.0,
+            reports: c.reports,
+            malformed: c.malformed,
+            fraction_lost: b.fraction_lost,
+            cumulative_lost: b.cumulative_lost,
+            highest_seq: b.highest_seq,
+            jitter: b.jitter,
+            jitter_us: u64::from(b.jitter) * 1_000_000 / u64::from(VIDEO_CLOCK_RATE),
+        });
+    }
+
     fn play(&mut self, path: &str, start: Start, looping: bool) {
         let running = lock(&self.admitted).stream;
         if let Some(id) = running {
@@ -271,7 +375,10 @@ impl Session {
             return;
         };
         let output = match self.output(transport) {
-            Ok(o) => o,
+            Ok(o) => {
+                self.reader = o.label();
+                o
+            }
             Err(e) => {
                 warn!(path, client = %self.peer, "RTSP PLAY of '{path}': {e:#}");
                 return;
@@ -293,6 +400,7 @@ impl Session {
             encapsulation: Encapsulation::Rtp,
             reservation: Some(reservation),
             leg: None,
+            ssrc: lock(&self.admitted).ssrc,
             tags: Default::default(),
         });
         lock(&self.admitted).stream = Some(id);
@@ -302,7 +410,7 @@ impl Session {
     fn output(&mut self, transport: Transport) -> anyhow::Result<Output> {
         let settings = &self.server.settings;
         match transport {
-            Transport::Interleaved { rtp, .. } => {
+            Transport::Interleaved { rtp, rtcp } => {
                 let media = self.media.get_or_insert_with(|| {
                     let (link, frames) = TcpLink::new(
                         settings.write_queue.max(16),
@@ -314,14 +422,22 @@ impl Session {
                 Ok(Output::Tcp {
                     link: media.link.clone(),
                     channel: rtp,
+                    rtcp: Some(rtcp),
                 })
             }
-            Transport::Udp { destination, ports } => Output::udp(
-                SocketAddr::new(destination, ports.rtp),
-                None,
-                None,
-                settings.send_buffer,
-            ),
+            Transport::Udp { destination, ports } => {
+                let dest = SocketAddr::new(destination, ports.rtp);
+                let pair = lock(&self.admitted)
+                    .ports
+                    .as_ref()
+                    .map(|p| Ok::<_, std::io::Error>((p.rtp.try_clone()?, p.rtcp.clone())));
+                match pair {
+                    Some(Ok((rtp, rtcp))) => {
+                        Output::udp_session(rtp, dest, rtcp, settings.send_buffer)
+                    }
+                    _ => Output::udp(dest, None, None, settings.send_buffer),
+                }
+            }
             Transport::Multicast(g) => Output::udp(
                 SocketAddr::new(g.group, g.ports.rtp),
                 settings.multicast_interface.clone(),
@@ -334,10 +450,12 @@ impl Session {
     /// Ends the session's stream and gives back what it reserved; `why`
     /// it ended goes in the log line.
     fn close(&mut self, why: &str) {
-        let (stream, reservation) = {
+        let (stream, reservation, ports) = {
             let mut a = lock(&self.admitted);
-            (a.stream.take(), a.reservation.take())
+            (a.stream.take(), a.reservation.take(), a.ports.take())
         };
+        drop(ports);
+        self.rtcp_in = None;
         let last = stream.and_then(|id| self.server.stop_stream(id));
         drop(reservation);
         if let Some((session, path)) = self.named.take() {

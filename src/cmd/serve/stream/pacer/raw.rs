@@ -7,6 +7,7 @@ use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use nagare_api::serve::StreamState;
+use nagare_proto::rtcp::{Anchor, WallTime};
 use nagare_proto::video::sender::{
     Event, FlowId, FlowSpec, Input, RingFrame, Sender, Transmit, locked_seq_base,
 };
@@ -21,6 +22,7 @@ use crate::cmd::serve::hub::media::Kind;
 use crate::cmd::serve::hub::table::{Counters, StreamId};
 use crate::cmd::serve::stream::output::Sent;
 use crate::cmd::serve::stream::reader::{Chunk, Delivery};
+use crate::cmd::serve::stream::rtcp::{Farewells, FlowRtcp};
 use crate::net::train::{TrainBuf, TrainIo};
 use crate::net::udp;
 
@@ -41,6 +43,8 @@ struct RawFlow {
     ahead: Option<Chunk>,
     /// Stripe buffers to split frames into (one-stripe legs).
     spare: Vec<Vec<u8>>,
+    /// Its sender reports and BYE (RTSP sessions only).
+    rtcp: Option<FlowRtcp>,
 }
 
 impl RawFlow {
@@ -113,6 +117,8 @@ pub(crate) struct RawFlows {
     io: TrainIoCell,
     /// Datagrams handed to the kernel since the load meter last took them.
     sent: u64,
+    /// Ended flows whose BYE is yet to go.
+    farewells: Farewells,
 }
 
 /// Scratch for trains, made on the pacing thread (it holds raw pointers,
@@ -135,6 +141,7 @@ impl RawFlows {
             start
                 .leg
                 .and_then(|l| l.ssrc)
+                .or(start.ssrc)
                 .unwrap_or_else(|| getrandom::u32().unwrap_or(0x6e61_6761)),
         );
         let packetizer = match Packetizer::new(format, start.pacing.packet_size, ssrc) {
@@ -146,6 +153,7 @@ impl RawFlows {
             }
         };
         let packetizer = packetizer.uniform();
+        let rtcp = FlowRtcp::for_outputs(&start.outputs, ssrc);
         let flow = RawFlow {
             start,
             rate,
@@ -157,6 +165,7 @@ impl RawFlows {
             paused: false,
             ahead: None,
             spare: Vec::new(),
+            rtcp,
         };
         let at = match flow.start.leg {
             Some(l) => origin.frame_start(rate, l.first_frame),
@@ -184,6 +193,7 @@ impl RawFlows {
 
     /// Answers frame requests, sends every train due at `now`.
     pub(crate) fn step(&mut self, now: Nanos, origin: &Origin) {
+        self.farewells.step(now);
         loop {
             self.events();
             self.answer(now);
@@ -209,9 +219,10 @@ impl RawFlows {
         std::mem::take(&mut self.sent)
     }
 
-    /// The earliest train or frame deadline.
+    /// The earliest train, frame or BYE deadline.
     pub(crate) fn next_deadline(&mut self) -> Option<Nanos> {
-        self.sender.poll_timeout()
+        let bye = self.farewells.next_deadline();
+        self.sender.poll_timeout().into_iter().chain(bye).min()
     }
 
     /// Takes the schedule's events; returns whether there were any.
@@ -274,7 +285,7 @@ impl RawFlows {
             let _ = self.sender.handle_input(now, input);
         }
         for (id, state) in ended {
-            self.end(id, state);
+            self.end(id, state, now);
         }
     }
 
@@ -307,11 +318,21 @@ impl RawFlows {
             }
         }
         c.lateness(now.saturating_sub(t.at).as_nanos(), t.len() as u64);
+        if let Some(r) = &mut f.rtcp {
+            // Raw flows run on the epoch grid: frame n starts n periods
+            // after the Unix epoch, and its timestamp is that instant's.
+            let start = f.rate.frame_start_ns(t.frame);
+            let anchor = Anchor {
+                wall: WallTime(u64::try_from(start).unwrap_or(u64::MAX)),
+                rtp: t.timestamp,
+            };
+            r.sent(now, t.len() as u64, bytes as u64, anchor, &f.start.outputs);
+        }
         f.next_seq += t.len() as u64;
         self.sent += (t.len() * f.start.outputs.len()) as u64;
         if dropped {
             c.fail(READER_DROPPED);
-            self.end(t.flow, StreamState::Failed);
+            self.end(t.flow, StreamState::Failed, now);
         }
     }
 
@@ -328,8 +349,14 @@ impl RawFlows {
         Some(f)
     }
 
-    fn end(&mut self, id: FlowId, state: StreamState) {
-        if let Some(f) = self.unschedule(id) {
+    /// Ends a flow for good (played out, or failed): its readers get a
+    /// BYE.
+    fn end(&mut self, id: FlowId, state: StreamState, now: Nanos) {
+        if let Some(mut f) = self.unschedule(id) {
+            if let Some(r) = f.rtcp.take() {
+                let outputs = std::mem::take(&mut f.start.outputs);
+                self.farewells.push(now, r, outputs);
+            }
             f.start.counters.set_state(state);
         }
     }
@@ -351,19 +378,28 @@ impl RawFlows {
         }
     }
 
+    /// Stops a flow at its session's request (TEARDOWN, a PLAY from the
+    /// start again, the connection gone): no BYE, for the reader asked
+    /// for it or is already gone, and a restarted stream goes on.
     pub(crate) fn stop(&mut self, id: StreamId, state: StreamState) {
-        if let Some(&fid) = self.ids.get(&id) {
-            self.end(fid, state);
-        }
-        if let Some(f) = self.paused.remove(&id) {
+        if let Some(f) = self.take(id) {
             f.start.counters.set_state(state);
         }
     }
 
+    /// Stops every flow as the server stops (their connections close).
     pub(crate) fn stop_all(&mut self) {
         let ids: Vec<StreamId> = self.ids.keys().chain(self.paused.keys()).copied().collect();
         for id in ids {
             self.stop(id, StreamState::Finished);
+        }
+    }
+
+    /// Takes a flow off the schedule or out of the paused ones.
+    fn take(&mut self, id: StreamId) -> Option<RawFlow> {
+        match self.ids.get(&id) {
+            Some(&fid) => self.unschedule(fid),
+            None => self.paused.remove(&id),
         }
     }
 }

@@ -47,6 +47,9 @@ pub(crate) struct Start {
     pub counters: Arc<Counters>,
     /// Cluster leg settings (raw video only).
     pub leg: Option<Leg>,
+    /// The SSRC to send with, if one was announced (an RTSP session's);
+    /// a leg's own comes first.
+    pub ssrc: Option<u32>,
     /// Its admitted rate, given back when the flow ends.
     pub reservation: Held,
 }

@@ -8,7 +8,8 @@ use std::collections::HashMap;
 use nagare_api::serve::{Encapsulation, StreamState};
 use nagare_proto::mpegts::sender::{Event, FlowId, FlowSpec, Input, Sender, Transmit};
 use nagare_proto::mpegts::{self, DatagramWriter, ScheduleConfig};
-use nagare_proto::{Nanos, Ssrc};
+use nagare_proto::rtcp::Anchor;
+use nagare_proto::{MediaTime, Nanos, Ssrc};
 use tracing::warn;
 
 use super::Start;
@@ -16,6 +17,7 @@ use crate::cmd::serve::hub::media::Kind;
 use crate::cmd::serve::hub::table::{Counters, StreamId};
 use crate::cmd::serve::stream::output::Sent;
 use crate::cmd::serve::stream::reader::Delivery;
+use crate::cmd::serve::stream::rtcp::{Farewells, FlowRtcp};
 
 /// Every TS flow of one pacing thread.
 #[derive(Default)]
@@ -23,6 +25,10 @@ pub(crate) struct TsFlows {
     sender: Sender,
     flows: HashMap<FlowId, Start>,
     ids: HashMap<StreamId, FlowId>,
+    /// Sender reports and BYE of the RTP flows of RTSP sessions.
+    rtcp: HashMap<FlowId, FlowRtcp>,
+    /// Ended flows whose BYE is yet to go.
+    farewells: Farewells,
     /// Datagrams handed to the kernel since the load meter last took them.
     sent: u64,
 }
@@ -38,10 +44,16 @@ impl TsFlows {
             Encapsulation::Udp => mpegts::Encapsulation::Udp,
         };
         let random = || getrandom::u32().unwrap_or(0x6e61_6761);
-        let writer = DatagramWriter::new(enc, Ssrc(random()), random() as u16, random());
+        let ssrc = Ssrc(start.ssrc.unwrap_or_else(random));
+        let writer = DatagramWriter::new(enc, ssrc, random() as u16, random());
         let spec = FlowSpec::new(ScheduleConfig::new(rate), writer).start(at);
         start.counters.set_state(StreamState::Playing);
         let id = self.sender.add_flow(spec);
+        if enc == mpegts::Encapsulation::Rtp
+            && let Some(r) = FlowRtcp::for_outputs(&start.outputs, ssrc)
+        {
+            self.rtcp.insert(id, r);
+        }
         self.ids.insert(start.id, id);
         self.flows.insert(id, start);
     }
@@ -54,6 +66,7 @@ impl TsFlows {
     /// Sends every datagram due at `now`, answering the sender's requests
     /// as they come (the polling order of `mpegts::sender`).
     pub(crate) fn step(&mut self, now: Nanos) {
+        self.farewells.step(now);
         loop {
             let mut busy = false;
             while let Some(t) = self.sender.poll_transmit(now) {
@@ -61,7 +74,11 @@ impl TsFlows {
                 let id = t.flow;
                 let flow = self.flows.get_mut(&id);
                 self.sent += flow.as_ref().map_or(0, |f| f.outputs.len()) as u64;
-                if !send(flow, t) {
+                let alive = send(flow, &t);
+                if let (Some(r), Some(f)) = (self.rtcp.get_mut(&id), self.flows.get(&id)) {
+                    report(r, now, &t, f);
+                }
+                if !alive {
                     // Its only TCP reader was dropped.
                     if let Some(f) = self.flows.get(&id) {
                         f.counters.fail(super::start::READER_DROPPED);
@@ -79,9 +96,10 @@ impl TsFlows {
         }
     }
 
-    /// The earliest departure (or retry) of any flow.
+    /// The earliest departure (or retry) of any flow, or BYE.
     pub(crate) fn next_deadline(&mut self) -> Option<Nanos> {
-        self.sender.poll_timeout()
+        let bye = self.farewells.next_deadline();
+        self.sender.poll_timeout().into_iter().chain(bye).min()
     }
 
     fn event(&mut self, e: Event, now: Nanos) {
@@ -100,7 +118,14 @@ impl TsFlows {
             }
             Event::Refused { flow, .. } => self.count(flow, |c| &c.send_errors),
             Event::Finished { flow } => {
-                if let Some(start) = self.flows.remove(&flow) {
+                let rtcp = self.rtcp.remove(&flow);
+                if let Some(mut start) = self.flows.remove(&flow) {
+                    // Played to its end (or its file failed): the readers
+                    // hear a BYE.
+                    if let Some(r) = rtcp {
+                        let outputs = std::mem::take(&mut start.outputs);
+                        self.farewells.push(now, r, outputs);
+                    }
                     self.ids.remove(&start.id);
                     let state = match start.counters.state() {
                         StreamState::Failed => StreamState::Failed,
@@ -148,18 +173,23 @@ impl TsFlows {
         }
     }
 
+    /// Stops a flow at its session's request, or as its reader is gone:
+    /// no BYE (see `RawFlows::stop`).
     fn stop_flow(&mut self, flow: FlowId, state: StreamState) {
         self.sender.remove_flow(flow);
+        self.rtcp.remove(&flow);
         if let Some(start) = self.flows.remove(&flow) {
             self.ids.remove(&start.id);
             start.counters.set_state(state);
         }
     }
 
+    /// Stops every flow as the server stops (their connections close).
     pub(crate) fn stop_all(&mut self) {
         for (_, start) in self.flows.drain() {
             start.counters.set_state(StreamState::Finished);
         }
+        self.rtcp.clear();
         self.ids.clear();
         self.sender = Sender::new();
     }
@@ -184,9 +214,22 @@ fn answer(start: &Start, flow: FlowId) -> Input {
     }
 }
 
+/// Feeds an RTP datagram about to leave to its flow's RTCP: its
+/// timestamp is the media time of its due instant on the PCR schedule.
+fn report(r: &mut FlowRtcp, now: Nanos, t: &Transmit<'_>, start: &Start) {
+    let Some(ts) = t.datagram.get(4..8) else {
+        return;
+    };
+    let anchor = Anchor {
+        wall: r.wall(now, t.due),
+        rtp: MediaTime(u32::from_be_bytes([ts[0], ts[1], ts[2], ts[3]])),
+    };
+    r.sent(now, 1, t.datagram.len() as u64, anchor, &start.outputs);
+}
+
 /// Sends one datagram to every destination of its flow; false when none
 /// is left (its only TCP reader was dropped).
-fn send(start: Option<&mut Start>, t: Transmit<'_>) -> bool {
+fn send(start: Option<&mut Start>, t: &Transmit<'_>) -> bool {
     let Some(start) = start else {
         return true;
     };
