@@ -8,5 +8,6 @@ mod hostile;
 mod idle;
 mod load;
 mod loadtest;
+mod nmos;
 mod players;
 mod rtsp;
