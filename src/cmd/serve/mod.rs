@@ -327,8 +327,14 @@ fn nmos_registration(
         (None, false) => nmos::register::Source::Fixed(args.registry.clone()),
         (None, true) => return Ok(None),
     };
+    let from = match &source {
+        nmos::register::Source::Fixed(urls) => urls.join(", then "),
+        nmos::register::Source::DnsSd { server, domain } => {
+            format!("the registries DNS-SD finds in {domain} at {server}")
+        }
+    };
     eprintln!(
-        "nagare serve: NMOS node {} registering ({source:?})",
+        "nagare serve: NMOS node {} registering with {from}",
         server.nmos.id()
     );
     let s = server.clone();

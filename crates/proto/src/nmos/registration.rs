@@ -398,19 +398,16 @@ impl Registrar {
         match f.step {
             Step::Heartbeat => self.heartbeat_answered(now, f, status),
             Step::Post(id, version) => self.post_answered(now, id, version, status),
-            Step::Delete(_, id) => {
-                if (200..300).contains(&status) || status == 404 {
-                    if self.clear_node {
-                        // The node's DELETE takes its children with it.
-                        self.clear_node = false;
-                        self.held.clear();
-                    } else {
-                        self.held.remove(&id);
-                    }
+            Step::Delete(_, id) if (200..300).contains(&status) || status == 404 => {
+                if self.clear_node {
+                    // The node's DELETE takes its children with it.
+                    self.clear_node = false;
+                    self.held.clear();
                 } else {
-                    return self.fail_over(now, format!("answered a DELETE with {status}"));
+                    self.held.remove(&id);
                 }
             }
+            Step::Delete(..) => self.fail_over(now, format!("answered a DELETE with {status}")),
         }
     }
 
