@@ -85,7 +85,13 @@ fn route(server: &Server, req: &ApiRequest) -> Reply {
     let method = &req.method;
     // NMOS answers in its own error form, with its own OPTIONS.
     if path == nmos::PREFIX || path.starts_with("/x-nmos/") {
-        return nmos::answer(server, req);
+        let r = nmos::answer(server, method, path, req.authorization.as_deref());
+        return Reply {
+            status: r.status,
+            body: r.body,
+            content_type: r.content_type,
+            allow: r.allow,
+        };
     }
     match (method, path) {
         (&Method::GET, "/healthz") => return health(server),

@@ -16,15 +16,31 @@ use nagare_proto::nmos::resource::API_VERSION;
 use nagare_proto::nmos::{Kind, Resource};
 use serde_json::{Value, json};
 
-use crate::cmd::serve::front::http::{ApiRequest, Reply};
 use crate::cmd::serve::hub::server::Server;
+
+/// An answer before the HTTP front writes it (always JSON, but for the
+/// empty body of `OPTIONS`). Its own type, so this module needs nothing
+/// of the front's.
+pub(crate) struct Reply {
+    pub status: u16,
+    pub body: Vec<u8>,
+    pub content_type: &'static str,
+    /// The methods a 405 (and `OPTIONS`) names in `Allow`.
+    pub allow: Option<&'static str>,
+}
 
 /// The prefix every NMOS API is served under.
 pub(crate) const PREFIX: &str = "/x-nmos";
 
-/// The answer to a request under [`PREFIX`].
-pub(crate) fn answer(server: &Server, req: &ApiRequest) -> Reply {
-    if req.method == Method::OPTIONS {
+/// The answer to `method` on `path` (under [`PREFIX`]) with the
+/// `Authorization` header `authorization`.
+pub(crate) fn answer(
+    server: &Server,
+    method: &Method,
+    path: &str,
+    authorization: Option<&str>,
+) -> Reply {
+    if method == Method::OPTIONS {
         return Reply {
             status: 200,
             body: Vec::new(),
@@ -32,19 +48,19 @@ pub(crate) fn answer(server: &Server, req: &ApiRequest) -> Reply {
             allow: Some("GET, HEAD, OPTIONS"),
         };
     }
-    if !server.token.admits(req.authorization.as_deref()) {
+    if !server.token.admits(authorization) {
         return error(
             401,
             "missing or wrong token: send the server's --token as 'Authorization: Bearer TOKEN'",
         );
     }
-    if req.method != Method::GET && req.method != Method::HEAD {
-        let mut reply = error(405, &format!("{} is read-only: use GET", req.path));
+    if method != Method::GET && method != Method::HEAD {
+        let mut reply = error(405, &format!("{path} is read-only: use GET"));
         reply.allow = Some("GET, HEAD, OPTIONS");
         return reply;
     }
-    let path = req.path.trim_end_matches('/');
-    let segments: Vec<&str> = path.split('/').skip(2).collect();
+    let trimmed = path.trim_end_matches('/');
+    let segments: Vec<&str> = trimmed.split('/').skip(2).collect();
     match segments.as_slice() {
         [] => ok(json!(["node/"])),
         ["node"] => ok(json!([format!("{API_VERSION}/")])),
@@ -53,10 +69,7 @@ pub(crate) fn answer(server: &Server, req: &ApiRequest) -> Reply {
             404,
             &format!("Node API version {v} is not served: {API_VERSION} is"),
         ),
-        _ => error(
-            404,
-            &format!("no NMOS API at {}: /x-nmos/node/ is", req.path),
-        ),
+        _ => error(404, &format!("no NMOS API at {path}: /x-nmos/node/ is")),
     }
 }
 
