@@ -10,6 +10,7 @@ mod idle;
 mod load;
 mod loadtest;
 mod logs;
+mod nmos;
 mod openapi;
 mod players;
 mod rtcp;

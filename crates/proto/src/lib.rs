@@ -16,6 +16,7 @@ pub mod framing;
 pub mod lobby;
 pub mod mpegts;
 pub mod netem;
+pub mod nmos;
 pub mod probe;
 pub mod rtcp;
 pub mod rtp;

@@ -14,6 +14,7 @@
 
 mod front;
 mod hub;
+mod nmos;
 mod stream;
 
 use std::net::{IpAddr, SocketAddr, TcpListener};
@@ -129,6 +130,22 @@ pub(crate) struct ServeArgs {
     /// Print the final report as JSON on stdout when stopped.
     #[arg(long)]
     pub json: bool,
+    /// Where the NMOS node id is kept across restarts (one file per
+    /// HTTP port; default: $XDG_STATE_HOME/nagare or
+    /// ~/.local/state/nagare). An --http port of 0 keeps none.
+    #[arg(long)]
+    pub state_dir: Option<PathBuf>,
+    /// NMOS IS-04 registry to register with, e.g. http://10.0.0.5:8235
+    /// (repeatable: the next is tried when one fails).
+    #[arg(long, value_name = "URL", value_parser = nmos::parse_registry_url)]
+    pub registry: Vec<String>,
+    /// DNS server to browse for NMOS registries with unicast DNS-SD
+    /// (_nmos-register._tcp), e.g. 10.0.0.2 or 10.0.0.2:53.
+    #[arg(long, value_name = "ADDR[:PORT]", value_parser = nmos::parse_dns_server, conflicts_with = "registry")]
+    pub nmos_dns: Option<SocketAddr>,
+    /// DNS-SD browse domain for --nmos-dns (e.g. studio.example.com).
+    #[arg(long, value_name = "DOMAIN", requires = "nmos_dns")]
+    pub nmos_domain: Option<String>,
 }
 
 /// `nagare serve`. Everything a user can get wrong (the config file,
@@ -158,7 +175,6 @@ pub(crate) fn main(args: ServeArgs) -> Result<ExitCode> {
         .rtsp_credentials(args.rtsp.ip().is_loopback(), args.rtsp_auth)?
         .map(Arc::new);
     raise_descriptor_limit(args.max_connections);
-    let server = Arc::new(build(&args, media, token)?);
     let rtsp_listener = TcpListener::bind(args.rtsp).with_context(|| {
         format!(
             "cannot listen for RTSP on {}: pick another --rtsp HOST:PORT",
@@ -171,14 +187,20 @@ pub(crate) fn main(args: ServeArgs) -> Result<ExitCode> {
             args.http
         )
     })?;
+    let rtsp_addr = rtsp_listener.local_addr()?;
+    let http_addr = http.local_addr()?;
+    // The NMOS node names the API's bound address, so the server is built
+    // once both are held; nothing accepts on them until `spawn`, and a
+    // flag the server refuses ends serve before any "listening" line.
+    let node = nmos_node(&args, http_addr, &token)?;
+    let server = Arc::new(build(&args, media, token, node)?);
     // The config's streams start once both addresses are held (a busy
     // port is a config error too) and before either is announced: one
     // that cannot start ends serve before a client could connect.
     start_configured(&server, &config)?;
-    let rtsp_addr = rtsp_listener.local_addr()?;
-    let http_addr = http.local_addr()?;
     announce(&server, rtsp_addr, http_addr, credentials.is_some());
-    let threads = spawn(&server, rtsp_listener, http, credentials)?;
+    let mut threads = spawn(&server, rtsp_listener, http, credentials)?;
+    threads.extend(nmos_registration(&server, &args)?);
     while !server.stopping() {
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -219,7 +241,12 @@ fn read_config(path: &std::path::Path) -> Result<ServeConfig> {
     })
 }
 
-fn build(args: &ServeArgs, media: hub::media::Catalog, token: Token) -> Result<Server> {
+fn build(
+    args: &ServeArgs,
+    media: hub::media::Catalog,
+    token: Token,
+    nmos: nmos::Node,
+) -> Result<Server> {
     if !(args.max_load > 0.0 && args.max_load <= 1.0) {
         anyhow::bail!("--max-load {} is out of range: 0 < L <= 1", args.max_load);
     }
@@ -252,6 +279,7 @@ fn build(args: &ServeArgs, media: hub::media::Catalog, token: Token) -> Result<S
         })),
         allow: AllowList::new(args.allow.clone()),
         token,
+        nmos,
         stats: Stats::default(),
         settings: Settings {
             session_timeout: args.session_timeout,
@@ -293,6 +321,47 @@ fn start_configured(server: &Server, config: &ServeConfig) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The NMOS node: its id from the state directory, its API where the
+/// HTTP listener listens.
+fn nmos_node(args: &ServeArgs, http: SocketAddr, token: &Token) -> Result<nmos::Node> {
+    let dir = args
+        .state_dir
+        .clone()
+        .or_else(nmos::identity::default_state_dir);
+    // The port asked for, not the one bound: 0 names no lasting node.
+    let id = nmos::identity::node_id(dir.as_deref(), args.http.port())?;
+    let interface = args.multicast_interface.as_ref().map(|i| i.index);
+    Ok(nmos::Node::new(id, http, !token.admits(None), interface))
+}
+
+/// Starts NMOS registration when `--registry` or `--nmos-dns` asks for it.
+fn nmos_registration(
+    server: &Arc<Server>,
+    args: &ServeArgs,
+) -> Result<Option<std::thread::JoinHandle<()>>> {
+    let source = match (&args.nmos_dns, args.registry.is_empty()) {
+        (Some(dns), _) => nmos::register::Source::DnsSd {
+            server: *dns,
+            domain: args.nmos_domain.clone().unwrap_or_else(|| "local".into()),
+        },
+        (None, false) => nmos::register::Source::Fixed(args.registry.clone()),
+        (None, true) => return Ok(None),
+    };
+    let from = match &source {
+        nmos::register::Source::Fixed(urls) => urls.join(", then "),
+        nmos::register::Source::DnsSd { server, domain } => {
+            format!("the registries DNS-SD finds in {domain} at {server}")
+        }
+    };
+    let node = server.nmos.id();
+    info!(%node, "NMOS node {node} registering with {from}");
+    let s = server.clone();
+    let t = std::thread::Builder::new()
+        .name("serve-nmos".into())
+        .spawn(move || nmos::register::run(s, source))?;
+    Ok(Some(t))
 }
 
 /// Starts the two front ends, each on its own thread with its own event

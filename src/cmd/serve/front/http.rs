@@ -17,6 +17,7 @@ use crate::cmd::serve::front::metrics;
 use crate::cmd::serve::hub::media::Media;
 use crate::cmd::serve::hub::server::{Pushed, Server, stopped};
 use crate::cmd::serve::hub::table::{Entry, StreamId};
+use crate::cmd::serve::nmos::api as nmos;
 
 /// Largest request body read.
 pub(crate) const MAX_BODY: u64 = 64 * 1024;
@@ -83,6 +84,16 @@ pub(crate) fn answer(server: &Server, req: &ApiRequest) -> Reply {
 fn route(server: &Server, req: &ApiRequest) -> Reply {
     let path = req.path.as_str();
     let method = &req.method;
+    // NMOS answers in its own error form, with its own OPTIONS.
+    if path == nmos::PREFIX || path.starts_with("/x-nmos/") {
+        let r = nmos::answer(server, method, path, req.authorization.as_deref());
+        return Reply {
+            status: r.status,
+            body: r.body,
+            content_type: r.content_type,
+            allow: r.allow,
+        };
+    }
     match (method, path) {
         (&Method::GET, "/healthz") => return health(server),
         (&Method::GET, "/") => return Reply::json(200, &index()),
@@ -252,6 +263,11 @@ fn index() -> Index {
             e("GET", "/v1/streams/{id}", "one stream and its counters"),
             e("DELETE", "/v1/streams/{id}", "stop a stream"),
             e("GET", "/metrics", "OpenMetrics text for Prometheus"),
+            e(
+                "GET",
+                "/x-nmos/node/v1.3/",
+                "the NMOS IS-04 Node API (docs/nmos.md)",
+            ),
         ],
         spec: "docs/openapi.yaml",
     }

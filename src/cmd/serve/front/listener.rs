@@ -149,6 +149,9 @@ async fn handle(
             return Ok(response(reply));
         }
     };
+    // Browser controllers read the NMOS APIs from another origin; the
+    // rest of the API stays same-origin.
+    let cors = parts.uri.path().starts_with("/x-nmos");
     let request = ApiRequest {
         method: parts.method,
         path: parts.uri.path().to_string(),
@@ -163,7 +166,32 @@ async fn handle(
     let reply = tokio::task::spawn_blocking(move || answer(&server, &request))
         .await
         .unwrap_or_else(|_| Reply::error(500, "the request handler failed"));
-    Ok(response(reply))
+    let mut r = response(reply);
+    if cors {
+        allow_cross_origin(r.headers_mut());
+    }
+    Ok(r)
+}
+
+/// The CORS headers of the NMOS APIs (IS-04 "APIs: Server Side
+/// Implementation Notes").
+fn allow_cross_origin(h: &mut hyper::HeaderMap) {
+    use hyper::header;
+    let pairs = [
+        (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
+        (
+            header::ACCESS_CONTROL_ALLOW_METHODS,
+            "GET, PUT, POST, PATCH, HEAD, OPTIONS, DELETE",
+        ),
+        (
+            header::ACCESS_CONTROL_ALLOW_HEADERS,
+            "Content-Type, Accept, Authorization",
+        ),
+        (header::ACCESS_CONTROL_MAX_AGE, "3600"),
+    ];
+    for (name, value) in pairs {
+        h.insert(name, HeaderValue::from_static(value));
+    }
 }
 
 /// The body, at most [`MAX_BODY`] bytes within [`BODY_TIMEOUT`].

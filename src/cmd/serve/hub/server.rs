@@ -81,6 +81,8 @@ pub(crate) struct Server {
     pub allow: AllowList,
     /// API token.
     pub token: Token,
+    /// The NMOS node (IS-04 resources and their versions).
+    pub nmos: crate::cmd::serve::nmos::Node,
     /// Counters.
     pub stats: Stats,
     /// Settings.

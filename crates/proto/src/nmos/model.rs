@@ -1,0 +1,290 @@
+//! The resources of a `nagare serve` node, built from what it serves:
+//! one device; for every path a source, a flow and a sender; for every
+//! running push stream one more sender of its path's flow.
+//!
+//! Ids come from the node id and a name ([`ResourceId::derive`]), so the
+//! same path has the same ids on every start; versions are left at zero
+//! for [`Store`](super::Store) to set.
+
+use std::collections::BTreeMap;
+
+use super::id::ResourceId;
+use super::resource::{
+    API_VERSION, Clock, Component, Core, Device, Endpoint, Flow, Interface, Kind, NoCaps, Node,
+    NodeApi, Picture, Rational, Resource, Sender, SenderSubscription, Source,
+};
+use super::version::TaiTime;
+use crate::serve::describe::Track;
+use crate::{FrameRate, PixelFormat, VideoFormat};
+
+/// Device type of a generic media node.
+const DEVICE_GENERIC: &str = "urn:x-nmos:device:generic";
+/// The one clock: the host's system clock.
+const CLOCK: &str = "clk0";
+/// RTP to one host.
+pub const TRANSPORT_RTP_UCAST: &str = "urn:x-nmos:transport:rtp.ucast";
+/// RTP to a multicast group.
+pub const TRANSPORT_RTP_MCAST: &str = "urn:x-nmos:transport:rtp.mcast";
+/// RTP, either way (what an RTSP path's sender offers).
+pub const TRANSPORT_RTP: &str = "urn:x-nmos:transport:rtp";
+
+/// Everything the node's resources are built from; the driver fills it
+/// from its flags, the catalog and the stream table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeSpec {
+    /// The node's id (random once, kept in the state directory).
+    pub node_id: ResourceId,
+    /// Its label (the host name).
+    pub label: String,
+    /// The host name, if known.
+    pub hostname: Option<String>,
+    /// Where the Node API is served (`host`, `port`).
+    pub api_host: String,
+    /// Its port.
+    pub api_port: u16,
+    /// Whether the API needs a token.
+    pub authorization: bool,
+    /// The interfaces, with their MACs.
+    pub interfaces: Vec<Interface>,
+    /// The interface names senders are bound to.
+    pub bindings: Vec<String>,
+    /// The paths served.
+    pub paths: Vec<PathSpec>,
+    /// The running push streams.
+    pub streams: Vec<StreamSpec>,
+}
+
+/// One path of the catalog.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathSpec {
+    /// Its name (the RTSP path).
+    pub name: String,
+    /// What it plays.
+    pub track: Track,
+}
+
+/// One running push stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamSpec {
+    /// The stream's number in the table.
+    pub id: u64,
+    /// The path it plays (a [`PathSpec::name`]).
+    pub path: String,
+    /// Whether it sends to a multicast group.
+    pub multicast: bool,
+    /// Whether it is sending now.
+    pub active: bool,
+}
+
+fn core(id: ResourceId, label: &str, description: &str) -> Core {
+    Core {
+        id,
+        version: TaiTime::default(),
+        label: label.to_string(),
+        description: description.to_string(),
+        tags: BTreeMap::new(),
+    }
+}
+
+/// The ids of path `name`'s source, flow and sender.
+pub fn path_ids(node: ResourceId, name: &str) -> (ResourceId, ResourceId, ResourceId) {
+    (
+        node.derive(&format!("source/{name}")),
+        node.derive(&format!("flow/{name}")),
+        node.derive(&format!("sender/{name}")),
+    )
+}
+
+/// The id of the node's one device.
+pub fn device_id(node: ResourceId) -> ResourceId {
+    node.derive("device")
+}
+
+impl NodeSpec {
+    /// Every resource, in parent order (node, device, sources, flows,
+    /// senders), versions unset.
+    pub fn resources(&self) -> Vec<Resource> {
+        let device = device_id(self.node_id);
+        let mut sources = Vec::new();
+        let mut flows = Vec::new();
+        let mut senders = Vec::new();
+        for p in &self.paths {
+            let (source, flow, sender) = path_ids(self.node_id, &p.name);
+            sources.push(Resource::Source(self.source(source, device, p)));
+            flows.push(Resource::Flow(flow_of(flow, source, device, p)));
+            senders.push(Resource::Sender(self.sender(
+                core(sender, &p.name, "an RTSP path of nagare serve"),
+                flow,
+                device,
+                TRANSPORT_RTP,
+                false,
+            )));
+        }
+        for s in &self.streams {
+            let Some(p) = self.paths.iter().find(|p| p.name == s.path) else {
+                continue;
+            };
+            let (_, flow, _) = path_ids(self.node_id, &p.name);
+            let id = self.node_id.derive(&format!("stream/{}", s.id));
+            let transport = if s.multicast {
+                TRANSPORT_RTP_MCAST
+            } else {
+                TRANSPORT_RTP_UCAST
+            };
+            let label = format!("stream {} ({})", s.id, p.name);
+            let c = core(id, &label, "a push stream of nagare serve");
+            senders.push(Resource::Sender(
+                self.sender(c, flow, device, transport, s.active),
+            ));
+        }
+        let mut out = vec![Resource::Node(self.node()), self.device(device, &senders)];
+        out.extend(sources);
+        out.extend(flows);
+        out.extend(senders);
+        out
+    }
+
+    fn node(&self) -> Node {
+        let base = format!("http://{}/", host_port(&self.api_host, self.api_port));
+        Node {
+            core: core(self.node_id, &self.label, "nagare serve"),
+            href: base,
+            hostname: self.hostname.clone(),
+            api: NodeApi {
+                versions: vec![API_VERSION.to_string()],
+                endpoints: vec![Endpoint {
+                    host: self.api_host.clone(),
+                    port: self.api_port,
+                    protocol: "http".into(),
+                    authorization: self.authorization,
+                }],
+            },
+            caps: NoCaps {},
+            services: Vec::new(),
+            clocks: vec![Clock {
+                name: CLOCK.into(),
+                ref_type: "internal".into(),
+            }],
+            interfaces: self.interfaces.clone(),
+        }
+    }
+
+    fn device(&self, id: ResourceId, senders: &[Resource]) -> Resource {
+        Resource::Device(Device {
+            core: core(id, &self.label, "the streams of nagare serve"),
+            kind: DEVICE_GENERIC.into(),
+            node_id: self.node_id,
+            senders: senders.iter().map(Resource::id).collect(),
+            receivers: Vec::new(),
+            controls: Vec::new(),
+        })
+    }
+
+    fn source(&self, id: ResourceId, device: ResourceId, p: &PathSpec) -> Source {
+        let (format, grain_rate) = match p.track {
+            Track::Raw { rate, .. } => ("urn:x-nmos:format:video", Some(rational(rate))),
+            Track::Ts => ("urn:x-nmos:format:mux", None),
+        };
+        Source {
+            core: core(id, &p.name, "a path of nagare serve"),
+            grain_rate,
+            caps: NoCaps {},
+            device_id: device,
+            parents: Vec::new(),
+            clock_name: Some(CLOCK.into()),
+            format: format.into(),
+        }
+    }
+
+    fn sender(
+        &self,
+        core: Core,
+        flow: ResourceId,
+        device: ResourceId,
+        transport: &str,
+        active: bool,
+    ) -> Sender {
+        Sender {
+            core,
+            caps: NoCaps {},
+            flow_id: Some(flow),
+            transport: transport.into(),
+            device_id: device,
+            // The SDP is DESCRIBE's or the push request's; IS-05's
+            // transportfile will serve it over HTTP.
+            manifest_href: None,
+            interface_bindings: self.bindings.clone(),
+            subscription: SenderSubscription {
+                receiver_id: None,
+                active,
+            },
+        }
+    }
+}
+
+fn flow_of(id: ResourceId, source: ResourceId, device: ResourceId, p: &PathSpec) -> Flow {
+    let (format, media_type, grain_rate, picture) = match p.track {
+        Track::Raw { format, rate } => (
+            "urn:x-nmos:format:video",
+            "video/raw",
+            Some(rational(rate)),
+            Some(picture(format)),
+        ),
+        Track::Ts => ("urn:x-nmos:format:mux", "video/MP2T", None, None),
+    };
+    Flow {
+        core: core(id, &p.name, "a path of nagare serve"),
+        grain_rate,
+        source_id: source,
+        device_id: device,
+        parents: Vec::new(),
+        format: format.into(),
+        media_type: media_type.into(),
+        picture,
+    }
+}
+
+fn rational(rate: FrameRate) -> Rational {
+    Rational {
+        numerator: rate.num,
+        denominator: rate.den,
+    }
+}
+
+/// Geometry and sampling as the SDP nagare writes says them: progressive,
+/// BT.709, SDR.
+pub fn picture(format: VideoFormat) -> Picture {
+    let (w, h, depth) = (format.width, format.height, format.pixel_format.depth());
+    let c = |name: &str, width| Component {
+        name: name.into(),
+        width,
+        height: h,
+        bit_depth: depth,
+    };
+    let components = match format.pixel_format {
+        PixelFormat::Uyvy422 | PixelFormat::Uyvp => vec![c("Y", w), c("Cb", w / 2), c("Cr", w / 2)],
+        PixelFormat::Rgb24 => vec![c("R", w), c("G", w), c("B", w)],
+    };
+    Picture {
+        frame_width: w,
+        frame_height: h,
+        interlace_mode: "progressive".into(),
+        colorspace: "BT709".into(),
+        transfer_characteristic: "SDR".into(),
+        components,
+    }
+}
+
+/// `host:port`, with brackets around an IPv6 address.
+pub fn host_port(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// The resources of `kind` in `all`.
+pub fn of_kind(all: &[Resource], kind: Kind) -> impl Iterator<Item = &Resource> {
+    all.iter().filter(move |r| r.kind() == kind)
+}

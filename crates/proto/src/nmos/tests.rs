@@ -1,0 +1,519 @@
+//! Simulation tests on virtual time: a scripted registry answers the
+//! registrar's requests.
+
+use super::registration::{Config, Event, Input, Method, Registrar, Registry, Request};
+use super::*;
+use crate::serve::describe::Track;
+use crate::{FrameRate, Nanos, PixelFormat, VideoFormat};
+
+fn node_id() -> ResourceId {
+    ResourceId::from_random_bytes([7; 16])
+}
+
+fn spec(streams: Vec<StreamSpec>) -> NodeSpec {
+    NodeSpec {
+        node_id: node_id(),
+        label: "host".into(),
+        hostname: Some("host".into()),
+        api_host: "127.0.0.1".into(),
+        api_port: 8080,
+        authorization: false,
+        interfaces: vec![resource::Interface::new("lo", [0; 6])],
+        bindings: vec!["lo".into()],
+        paths: vec![
+            PathSpec {
+                name: "bars".into(),
+                track: Track::Raw {
+                    format: VideoFormat::new(320, 180, PixelFormat::Uyvp).unwrap(),
+                    rate: FrameRate::new(25, 1).unwrap(),
+                },
+            },
+            PathSpec {
+                name: "clip.ts".into(),
+                track: Track::Ts,
+            },
+        ],
+        streams,
+    }
+}
+
+fn store_at(secs: u64, streams: Vec<StreamSpec>) -> Store {
+    let mut s = Store::default();
+    s.update(TaiTime { secs, nanos: 0 }, spec(streams).resources());
+    s
+}
+
+#[test]
+fn ids_are_stable_and_distinct() {
+    let a = spec(vec![]).resources();
+    let b = spec(vec![]).resources();
+    let ids: Vec<_> = a.iter().map(Resource::id).collect();
+    assert_eq!(ids, b.iter().map(Resource::id).collect::<Vec<_>>());
+    let unique: std::collections::BTreeSet<_> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len());
+    // node, device, 2 sources, 2 flows, 2 senders
+    assert_eq!(ids.len(), 8);
+    let text = ids[1].to_string();
+    assert_eq!(text.as_bytes()[14], b'5', "{text} is a v5 UUID");
+    assert_eq!(ResourceId::parse(&text), Some(ids[1]));
+}
+
+#[test]
+fn tai_is_utc_plus_37_s() {
+    let t = TaiTime::from_utc_ns(1_700_000_000_123_456_789);
+    assert_eq!(t.to_string(), "1700000037:123456789");
+    assert_eq!(TaiTime::parse("1700000037:123456789"), Some(t));
+    assert_eq!(TaiTime::parse("1:1000000000"), None);
+    assert!(t.next() > t);
+}
+
+#[test]
+fn raw_flow_says_geometry_and_components() {
+    let all = spec(vec![]).resources();
+    let flow = all
+        .iter()
+        .find(|r| r.kind() == Kind::Flow && r.core().label == "bars")
+        .unwrap()
+        .to_json();
+    assert_eq!(flow["media_type"], "video/raw");
+    assert_eq!(flow["frame_width"], 320);
+    assert_eq!(flow["interlace_mode"], "progressive");
+    assert_eq!(flow["colorspace"], "BT709");
+    assert_eq!(flow["components"][1]["name"], "Cb");
+    assert_eq!(flow["components"][1]["width"], 160);
+    assert_eq!(flow["components"][0]["bit_depth"], 10);
+    assert_eq!(flow["grain_rate"]["numerator"], 25);
+    let ts = all
+        .iter()
+        .find(|r| r.kind() == Kind::Flow && r.core().label == "clip.ts")
+        .unwrap()
+        .to_json();
+    assert_eq!(ts["media_type"], "video/MP2T");
+    assert_eq!(ts["format"], "urn:x-nmos:format:mux");
+    assert!(ts.get("frame_width").is_none());
+}
+
+#[test]
+fn versions_move_only_on_change() {
+    let mut s = store_at(100, vec![]);
+    let before: Vec<_> = s.all().iter().map(|r| r.core().version).collect();
+    assert!(!s.update(
+        TaiTime {
+            secs: 200,
+            nanos: 0
+        },
+        spec(vec![]).resources()
+    ));
+    let same: Vec<_> = s.all().iter().map(|r| r.core().version).collect();
+    assert_eq!(before, same);
+    let stream = StreamSpec {
+        id: 1,
+        path: "bars".into(),
+        multicast: true,
+        active: true,
+    };
+    assert!(s.update(
+        TaiTime {
+            secs: 300,
+            nanos: 0
+        },
+        spec(vec![stream]).resources()
+    ));
+    let device = s.of_kind(Kind::Device).next().unwrap();
+    assert_eq!(
+        device.core().version.secs,
+        300,
+        "the device lists the new sender"
+    );
+    let node = s.node().unwrap();
+    assert_eq!(node.core().version.secs, 100, "the node did not change");
+    assert_eq!(s.of_kind(Kind::Sender).count(), 3);
+}
+
+/// A registry the test scripts: answers by URL.
+struct World {
+    now: Nanos,
+    reg: Registrar,
+    log: Vec<(String, Method, String)>,
+}
+
+impl World {
+    fn new(registries: &[&str], store: &Store) -> World {
+        let mut reg = Registrar::new(Config::default());
+        reg.handle_input(Nanos::ZERO, Input::Resources(store.all().to_vec()));
+        let list = registries
+            .iter()
+            .enumerate()
+            .map(|(k, b)| Registry {
+                base: b.to_string(),
+                priority: k as u32 * 10,
+            })
+            .collect();
+        reg.handle_input(Nanos::ZERO, Input::Discovered(list));
+        World {
+            now: Nanos::ZERO,
+            reg,
+            log: Vec::new(),
+        }
+    }
+
+    /// Runs until `until`, answering each request with `answer` (None:
+    /// no answer, so it times out); returns the events.
+    fn run(&mut self, until: Nanos, mut answer: impl FnMut(&Request) -> Option<u16>) -> Vec<Event> {
+        let mut events = Vec::new();
+        loop {
+            while let Some(req) = self.reg.poll_transmit(self.now) {
+                let what = what(&req);
+                self.log.push((host(&req.url), req.method, what));
+                if let Some(status) = answer(&req) {
+                    let input = Input::Response {
+                        request: req.id,
+                        status,
+                    };
+                    self.reg.handle_input(self.now, input);
+                }
+            }
+            events.extend(std::iter::from_fn(|| self.reg.poll_event()));
+            match self.reg.poll_timeout() {
+                Some(t) if t <= until => {
+                    self.now = self.now.max(t);
+                    self.reg.handle_input(self.now, Input::Timer);
+                }
+                _ => break,
+            }
+        }
+        self.now = until;
+        events
+    }
+}
+
+fn host(url: &str) -> String {
+    url.split('/').nth(2).unwrap_or_default().to_string()
+}
+
+/// `node`, `flow`, `heartbeat`, `delete devices`: what a request is.
+fn what(req: &Request) -> String {
+    if req.url.contains("/health/nodes/") {
+        return "heartbeat".into();
+    }
+    if req.method == Method::Delete {
+        return format!("delete {}", req.url.rsplit('/').nth(1).unwrap_or_default());
+    }
+    let body: serde_json::Value = serde_json::from_str(req.body.as_deref().unwrap()).unwrap();
+    body["type"].as_str().unwrap().to_string()
+}
+
+fn ok_post(req: &Request) -> Option<u16> {
+    Some(if req.method == Method::Post && req.body.is_some() {
+        201
+    } else {
+        200
+    })
+}
+
+#[test]
+fn registers_in_parent_order_then_heartbeats_every_5_s() {
+    let store = store_at(100, vec![]);
+    let mut w = World::new(&["http://a:80"], &store);
+    let events = w.run(Nanos::from_secs(16), ok_post);
+    let kinds: Vec<&str> = w.log.iter().map(|l| l.2.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "node",
+            "device",
+            "source",
+            "source",
+            "flow",
+            "flow",
+            "sender",
+            "sender",
+            "heartbeat",
+            "heartbeat",
+            "heartbeat"
+        ]
+    );
+    assert_eq!(
+        events,
+        [Event::Registered {
+            registry: "http://a:80".into()
+        }]
+    );
+    assert!(w.reg.is_registered());
+}
+
+#[test]
+fn a_404_heartbeat_registers_everything_again() {
+    let store = store_at(100, vec![]);
+    let mut w = World::new(&["http://a:80"], &store);
+    w.run(Nanos::from_secs(1), ok_post);
+    w.log.clear();
+    let mut lost = true;
+    let events = w.run(Nanos::from_secs(6), |req| {
+        if req.url.contains("/health/") && std::mem::take(&mut lost) {
+            Some(404)
+        } else {
+            ok_post(req)
+        }
+    });
+    let kinds: Vec<&str> = w.log.iter().map(|l| l.2.as_str()).collect();
+    assert_eq!(kinds[0], "heartbeat");
+    assert_eq!(&kinds[1..3], ["node", "device"]);
+    assert_eq!(kinds.len(), 9);
+    assert!(matches!(events[0], Event::Reregistering { .. }));
+    assert!(matches!(events.last(), Some(Event::Registered { .. })));
+}
+
+#[test]
+fn a_failing_registry_fails_over_to_the_next_heartbeat_first() {
+    let store = store_at(100, vec![]);
+    let mut w = World::new(&["http://a:80", "http://b:80"], &store);
+    w.run(Nanos::from_secs(1), ok_post);
+    w.log.clear();
+    // a answers 500 from now on; b holds the node already (a cluster).
+    let events = w.run(Nanos::from_secs(12), |req| {
+        if host(&req.url) == "a:80" {
+            Some(503)
+        } else {
+            ok_post(req)
+        }
+    });
+    let seen: Vec<(&str, &str)> = w.log.iter().map(|l| (l.0.as_str(), l.2.as_str())).collect();
+    assert_eq!(
+        seen,
+        [
+            ("a:80", "heartbeat"),
+            ("b:80", "heartbeat"),
+            ("b:80", "heartbeat")
+        ]
+    );
+    assert!(
+        matches!(&events[0], Event::FailedOver { from, to, .. } if from == "http://a:80" && to == "http://b:80")
+    );
+    assert_eq!(w.reg.registry(), Some("http://b:80"));
+}
+
+#[test]
+fn a_silent_registry_times_out_and_the_next_registers_all() {
+    let store = store_at(100, vec![]);
+    let mut w = World::new(&["http://a:80", "http://b:80"], &store);
+    // a never answers; b knows nothing of the node (404 heartbeat).
+    let events = w.run(Nanos::from_secs(10), |req| match host(&req.url).as_str() {
+        "a:80" => None,
+        _ if req.url.contains("/health/") && !w_registered(req) => Some(404),
+        _ => ok_post(req),
+    });
+    assert_eq!(w.log[0], ("a:80".into(), Method::Post, "node".into()));
+    assert_eq!(w.log[1].0, "b:80");
+    assert_eq!(w.log[1].2, "heartbeat");
+    assert_eq!(w.log[2].2, "node");
+    assert!(matches!(&events[0], Event::FailedOver { reason, .. } if reason.contains("no answer")));
+    assert!(events.contains(&Event::Registered {
+        registry: "http://b:80".into()
+    }));
+    assert!(w.reg.is_registered());
+}
+
+/// The scripted registry b: its first heartbeat is a 404 (it never saw
+/// the node), later ones are fine.
+fn w_registered(_req: &Request) -> bool {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static SEEN: AtomicBool = AtomicBool::new(false);
+    SEEN.swap(true, Ordering::Relaxed)
+}
+
+#[test]
+fn every_registry_failing_waits_and_starts_over() {
+    let store = store_at(100, vec![]);
+    let mut w = World::new(&["http://a:80", "http://b:80"], &store);
+    let events = w.run(Nanos::from_secs(4), |_| Some(500));
+    assert!(matches!(events.last(), Some(Event::Unreachable { .. })));
+    let n = w.log.len();
+    assert_eq!(n, 2, "one try at each: {:?}", w.log);
+    let events = w.run(Nanos::from_secs(6), ok_post);
+    // After the pause: a, heartbeat first; it answers 200 (no node
+    // known there would be 404); then what it lacks is POSTed.
+    assert_eq!(w.log[n], ("a:80".into(), Method::Post, "heartbeat".into()));
+    assert!(events.contains(&Event::Registered {
+        registry: "http://a:80".into()
+    }));
+}
+
+#[test]
+fn a_changed_resource_is_posted_again_and_a_gone_one_deleted() {
+    let mut store = store_at(100, vec![]);
+    let mut w = World::new(&["http://a:80"], &store);
+    w.run(Nanos::from_secs(1), ok_post);
+    w.log.clear();
+    let stream = StreamSpec {
+        id: 4,
+        path: "bars".into(),
+        multicast: false,
+        active: true,
+    };
+    store.update(
+        TaiTime {
+            secs: 200,
+            nanos: 0,
+        },
+        spec(vec![stream]).resources(),
+    );
+    w.reg
+        .handle_input(w.now, Input::Resources(store.all().to_vec()));
+    w.run(Nanos::from_secs(2), ok_post);
+    let kinds: Vec<&str> = w.log.iter().map(|l| l.2.as_str()).collect();
+    assert_eq!(kinds, ["device", "sender"]);
+    w.log.clear();
+    store.update(
+        TaiTime {
+            secs: 300,
+            nanos: 0,
+        },
+        spec(vec![]).resources(),
+    );
+    w.reg
+        .handle_input(w.now, Input::Resources(store.all().to_vec()));
+    w.run(Nanos::from_secs(3), ok_post);
+    let kinds: Vec<&str> = w.log.iter().map(|l| l.2.as_str()).collect();
+    assert_eq!(kinds, ["delete senders", "device"]);
+}
+
+#[test]
+fn an_old_node_record_is_deleted_before_registering() {
+    let store = store_at(100, vec![]);
+    let mut w = World::new(&["http://a:80"], &store);
+    let mut first = true;
+    w.run(Nanos::from_secs(1), |req| {
+        if req.body.as_deref().is_some_and(|b| b.contains("\"node\"")) && std::mem::take(&mut first)
+        {
+            Some(200)
+        } else {
+            ok_post(req)
+        }
+    });
+    let kinds: Vec<&str> = w.log.iter().map(|l| l.2.as_str()).collect();
+    assert_eq!(&kinds[..4], ["node", "delete nodes", "node", "device"]);
+}
+
+#[test]
+fn a_refused_resource_is_not_retried_until_it_changes() {
+    let store = store_at(100, vec![]);
+    let mut w = World::new(&["http://a:80"], &store);
+    let events = w.run(Nanos::from_secs(1), |req| {
+        if req.body.as_deref().is_some_and(|b| b.contains("\"flow\"")) {
+            Some(400)
+        } else {
+            ok_post(req)
+        }
+    });
+    let flows = w.log.iter().filter(|l| l.2 == "flow").count();
+    assert_eq!(flows, 2);
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| matches!(
+                e,
+                Event::Refused {
+                    kind: Kind::Flow,
+                    status: 400,
+                    ..
+                }
+            ))
+            .count(),
+        2
+    );
+}
+
+#[test]
+fn dns_sd_answers_name_registries_in_priority_order() {
+    use simple_dns::rdata::{A, PTR, RData, SRV, TXT};
+    use simple_dns::{CLASS, Name, Packet, ResourceRecord};
+    let mut d = discovery::Discovery::new("example.com.");
+    let q = d.queries();
+    assert_eq!(
+        q,
+        [(
+            "_nmos-register._tcp.example.com".into(),
+            discovery::Ask::Ptr
+        )]
+    );
+    assert!(discovery::query(1, &q[0].0, q[0].1).is_ok());
+    let mut p = Packet::new_reply(1);
+    let svc = Name::new_unchecked("_nmos-register._tcp.example.com");
+    for (inst, host, port, pri, ver, addr) in [
+        (
+            "r1._nmos-register._tcp.example.com",
+            "r1.example.com",
+            8010,
+            "20",
+            "v1.2,v1.3",
+            1,
+        ),
+        (
+            "r2._nmos-register._tcp.example.com",
+            "r2.example.com",
+            8020,
+            "10",
+            "v1.3",
+            2,
+        ),
+        (
+            "r3._nmos-register._tcp.example.com",
+            "r3.example.com",
+            8030,
+            "5",
+            "v1.2",
+            3,
+        ),
+    ] {
+        let name = Name::new_unchecked(inst);
+        p.answers.push(ResourceRecord::new(
+            svc.clone(),
+            CLASS::IN,
+            60,
+            RData::PTR(PTR(name.clone())),
+        ));
+        let srv = SRV {
+            priority: 0,
+            weight: 0,
+            port,
+            target: Name::new_unchecked(host),
+        };
+        p.additional_records.push(ResourceRecord::new(
+            name.clone(),
+            CLASS::IN,
+            60,
+            RData::SRV(srv),
+        ));
+        let (ver, pri) = (format!("api_ver={ver}"), format!("pri={pri}"));
+        let txt = TXT::new()
+            .with_string("api_proto=http")
+            .unwrap()
+            .with_string(&ver)
+            .unwrap()
+            .with_string(&pri)
+            .unwrap();
+        p.additional_records.push(ResourceRecord::new(
+            name,
+            CLASS::IN,
+            60,
+            RData::TXT(txt.into_owned()),
+        ));
+        let a = A {
+            address: u32::from(std::net::Ipv4Addr::new(127, 0, 0, addr)),
+        };
+        p.additional_records.push(ResourceRecord::new(
+            Name::new_unchecked(host),
+            CLASS::IN,
+            60,
+            RData::A(a),
+        ));
+    }
+    d.absorb(&p.build_bytes_vec().unwrap()).unwrap();
+    assert!(d.complete());
+    assert!(d.queries().is_empty());
+    let r = d.registries();
+    let bases: Vec<&str> = r.iter().map(|r| r.base.as_str()).collect();
+    assert_eq!(bases, ["http://127.0.0.2:8020", "http://127.0.0.1:8010"]);
+    assert!(d.absorb(b"\x00\x01garbage").is_err());
+}

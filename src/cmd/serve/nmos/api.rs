@@ -1,0 +1,136 @@
+//! The IS-04 Node API v1.3 (`/x-nmos/node/v1.3/`), read-only: self,
+//! devices, sources, flows, senders, receivers, each collection and each
+//! resource by id, with and without the trailing slash. Errors have the
+//! NMOS form (`{"code", "error", "debug"}`); every answer under
+//! `/x-nmos/` carries CORS headers (the listener adds them) and
+//! `OPTIONS` answers any of it, as browser controllers need.
+//!
+//! The token rule is the API's: with a `--token`, the Node API wants it
+//! too (and the node's endpoint says `authorization: true`); on loopback
+//! without one it is open, as the rest of the API is. A registry never
+//! reads the Node API (the node POSTs to it), so only controllers need
+//! the token.
+
+use hyper::Method;
+use nagare_proto::nmos::resource::API_VERSION;
+use nagare_proto::nmos::{Kind, Resource};
+use serde_json::{Value, json};
+
+use crate::cmd::serve::hub::server::Server;
+
+/// An answer before the HTTP front writes it (always JSON, but for the
+/// empty body of `OPTIONS`). Its own type, so this module needs nothing
+/// of the front's.
+pub(crate) struct Reply {
+    pub status: u16,
+    pub body: Vec<u8>,
+    pub content_type: &'static str,
+    /// The methods a 405 (and `OPTIONS`) names in `Allow`.
+    pub allow: Option<&'static str>,
+}
+
+/// The prefix every NMOS API is served under.
+pub(crate) const PREFIX: &str = "/x-nmos";
+
+/// The answer to `method` on `path` (under [`PREFIX`]) with the
+/// `Authorization` header `authorization`.
+pub(crate) fn answer(
+    server: &Server,
+    method: &Method,
+    path: &str,
+    authorization: Option<&str>,
+) -> Reply {
+    if method == Method::OPTIONS {
+        return Reply {
+            status: 200,
+            body: Vec::new(),
+            content_type: "text/plain",
+            allow: Some("GET, HEAD, OPTIONS"),
+        };
+    }
+    if !server.token.admits(authorization) {
+        return error(
+            401,
+            "missing or wrong token: send the server's --token as 'Authorization: Bearer TOKEN'",
+        );
+    }
+    if method != Method::GET && method != Method::HEAD {
+        let mut reply = error(405, &format!("{path} is read-only: use GET"));
+        reply.allow = Some("GET, HEAD, OPTIONS");
+        return reply;
+    }
+    let trimmed = path.trim_end_matches('/');
+    let segments: Vec<&str> = trimmed.split('/').skip(2).collect();
+    match segments.as_slice() {
+        [] => ok(json!(["node/"])),
+        ["node"] => ok(json!([format!("{API_VERSION}/")])),
+        ["node", v, rest @ ..] if *v == API_VERSION => resources(server, rest),
+        ["node", v, ..] => error(
+            404,
+            &format!("Node API version {v} is not served: {API_VERSION} is"),
+        ),
+        _ => error(404, &format!("no NMOS API at {path}: /x-nmos/node/ is")),
+    }
+}
+
+fn resources(server: &Server, rest: &[&str]) -> Reply {
+    if rest.is_empty() {
+        let base: Vec<String> = [
+            "self",
+            "sources",
+            "flows",
+            "devices",
+            "senders",
+            "receivers",
+        ]
+        .iter()
+        .map(|s| format!("{s}/"))
+        .collect();
+        return ok(json!(base));
+    }
+    let all = server.nmos.resources(&server.media, &server.table.infos());
+    if rest == ["self"] {
+        return match all.iter().find(|r| r.kind() == Kind::Node) {
+            Some(node) => ok(node.to_json()),
+            None => error(500, "the node resource is missing"),
+        };
+    }
+    let Some(kind) = Kind::ALL
+        .into_iter()
+        .find(|k| *k != Kind::Node && k.plural() == rest[0])
+    else {
+        return error(404, &format!("no collection '{}' in the Node API", rest[0]));
+    };
+    let of_kind = all.iter().filter(|r| r.kind() == kind);
+    match rest {
+        [_] => ok(Value::Array(of_kind.map(Resource::to_json).collect())),
+        [_, id] => match all
+            .iter()
+            .find(|r| r.kind() == kind && r.id().to_string() == *id)
+        {
+            Some(r) => ok(r.to_json()),
+            None => error(404, &format!("no {} with id '{id}'", kind.name())),
+        },
+        _ => error(404, &format!("nothing at {}", rest.join("/"))),
+    }
+}
+
+fn ok(value: Value) -> Reply {
+    Reply {
+        status: 200,
+        body: serde_json::to_vec_pretty(&value).unwrap_or_default(),
+        content_type: "application/json",
+        allow: None,
+    }
+}
+
+/// An error in the NMOS form.
+fn error(code: u16, message: &str) -> Reply {
+    Reply {
+        status: code,
+        body: serde_json::to_vec(&json!({ "code": code, "error": message, "debug": null }))
+            .unwrap_or_default(),
+        content_type: "application/json",
+        allow: None,
+    }
+}

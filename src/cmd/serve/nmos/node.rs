@@ -1,0 +1,127 @@
+//! The node as NMOS sees it: its fixed part (id, API endpoint,
+//! interfaces) set at start, its paths and push streams read from the
+//! catalog and the stream table whenever asked, and the versions kept in
+//! one [`Store`] so the Node API and registration agree.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Mutex;
+
+use nagare_api::serve::{StreamInfo, StreamKind, StreamState};
+use nagare_proto::nmos::resource::Interface;
+use nagare_proto::nmos::{NodeSpec, PathSpec, Resource, ResourceId, Store, StreamSpec, TaiTime};
+use nagare_proto::serve::describe::Track;
+
+use crate::cmd::serve::hub::media::Catalog;
+use crate::net::iface::{self, Link};
+
+/// The node's NMOS state.
+pub(crate) struct Node {
+    spec: NodeSpec,
+    store: Mutex<Store>,
+}
+
+impl Node {
+    /// The node with id `id` whose API listens on `http`, needing a token
+    /// when `authorization`; senders are bound to `multicast_interface`
+    /// (by kernel index) when given.
+    pub(crate) fn new(
+        id: ResourceId,
+        http: SocketAddr,
+        authorization: bool,
+        multicast_interface: Option<u32>,
+    ) -> Node {
+        let links = iface::links().unwrap_or_default();
+        let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|h| h.trim().to_string())
+            .filter(|h| !h.is_empty());
+        let host = api_host(http.ip(), &links);
+        let interfaces: Vec<Interface> = links
+            .iter()
+            .filter_map(|l| l.mac().map(|mac| Interface::new(&l.name, mac)))
+            .collect();
+        let binding = bound_link(&links, http.ip(), multicast_interface)
+            .or_else(|| interfaces.first().map(|i| i.name.clone()));
+        Node {
+            spec: NodeSpec {
+                node_id: id,
+                label: hostname.clone().unwrap_or_else(|| "nagare".into()),
+                hostname,
+                api_host: host,
+                api_port: http.port(),
+                authorization,
+                interfaces,
+                bindings: binding.into_iter().collect(),
+                paths: Vec::new(),
+                streams: Vec::new(),
+            },
+            store: Mutex::new(Store::default()),
+        }
+    }
+
+    /// The node id.
+    pub(crate) fn id(&self) -> ResourceId {
+        self.spec.node_id
+    }
+
+    /// Every resource as of now, in parent order, with versions that
+    /// moved only where something changed since the last call.
+    pub(crate) fn resources(&self, media: &Catalog, streams: &[StreamInfo]) -> Vec<Resource> {
+        let mut spec = self.spec.clone();
+        spec.paths = media
+            .iter()
+            .map(|m| PathSpec {
+                name: m.name.clone(),
+                track: match m.raw_format() {
+                    Some((format, rate)) => Track::Raw { format, rate },
+                    None => Track::Ts,
+                },
+            })
+            .collect();
+        spec.streams = streams
+            .iter()
+            .filter(|s| s.kind == StreamKind::Push)
+            .map(|s| StreamSpec {
+                id: s.id,
+                path: s.source.clone(),
+                multicast: s.destinations.iter().any(|d| is_multicast(d)),
+                active: s.state == StreamState::Playing,
+            })
+            .collect();
+        let now = TaiTime::from_utc_ns(crate::clock::epoch_ns());
+        let mut store = self.store.lock().unwrap_or_else(|p| p.into_inner());
+        store.update(now, spec.resources());
+        store.all().to_vec()
+    }
+}
+
+fn is_multicast(destination: &str) -> bool {
+    destination
+        .parse::<SocketAddr>()
+        .is_ok_and(|a| a.ip().is_multicast())
+}
+
+/// The host the Node API is reached at: the listen address, or for an
+/// unspecified one (every interface) the first non-loopback IPv4.
+fn api_host(ip: IpAddr, links: &[Link]) -> String {
+    if !ip.is_unspecified() {
+        return ip.to_string();
+    }
+    links
+        .iter()
+        .filter(|l| !l.loopback)
+        .find_map(Link::ipv4)
+        .map_or_else(|| "127.0.0.1".into(), |a| a.to_string())
+}
+
+/// The interface senders send from: `--multicast-interface`, else the
+/// one holding the API's address, else the first that is not loopback.
+fn bound_link(links: &[Link], ip: IpAddr, multicast: Option<u32>) -> Option<String> {
+    let by_index = multicast.and_then(|i| links.iter().find(|l| l.index == i));
+    let by_addr = || links.iter().find(|l| l.addrs.contains(&ip));
+    let first = || links.iter().find(|l| !l.loopback && l.mac().is_some());
+    by_index
+        .or_else(by_addr)
+        .or_else(first)
+        .map(|l| l.name.clone())
+}
