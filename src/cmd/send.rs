@@ -602,6 +602,8 @@ fn open_sockets(cfg: &SendConfig) -> Result<Vec<Flow>> {
             data,
             refused: 0,
             since_refused: 0,
+            first_refused: None,
+            trains: 0,
         });
     }
     Ok(flows)
@@ -690,6 +692,10 @@ struct Flow {
     refused: u64,
     /// Trains sent since the last one refused.
     since_refused: u32,
+    /// How many trains had gone when the first was refused.
+    first_refused: Option<u64>,
+    /// Trains sent (not refused).
+    trains: u64,
 }
 
 /// A frame taken from the ring for every flow, or a slot given up.
@@ -984,11 +990,13 @@ impl<'a> Driver<'a> {
                 // unreachable came back): those packets never left.
                 flow.refused += t.len() as u64;
                 flow.since_refused = 0;
+                flow.first_refused.get_or_insert(flow.trains);
                 return Ok(());
             }
             Err(e) => return Err(e).with_context(|| format!("sending to {}", flow.dest)),
         }
         flow.since_refused = flow.since_refused.saturating_add(1);
+        flow.trains += 1;
         let now = Instant::now();
         self.schedule
             .handle_input(self.origin.nanos(now), Input::Departed { flow: t.flow })?;
@@ -1060,10 +1068,10 @@ impl<'a> Driver<'a> {
             lateness_us: self.schedule.lateness().summary(1e3),
             underruns,
             refused: self.flows.iter().map(|f| f.refused).sum(),
-            refused_to_the_end: self
-                .flows
-                .iter()
-                .any(|f| f.refused > 0 && f.since_refused < REFUSED_TAIL),
+            nobody_listened: self.flows.iter().any(|f| {
+                f.first_refused.is_some_and(|n| n < u64::from(REFUSED_TAIL))
+                    && f.since_refused < REFUSED_TAIL
+            }),
             send_cpu_seconds: 0.0,
             gso: self.io.gso,
             first_frame: self.first_frame,
@@ -1181,21 +1189,24 @@ pub(crate) fn main(args: SendArgs) -> Result<std::process::ExitCode> {
     })
 }
 
-/// A send whose destination still refused trains among its last
-/// [`REFUSED_TAIL`] failed: nothing listened there. Not "more than half
-/// refused": the kernel answers each ICMP port unreachable once, on the
-/// next send, so a send to nobody alternates sent and refused trains and
-/// sits at about half. A receiver started late costs a few refused trains
-/// and passes; a send to nobody fails, and says how to write only the SDP.
+/// A send whose destination refused trains from among its first
+/// [`REFUSED_TAIL`] to among its last failed: nothing listened there at
+/// all. Not "more than half refused": the kernel answers each ICMP port
+/// unreachable once, on the next send, so a send to nobody alternates
+/// sent and refused trains and sits at about half. A receiver started
+/// late (refusals only at the start) or one that quit early (only at the
+/// end: a full disk, a frame count reached) passes; a send to nobody
+/// fails, and says how to write only the SDP.
 const REFUSED_TAIL: u32 = 4;
 
 /// Why a send failed for want of a receiver (see [`REFUSED_TAIL`]).
 fn mostly_refused(r: &SendReport) -> Option<String> {
     let tried = r.packets_sent + r.refused;
-    r.refused_to_the_end.then(|| {
+    r.nobody_listened.then(|| {
         format!(
-            "{} of {tried} packets were refused, until the end (nothing listens at the \
-             destination): start the receiver first; to write only the SDP, send --frames 0",
+            "{} of {tried} packets were refused, from the start to the end (nothing listens \
+             at the destination): start the receiver first; to write only the SDP, send \
+             --frames 0",
             r.refused
         )
     })

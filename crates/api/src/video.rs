@@ -31,11 +31,11 @@ pub struct SendReport {
     pub underruns: u64,
     /// Datagrams the kernel refused (no receiver on a unicast port).
     pub refused: u64,
-    /// The destination still refused datagrams among the last trains sent:
-    /// nothing listened there by the end (a receiver that started late
-    /// stops the refusals, and this stays false).
+    /// The destination refused trains from the first few sent to the last
+    /// few: nothing listened there at all. A receiver that started late,
+    /// or one that quit before the end, leaves this false.
     #[serde(default)]
-    pub refused_to_the_end: bool,
+    pub nobody_listened: bool,
     /// CPU seconds of the sending thread (pacing, headers, send calls),
     /// without the reader's.
     #[serde(default)]
