@@ -148,13 +148,17 @@ impl Output {
         };
         let sender = udp::Sender::open(dest, &opts)
             .with_context(|| format!("opening a socket to {dest}"))?;
+        Ok(Output::udp_out(sender, dest, None))
+    }
+
+    fn udp_out(sender: udp::Sender, dest: SocketAddr, rtcp: Option<Arc<UdpSocket>>) -> Output {
         let gso = sender.gso;
-        Ok(Output::Udp(UdpOut {
+        Output::Udp(UdpOut {
             sender,
             dest,
             gso,
-            rtcp: None,
-        }))
+            rtcp,
+        })
     }
 
     /// An RTSP session's UDP unicast destination: RTP from `rtp`, a socket
@@ -173,13 +177,7 @@ impl Output {
         };
         let sender = udp::Sender::open_on(rtp, dest, &opts)
             .with_context(|| format!("opening a socket to {dest}"))?;
-        let gso = sender.gso;
-        Ok(Output::Udp(UdpOut {
-            sender,
-            dest,
-            gso,
-            rtcp: Some(rtcp),
-        }))
+        Ok(Output::udp_out(sender, dest, Some(rtcp)))
     }
 
     /// Whether RTCP can go with this output.
