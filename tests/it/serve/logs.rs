@@ -4,12 +4,12 @@
 //! push streams numbered from 1 whatever RTSP sessions came first.
 
 use std::net::{SocketAddr, TcpListener};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nagare_api::serve::{StreamInfo, StreamKind, StreamList};
 
 use super::harness::{Media, Rtsp, Serve, http};
-use crate::common::{Running, nagare};
+use crate::common::{Running, nagare, wait_for_tcp_port};
 
 const TCP: &str = "RTP/AVP/TCP;unicast;interleaved=0-1";
 
@@ -124,13 +124,10 @@ fn free_tcp_port() -> u16 {
         .port()
 }
 
-/// Waits (up to 10 s) until the API at `addr` answers /healthz.
+/// Waits (up to 10 s) until the API at `addr` listens, then that it
+/// answers /healthz.
 fn wait_for_api(addr: SocketAddr) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_err() {
-        assert!(Instant::now() < deadline, "no API on {addr}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_tcp_port(addr.port(), Duration::from_secs(10));
     let (status, text) = http(addr, "GET", "/healthz", None, None);
     assert_eq!(status, 200, "{text}");
 }

@@ -8,7 +8,7 @@ use jsonschema::{Retrieve, Uri, Validator};
 use serde_json::Value;
 
 use super::harness::{Media, Serve, http};
-use crate::common::Scratch;
+use crate::common::{Scratch, wait_until};
 
 /// A base URI that never resolves; the retriever maps it to the files.
 const BASE: &str = "https://schemas.nmos.invalid/";
@@ -312,19 +312,11 @@ impl MockRegistry {
     /// Waits (bounded) until the log has `n` entries after `from` matching
     /// `what`; the log then.
     fn wait_for(&self, from: usize, what: &str, n: usize) -> Vec<String> {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        loop {
+        let said = format!("{}: {n} × '{what}' after entry {from}", self.url());
+        wait_until(&said, std::time::Duration::from_secs(20), || {
             let log = self.log();
-            if log.iter().skip(from).filter(|l| *l == what).count() >= n {
-                return log;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{}: no {n} × '{what}' after entry {from} within 20 s: {log:?}",
-                self.url()
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+            (log.iter().skip(from).filter(|l| *l == what).count() >= n).then_some(log)
+        })
     }
 }
 

@@ -8,12 +8,12 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use nagare_api::serve::{ReaderReport, StreamList};
 
 use super::harness::{FRAMES, Media, Rtsp, Serve};
-use crate::common::{Scratch, require, wait_bounded};
+use crate::common::{Scratch, require, wait_bounded, wait_until};
 
 const SR: u8 = 200;
 const RR: u8 = 201;
@@ -90,15 +90,15 @@ fn expected_report(reader: String) -> ReaderReport {
 
 /// Waits (up to 20 s) for the one stream's readers to show a report.
 fn wait_for_reader(serve: &Serve) -> Vec<ReaderReport> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let list: StreamList = serve.api_json("GET", "/v1/streams", None, 200);
-        if let Some(s) = list.streams.iter().find(|s| !s.readers.is_empty()) {
-            return s.readers.clone();
-        }
-        assert!(Instant::now() < deadline, "no reader report: {list:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until(
+        "a reader report on the stream",
+        Duration::from_secs(20),
+        || {
+            let list: StreamList = serve.api_json("GET", "/v1/streams", None, 200);
+            let s = list.streams.into_iter().find(|s| !s.readers.is_empty())?;
+            Some(s.readers)
+        },
+    )
 }
 
 /// The report's figures in /metrics.
