@@ -190,42 +190,37 @@ fn totals(server: &Server, reg: &mut Registry) {
         "RTSP sessions open",
         s.rtsp_sessions.load(Ordering::Relaxed),
     );
-    counter(
-        reg,
-        "nagare_rtsp_connections",
-        "RTSP connections accepted",
-        load(&s.rtsp_connections),
-    );
-    counter(
-        reg,
-        "nagare_rtsp_refused",
-        "RTSP requests answered 4xx/5xx",
-        load(&s.rtsp_refused),
-    );
-    counter(
-        reg,
-        "nagare_rtsp_evicted",
-        "RTSP connections closed to make room under a connection cap, the longest idle first",
-        load(&s.rtsp_evicted),
-    );
-    counter(
-        reg,
-        "nagare_rtsp_stalled",
-        "RTSP connections closed for leaving their responses or media unread 10 s",
-        load(&s.rtsp_stalled),
-    );
-    counter(
-        reg,
-        "nagare_slow_readers_dropped",
-        "TCP readers dropped for a full write queue",
-        load(&s.slow_readers),
-    );
-    counter(
-        reg,
-        "nagare_api_refused",
-        "API requests refused",
-        load(&s.api_refused),
-    );
+    let totals = [
+        (
+            "nagare_rtsp_connections",
+            "RTSP connections accepted",
+            &s.rtsp_connections,
+        ),
+        (
+            "nagare_rtsp_refused",
+            "RTSP requests answered 4xx/5xx",
+            &s.rtsp_refused,
+        ),
+        (
+            "nagare_rtsp_evicted",
+            "RTSP connections closed to make room under a connection cap, the longest idle first",
+            &s.rtsp_evicted,
+        ),
+        (
+            "nagare_rtsp_stalled",
+            "RTSP connections closed for leaving their responses or media unread 10 s",
+            &s.rtsp_stalled,
+        ),
+        (
+            "nagare_slow_readers_dropped",
+            "TCP readers dropped for a full write queue",
+            &s.slow_readers,
+        ),
+        ("nagare_api_refused", "API requests refused", &s.api_refused),
+    ];
+    for (name, help, total) in totals {
+        counter(reg, name, help, load(total));
+    }
     admission(server, reg);
     let cpu = Counter::<f64, AtomicU64>::default();
     cpu.inc_by(crate::clock::cpu_seconds());
