@@ -384,6 +384,11 @@ pub fn ffmpeg_pull(url: &str, transport: &str, out: &std::path::Path) {
 /// Starts serve on `media` with the path `tiny`: the pattern at 64x36
 /// 4:2:2, 25 fps (4 packets a frame, 100 packets a second a stream).
 pub fn start_with_tiny(media: &Media) -> Serve {
+    start_with_tiny_and(media, &[])
+}
+
+/// [`start_with_tiny`], with `extra` flags.
+pub fn start_with_tiny_and(media: &Media, extra: &[&str]) -> Serve {
     let config = media.dir.path("load.toml");
     std::fs::write(
         &config,
@@ -391,5 +396,7 @@ pub fn start_with_tiny(media: &Media) -> Serve {
          pix_fmt = \"uyvy422\"\nfps = \"25\"\n",
     )
     .unwrap();
-    Serve::start(media, &["--config", config.to_str().unwrap()])
+    let mut args = vec!["--config", config.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    Serve::start(media, &args)
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use nagare_api::serve::{StreamList, StreamState};
 
-use super::harness::{Media, Rtsp, Serve};
+use super::harness::{Media, Rtsp, Serve, start_with_tiny_and};
 use crate::common::wait_until;
 
 #[test]
@@ -108,15 +108,7 @@ fn a_stalled_tcp_reader_is_dropped_and_a_udp_reader_beside_it_loses_nothing() {
     let media = Media::new("serve-slow");
     // The healthy reader plays a small stream (100 packets/s), so that
     // this test's socket buffer never overflows on a busy machine.
-    let config = media.dir.path("slow.toml");
-    std::fs::write(
-        &config,
-        "[[media]]\nname = \"tiny\"\nsource = \"pattern:bars\"\nsize = \"64x36\"\n\
-         pix_fmt = \"uyvy422\"\nfps = \"25\"\n",
-    )
-    .unwrap();
-    let config = config.to_str().unwrap();
-    let serve = Serve::start(&media, &["--write-queue", "64", "--config", config]);
+    let serve = start_with_tiny_and(&media, &["--write-queue", "64"]);
     // The stalled reader: plays 23 Mbit/s over TCP and never reads.
     let mut stalled = Rtsp::connect(serve.rtsp);
     stalled.play(&serve.url("bars"), "RTP/AVP/TCP;unicast;interleaved=0-1");
