@@ -3,44 +3,20 @@
 //! through `nagare serve`'s HTTP API. Both only ask; the streams' packets
 //! go to the [`super::flows::Sink`].
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
+use nagare_proto::rtsp::{Client, ClientConfig, ClientEvent, ClientInput, PortPair};
+use nagare_proto::units::Nanos;
 
-/// One virtual RTSP client with its session.
+/// One virtual RTSP client: proto's client machine on a blocking socket.
 pub(super) struct RtspClient {
     stream: TcpStream,
-    reader: BufReader<TcpStream>,
-    url: String,
-    session: String,
-    cseq: u32,
-    /// Body of the last response.
-    body: String,
-}
-
-/// The SETUP URL of the first media: its `a=control` resolved against
-/// Content-Base (nagare says `trackID=0`, GStreamer `stream=0`).
-fn track_url(url: &str, headers: &[(String, String)], sdp: &str) -> String {
-    let base = headers
-        .iter()
-        .find(|(n, _)| n.eq_ignore_ascii_case("Content-Base"))
-        .map_or_else(
-            || url.split('?').next().unwrap_or(url).to_string(),
-            |(_, v)| v.clone(),
-        );
-    let control = sdp
-        .split("m=")
-        .nth(1)
-        .and_then(|m| m.lines().find_map(|l| l.trim().strip_prefix("a=control:")))
-        .map(str::trim);
-    match control {
-        Some(c) if c.contains("://") => c.to_string(),
-        Some("*") | None => base,
-        Some(c) if base.ends_with('/') => format!("{base}{c}"),
-        Some(c) => format!("{base}/{c}"),
-    }
+    machine: Client,
+    /// The machine's time zero.
+    origin: Instant,
 }
 
 /// The host:port of an `rtsp://` or `http://` URL.
@@ -61,119 +37,99 @@ impl RtspClient {
     pub(super) fn start(url: &str, sink: SocketAddr) -> Result<RtspClient> {
         let stream =
             TcpStream::connect(authority(url)?).with_context(|| format!("connecting to {url}"))?;
-        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
         let _ = stream.set_nodelay(true);
-        let mut c = RtspClient {
-            reader: BufReader::new(stream.try_clone()?),
-            stream,
-            url: url.to_string(),
-            session: String::new(),
-            cseq: 0,
-            body: String::new(),
+        let ports = PortPair {
+            rtp: sink.port(),
+            rtcp: sink.port().wrapping_add(1),
         };
-        let (status, headers) = c.request("DESCRIBE", url, "Accept: application/sdp\r\n")?;
-        if status != 200 {
-            bail!("DESCRIBE {url}: status {status}");
+        let mut config = ClientConfig::new(ports);
+        config.user_agent = "nagare-loadtest".into();
+        let machine = Client::new(Nanos::ZERO, url, config)?;
+        let mut c = RtspClient {
+            stream,
+            machine,
+            origin: Instant::now(),
+        };
+        match c.pump()? {
+            ClientEvent::Playing { .. } => Ok(c),
+            ClientEvent::Failed(e) => Err(e.into()),
+            ClientEvent::Closed => bail!("{url}: the session closed before PLAY"),
         }
-        let track = track_url(url, &headers, &c.body);
-        let port = sink.port();
-        let transport = format!(
-            "Transport: RTP/AVP;unicast;client_port={port}-{}\r\n",
-            port.wrapping_add(1)
-        );
-        let (status, headers) = c.request("SETUP", &track, &transport)?;
-        if status != 200 {
-            bail!("SETUP {track}: status {status}");
-        }
-        c.session = headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case("Session"))
-            .map(|(_, v)| v.split(';').next().unwrap_or("").trim().to_string())
-            .context("SETUP answer without a Session")?;
-        let session = format!("Session: {}\r\nRange: npt=0-\r\n", c.session);
-        let (status, _) = c.request("PLAY", url, &session)?;
-        if status != 200 {
-            bail!("PLAY {url}: status {status}");
-        }
-        Ok(c)
     }
 
-    /// GET_PARAMETER, so the server keeps the session.
-    pub(super) fn keep_alive(&mut self) -> Result<()> {
-        let url = self.url.clone();
-        let h = format!("Session: {}\r\n", self.session);
-        self.request("GET_PARAMETER", &url, &h).map(|_| ())
+    fn now(&self) -> Nanos {
+        Nanos::from(self.origin.elapsed())
     }
 
-    /// TEARDOWN (answer not awaited beyond the read timeout).
+    /// Sends a keep-alive when the machine says one is due, and waits for
+    /// its reply; a no-op otherwise.
+    pub(super) fn tend(&mut self) -> Result<()> {
+        let now = self.now();
+        if self.machine.is_over() || self.machine.poll_timeout().is_none_or(|t| t > now) {
+            return Ok(());
+        }
+        self.machine.handle_input(now, ClientInput::Timer);
+        self.flush()?;
+        while self.machine.is_waiting() {
+            self.read_once()?;
+        }
+        match self.machine.poll_event() {
+            Some(ClientEvent::Failed(e)) => Err(e.into()),
+            _ => Ok(()),
+        }
+    }
+
+    /// TEARDOWN, its reply awaited up to the machine's reply timeout.
     pub(super) fn stop(mut self) {
-        let url = self.url.clone();
-        let h = format!("Session: {}\r\n", self.session);
-        let _ = self.request("TEARDOWN", &url, &h);
+        self.machine.close(self.now());
+        let _ = self.pump();
     }
 
-    fn request(
-        &mut self,
-        method: &str,
-        url: &str,
-        headers: &str,
-    ) -> Result<(u16, Vec<(String, String)>)> {
-        self.cseq += 1;
-        write!(
-            self.stream,
-            "{method} {url} RTSP/1.0\r\nCSeq: {}\r\nUser-Agent: nagare-loadtest\r\n{headers}\r\n",
-            self.cseq
-        )?;
-        self.reply()
-    }
-
-    /// One line of a reply, at most `MAX_LINE` bytes: a server under test
-    /// that never ends its line must not grow the client without bound.
-    fn line(&mut self) -> Result<String> {
-        let mut line = String::new();
-        (&mut self.reader).take(MAX_LINE).read_line(&mut line)?;
-        Ok(line)
-    }
-
-    fn reply(&mut self) -> Result<(u16, Vec<(String, String)>)> {
-        let line = self.line()?;
-        let status = line
-            .split(' ')
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| anyhow!("not an RTSP response: {line:?}"))?;
-        let mut headers = Vec::new();
-        while headers.len() < MAX_HEADERS {
-            let h = self.line()?;
-            if h.is_empty() {
-                break;
-            }
-            let h = h.trim_end();
-            if h.is_empty() {
-                break;
-            }
-            if let Some((n, v)) = h.split_once(':') {
-                headers.push((n.trim().to_string(), v.trim().to_string()));
-            }
+    fn flush(&mut self) -> Result<()> {
+        while let Some(bytes) = self.machine.poll_transmit(self.now()) {
+            self.stream
+                .write_all(&bytes)
+                .context("writing to the RTSP server")?;
         }
-        let len = headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case("Content-Length"))
-            .and_then(|(_, v)| v.parse::<u64>().ok())
-            .unwrap_or(0);
-        std::io::copy(
-            &mut (&mut self.reader).take(len.min(1 << 20)),
-            &mut std::io::sink(),
-        )?;
-        Ok((status, headers))
+        Ok(())
+    }
+
+    /// Writes, reads and wakes the machine until it says something.
+    fn pump(&mut self) -> Result<ClientEvent> {
+        loop {
+            self.flush()?;
+            if let Some(e) = self.machine.poll_event() {
+                return Ok(e);
+            }
+            self.read_once()?;
+        }
+    }
+
+    /// One read, bounded by the machine's next deadline.
+    fn read_once(&mut self) -> Result<()> {
+        let now = self.now();
+        let Some(deadline) = self.machine.poll_timeout() else {
+            bail!("the RTSP client has nothing to wait for");
+        };
+        let wait = Duration::from(deadline.saturating_sub(now)).max(Duration::from_millis(1));
+        self.stream.set_read_timeout(Some(wait))?;
+        let mut buf = [0u8; 4096];
+        match self.stream.read(&mut buf) {
+            Ok(0) => self.machine.handle_input(self.now(), ClientInput::Closed),
+            Ok(n) => self
+                .machine
+                .handle_input(self.now(), ClientInput::Bytes(&buf[..n])),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                self.machine.handle_input(self.now(), ClientInput::Timer);
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => self.machine.handle_input(self.now(), ClientInput::Closed),
+        }
+        Ok(())
     }
 }
 
-/// Longest reply line and most reply headers read from a server.
-const MAX_LINE: u64 = 8 << 10;
-const MAX_HEADERS: usize = 64;
-
-/// One HTTP/1.0 request to `api`; returns status and body.
+/// One HTTP request to the API at `api`; returns status and body.
 pub(super) fn http(
     api: SocketAddr,
     method: &str,
@@ -181,25 +137,27 @@ pub(super) fn http(
     body: &str,
     token: Option<&str>,
 ) -> Result<(u16, String)> {
-    let mut s =
-        TcpStream::connect(api).with_context(|| format!("connecting to the API at {api}"))?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
-    write!(
-        s,
-        "{method} {path} HTTP/1.0\r\nHost: {api}\r\n{auth}Content-Type: application/json\r\n\
-         Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    )?;
-    let mut text = String::new();
-    s.read_to_string(&mut text)?;
-    let status = text
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| anyhow!("not an HTTP response from {api}"))?;
-    let body = text.split_once("\r\n\r\n").map_or("", |b| b.1).to_string();
-    Ok((status, body))
+    let mut req = ureq::request(method, &format!("http://{api}{path}"))
+        .timeout(Duration::from_secs(10))
+        .set("Content-Type", "application/json");
+    if let Some(t) = token {
+        req = req.set("Authorization", &format!("Bearer {t}"));
+    }
+    let sent = if body.is_empty() {
+        req.call()
+    } else {
+        req.send_string(body)
+    };
+    let resp = match sent {
+        Ok(r) | Err(ureq::Error::Status(_, r)) => r,
+        Err(ureq::Error::Transport(t)) => bail!("the API at {api}: {t}"),
+    };
+    let status = resp.status();
+    // ureq reads at most 10 MB of a body into a string.
+    let text = resp
+        .into_string()
+        .with_context(|| format!("reading the API's answer to {method} {path}"))?;
+    Ok((status, text))
 }
 
 /// A push stream of `source` to `sink`, through the API; returns its id.

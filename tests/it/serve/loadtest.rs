@@ -4,8 +4,10 @@
 
 use nagare_api::serve::LoadReport;
 
-use super::harness::{Media, start_with_tiny};
-use crate::common::{Scratch, nagare};
+use std::time::Duration;
+
+use super::harness::{Media, Serve, start_with_tiny, start_with_tiny_and};
+use crate::common::{Scratch, nagare, wait_until};
 
 #[test]
 fn a_ramp_of_raw_video_reports_its_schedule_and_an_honest_ceiling() {
@@ -64,4 +66,53 @@ fn a_ramp_of_raw_video_reports_its_schedule_and_an_honest_ceiling() {
     assert!(orange_in(top) > 200, "no 1 % line");
     assert!(orange_in(top + 300) > 200, "no clean line");
     assert_eq!(orange_in(top + 600), 0);
+}
+
+/// RTSP clients (proto's client machine) keep their sessions alive past
+/// the server's session timeout, and tear them down at the end of a step.
+#[test]
+fn rtsp_clients_keep_their_sessions_alive_and_tear_them_down() {
+    let media = Media::new("serve-loadtest-rtsp");
+    // Sessions without a keep-alive are reaped after 2 s; each step lasts
+    // 1 + 4 s, so only a client that keeps alive stays for the window.
+    let mut serve = start_with_tiny_and(&media, &["--session-timeout", "2"]);
+    let out = nagare()
+        .args(["loadtest", &serve.url("tiny")])
+        .args([
+            "--ramp",
+            "2:2:1",
+            "--duration",
+            "4",
+            "--warmup",
+            "1",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let r: LoadReport =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {err}"));
+    assert_eq!(r.steps.len(), 1, "{err}");
+    assert_eq!(r.steps[0].streams_received, 2, "{:?}", r.steps[0]);
+    // Serve logs a session's end after it answers TEARDOWN.
+    let ended = |serve: &mut Serve| {
+        serve.has_said(" ended: ");
+        let lines: Vec<String> = serve
+            .lines()
+            .iter()
+            .filter(|l| l.contains(" of 'tiny' for ") && l.contains(" ended: "))
+            .cloned()
+            .collect();
+        (lines.len() == 2).then_some(lines)
+    };
+    let lines = wait_until(
+        "both sessions' ends logged",
+        Duration::from_secs(10),
+        || ended(&mut serve),
+    );
+    assert!(
+        lines.iter().all(|l| l.contains(" ended: TEARDOWN; sent ")),
+        "a session was not torn down by its client: {lines:#?}"
+    );
 }

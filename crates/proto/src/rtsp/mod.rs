@@ -1,4 +1,5 @@
-//! RTSP/1.0 (RFC 2326), server side, sans-IO.
+//! RTSP/1.0 (RFC 2326), sans-IO: the server side, and one client
+//! ([`Client`], `client.rs`) for tools that play from a server.
 //!
 //! [`Connection`] is the machine for one client TCP connection: the driver
 //! feeds it the bytes it reads ([`Input::Bytes`], split or pipelined any
@@ -41,6 +42,7 @@
 
 mod auth;
 mod authorization;
+mod client;
 mod connection;
 mod error;
 mod framing;
@@ -55,6 +57,7 @@ pub use auth::{Credentials, Guard, NONCE_KEY_LEN, NONCE_LIFETIME, REALM};
 pub use authorization::{
     Algorithm, Authorization, DigestAnswer, MAX_PARAMS, Qop, parse_authorization,
 };
+pub use client::{Client, ClientConfig, ClientError, ClientEvent, ClientInput};
 pub use connection::{Connection, Counters};
 pub use error::{AuthFailure, Error, Header};
 pub use framing::write_interleaved;
@@ -433,5 +436,7 @@ pub enum Event {
     },
 }
 
+#[cfg(test)]
+mod client_tests;
 #[cfg(test)]
 mod tests;
