@@ -55,7 +55,7 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 struct Driver<'a> {
     cfg: &'a RecvConfig,
     machine: receiver::Receiver,
-    writer: Writer,
+    writer: Writer<Vec<u8>>,
     /// The writer stopped at an error: receiving ends too.
     writer_stopped: bool,
     /// Another sender took over, not followed: receiving ends.
@@ -290,7 +290,10 @@ impl Driver<'_> {
                         let sum = xxhash_rust::xxh3::xxh3_64(&f.data);
                         self.report.checksums.push((f.index, sum));
                     }
-                    self.hand_over(ToWriter::Frame(f));
+                    self.hand_over(ToWriter::Frame {
+                        data: f.data,
+                        complete: f.complete,
+                    });
                 }
                 Event::Lost { first, count } => {
                     self.report.frames_lost.add(first, count);
@@ -303,7 +306,7 @@ impl Driver<'_> {
         Ok(())
     }
 
-    fn hand_over(&mut self, slot: ToWriter) {
+    fn hand_over(&mut self, slot: ToWriter<Vec<u8>>) {
         if !self.writer_stopped && !self.writer.send(slot) {
             self.writer_stopped = true;
         }

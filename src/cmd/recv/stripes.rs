@@ -19,7 +19,6 @@ use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -40,7 +39,8 @@ use nagare_proto::{BitRate, ByteSize, FrameRate, MediaTime, Nanos};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use super::args::RecvArgs;
-use super::recording::{Plan as RecordingPlan, Recording};
+use super::recording::Plan as RecordingPlan;
+use super::writer::{ToWriter, Writer};
 use crate::cli;
 use crate::clock::Origin;
 use crate::net::placement::{CpuChoice, Placement, Role};
@@ -588,73 +588,6 @@ fn receive_loop(
     units.into_iter().map(|u| u.finish(out)).collect()
 }
 
-/// The writer thread: records whole frames and hands buffers back.
-struct Writer {
-    tx: ChanTx<AlignedBuf>,
-    back: ChanRx<AlignedBuf>,
-    /// Time reassembly waited on a full queue: the recording was slower
-    /// than the stream.
-    waited: Duration,
-    thread: JoinHandle<Result<u64>>,
-}
-
-impl Writer {
-    fn start(plan: Option<RecordingPlan>) -> Result<Writer> {
-        // Whole frames go to the file as they come, one write each, so a
-        // recording grows frame by frame (a reader can follow it); a full
-        // disk leaves whole frames (see Recording).
-        let mut recording = plan.map(Recording::open).transpose()?;
-        let (tx, rx) = bounded::<AlignedBuf>(4);
-        let (back_tx, back) = bounded::<AlignedBuf>(8);
-        let thread = std::thread::Builder::new()
-            .name("writer".into())
-            .spawn(move || {
-                let mut written = 0u64;
-                let result = rx.iter().try_for_each(|frame| {
-                    if let Some(r) = recording.as_mut() {
-                        r.write(&frame)?;
-                    }
-                    written += 1;
-                    let _ = back_tx.try_send(frame);
-                    anyhow::Ok(())
-                });
-                let closed = recording.map_or(Ok(()), Recording::close);
-                result.and(closed).map(|()| written)
-            })
-            .context("starting the writer thread")?;
-        Ok(Writer {
-            tx,
-            back,
-            waited: Duration::ZERO,
-            thread,
-        })
-    }
-
-    fn write(&mut self, frame: AlignedBuf) -> Result<()> {
-        let stopped = || anyhow!("the writer thread stopped");
-        match self.tx.try_send(frame) {
-            Ok(()) => Ok(()),
-            Err(crossbeam_channel::TrySendError::Full(frame)) => {
-                let since = Instant::now();
-                let sent = self.tx.send(frame).map_err(|_| stopped());
-                self.waited += since.elapsed();
-                sent
-            }
-            Err(crossbeam_channel::TrySendError::Disconnected(_)) => Err(stopped()),
-        }
-    }
-
-    /// Frames written, and how long reassembly waited for the writer.
-    fn finish(self) -> Result<(u64, Duration)> {
-        drop(self.tx);
-        let written = self
-            .thread
-            .join()
-            .map_err(|_| anyhow!("the writer thread panicked"))??;
-        Ok((written, self.waited))
-    }
-}
-
 /// The main thread's state: the assembler, the book and where their
 /// output goes.
 struct Books<'a> {
@@ -662,7 +595,7 @@ struct Books<'a> {
     assembler: Assembler,
     /// Frame indices, lost frames, repeat-last, the limit and the skew.
     book: FrameBook,
-    writer: Writer,
+    writer: Writer<AlignedBuf>,
     /// Per stripe, where its used buffers go back.
     recycle: Recycle,
     report: StripesReport,
@@ -701,7 +634,7 @@ impl Books<'_> {
     /// Whole frames from the assembler into the book, and what the book
     /// says out to the writer and the report.
     fn drain(&mut self) -> Result<()> {
-        while let Ok(buf) = self.writer.back.try_recv() {
+        while let Ok(buf) = self.writer.recycled.try_recv() {
             self.assembler.recycle(buf);
         }
         while let Some((k, buf)) = self.assembler.poll_spent() {
@@ -740,20 +673,29 @@ impl Books<'_> {
                         }
                     }
                     if let Some(data) = data {
-                        self.writer.write(data)?;
+                        self.record(data, complete)?;
                     }
                 }
                 BookEvent::Lost { first, count } => self.report.frames_lost.add(first, count),
                 BookEvent::Repeat { count, data, .. } => {
                     for _ in 1..count {
-                        self.writer.write(data.clone())?;
+                        self.record(data.clone(), true)?;
                     }
-                    self.writer.write(data)?;
+                    self.record(data, true)?;
                 }
                 BookEvent::Spent(buf) => self.assembler.recycle(buf),
             }
         }
         Ok(())
+    }
+
+    /// One frame to the writer (the book already applied repeat-last).
+    fn record(&mut self, data: AlignedBuf, complete: bool) -> Result<()> {
+        if self.writer.send(ToWriter::Frame { data, complete }) {
+            Ok(())
+        } else {
+            Err(anyhow!("the writer thread stopped"))
+        }
     }
 
     /// The streams ended: the last whole frames booked, and the book closed.
@@ -873,7 +815,10 @@ fn run(plan: &Plan, stop: &AtomicBool) -> Result<StripesReport> {
             incomplete: plan.incomplete,
             frame_limit: plan.frames,
         }),
-        writer: Writer::start(plan.recording.clone())?,
+        // Whole frames go to the file as they come, one write each, so a
+        // recording grows frame by frame (a reader can follow it); the
+        // book has already decided what an incomplete frame leaves.
+        writer: Writer::start(plan.recording.clone(), 4, Incomplete::Keep)?,
         recycle,
         report: StripesReport {
             split: plan.stripes.rule().name().into(),
@@ -963,9 +908,12 @@ fn finish_report(
     if booked.skew_frames > 0 {
         report.skew_us_mean = booked.skew_mean().as_secs_f64() * 1e6;
     }
-    let (written, waited) = writer.finish()?;
-    report.frames_written = written;
-    report.writer_wait_seconds = waited.as_secs_f64();
+    let written = writer.finish()?;
+    if let Some(e) = written.error {
+        bail!(e);
+    }
+    report.frames_written = written.frames;
+    report.writer_wait_seconds = written.waited.as_secs_f64();
     let mut per_stripe: Vec<StripeReport> = Vec::new();
     let (mut first, mut last) = (None::<Nanos>, None::<Nanos>);
     for f in finished {
