@@ -3,7 +3,7 @@
 //! disturbs the send schedule while the ring holds frames.
 
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,7 +15,7 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError, bounded};
 use nagare_proto::VideoFormat;
 use nagare_proto::video::pattern::Pattern;
 
-use crate::net::file::{ALIGN, AlignedBuf, advise_sequential, open_direct};
+use crate::net::file::{ALIGN, AlignedBuf, Passes, open_direct};
 
 /// Where frames come from.
 #[derive(Debug)]
@@ -492,7 +492,7 @@ fn read_loop(
 ) -> Result<()> {
     let (limit, looping) = (plan.limit, plan.looping);
     let per_pass = source.frames();
-    let mut file: Option<File> = None;
+    let mut opened = Opened::default();
     let mut scratch = plan
         .arrange
         .as_ref()
@@ -528,13 +528,13 @@ fn read_loop(
         }
         let got = match (&plan.arrange, &mut scratch) {
             (Some(arrange), Some(raw)) => {
-                let got = fill(source, input, in_pass, &mut file, raw)?;
+                let got = fill(source, input, in_pass, &mut opened, raw)?;
                 if got {
                     arrange(raw, &mut buf);
                 }
                 got
             }
-            _ => fill(source, input, in_pass, &mut file, &mut buf)?,
+            _ => fill(source, input, in_pass, &mut opened, &mut buf)?,
         };
         if !got {
             // The pipe ended between frames.
@@ -548,27 +548,33 @@ fn read_loop(
     }
 }
 
+/// What the reader keeps open between frames.
+#[derive(Default)]
+struct Opened {
+    pipe: Option<File>,
+    file: Option<Passes>,
+}
+
 /// Reads frame `number` (`in_pass` within one pass of the input) into
-/// `buf`; `file` is the raw file (or pipe) kept open between frames, a
-/// file reopened at the start of each pass. Returns false when a pipe
-/// ended before the frame began.
+/// `buf`; a pipe or file stays open between frames, a file starts over at
+/// the end of each pass. Returns false when a pipe ended before the frame
+/// began.
 fn fill(
     source: &Source,
     number: u64,
     in_pass: Option<u64>,
-    file: &mut Option<File>,
+    opened: &mut Opened,
     buf: &mut [u8],
 ) -> Result<bool> {
     match source {
         Source::Pipe(path) => {
-            if file.is_none() {
-                *file = Some(
+            let h = match opened.pipe.as_mut() {
+                Some(h) => h,
+                None => opened.pipe.insert(
                     File::open(path).with_context(|| format!("opening '{}'", path.display()))?,
-                );
-            }
-            if let Some(h) = file.as_mut() {
-                return read_frame(h, buf, number, path);
-            }
+                ),
+            };
+            return read_frame(h, buf, number, path);
         }
         Source::Pattern(p) => p.render(number, buf),
         Source::Dir(files) => {
@@ -579,25 +585,24 @@ fn fill(
                 .and_then(|mut h| h.read_exact(buf))
                 .with_context(|| format!("reading frame file '{}'", f.display()))?;
         }
-        Source::File { path, direct, .. } => {
-            if in_pass == Some(0) || file.is_none() {
-                let h = if *direct {
-                    open_direct(path)?
-                } else {
-                    File::open(path).with_context(|| format!("opening '{}'", path.display()))?
-                };
-                advise_sequential(&h);
-                *file = Some(h);
-                // A reader starting mid-input (an epoch-locked start)
-                // seeks to its first frame once.
-                if let (Some(k @ 1..), Some(h)) = (in_pass, file.as_mut()) {
-                    h.seek(SeekFrom::Start(k * buf.len() as u64))
-                        .with_context(|| format!("seeking to frame {k} of '{}'", path.display()))?;
-                }
-            }
-            if let Some(h) = file.as_mut() {
-                h.read_exact(buf)
-                    .with_context(|| format!("reading frame {number} of '{}'", path.display()))?;
+        Source::File {
+            path,
+            frames,
+            direct,
+        } => {
+            let frame = buf.len() as u64;
+            // A reader starting mid-input (an epoch-locked start) starts
+            // at its first frame.
+            let passes = opened.file.get_or_insert_with(|| {
+                let name = path.display().to_string();
+                let start = in_pass.unwrap_or(0) * frame;
+                Passes::new(path.clone(), name, frames * frame, start, *direct)
+            });
+            let read = passes
+                .read(buf, true)
+                .with_context(|| format!("reading frame {number}"))?;
+            if read.is_none_or(|(n, _)| n != buf.len()) {
+                bail!("'{}' has no whole frame {number}", path.display());
             }
         }
     }

@@ -1,12 +1,13 @@
 //! Frame files at stream rates: O_DIRECT reading and writing (bypassing
-//! the page cache), sequential read-ahead advice, and the page-aligned
-//! buffers O_DIRECT moves bytes through.
+//! the page cache), sequential read-ahead advice, the page-aligned
+//! buffers O_DIRECT moves bytes through, and [`Passes`], the one way a
+//! media file is read (send's frame ring and serve's read-ahead thread).
 
 use std::fs::File;
-use std::io::Write;
-use std::path::Path;
+use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
 
-use anyhow::{Result, anyhow};
+use anyhow::{Context, Result, anyhow, bail};
 use nix::fcntl::{OFlag, PosixFadviseAdvice, posix_fadvise};
 
 pub(crate) use nagare_proto::video::aligned::{ALIGN, AlignedBuf};
@@ -124,6 +125,89 @@ impl DirectWriter {
     }
 }
 
+/// A media file read front to back in passes: opened at the first read
+/// (with sequential read-ahead advice, or O_DIRECT), from any starting
+/// byte, and started over at the end of a pass when the stream loops.
+pub(crate) struct Passes {
+    path: PathBuf,
+    /// How errors name the file: its path (send), or the catalog entry
+    /// (serve's errors reach API clients and never name the server's path).
+    name: String,
+    /// Usable bytes of one pass.
+    total: u64,
+    direct: bool,
+    file: Option<File>,
+    /// Bytes read in this pass.
+    pos: u64,
+}
+
+impl Passes {
+    /// `total` usable bytes of `path`, read from byte `start` (taken
+    /// within one pass).
+    pub(crate) fn new(path: PathBuf, name: String, total: u64, start: u64, direct: bool) -> Passes {
+        Passes {
+            path,
+            name,
+            total,
+            direct,
+            file: None,
+            pos: start.checked_rem(total).unwrap_or(0),
+        }
+    }
+
+    /// The next `buf.len()` bytes, fewer at the end of a pass: `(bytes,
+    /// whether the pass ended)`. At the end of a pass, `None` unless
+    /// `looping`, which starts the next one.
+    pub(crate) fn read(&mut self, buf: &mut [u8], looping: bool) -> Result<Option<(usize, bool)>> {
+        if self.pos >= self.total {
+            if !looping {
+                return Ok(None);
+            }
+            self.pos = 0;
+            if let Some(h) = self.file.as_mut() {
+                h.seek(SeekFrom::Start(0))
+                    .with_context(|| format!("rewinding '{}'", self.name))?;
+            }
+        }
+        let h = match self.file.as_mut() {
+            Some(h) => h,
+            None => self.file.insert(self.open()?),
+        };
+        let want = (self.total - self.pos).min(buf.len() as u64) as usize;
+        match h.read_exact(&mut buf[..want]) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::UnexpectedEof => bail!(
+                "'{}' ends before byte {} of {}: the file was cut short after it was opened",
+                self.name,
+                self.pos + want as u64,
+                self.total
+            ),
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("reading '{}' at byte {}", self.name, self.pos));
+            }
+        }
+        self.pos += want as u64;
+        Ok(Some((want, self.pos >= self.total)))
+    }
+
+    /// Opens the file where the pass stands (a stream that starts mid-file
+    /// seeks once).
+    fn open(&self) -> Result<File> {
+        let mut h = if self.direct {
+            open_direct(&self.path)?
+        } else {
+            File::open(&self.path).with_context(|| format!("opening '{}'", self.name))?
+        };
+        advise_sequential(&h);
+        if self.pos > 0 {
+            h.seek(SeekFrom::Start(self.pos))
+                .with_context(|| format!("seeking '{}' to byte {}", self.name, self.pos))?;
+        }
+        Ok(h)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,5 +243,33 @@ mod tests {
         let want = [first.clone(), frames.concat(), first].concat();
         assert_eq!(got.len(), want.len());
         assert!(got == want);
+    }
+
+    #[test]
+    fn passes_start_mid_file_end_each_pass_and_loop() {
+        let dir = std::env::temp_dir().join(format!("nagare-passes-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ten.bin");
+        std::fs::write(&path, (0u8..10).collect::<Vec<u8>>()).unwrap();
+        // Usable bytes 0..9 (the tenth is past the last whole chunk), from byte 6.
+        let mut p = Passes::new(path.clone(), "ten".into(), 9, 6, false);
+        let mut buf = [0u8; 4];
+        assert_eq!(p.read(&mut buf, true).unwrap(), Some((3, true)));
+        assert_eq!(&buf[..3], &[6, 7, 8]);
+        assert_eq!(p.read(&mut buf, true).unwrap(), Some((4, false)));
+        assert_eq!(buf, [0, 1, 2, 3]);
+        assert_eq!(p.read(&mut buf, false).unwrap(), Some((4, false)));
+        assert_eq!(p.read(&mut buf, false).unwrap(), Some((1, true)));
+        assert_eq!(buf[0], 8);
+        assert_eq!(p.read(&mut buf, false).unwrap(), None, "one pass, no loop");
+
+        // A file cut short after it was opened names the entry, not the path.
+        let mut p = Passes::new(path.clone(), "clip".into(), 10, 0, false);
+        assert_eq!(p.read(&mut buf, true).unwrap(), Some((4, false)));
+        std::fs::write(&path, [0u8; 5]).unwrap();
+        let e = format!("{:#}", p.read(&mut buf, true).unwrap_err());
+        assert!(e.contains("'clip' ends before byte 8 of 10"), "{e}");
+        assert!(!e.contains(dir.to_str().unwrap()), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -8,8 +8,6 @@
 //! shows it as underruns in its counters, never as a stalled pacer.
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -27,7 +25,7 @@ use crate::clock::Origin;
 use crate::cmd::serve::hub::media::{Kind, Media};
 use crate::cmd::serve::hub::table::{Counters, StreamId};
 use crate::cmd::serve::stream::meter::{LoadMeter, Published};
-use crate::net::file::advise_sequential;
+use crate::net::file::Passes;
 
 /// Datagrams of TS per chunk: a chunk boundary is always a datagram
 /// boundary, so a datagram never spans two chunks.
@@ -87,7 +85,6 @@ impl Ring {
 
 /// Where one stream's reading stands.
 struct Flow {
-    media: Arc<Media>,
     looping: bool,
     priority: u8,
     full: Sender<Delivery>,
@@ -97,9 +94,8 @@ struct Flow {
     period: Nanos,
     chunk_bytes: usize,
     pattern: Option<Pattern>,
-    file: Option<File>,
-    /// Bytes read in this pass.
-    pos: u64,
+    /// The file of a raw or TS path.
+    file: Option<Passes>,
     /// Chunks read in all passes.
     number: u64,
     done: bool,
@@ -239,12 +235,20 @@ impl Reader {
         counters
             .ring_capacity
             .store(capacity as u64, Ordering::Relaxed);
-        let pos = match &media.kind {
-            Kind::Raw { frames, .. } => (first % (*frames).max(1)) * chunk_bytes as u64,
-            _ => 0,
+        // Errors name the catalog entry, never the server's path: they
+        // reach API clients (a failed stream's `error`). An epoch-aligned
+        // raw stream starts mid-file.
+        let name = media.name.clone();
+        let file = match &media.kind {
+            Kind::Pattern { .. } => None,
+            Kind::Raw { path, frames, .. } => {
+                let total = frames.saturating_mul(chunk_bytes as u64);
+                let start = (first % (*frames).max(1)) * chunk_bytes as u64;
+                Some(Passes::new(path.clone(), name, total, start, false))
+            }
+            Kind::Ts { path, bytes, .. } => Some(Passes::new(path.clone(), name, *bytes, 0, false)),
         };
         let flow = Flow {
-            media,
             looping,
             priority,
             full: full_tx,
@@ -253,8 +257,7 @@ impl Reader {
             period,
             chunk_bytes,
             pattern,
-            file: None,
-            pos,
+            file,
             number: first,
             done: false,
             counters: counters.clone(),
@@ -407,62 +410,13 @@ fn read_one(f: &mut Flow) -> usize {
 
 /// Reads one chunk: `(bytes, end of pass)`, or `None` at the end.
 fn fill(f: &mut Flow, buf: &mut [u8]) -> Result<Option<(usize, bool)>, String> {
-    match &f.media.kind {
-        Kind::Pattern { .. } => {
-            if let Some(p) = &f.pattern {
-                p.render(f.number, buf);
-            }
-            Ok(Some((buf.len(), false)))
-        }
-        Kind::Raw { path, frames, .. } => {
-            let total = frames * buf.len() as u64;
-            read_file(f, path.clone(), total, buf)
-        }
-        Kind::Ts { path, bytes, .. } => read_file(f, path.clone(), *bytes, buf),
+    if let Some(p) = &f.pattern {
+        p.render(f.number, buf);
+        return Ok(Some((buf.len(), false)));
     }
-}
-
-/// The next `buf.len()` bytes (fewer at the end) of a file of `total`
-/// usable bytes, starting over at the end of a pass.
-fn read_file(
-    f: &mut Flow,
-    path: std::path::PathBuf,
-    total: u64,
-    buf: &mut [u8],
-) -> Result<Option<(usize, bool)>, String> {
-    // Errors name the catalog entry, never the server's path: they reach
-    // API clients (a failed stream's `error`).
-    let name = f.media.name.clone();
-    if f.pos >= total {
-        if !f.looping {
-            return Ok(None);
-        }
-        f.pos = 0;
-        if let Some(h) = f.file.as_mut() {
-            h.seek(SeekFrom::Start(0))
-                .map_err(|e| format!("rewinding '{name}': {e}"))?;
-        }
-    }
-    if f.file.is_none() {
-        let mut h = File::open(&path).map_err(|e| format!("opening '{name}': {e}"))?;
-        advise_sequential(&h);
-        // An epoch-aligned stream starts mid-file.
-        if f.pos > 0 {
-            h.seek(SeekFrom::Start(f.pos))
-                .map_err(|e| format!("seeking '{name}' to byte {}: {e}", f.pos))?;
-        }
-        f.file = Some(h);
-    }
-    let want = (total - f.pos).min(buf.len() as u64) as usize;
-    let h = f.file.as_mut().ok_or("file not open")?;
-    h.read_exact(&mut buf[..want]).map_err(|e| match e.kind() {
-        std::io::ErrorKind::UnexpectedEof => format!(
-            "'{name}' ends before byte {} of {total}: the file was cut short after serve \
-                 listed it",
-            f.pos + want as u64
-        ),
-        _ => format!("reading '{name}' at byte {}: {e}", f.pos),
-    })?;
-    f.pos += want as u64;
-    Ok(Some((want, f.pos >= total)))
+    let file = f
+        .file
+        .as_mut()
+        .ok_or("a path with neither a file nor a pattern")?;
+    file.read(buf, f.looping).map_err(|e| format!("{e:#}"))
 }
