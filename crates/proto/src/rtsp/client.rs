@@ -168,10 +168,7 @@ impl Client {
     /// A client for the stream at `url`; its DESCRIBE is the first
     /// [`poll_transmit`](Self::poll_transmit).
     pub fn new(now: Nanos, url: &str, config: ClientConfig) -> Result<Client, ClientError> {
-        let parsed = Url::parse(url)
-            .ok()
-            .filter(|u| matches!(u.scheme(), "rtsp" | "rtsps") && u.has_host())
-            .ok_or_else(|| ClientError::BadUrl(url.to_string()))?;
+        let parsed = rtsp_url(url).ok_or_else(|| ClientError::BadUrl(url.to_string()))?;
         let mut c = Client {
             framer: Framer::new(config.limits),
             keepalive_every: config.keepalive,
@@ -409,8 +406,12 @@ impl Client {
         };
         let base = reply
             .header(&CONTENT_BASE)
-            .and_then(|v| Url::parse(v.as_str().trim()).ok());
+            .and_then(|v| rtsp_url(v.as_str().trim()));
         let track = track_url(base.as_ref().unwrap_or(&self.url), control.as_deref());
+        let Some(track) = track.filter(is_rtsp) else {
+            let e = format!("a=control {control:?} names no rtsp:// URL");
+            return self.end(ClientEvent::Failed(ClientError::Sdp(e)));
+        };
         self.request(now, Method::Setup, &track);
         self.track = Some(track);
     }
@@ -451,10 +452,10 @@ impl Client {
 /// base (RFC 2326 C.1.1). `*` or none means the base itself. A base
 /// without a trailing `/` gets one, so `trackID=0` names a child of the
 /// stream, as servers mean it (nagare says `trackID=0`, GStreamer
-/// `stream=0`).
-fn track_url(base: &Url, control: Option<&str>) -> Url {
+/// `stream=0`). `None` when the control does not resolve.
+fn track_url(base: &Url, control: Option<&str>) -> Option<Url> {
     match control {
-        None | Some("*") => base.clone(),
+        None | Some("*") => Some(base.clone()),
         Some(c) => {
             let mut dir = base.clone();
             dir.set_query(None);
@@ -462,9 +463,19 @@ fn track_url(base: &Url, control: Option<&str>) -> Url {
                 let p = format!("{}/", dir.path());
                 dir.set_path(&p);
             }
-            dir.join(c).unwrap_or_else(|_| base.clone())
+            dir.join(c).ok()
         }
     }
+}
+
+/// `text` as an `rtsp://` or `rtsps://` URL with a host; anything else a
+/// server says (a mangled header, another scheme) is not followed.
+fn rtsp_url(text: &str) -> Option<Url> {
+    Url::parse(text).ok().filter(is_rtsp)
+}
+
+fn is_rtsp(u: &Url) -> bool {
+    matches!(u.scheme(), "rtsp" | "rtsps") && u.has_host()
 }
 
 /// A framed message as a reply.

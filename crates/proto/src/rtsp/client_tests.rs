@@ -298,3 +298,45 @@ proptest! {
         let _ = client_events(&mut c);
     }
 }
+
+/// Found by fuzz target rtsp_client_reply: a mangled header made the
+/// Content-Base "nt-base: rtsp://…", which parses as a URL of scheme
+/// `nt-base`; the SETUP request line then had spaces in it. A base or a
+/// control URL that is not rtsp:// with a host is not used.
+#[test]
+fn only_rtsp_urls_are_set_up() {
+    let sdp = "v=0\r\ns=x\r\nt=0 0\r\nm=video 0 RTP/AVP 33\r\na=control:trackID=0\r\n";
+    let reply = |base: &str| {
+        format!(
+            "RTSP/1.0 200 OK\r\nCSeq: 1\r\nContent-Base: {base}\r\nContent-Length: {}\r\n\r\n{sdp}",
+            sdp.len()
+        )
+    };
+    for base in [
+        "nt-base: rtsp://127.0.0.1:8554/clip.ts/",
+        "http://10.0.0.1/x/",
+        "rtsp:nohost",
+    ] {
+        let mut c = client(URL);
+        let _ = c.poll_transmit(Nanos::ZERO);
+        c.handle_input(Nanos::ZERO, ClientInput::Bytes(reply(base).as_bytes()));
+        let setup = String::from_utf8(c.poll_transmit(Nanos::ZERO).expect("SETUP")).unwrap();
+        assert!(
+            setup.starts_with("SETUP rtsp://127.0.0.1:8554/clip.ts/trackID=0 RTSP/1.0\r\n"),
+            "{base}: {setup}"
+        );
+    }
+    let sdp = "v=0\r\ns=x\r\nt=0 0\r\nm=video 0 RTP/AVP 33\r\na=control:http://10.0.0.1/x\r\n";
+    let mut c = client(URL);
+    let _ = c.poll_transmit(Nanos::ZERO);
+    let r = format!(
+        "RTSP/1.0 200 OK\r\nCSeq: 1\r\nContent-Length: {}\r\n\r\n{sdp}",
+        sdp.len()
+    );
+    c.handle_input(Nanos::ZERO, ClientInput::Bytes(r.as_bytes()));
+    assert!(matches!(
+        &client_events(&mut c)[..],
+        [ClientEvent::Failed(ClientError::Sdp(_))]
+    ));
+    assert_eq!(c.poll_transmit(Nanos::ZERO), None);
+}
