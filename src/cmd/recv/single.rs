@@ -17,6 +17,7 @@ use nagare_proto::{BitRate, ByteSize, Nanos, VideoFormat};
 use crate::analysis::collect::{Collector, FramePoint};
 use crate::clock::Origin;
 use crate::net::placement::{Placement, Role};
+use crate::net::rtcp::reading::ReaderRtcp;
 use crate::net::udp::Receiver;
 use crate::progress::{Ticker, bitrate};
 
@@ -27,14 +28,24 @@ use super::writer::{ToWriter, Writer};
 /// port before the sender starts).
 pub(crate) struct Bound {
     rx: Receiver,
+    /// The RTCP port (the RTP port + 1), or why there is none.
+    rtcp: Result<ReaderRtcp, String>,
 }
 
 impl Bound {
-    /// Binds and joins as configured.
+    /// Binds and joins as configured, and the RTCP port beside.
     pub(crate) fn open(cfg: &RecvConfig) -> Result<Bound> {
         let mut rx = Receiver::open(cfg.listen, &cfg.socket)?;
         rx.read_on_a_timer();
-        Ok(Bound { rx })
+        let rtp = rx.local_addr().unwrap_or(cfg.listen);
+        let rtcp = ReaderRtcp::bind(SocketAddr::new(cfg.listen.ip(), rtp.port()));
+        Ok(Bound { rx, rtcp })
+    }
+
+    /// Why the stream has no RTCP, where a user would expect it (a
+    /// unicast port whose port + 1 was taken).
+    pub(crate) fn rtcp_note(&self) -> Option<&str> {
+        self.rtcp.as_ref().err().map(String::as_str)
     }
 
     /// The bound address.
@@ -65,6 +76,8 @@ struct Driver<'a> {
     ticker: Ticker,
     window: (u64, Instant),
     analysis: Option<Analysis>,
+    /// The sender's reports read and receiver reports sent.
+    rtcp: Option<ReaderRtcp>,
 }
 
 /// The ST 2110-21 monitor beside the receiver machine, and what it found.
@@ -121,6 +134,7 @@ pub(crate) fn run_analyzed(
     stop: &AtomicBool,
 ) -> Result<(RecvReport, Vec<FramePoint>)> {
     let mut rx = bound.rx;
+    let rtcp = bound.rtcp.ok();
     let drops_at_start = rx.kernel_drops;
     let analysis = cfg
         .analyze
@@ -142,6 +156,7 @@ pub(crate) fn run_analyzed(
         ticker: Ticker::new(cfg.quiet),
         window: (0, Instant::now()),
         analysis,
+        rtcp,
     };
     let ended_by = match d.receive(&mut rx, stop) {
         Ok(e) => e,
@@ -158,8 +173,10 @@ pub(crate) fn run_analyzed(
         writer,
         mut report,
         analysis,
+        rtcp,
         ..
     } = d;
+    report.rtcp = rtcp.as_ref().map(ReaderRtcp::report);
     let written = writer.finish()?;
     report.frames_written = written.frames;
     report.output_error = written.error;
@@ -202,6 +219,7 @@ impl Driver<'_> {
                 last_packet = Instant::now();
             }
             self.events()?;
+            self.rtcp();
             self.progress();
         }
     }
@@ -301,6 +319,14 @@ impl Driver<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Reads the sender's reports and answers them when due.
+    fn rtcp(&mut self) {
+        if let Some(r) = self.rtcp.as_mut() {
+            let machine = &self.machine;
+            r.step(self.origin.elapsed(), || machine.reception());
+        }
     }
 
     fn hand_over(&mut self, slot: ToWriter) {
@@ -435,6 +461,15 @@ pub(crate) fn print_summary(r: &RecvReport) {
         r.jitter_ms,
         r.ended_by
     );
+    if let Some(c) = &r.rtcp {
+        let from = c.sender.map_or("no sender reports".to_owned(), |a| {
+            format!("{} sender reports from {a}", c.sender_reports)
+        });
+        eprintln!(
+            "recv: RTCP on port {}: {from}, {} BYE; {} receiver reports sent",
+            c.port, c.byes, c.receiver_reports
+        );
+    }
     if let Some(a) = &r.analysis {
         eprint!("{}", crate::analysis::output::summary(a, false));
     }
@@ -470,6 +505,12 @@ pub(super) fn main(args: RecvArgs) -> Result<std::process::ExitCode> {
     }
     if let Some(a) = bound.local_addr() {
         eprintln!("nagare recv: listening on {a}");
+    }
+    if let Some(why) = bound
+        .rtcp_note()
+        .filter(|_| !cfg.listen.ip().is_multicast())
+    {
+        eprintln!("nagare recv: note: {why}");
     }
     // Receive threads take the lowest CPUs and every other thread stays
     // off the highest, a local sender's (net::placement); the writer
