@@ -134,11 +134,10 @@ impl Reader {
         let expected_since = expected.saturating_sub(prior_expected);
         let received_since = r.received.saturating_sub(prior_received);
         let lost_since = expected_since.saturating_sub(received_since);
-        let fraction_lost = if expected_since == 0 {
-            0
-        } else {
-            ((lost_since << 8) / expected_since).min(255) as u8
-        };
+        // Nothing expected since: nothing lost.
+        let fraction_lost = (lost_since << 8)
+            .checked_div(expected_since)
+            .map_or(0, |f| f.min(255) as u8);
         let (last_sr, delay_since_last_sr) = self.last_sr.map_or((0, 0), |sr| {
             let delay = now.saturating_sub(sr.at).as_nanos();
             // 1/65536 s units, saturating rather than wrapping.
