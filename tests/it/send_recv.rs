@@ -533,7 +533,8 @@ fn a_send_nobody_hears_fails_and_frames_0_only_writes_the_sdp() {
 
 /// RTCP between nagare's own ends: send's sender reports reach recv on
 /// the RTP port + 1, and recv's receiver reports come back to send with
-/// the loss it saw (none, on loopback). Without RTCP, recv hears none.
+/// the loss it saw (none, on loopback). Without RTCP, recv hears none;
+/// without `--rtcp`, recv binds no RTCP port.
 #[test]
 fn send_and_recv_exchange_sender_and_receiver_reports() {
     let frames = 150; // 1.5 s at 100 fps: room for a report or two each way
@@ -543,7 +544,7 @@ fn send_and_recv_exchange_sender_and_receiver_reports() {
         "uyvy422",
         "127.0.0.1:0",
         &[],
-        &[],
+        &["--rtcp"],
         frames,
     );
     assert!(status.success(), "{err}");
@@ -577,7 +578,7 @@ fn send_and_recv_exchange_sender_and_receiver_reports() {
         "uyvy422",
         "127.0.0.1:0",
         &["--no-rtcp"],
-        &[],
+        &["--rtcp"],
         20,
     );
     assert!(status.success(), "{err}");

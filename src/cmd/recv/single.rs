@@ -28,24 +28,24 @@ use super::writer::{ToWriter, Writer};
 /// port before the sender starts).
 pub(crate) struct Bound {
     rx: Receiver,
-    /// The RTCP port (the RTP port + 1), or why there is none.
-    rtcp: Result<ReaderRtcp, String>,
+    /// The RTCP port (the RTP port + 1), once bound.
+    rtcp: Option<ReaderRtcp>,
 }
 
 impl Bound {
-    /// Binds and joins as configured, and the RTCP port beside.
+    /// Binds and joins as configured.
     pub(crate) fn open(cfg: &RecvConfig) -> Result<Bound> {
         let mut rx = Receiver::open(cfg.listen, &cfg.socket)?;
         rx.read_on_a_timer();
-        let rtp = rx.local_addr().unwrap_or(cfg.listen);
-        let rtcp = ReaderRtcp::bind(SocketAddr::new(cfg.listen.ip(), rtp.port()));
-        Ok(Bound { rx, rtcp })
+        Ok(Bound { rx, rtcp: None })
     }
 
-    /// Why the stream has no RTCP, where a user would expect it (a
-    /// unicast port whose port + 1 was taken).
-    pub(crate) fn rtcp_note(&self) -> Option<&str> {
-        self.rtcp.as_ref().err().map(String::as_str)
+    /// Binds the RTCP port beside the stream's (`recv --rtcp`); `Err`
+    /// says why there is none (a multicast group, the port taken).
+    pub(crate) fn bind_rtcp(&mut self, listen: SocketAddr) -> Result<(), String> {
+        let port = self.rx.local_addr().map_or(listen.port(), |a| a.port());
+        self.rtcp = Some(ReaderRtcp::bind(SocketAddr::new(listen.ip(), port))?);
+        Ok(())
     }
 
     /// The bound address.
@@ -134,7 +134,7 @@ pub(crate) fn run_analyzed(
     stop: &AtomicBool,
 ) -> Result<(RecvReport, Vec<FramePoint>)> {
     let mut rx = bound.rx;
-    let rtcp = bound.rtcp.ok();
+    let rtcp = bound.rtcp;
     let drops_at_start = rx.kernel_drops;
     let analysis = cfg
         .analyze
@@ -499,18 +499,17 @@ pub(super) fn main(args: RecvArgs) -> Result<std::process::ExitCode> {
     if args.json && cfg.output.as_deref().is_some_and(crate::cli::is_stdio) {
         bail!("--json prints on stdout, where -o - writes the frames: drop one, or give -o a file");
     }
-    let bound = Bound::open(&cfg)?;
+    let mut bound = Bound::open(&cfg)?;
+    if args.rtcp
+        && let Err(why) = bound.bind_rtcp(cfg.listen)
+    {
+        eprintln!("nagare recv: note: {why}");
+    }
     for n in bound.notices() {
         eprintln!("nagare recv: note: {n}");
     }
     if let Some(a) = bound.local_addr() {
         eprintln!("nagare recv: listening on {a}");
-    }
-    if let Some(why) = bound
-        .rtcp_note()
-        .filter(|_| !cfg.listen.ip().is_multicast())
-    {
-        eprintln!("nagare recv: note: {why}");
     }
     // Receive threads take the lowest CPUs and every other thread stays
     // off the highest, a local sender's (net::placement); the writer
