@@ -160,6 +160,7 @@ fn send_config(
         striping: send::Striping::default(),
         stripes: 1,
         direct: false,
+        rtcp: true,
     }
 }
 

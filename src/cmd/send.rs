@@ -28,6 +28,7 @@ use crate::cli::{self, Size};
 use crate::clock::{EpochStart, Origin, Pacing};
 use crate::net::awake::KeepAwake;
 use crate::net::placement::{CpuChoice, Placement, Role};
+use crate::net::rtcp::sending::{self, SenderRtcp, rtcp_dest};
 use crate::net::train::{self, TrainBuf};
 use crate::net::tuning::Realtime;
 use crate::net::udp::{self, Interface, SendOptions, Sender};
@@ -143,6 +144,11 @@ pub(crate) struct SendArgs {
     /// Sleep this long before each frame read (simulates slow storage).
     #[arg(long, hide = true, default_value_t = 0)]
     pub read_delay_ms: u64,
+    /// Send no RTCP: no sender reports (RTP/wall-clock mapping, counts)
+    /// to the RTP port + 1 (+ the stripe count with stripes), no BYE at
+    /// the end, and no receiver reports read.
+    #[arg(long)]
+    pub no_rtcp: bool,
     /// Print statistics as JSON on stdout at the end.
     #[arg(long)]
     pub json: bool,
@@ -218,6 +224,8 @@ pub(crate) struct SendConfig {
     pub direct: bool,
     /// SCHED_FIFO for the pacing thread.
     pub realtime: Realtime,
+    /// Send RTCP sender reports and a BYE, and read receiver reports.
+    pub rtcp: bool,
 }
 
 impl SendArgs {
@@ -292,6 +300,7 @@ impl SendArgs {
             stripes: self.stripes,
             striping,
             direct: self.direct,
+            rtcp: !self.no_rtcp,
         })
     }
 }
@@ -408,7 +417,14 @@ fn write_sdp(
         clock: Some(clock),
         sender_type: Some(cfg.sender_type),
     };
-    let text = sdp.to_sdp((crate::clock::epoch_ns() / 1_000_000_000) as u64);
+    let mut session = sdp.to_session((crate::clock::epoch_ns() / 1_000_000_000) as u64);
+    // Stripes' RTCP lies past their RTP ports, not at port + 1.
+    if cfg.rtcp && cfg.stripes > 1 {
+        for m in &mut session.media {
+            m.rtcp_port = rtcp_dest(dest, cfg.stripes).map(|a| a.port());
+        }
+    }
+    let text = session.to_sdp();
     std::fs::write(path, text).with_context(|| format!("writing SDP to '{}'", path.display()))
 }
 
@@ -477,6 +493,8 @@ pub(crate) fn run(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport> {
         std::thread::sleep(Duration::from_millis(1));
     }
     let mut driver = Driver::new(cfg, sockets, planned)?;
+    // Spawned from the helper CPUs, like the reader.
+    driver.rtcp = start_rtcp(cfg, &driver)?;
     // The watcher too starts from the helper CPUs, never for an instant on
     // the pacer's; then this thread becomes the pacer.
     let watch = Watch::start(
@@ -499,11 +517,42 @@ pub(crate) fn run(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport> {
     host.stalls = watch.map(Watch::finish);
     let mut report = driver.report();
     report.send_cpu_seconds = crate::clock::thread_cpu_seconds() - cpu;
+    // Waits out the BYE's delay (rtcp::BYE_DELAY).
+    report.rtcp = driver.rtcp.take().map(SenderRtcp::finish);
     report.pacing_host = Some(host);
     if let Err(e) = result {
         report.error = Some(format!("{e:#}"));
     }
     Ok(report)
+}
+
+/// The RTCP thread of a send, unless `--no-rtcp` or a stream's RTCP
+/// port would be above 65535 (then said once, and none is sent).
+fn start_rtcp(cfg: &SendConfig, driver: &Driver<'_>) -> Result<Option<SenderRtcp>> {
+    if !cfg.rtcp {
+        return Ok(None);
+    }
+    let mut streams = Vec::with_capacity(driver.flows.len());
+    for (flow, id) in driver.flows.iter().zip(&driver.ids) {
+        let Some(to) = rtcp_dest(flow.dest, cfg.stripes) else {
+            eprintln!(
+                "nagare send: note: no RTCP: the RTCP port of {} would be above 65535",
+                flow.dest
+            );
+            return Ok(None);
+        };
+        let ssrc = driver
+            .schedule
+            .packetizer(*id)
+            .map_or(Ssrc(0), Packetizer::ssrc);
+        streams.push(sending::Stream { ssrc, to });
+    }
+    let options = SendOptions {
+        buffer_bytes: 0,
+        ..cfg.socket.clone()
+    };
+    let socket = udp::open_unconnected(cfg.dest, &options)?;
+    SenderRtcp::start(streams, cfg.rate, socket).map(Some)
 }
 
 /// Keeps the pacer's CPU from halting between trains (see
@@ -746,6 +795,8 @@ struct Driver<'a> {
     ring_next: Option<u64>,
     /// Late count and lateness, for the watcher that explains them.
     gauge: Arc<Gauge>,
+    /// The RTCP thread, told what each train sent.
+    rtcp: Option<SenderRtcp>,
 }
 
 impl<'a> Driver<'a> {
@@ -808,6 +859,7 @@ impl<'a> Driver<'a> {
             ideal: Some(ideal),
             ring_next: planned.map(|(_, s)| s.first_frame),
             gauge: Arc::new(Gauge::default()),
+            rtcp: None,
         })
     }
 
@@ -997,6 +1049,10 @@ impl<'a> Driver<'a> {
         }
         flow.since_refused = flow.since_refused.saturating_add(1);
         flow.trains += 1;
+        // Three relaxed stores; the RTCP thread does the rest.
+        if let Some(tally) = self.rtcp.as_ref().and_then(|r| r.tally(t.flow.index())) {
+            tally.sent(t.len() as u64, bytes as u64, t.frame);
+        }
         let now = Instant::now();
         self.schedule
             .handle_input(self.origin.nanos(now), Input::Departed { flow: t.flow })?;
@@ -1087,6 +1143,7 @@ impl<'a> Driver<'a> {
                 .filter(|_| self.flows.iter().all(|f| f.refused == 0))
                 .map(IdealReceiver::finish),
             pacing_host: None,
+            rtcp: None,
         }
     }
 }
@@ -1140,9 +1197,30 @@ pub(crate) fn print_summary(r: &SendReport) {
     if let Some(h) = &r.pacing_host {
         crate::lateness::print("send", h);
     }
+    if let Some(c) = &r.rtcp {
+        eprintln!("{}", rtcp_line(c));
+    }
     if let Some(e) = &r.error {
         eprintln!("send: stopped early: {e}");
     }
+}
+
+/// The RTCP line of a send summary: what went, and what came back.
+fn rtcp_line(c: &nagare_api::video::SendRtcp) -> String {
+    let to: Vec<String> = c.to.iter().map(ToString::to_string).collect();
+    let back = match (c.reported_lost, c.reported_jitter_ms) {
+        (Some(lost), Some(j)) => format!(
+            "{} receiver reports back (latest: {lost} packets lost, jitter {j:.3} ms)",
+            c.receiver_reports
+        ),
+        _ => "no receiver reports back".to_owned(),
+    };
+    format!(
+        "send: RTCP to {}: {} sender reports, {} BYE; {back}",
+        to.join(", "),
+        c.sender_reports,
+        c.byes
+    )
 }
 
 /// The ST 2110-21 lines of a send summary: what a receiver with a

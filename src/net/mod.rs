@@ -10,6 +10,7 @@ pub(crate) mod file;
 pub(crate) mod host;
 pub(crate) mod iface;
 pub(crate) mod placement;
+pub(crate) mod rtcp;
 #[cfg(feature = "x11")]
 pub(crate) mod shm;
 pub(crate) mod train;

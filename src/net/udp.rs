@@ -212,49 +212,7 @@ impl Sender {
     /// A sender to `dest` on `sock`, a UDP socket the caller made (and
     /// perhaps bound to a port it must send from).
     pub(crate) fn open_on(sock: Socket, dest: SocketAddr, opts: &SendOptions) -> Result<Sender> {
-        let mut notices = Vec::new();
-        if dest.ip().is_multicast() {
-            match (dest.ip(), &opts.interface) {
-                (IpAddr::V4(_), Some(i)) => {
-                    let r = match i.ipv4 {
-                        Some(a) => sock.set_multicast_if_v4(&a),
-                        None => set_multicast_if_index_v4(&sock, i.index),
-                    };
-                    r.with_context(|| format!("using interface {} for multicast", i.label))?;
-                }
-                (IpAddr::V6(_), Some(i)) => sock
-                    .set_multicast_if_v6(i.index)
-                    .with_context(|| format!("using interface {} for multicast", i.label))?,
-                (_, None) => notices.push(
-                    "multicast without --interface follows the default route; pin it with \
-                     --interface"
-                        .into(),
-                ),
-            }
-            let ttl = opts.ttl.unwrap_or(1);
-            if dest.is_ipv4() {
-                sock.set_multicast_ttl_v4(ttl)
-                    .context("setting multicast TTL")?;
-                sock.set_multicast_loop_v4(true)
-                    .context("enabling multicast loop")?;
-            } else {
-                sock.set_multicast_hops_v6(ttl)
-                    .context("setting multicast hops")?;
-                sock.set_multicast_loop_v6(true)
-                    .context("enabling multicast loop")?;
-            }
-        } else if let Some(ttl) = opts.ttl {
-            if dest.is_ipv4() {
-                sock.set_ttl(ttl).context("setting TTL")?;
-            } else {
-                sock.set_unicast_hops_v6(ttl).context("setting hop limit")?;
-            }
-        }
-        if opts.buffer_bytes > 0
-            && let Some(w) = size_buffer(&sock, opts.buffer_bytes, false)
-        {
-            notices.push(w);
-        }
+        let notices = prepare(&sock, dest, opts)?;
         sock.connect(&SockAddr::from(dest))
             .with_context(|| format!("no route to {dest}"))?;
         let gso = gso_available(&sock);
@@ -291,6 +249,68 @@ impl Sender {
             "nagare send",
         )
     }
+}
+
+/// Sets `sock` up to send to `dest` as `opts` say: the multicast
+/// interface, TTL and loop, or the unicast TTL, and the send buffer.
+/// Returns warnings worth one line each.
+fn prepare(sock: &Socket, dest: SocketAddr, opts: &SendOptions) -> Result<Vec<String>> {
+    let mut notices = Vec::new();
+    if dest.ip().is_multicast() {
+        match (dest.ip(), &opts.interface) {
+            (IpAddr::V4(_), Some(i)) => {
+                let r = match i.ipv4 {
+                    Some(a) => sock.set_multicast_if_v4(&a),
+                    None => set_multicast_if_index_v4(sock, i.index),
+                };
+                r.with_context(|| format!("using interface {} for multicast", i.label))?;
+            }
+            (IpAddr::V6(_), Some(i)) => sock
+                .set_multicast_if_v6(i.index)
+                .with_context(|| format!("using interface {} for multicast", i.label))?,
+            (_, None) => notices.push(
+                "multicast without --interface follows the default route; pin it with \
+                 --interface"
+                    .into(),
+            ),
+        }
+        let ttl = opts.ttl.unwrap_or(1);
+        if dest.is_ipv4() {
+            sock.set_multicast_ttl_v4(ttl)
+                .context("setting multicast TTL")?;
+            sock.set_multicast_loop_v4(true)
+                .context("enabling multicast loop")?;
+        } else {
+            sock.set_multicast_hops_v6(ttl)
+                .context("setting multicast hops")?;
+            sock.set_multicast_loop_v6(true)
+                .context("enabling multicast loop")?;
+        }
+    } else if let Some(ttl) = opts.ttl {
+        if dest.is_ipv4() {
+            sock.set_ttl(ttl).context("setting TTL")?;
+        } else {
+            sock.set_unicast_hops_v6(ttl).context("setting hop limit")?;
+        }
+    }
+    if opts.buffer_bytes > 0
+        && let Some(w) = size_buffer(sock, opts.buffer_bytes, false)
+    {
+        notices.push(w);
+    }
+    Ok(notices)
+}
+
+/// An unconnected UDP socket on an ephemeral port that sends to `dest`
+/// as `opts` say and takes answers from anyone (RTCP: receiver reports
+/// come from each receiver's own address).
+pub(crate) fn open_unconnected(dest: SocketAddr, opts: &SendOptions) -> Result<UdpSocket> {
+    let sock = Socket::new(Domain::for_address(dest), Type::DGRAM, Some(Protocol::UDP))
+        .context("creating a UDP socket")?;
+    prepare(&sock, dest, opts)?;
+    sock.bind(&SockAddr::from(any_for(dest)))
+        .with_context(|| format!("binding a socket to send to {dest}"))?;
+    Ok(sock.into())
 }
 
 /// Sends one train of datagrams, each `parts` iovecs of `iov`, to `dest`

@@ -302,3 +302,86 @@ fn ffmpeg_receives_nagare_through_nagares_sdp() {
         "FFmpeg's decoded frames differ from nagare's input"
     );
 }
+
+/// Two adjacent free UDP ports on 127.0.0.1, RTP and RTCP.
+fn free_udp_pair() -> u16 {
+    for _ in 0..50 {
+        let port = free_udp_port();
+        let pair = (
+            std::net::UdpSocket::bind(("127.0.0.1", port)),
+            std::net::UdpSocket::bind(("127.0.0.1", port.wrapping_add(1))),
+        );
+        if let (Ok(_), Ok(_)) = pair {
+            return port;
+        }
+    }
+    panic!("no two adjacent free UDP ports");
+}
+
+/// GStreamer's RTP jitter buffer synchronises on `send`'s sender
+/// reports: rtpbin tags a buffer with its sender's NTP time
+/// (GstReferenceTimestampMeta) only once an SR has tied the stream's RTP
+/// clock to NTP time, so with RTCP the frames carry it and with
+/// `--no-rtcp` none does (the same pipeline, the same frames).
+#[test]
+fn gstreamers_jitter_buffer_syncs_on_sends_sender_reports() {
+    if !require("gst-launch-1.0") {
+        return;
+    }
+    let frames = 60; // 2 s at 30 fps: sender reports at once and about every second
+    for (extra, synced) in [(None, true), (Some("--no-rtcp"), false)] {
+        let s = Scratch::new("gst-sr");
+        let log = s.path("gst.log");
+        let port = free_udp_pair();
+        let mut gst = Command::new("gst-launch-1.0")
+            .args([
+                "-e",
+                "-v",
+                "rtpbin",
+                "name=b",
+                "add-reference-timestamp-meta=true",
+            ])
+            .args(["udpsrc", &format!("port={port}"), "address=127.0.0.1"])
+            .arg(format!("caps={}", caps("YCbCr-4:2:2", 8)))
+            .args(["!", "b.recv_rtp_sink_0", "b.", "!", "rtpvrawdepay"])
+            .args(["!", "identity", "silent=false", "!", "fakesink"])
+            .args(["udpsrc", &format!("port={}", port + 1), "address=127.0.0.1"])
+            .args(["!", "b.recv_rtcp_sink_0"])
+            .stdout(std::fs::File::create(&log).unwrap())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_for_udp_port(port + 1, Duration::from_secs(10));
+        let send = nagare()
+            .args(["send", "pattern:bars", "--to", &format!("127.0.0.1:{port}")])
+            .args(["--size", &format!("{W}x{H}"), "--pix-fmt", "uyvy422"])
+            .args(["--fps", "30", "--frames", &frames.to_string()])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_ok(&send);
+        let chains = |text: &str| text.lines().filter(|l| l.contains("chain")).count();
+        crate::common::wait_until("frames through GStreamer", Duration::from_secs(10), || {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            (chains(&text) >= frames).then_some(())
+        });
+        interrupt(&mut gst);
+        let text = std::fs::read_to_string(&log).unwrap();
+        let tagged = text
+            .lines()
+            .filter(|l| l.contains("chain") && l.contains("GstReferenceTimestampMeta"))
+            .count();
+        assert_eq!(
+            chains(&text),
+            frames,
+            "frames through GStreamer ({extra:?})"
+        );
+        if synced {
+            // Every frame after the first report (it follows the first
+            // train within 100 ms, so at most a few frames go untagged).
+            assert!(tagged >= frames - 5, "{tagged} of {frames} frames tagged");
+        } else {
+            assert_eq!(tagged, 0, "no SR, yet frames tagged with NTP time");
+        }
+    }
+}

@@ -530,3 +530,63 @@ fn a_send_nobody_hears_fails_and_frames_0_only_writes_the_sdp() {
     let text = std::fs::read_to_string(&sdp).unwrap();
     assert!(text.contains("c=IN IP4 127.0.0.1"), "{text}");
 }
+
+/// RTCP between nagare's own ends: send's sender reports reach recv on
+/// the RTP port + 1, and recv's receiver reports come back to send with
+/// the loss it saw (none, on loopback). Without RTCP, recv hears none;
+/// without `--rtcp`, recv binds no RTCP port.
+#[test]
+fn send_and_recv_exchange_sender_and_receiver_reports() {
+    let frames = 150; // 1.5 s at 100 fps: room for a report or two each way
+    let (status, report, err, sent) = round_trip(
+        "pattern:bars",
+        "64x36",
+        "uyvy422",
+        "127.0.0.1:0",
+        &[],
+        &["--rtcp"],
+        frames,
+    );
+    assert!(status.success(), "{err}");
+    let got = report.rtcp.expect("recv's RTCP");
+    let rtcp = sent.rtcp.expect("send's RTCP");
+    // recv read the sender's reports, as many as were sent at most (the
+    // BYE's may come after it stopped at its frame count).
+    assert!(got.sender_reports >= 1, "{got:?}\n{err}");
+    assert!(
+        got.sender_reports <= rtcp.sender_reports + rtcp.byes,
+        "{got:?} {rtcp:?}"
+    );
+    assert!(got.sender.is_some() && got.receiver_reports >= 1, "{got:?}");
+    assert_eq!(got.malformed, 0);
+    // send counted recv's receiver reports, and they say nothing was lost.
+    assert!(rtcp.receiver_reports >= 1, "{rtcp:?}");
+    assert!(
+        rtcp.receiver_reports <= got.receiver_reports,
+        "{rtcp:?} {got:?}"
+    );
+    assert_eq!(rtcp.reported_lost, Some(0), "{rtcp:?}");
+    assert!(rtcp.reported_jitter_ms.is_some(), "{rtcp:?}");
+    assert_eq!(rtcp.byes, 1, "one stream, one BYE");
+    assert_eq!(rtcp.malformed, 0);
+    assert_eq!(rtcp.to.len(), 1);
+    assert_eq!(report.packets_lost, 0);
+
+    let (status, report, err, sent) = round_trip(
+        "pattern:bars",
+        "64x36",
+        "uyvy422",
+        "127.0.0.1:0",
+        &["--no-rtcp"],
+        &["--rtcp"],
+        20,
+    );
+    assert!(status.success(), "{err}");
+    assert!(sent.rtcp.is_none());
+    let got = report.rtcp.expect("recv's RTCP port");
+    assert_eq!(
+        (got.sender_reports, got.receiver_reports),
+        (0, 0),
+        "{got:?}"
+    );
+}

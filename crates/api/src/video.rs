@@ -62,6 +62,51 @@ pub struct SendReport {
     /// Where the pacing thread ran and what made its packets late.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pacing_host: Option<PacingHost>,
+    /// RTCP: sender reports and BYEs sent, receiver reports read
+    /// (absent with `--no-rtcp`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtcp: Option<SendRtcp>,
+}
+
+/// The RTCP of a send, over all its streams.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SendRtcp {
+    /// Where each stream's RTCP went (the RTP port + 1, or + the stripe
+    /// count with stripes).
+    pub to: Vec<SocketAddr>,
+    /// Sender reports sent (not counting those in the BYEs).
+    pub sender_reports: u64,
+    /// BYEs sent (one per stream that ended).
+    pub byes: u64,
+    /// Reception report blocks about the streams that came back.
+    pub receiver_reports: u64,
+    /// Datagrams on the RTCP port that were not valid RTCP.
+    pub malformed: u64,
+    /// Packets lost, as the latest receiver reports say (summed over
+    /// the streams that had one); absent before any came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reported_lost: Option<i64>,
+    /// Interarrival jitter the latest receiver reports say, the largest
+    /// over the streams, milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reported_jitter_ms: Option<f64>,
+}
+
+/// The RTCP of a receive.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecvRtcp {
+    /// The local RTCP port (the RTP port + 1).
+    pub port: u16,
+    /// Where the sender's reports came from, and receiver reports went.
+    pub sender: Option<SocketAddr>,
+    /// Sender reports read (those in a closing BYE compound too).
+    pub sender_reports: u64,
+    /// BYEs read.
+    pub byes: u64,
+    /// Receiver reports sent.
+    pub receiver_reports: u64,
+    /// Datagrams on the RTCP port that were not valid RTCP.
+    pub malformed: u64,
 }
 
 /// Where a pacing thread ran, and what made it late (times in the
@@ -259,6 +304,10 @@ pub struct RecvReport {
     /// The ST 2110-21 analysis (`recv --analyze`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analysis: Option<crate::st2110::AnalyzeReport>,
+    /// RTCP: the sender's reports read, receiver reports sent (absent
+    /// where the RTCP port could not be bound, or for multicast).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtcp: Option<RecvRtcp>,
 }
 
 /// What `nagare demo` proved.

@@ -106,6 +106,12 @@ pub(crate) struct RecvArgs {
     /// offset, verdict; see `nagare analyze`), from kernel receive stamps.
     #[arg(long)]
     pub analyze: bool,
+    /// Also bind the RTP port + 1, read the sender's RTCP reports there
+    /// and answer them with receiver reports (loss, jitter). Not by
+    /// default: receivers of consecutive ports (one per stripe) would
+    /// each take the next one's port.
+    #[arg(long)]
+    pub rtcp: bool,
     /// Print statistics as JSON on stdout at the end.
     #[arg(long)]
     pub json: bool,

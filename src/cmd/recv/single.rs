@@ -17,6 +17,7 @@ use nagare_proto::{BitRate, ByteSize, Nanos, VideoFormat};
 use crate::analysis::collect::{Collector, FramePoint};
 use crate::clock::Origin;
 use crate::net::placement::{Placement, Role};
+use crate::net::rtcp::reading::ReaderRtcp;
 use crate::net::udp::Receiver;
 use crate::progress::{Ticker, bitrate};
 
@@ -27,6 +28,8 @@ use super::writer::{ToWriter, Writer};
 /// port before the sender starts).
 pub(crate) struct Bound {
     rx: Receiver,
+    /// The RTCP port (the RTP port + 1), once bound.
+    rtcp: Option<ReaderRtcp>,
 }
 
 impl Bound {
@@ -34,7 +37,15 @@ impl Bound {
     pub(crate) fn open(cfg: &RecvConfig) -> Result<Bound> {
         let mut rx = Receiver::open(cfg.listen, &cfg.socket)?;
         rx.read_on_a_timer();
-        Ok(Bound { rx })
+        Ok(Bound { rx, rtcp: None })
+    }
+
+    /// Binds the RTCP port beside the stream's (`recv --rtcp`); `Err`
+    /// says why there is none (a multicast group, the port taken).
+    pub(crate) fn bind_rtcp(&mut self, listen: SocketAddr) -> Result<(), String> {
+        let port = self.rx.local_addr().map_or(listen.port(), |a| a.port());
+        self.rtcp = Some(ReaderRtcp::bind(SocketAddr::new(listen.ip(), port))?);
+        Ok(())
     }
 
     /// The bound address.
@@ -65,6 +76,8 @@ struct Driver<'a> {
     ticker: Ticker,
     window: (u64, Instant),
     analysis: Option<Analysis>,
+    /// The sender's reports read and receiver reports sent.
+    rtcp: Option<ReaderRtcp>,
 }
 
 /// The ST 2110-21 monitor beside the receiver machine, and what it found.
@@ -121,6 +134,7 @@ pub(crate) fn run_analyzed(
     stop: &AtomicBool,
 ) -> Result<(RecvReport, Vec<FramePoint>)> {
     let mut rx = bound.rx;
+    let rtcp = bound.rtcp;
     let drops_at_start = rx.kernel_drops;
     let analysis = cfg
         .analyze
@@ -142,6 +156,7 @@ pub(crate) fn run_analyzed(
         ticker: Ticker::new(cfg.quiet),
         window: (0, Instant::now()),
         analysis,
+        rtcp,
     };
     let ended_by = match d.receive(&mut rx, stop) {
         Ok(e) => e,
@@ -158,8 +173,10 @@ pub(crate) fn run_analyzed(
         writer,
         mut report,
         analysis,
+        rtcp,
         ..
     } = d;
+    report.rtcp = rtcp.as_ref().map(ReaderRtcp::report);
     let written = writer.finish()?;
     report.frames_written = written.frames;
     report.output_error = written.error;
@@ -202,6 +219,7 @@ impl Driver<'_> {
                 last_packet = Instant::now();
             }
             self.events()?;
+            self.rtcp();
             self.progress();
         }
     }
@@ -304,6 +322,14 @@ impl Driver<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Reads the sender's reports and answers them when due.
+    fn rtcp(&mut self) {
+        if let Some(r) = self.rtcp.as_mut() {
+            let machine = &self.machine;
+            r.step(self.origin.elapsed(), || machine.reception());
+        }
     }
 
     fn hand_over(&mut self, slot: ToWriter<Vec<u8>>) {
@@ -438,6 +464,15 @@ pub(crate) fn print_summary(r: &RecvReport) {
         r.jitter_ms,
         r.ended_by
     );
+    if let Some(c) = &r.rtcp {
+        let from = c.sender.map_or("no sender reports".to_owned(), |a| {
+            format!("{} sender reports from {a}", c.sender_reports)
+        });
+        eprintln!(
+            "recv: RTCP on port {}: {from}, {} BYE; {} receiver reports sent",
+            c.port, c.byes, c.receiver_reports
+        );
+    }
     if let Some(a) = &r.analysis {
         eprint!("{}", crate::analysis::output::summary(a, false));
     }
@@ -467,7 +502,12 @@ pub(super) fn main(args: RecvArgs) -> Result<std::process::ExitCode> {
     if args.json && cfg.output.as_deref().is_some_and(crate::cli::is_stdio) {
         bail!("--json prints on stdout, where -o - writes the frames: drop one, or give -o a file");
     }
-    let bound = Bound::open(&cfg)?;
+    let mut bound = Bound::open(&cfg)?;
+    if args.rtcp
+        && let Err(why) = bound.bind_rtcp(cfg.listen)
+    {
+        eprintln!("nagare recv: note: {why}");
+    }
     for n in bound.notices() {
         eprintln!("nagare recv: note: {n}");
     }

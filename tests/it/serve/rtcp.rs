@@ -364,6 +364,54 @@ fn gstreamer_rtspsrc_ends_a_finite_raw_clip_by_itself() {
     }
 }
 
+/// GStreamer's RTP jitter buffer synchronises on serve's sender reports:
+/// rtspsrc's jitter buffer reads each SR (its debug log says "ext SR"
+/// with the report's RTP and NTP times) and, once it has the stream's
+/// RTP base, signals rtpbin to synchronise ("signaling sync"), which
+/// nothing but an SR sets off. (tests/it/peers.rs shows the frames of the
+/// same jitter buffer tagged with NTP time from `send`'s SRs, and none
+/// from `send --no-rtcp`.)
+#[test]
+fn gstreamers_jitter_buffer_syncs_on_the_sender_reports() {
+    if !require("gst-launch-1.0") {
+        return;
+    }
+    let media = Media::new("serve-rtcp-gst-sync");
+    let serve = Serve::start(&media, &[]);
+    for protocols in ["udp", "tcp"] {
+        // The finite clip: the BYE ends the pipeline.
+        let gst = Command::new("gst-launch-1.0")
+            .env("GST_DEBUG", "rtpjitterbuffer:5")
+            .env("GST_DEBUG_NO_COLOR", "1")
+            .args(["-q", "rtspsrc"])
+            .arg(format!("location={}", serve.url("clip.yuv")))
+            .arg(format!("protocols={protocols}"))
+            .args(["!", "rtpvrawdepay", "!", "fakesink"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let log = wait_stderr(gst, 60);
+        let srs = log.lines().filter(|l| l.contains("ext SR")).count();
+        let syncs = log.lines().filter(|l| l.contains("signaling sync")).count();
+        assert!(srs >= 1, "no SR reached the jitter buffer over {protocols}");
+        assert!(syncs >= 1, "{srs} SRs but no sync over {protocols}");
+    }
+}
+
+/// Waits (bounded) for a spawned child; its stderr, once it succeeded.
+fn wait_stderr(mut child: std::process::Child, secs: u64) -> String {
+    let mut err = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut v = String::new();
+        let _ = err.read_to_string(&mut v);
+        v
+    });
+    let status = wait_bounded(&mut child, secs, "gst-launch on a finite clip");
+    assert!(status.success());
+    reader.join().unwrap()
+}
+
 #[test]
 fn ffmpeg_ends_a_finite_ts_clip_by_itself() {
     if !require("ffmpeg") {

@@ -13,6 +13,9 @@
 //!   and, [`BYE_DELAY`] after the end, a final SR+SDES+BYE.
 //! - [`Feedback`] takes the RTCP a reader sends back and keeps its latest
 //!   reception report and counters; garbage is counted, never returned.
+//! - [`Reader`] is the machine of one reading stream: it reads the
+//!   sender's reports and answers them with receiver reports built from
+//!   what the driver's RTP machine counted ([`Reception`]).
 //! - [`parse`] reads a compound packet with RFC 3550 A.2's checks, on
 //!   top of the `rtcp-types` crate's bounds-checked parsers.
 //!
@@ -39,6 +42,7 @@
 mod clock;
 mod error;
 mod feedback;
+mod reader;
 mod reporter;
 mod wire;
 
@@ -48,8 +52,9 @@ mod tests;
 pub use clock::{Anchor, NtpTime, WallTime};
 pub use error::Error;
 pub use feedback::{Feedback, FeedbackCounters, ReaderReport};
+pub use reader::{Reader, ReaderCounters, Reception};
 pub use reporter::{Config, Input, Reporter};
-pub use wire::{Packet, ReportBlock, SenderInfo, bye, parse, sender_report};
+pub use wire::{Packet, ReportBlock, SenderInfo, bye, parse, receiver_report, sender_report};
 
 use crate::units::Nanos;
 

@@ -316,3 +316,104 @@ proptest! {
         let _ = parse(&bytes);
     }
 }
+
+fn reception(highest_seq: u64, received: u64, lost: u64) -> Reception {
+    Reception {
+        source: SSRC,
+        highest_seq,
+        received,
+        lost,
+        jitter: 42,
+    }
+}
+
+/// A sender report from the stream's sender at `wall`.
+fn sr_at(wall: WallTime) -> Vec<u8> {
+    let info = SenderInfo {
+        ntp: NtpTime::from_wall(wall),
+        rtp: MediaTime(7),
+        packets: 1,
+        octets: 1,
+    };
+    sender_report(SSRC, "sender", info)
+}
+
+#[test]
+fn a_reader_reports_only_after_the_senders_first_report_and_at_once_then() {
+    let mut r = Reader::new(Ssrc(0xfeed), "reader", 3);
+    let got = Some(reception(100, 101, 0));
+    assert_eq!(r.poll_transmit(Nanos::from_secs(1), got), None);
+    assert_eq!(r.poll_timeout(), None);
+    r.handle_input(Nanos::from_secs(2), &sr_at(WALL));
+    assert_eq!(r.poll_timeout(), Some(Nanos::from_secs(2)));
+    // Nothing received yet: nothing to report on.
+    assert_eq!(r.poll_transmit(Nanos::from_secs(2), None), None);
+    // Half a second after the SR came.
+    let at = Nanos::from_millis(2500);
+    let bytes = r.poll_transmit(at, got).expect("an RR");
+    let packets = parse(&bytes).unwrap();
+    let Packet::ReceiverReport { ssrc, blocks } = &packets[0] else {
+        panic!("{packets:?}");
+    };
+    assert_eq!(*ssrc, Ssrc(0xfeed));
+    assert_eq!(packets[1], Packet::Sdes);
+    let b = blocks[0];
+    assert_eq!(
+        (b.source, b.fraction_lost, b.cumulative_lost, b.highest_seq),
+        (SSRC, 0, 0, 100)
+    );
+    assert_eq!(b.jitter, 42);
+    assert_eq!(b.last_sr, NtpTime::from_wall(WALL).middle());
+    assert_eq!(b.delay_since_last_sr, 32_768, "half a second in 1/65536 s");
+    let c = r.counters();
+    assert_eq!((c.sender_reports, c.reports_sent, c.malformed), (1, 1, 0));
+}
+
+#[test]
+fn a_readers_fraction_lost_covers_the_last_interval_and_its_count_everything() {
+    let mut r = Reader::new(Ssrc(1), "reader", 3);
+    r.handle_input(Nanos::ZERO, &sr_at(WALL));
+    assert!(
+        r.poll_transmit(Nanos::ZERO, Some(reception(99, 100, 0)))
+            .is_some()
+    );
+    let due = r.poll_timeout().unwrap();
+    let gap = due - Nanos::ZERO;
+    assert!(gap >= Nanos::from_millis(500) && gap < Nanos::from_millis(1500));
+    assert_eq!(
+        r.poll_transmit(due - Nanos(1), Some(reception(199, 150, 50))),
+        None
+    );
+    // 100 expected since, 50 of them received: 128/256 lost.
+    let bytes = r.poll_transmit(due, Some(reception(199, 150, 50))).unwrap();
+    let packets = parse(&bytes).unwrap();
+    let Packet::ReceiverReport { blocks, .. } = &packets[0] else {
+        panic!("{packets:?}");
+    };
+    assert_eq!(
+        (blocks[0].fraction_lost, blocks[0].cumulative_lost),
+        (128, 50)
+    );
+    // Feedback reads back what a Reader wrote.
+    let mut f = Feedback::for_source(SSRC);
+    f.handle_input(Nanos::ZERO, &bytes);
+    assert_eq!(f.latest().unwrap().block, blocks[0]);
+}
+
+#[test]
+fn a_reader_counts_byes_and_garbage_and_clamps_a_huge_loss() {
+    let mut r = Reader::new(Ssrc(1), "reader", 3);
+    r.handle_input(Nanos::ZERO, b"\x80\xc8garbage");
+    r.handle_input(Nanos::ZERO, &bye(SSRC, "sender", None));
+    r.handle_input(Nanos::ZERO, &sr_at(WALL));
+    let bytes = r
+        .poll_transmit(Nanos::ZERO, Some(reception(1 << 40, 1, 1 << 30)))
+        .unwrap();
+    let packets = parse(&bytes).unwrap();
+    let Packet::ReceiverReport { blocks, .. } = &packets[0] else {
+        panic!("{packets:?}");
+    };
+    assert_eq!(blocks[0].cumulative_lost, 0x7f_ffff);
+    let c = r.counters();
+    assert_eq!((c.malformed, c.byes, c.sender_reports), (1, 1, 1));
+}

@@ -103,6 +103,25 @@ pub fn bye(ssrc: Ssrc, cname: &str, info: Option<SenderInfo>) -> Vec<u8> {
     write(compound.add_packet(leave))
 }
 
+/// An RR+SDES(CNAME) compound from reader `ssrc` with one report block
+/// (RFC 3550 §6.4.2). The block's cumulative loss is written as 24-bit
+/// two's complement.
+pub fn receiver_report(ssrc: Ssrc, cname: &str, block: ReportBlock) -> Vec<u8> {
+    let b = rtcp_types::ReportBlock::builder(block.source.0)
+        .fraction_lost(block.fraction_lost)
+        .cumulative_lost((block.cumulative_lost as u32) & 0xff_ffff)
+        .extended_sequence_number(block.highest_seq)
+        .interarrival_jitter(block.jitter)
+        .last_sender_report_timestamp(block.last_sr)
+        .delay_since_last_sender_report_timestamp(block.delay_since_last_sr);
+    let rr = ReceiverReport::builder(ssrc.0).add_report_block(b);
+    write(
+        CompoundBuilder::default()
+            .add_packet(rr)
+            .add_packet(sdes(ssrc, cname)),
+    )
+}
+
 fn report_and_sdes<'a>(ssrc: Ssrc, cname: &'a str, info: SenderInfo) -> CompoundBuilder<'a> {
     let sr: SenderReportBuilder = SenderReport::builder(ssrc.0)
         .ntp_timestamp(info.ntp.0)

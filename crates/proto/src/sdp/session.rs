@@ -80,6 +80,9 @@ pub struct Media {
     /// `a=control` (RFC 2326 C.1.1): the URL an RTSP client SETUPs this
     /// media with, relative to the session's Content-Base.
     pub control: Option<String>,
+    /// `a=rtcp` (RFC 3605): the RTCP port, where it is not the RTP
+    /// port + 1.
+    pub rtcp_port: Option<u16>,
 }
 
 impl Media {
@@ -99,6 +102,7 @@ impl Media {
             ts_refclk: None,
             mediaclk: None,
             control: None,
+            rtcp_port: None,
         }
     }
 }
@@ -193,7 +197,7 @@ impl Session {
     }
 
     /// The SDP text: `v o s t`, then each media's `m c a=source-filter
-    /// a=mid a=rtpmap a=fmtp a=framerate a=ts-refclk a=mediaclk a=control`.
+    /// a=mid a=rtcp a=rtpmap a=fmtp a=framerate a=ts-refclk a=mediaclk a=control`.
     pub fn to_sdp(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "v=0\r");
@@ -275,6 +279,9 @@ fn write_media(s: &mut String, m: &Media) {
     if let Some(mid) = &m.mid {
         let _ = writeln!(s, "a=mid:{}\r", token(mid));
     }
+    if let Some(p) = m.rtcp_port {
+        let _ = writeln!(s, "a=rtcp:{p}\r");
+    }
     if let Some(e) = &m.encoding {
         let _ = writeln!(s, "a=rtpmap:{pt} {}\r", clean(e));
     }
@@ -320,6 +327,9 @@ fn media_attribute(m: &mut Media, value: &str) {
         m.mediaclk = Some(clean(rest));
     } else if let Some(rest) = value.strip_prefix("control:") {
         m.control = Some(token(rest.trim()));
+    } else if let Some(rest) = value.strip_prefix("rtcp:") {
+        // `a=rtcp:PORT [IN IP4 ADDRESS]`: the port is all nagare reads.
+        m.rtcp_port = rest.split_whitespace().next().and_then(|p| p.parse().ok());
     }
 }
 
@@ -434,6 +444,28 @@ mod tests {
         assert_eq!(s.origin.unwrap().version, 2);
         // Written and read again, nothing changes.
         assert_eq!(Session::parse(&s.to_sdp()).unwrap(), s);
+    }
+
+    #[test]
+    fn an_rtcp_port_is_written_and_read_back() {
+        let mut s = Session::parse(DUP).unwrap();
+        s.media[0].rtcp_port = Some(5012);
+        let text = s.to_sdp();
+        assert!(text.contains("a=mid:primary\r\na=rtcp:5012\r\n"), "{text}");
+        let again = Session::parse(&text).unwrap();
+        assert_eq!(
+            (again.media[0].rtcp_port, again.media[1].rtcp_port),
+            (Some(5012), None)
+        );
+        // RFC 3605's long form names an address too; the port is kept.
+        let long = DUP.replace(
+            "a=mid:secondary",
+            "a=mid:secondary\r\na=rtcp:53020 IN IP4 192.0.2.2",
+        );
+        assert_eq!(
+            Session::parse(&long).unwrap().media[1].rtcp_port,
+            Some(53020)
+        );
     }
 
     #[test]

@@ -213,6 +213,11 @@ impl SequenceTracker {
             .map_or(0, |f| (self.highest - f).saturating_add(1))
     }
 
+    /// The highest sequence number received, once any was.
+    pub fn highest(&self) -> Option<u64> {
+        self.first.map(|_| self.highest)
+    }
+
     /// Packets missing from that span.
     pub fn lost(&self) -> u64 {
         self.expected().saturating_sub(self.counters.received)

@@ -509,6 +509,20 @@ impl Receiver {
         self.selector.stream()
     }
 
+    /// What the current take received, as a receiver report tells its
+    /// sender (RFC 3550 §6.4.2); `None` before its first packet.
+    pub fn reception(&self) -> Option<crate::rtcp::Reception> {
+        let t = &self.take;
+        Some(crate::rtcp::Reception {
+            source: self.ssrc()?,
+            highest_seq: t.tracker.highest()?,
+            received: t.tracker.counters().received,
+            lost: t.tracker.lost(),
+            // Clock units, rounded down; a jitter of 2^32 ticks is 13 hours.
+            jitter: t.jitter.value() as u32,
+        })
+    }
+
     /// Counters so far, over every take (jitter: the current take's).
     pub fn stats(&self) -> Stats {
         let t = &self.take;
