@@ -383,7 +383,7 @@ fn spawn(
     let s = server.clone();
     let is05 = std::thread::Builder::new()
         .name("serve-is05".into())
-        .spawn(move || nmos::connection::run_scheduler(s))?;
+        .spawn(move || nmos::activate::run_scheduler(s))?;
     Ok(vec![rtsp, api, is05])
 }
 

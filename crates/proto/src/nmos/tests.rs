@@ -562,3 +562,19 @@ fn dns_sd_answers_name_registries_in_priority_order() {
     assert_eq!(bases, ["http://127.0.0.2:8020", "http://127.0.0.1:8010"]);
     assert!(d.absorb(b"\x00\x01garbage").is_err());
 }
+
+#[test]
+fn an_activation_moves_a_version_even_when_nothing_changed() {
+    let mut store = store_at(10, vec![]);
+    let (_, _, bars) = model::path_ids(node_id(), "bars");
+    let version = |s: &Store| s.get(bars).unwrap().core().version;
+    assert_eq!(version(&store).secs, 10);
+    assert!(store.bump(bars, TaiTime { secs: 12, nanos: 0 }));
+    assert_eq!(version(&store).secs, 12);
+    assert!(
+        !store.bump(bars, TaiTime { secs: 11, nanos: 0 }),
+        "never back"
+    );
+    store.update(TaiTime { secs: 13, nanos: 0 }, spec(vec![]).resources());
+    assert_eq!(version(&store).secs, 12, "unchanged content keeps it");
+}

@@ -22,17 +22,7 @@ use serde_json::{Value, json};
 
 use crate::cmd::serve::hub::server::Server;
 use crate::cmd::serve::nmos::connection_api;
-
-/// An answer before the HTTP front writes it (always JSON, but for the
-/// empty body of `OPTIONS`). Its own type, so this module needs nothing
-/// of the front's.
-pub(crate) struct Reply {
-    pub status: u16,
-    pub body: Vec<u8>,
-    pub content_type: &'static str,
-    /// The methods a 405 (and `OPTIONS`) names in `Allow`.
-    pub allow: Option<&'static str>,
-}
+use crate::cmd::serve::nmos::reply::{Reply, error, ok};
 
 /// The prefix every NMOS API is served under.
 pub(crate) const PREFIX: &str = "/x-nmos";
@@ -136,26 +126,5 @@ fn resources(server: &Server, rest: &[&str]) -> Reply {
             None => error(404, &format!("no {} with id '{id}'", kind.name())),
         },
         _ => error(404, &format!("nothing at {}", rest.join("/"))),
-    }
-}
-
-/// A `200` with `value`.
-pub(crate) fn ok(value: Value) -> Reply {
-    Reply {
-        status: 200,
-        body: serde_json::to_vec_pretty(&value).unwrap_or_default(),
-        content_type: "application/json",
-        allow: None,
-    }
-}
-
-/// An error in the NMOS form.
-pub(crate) fn error(code: u16, message: &str) -> Reply {
-    Reply {
-        status: code,
-        body: serde_json::to_vec(&json!({ "code": code, "error": message, "debug": null }))
-            .unwrap_or_default(),
-        content_type: "application/json",
-        allow: None,
     }
 }

@@ -2,7 +2,7 @@
 //! HTTP listener: single senders (constraints, staged, active,
 //! transportfile, transporttype), bulk staging, and the (empty) receiver
 //! collections. Every decision is nagare-proto's `nmos::Connection`;
-//! activations run through [`connection::apply`], the stream table's
+//! activations run through [`activate::apply`](super::activate::apply), the stream table's
 //! push path.
 
 use std::net::IpAddr;
@@ -15,9 +15,10 @@ use nagare_proto::sdp::RefClock;
 use serde_json::{Value, json};
 
 use crate::cmd::serve::hub::server::Server;
-use crate::cmd::serve::nmos::api::{Reply, error, ok};
-use crate::cmd::serve::nmos::connection::{self, Sender, Target, tai_now};
+use crate::cmd::serve::nmos::activate;
 use crate::cmd::serve::nmos::node::Node;
+use crate::cmd::serve::nmos::reply::{Reply, error, ok};
+use crate::cmd::serve::nmos::senders::{Sender, Target, tai_now};
 
 /// One Connection API request (the part after `/x-nmos/connection/`).
 pub(crate) struct Request<'a> {
@@ -161,7 +162,7 @@ fn stage(
         }
         Patched::Activate(a) => {
             sender.client = client;
-            let result = connection::apply(server, id, sender, &a);
+            let result = activate::apply(server, id, sender, &a);
             sender.conn.complete(tai_now(), a, result).map(|v| (200, v))
         }
     }

@@ -14,7 +14,7 @@ use nagare_proto::nmos::{NodeSpec, PathSpec, Resource, ResourceId, Store, Stream
 use nagare_proto::serve::describe::Track;
 
 use crate::cmd::serve::hub::media::{Catalog, Media};
-use crate::cmd::serve::nmos::connection::{self, Senders, Target};
+use crate::cmd::serve::nmos::senders::{self, Senders, Target};
 use crate::net::iface::{self, Link};
 
 /// The node's NMOS state.
@@ -89,7 +89,7 @@ impl Node {
         &self,
         media: &Catalog,
         streams: &[StreamInfo],
-        f: impl FnOnce(&mut BTreeMap<ResourceId, connection::Sender>) -> R,
+        f: impl FnOnce(&mut BTreeMap<ResourceId, senders::Sender>) -> R,
     ) -> R {
         let own = self.senders.streams();
         let mut now: Vec<(ResourceId, Target, Vec<String>)> = media
@@ -130,13 +130,16 @@ impl Node {
             .iter()
             .map(|m| {
                 let (_, _, id) = path_ids(self.spec.node_id, &m.name);
-                let state = subscriptions.iter().find(|(s, _, _)| *s == id);
+                let state = subscriptions.iter().find(|s| s.sender == id);
+                let active = state.is_some_and(|s| s.enabled);
                 PathSpec {
                     name: m.name.clone(),
                     track: track_of(m),
+                    // A parked sender (master_enable false) names no
+                    // receiver, as IS-05's interaction with IS-04 says.
                     subscription: SenderSubscription {
-                        receiver_id: state.and_then(|(_, r, _)| *r),
-                        active: state.is_some_and(|(_, _, on)| *on),
+                        receiver_id: state.filter(|_| active).and_then(|s| s.receiver),
+                        active,
                     },
                 }
             })
@@ -154,6 +157,11 @@ impl Node {
         let now = TaiTime::from_utc_ns(crate::clock::epoch_ns());
         let mut store = self.store.lock().unwrap_or_else(|p| p.into_inner());
         store.update(now, spec.resources());
+        for s in &subscriptions {
+            if let Some(at) = s.activated {
+                store.bump(s.sender, at);
+            }
+        }
         store.all().to_vec()
     }
 }

@@ -25,6 +25,8 @@ use serde_json::{Map, Value, json};
 pub use params::{Constraint, Constraints, DEFAULT_PORT, Leg, Param, Role};
 pub use transport_file::{SDP_TYPE, TransportFile, sender_sdp};
 
+use transport_file::FileError;
+
 use super::id::ResourceId;
 use super::version::TaiTime;
 
@@ -399,7 +401,12 @@ impl Connection {
             }
         }
         if let Some(file) = fields.get("transport_file") {
-            transport_file::apply(file, &mut next)?;
+            transport_file::apply(file, &mut next.legs, &mut next.transport_file).map_err(|e| {
+                match e {
+                    FileError::Bad(m) => ConnectionError::Bad(m),
+                    FileError::Unreadable(m) => ConnectionError::TransportFile(m),
+                }
+            })?;
         }
         if let Some(params) = fields.get("transport_params") {
             self.apply_params(params, &mut next.legs)?;

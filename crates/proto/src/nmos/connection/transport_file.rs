@@ -8,7 +8,6 @@ use std::net::IpAddr;
 use serde_json::{Value, json};
 
 use super::params::{Leg, Param};
-use super::{ConnectionError, Setting, bad};
 use crate::mpegts::MP2T_PAYLOAD_TYPE;
 use crate::sdp::{Connection, Group, Media, Origin, RefClock, SdpStream, Session, SourceFilter};
 use crate::serve::describe::Track;
@@ -37,9 +36,27 @@ impl TransportFile {
     }
 }
 
-/// Applies a PATCH's `transport_file` to `setting`: `data` null clears
-/// it; an SDP sets every leg it names and disables the others.
-pub(super) fn apply(value: &Value, setting: &mut Setting) -> Result<(), ConnectionError> {
+/// Why a PATCH's `transport_file` was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum FileError {
+    /// It breaks the schema or names another type (`400`).
+    Bad(String),
+    /// Its SDP cannot be read (`500`).
+    Unreadable(String),
+}
+
+fn bad(message: impl Into<String>) -> FileError {
+    FileError::Bad(message.into())
+}
+
+/// Applies a PATCH's `transport_file` to a receiver's `legs` and `file`:
+/// `data` null clears it; an SDP sets every leg it names and disables
+/// the others.
+pub(super) fn apply(
+    value: &Value,
+    legs: &mut [Leg],
+    file: &mut Option<TransportFile>,
+) -> Result<(), FileError> {
     let Value::Object(fields) = value else {
         return Err(bad("transport_file must be an object with data and type"));
     };
@@ -53,7 +70,7 @@ pub(super) fn apply(value: &Value, setting: &mut Setting) -> Result<(), Connecti
     };
     let data = match data {
         Value::Null => {
-            setting.transport_file = None;
+            *file = None;
             return Ok(());
         }
         Value::String(s) => s,
@@ -64,15 +81,14 @@ pub(super) fn apply(value: &Value, setting: &mut Setting) -> Result<(), Connecti
             "transport_file type {kind} is not supported: give \"{SDP_TYPE}\""
         )));
     }
-    let streams =
-        SdpStream::parse_legs(data).map_err(|e| ConnectionError::TransportFile(e.to_string()))?;
-    for (k, leg) in setting.legs.iter_mut().enumerate() {
+    let streams = SdpStream::parse_legs(data).map_err(|e| FileError::Unreadable(e.to_string()))?;
+    for (k, leg) in legs.iter_mut().enumerate() {
         match streams.get(k) {
             Some(s) => fill(leg, s),
             None => leg.set("rtp_enabled", Param::Flag(false)),
         }
     }
-    setting.transport_file = Some(TransportFile {
+    *file = Some(TransportFile {
         data: data.clone(),
         kind: SDP_TYPE.into(),
     });
