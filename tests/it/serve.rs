@@ -7,6 +7,7 @@ mod example;
 pub(crate) mod harness;
 mod hostile;
 mod idle;
+mod is05;
 mod load;
 mod loadtest;
 mod logs;

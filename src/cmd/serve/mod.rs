@@ -380,7 +380,11 @@ fn spawn(
     let api = std::thread::Builder::new()
         .name("serve-http".into())
         .spawn(move || front::listener::serve(s, http))?;
-    Ok(vec![rtsp, api])
+    let s = server.clone();
+    let is05 = std::thread::Builder::new()
+        .name("serve-is05".into())
+        .spawn(move || nmos::activate::run_scheduler(s))?;
+    Ok(vec![rtsp, api, is05])
 }
 
 /// Raises the soft limit on open descriptors to the hard limit: each RTSP

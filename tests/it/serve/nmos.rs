@@ -15,7 +15,7 @@ const BASE: &str = "https://schemas.nmos.invalid/";
 
 /// The `schemas/is-04/v1.3` directory of the `nmos` crate, found through
 /// `cargo metadata` (wherever the registry or a vendor directory put it).
-fn schema_dir() -> PathBuf {
+pub(super) fn schema_dir() -> PathBuf {
     // Offline, for this platform only: other platforms' crates are never
     // downloaded, so none is needed.
     let libc = if cfg!(target_env = "musl") {
@@ -65,7 +65,7 @@ impl Retrieve for Files {
     }
 }
 
-fn validator(dir: &Path, file: &str) -> Validator {
+pub(super) fn validator(dir: &Path, file: &str) -> Validator {
     let text = std::fs::read_to_string(dir.join(file)).unwrap();
     let schema: Value = serde_json::from_str(&text).unwrap();
     jsonschema::draft4::options()
@@ -75,7 +75,7 @@ fn validator(dir: &Path, file: &str) -> Validator {
         .unwrap_or_else(|e| panic!("{file}: {e}"))
 }
 
-fn assert_valid(dir: &Path, file: &str, what: &str, instance: &Value) {
+pub(super) fn assert_valid(dir: &Path, file: &str, what: &str, instance: &Value) {
     let v = validator(dir, file);
     let errors: Vec<String> = v
         .iter_errors(instance)
@@ -107,7 +107,10 @@ fn every_node_api_answer_validates_against_the_is04_schemas() {
     let (status, body) = serve.api("POST", "/v1/streams", Some(push));
     assert_eq!(status, 201, "{body}");
     let v = "/x-nmos/node/v1.3";
-    assert_eq!(get(&serve, "/x-nmos/"), serde_json::json!(["node/"]));
+    assert_eq!(
+        get(&serve, "/x-nmos/"),
+        serde_json::json!(["node/", "connection/"])
+    );
     assert_eq!(get(&serve, "/x-nmos/node/"), serde_json::json!(["v1.3/"]));
     assert_valid(
         &dir,

@@ -1,4 +1,5 @@
-//! AMWA NMOS IS-04 (discovery and registration), sans-IO.
+//! AMWA NMOS IS-04 (discovery and registration) and IS-05 (connection
+//! management), sans-IO.
 //!
 //! - [`resource`]: the v1.3 resources as serde types (node, device,
 //!   source, flow, sender, receiver).
@@ -11,9 +12,12 @@
 //! - [`Registrar`]: registration, heartbeats, re-registration and
 //!   registry failover on the caller's time.
 //! - [`discovery`]: which registries a DNS-SD answer names, in order.
+//! - [`connection`]: IS-05 staging and activation of one sender or
+//!   receiver ([`Connection`]), on the caller's TAI time.
 //!
 //! The drivers (HTTP server, HTTP client, DNS client) live in the binary.
 
+pub mod connection;
 pub mod discovery;
 mod id;
 pub mod model;
@@ -24,6 +28,7 @@ mod store;
 mod tests;
 mod version;
 
+pub use connection::Connection;
 pub use id::ResourceId;
 pub use model::{NodeSpec, PathSpec, StreamSpec};
 pub use registration::{Registrar, Registry};

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 
 use super::id::ResourceId;
 use super::resource::{
-    API_VERSION, Clock, Component, Core, Device, Endpoint, Flow, Interface, Kind, NoCaps, Node,
-    NodeApi, Picture, Rational, Resource, Sender, SenderSubscription, Source,
+    API_VERSION, Clock, Component, Control, Core, Device, Endpoint, Flow, Interface, Kind, NoCaps,
+    Node, NodeApi, Picture, Rational, Resource, Sender, SenderSubscription, Source,
 };
 use super::version::TaiTime;
 use crate::serve::describe::Track;
@@ -27,6 +27,10 @@ pub const TRANSPORT_RTP_UCAST: &str = "urn:x-nmos:transport:rtp.ucast";
 pub const TRANSPORT_RTP_MCAST: &str = "urn:x-nmos:transport:rtp.mcast";
 /// RTP, either way (what an RTSP path's sender offers).
 pub const TRANSPORT_RTP: &str = "urn:x-nmos:transport:rtp";
+/// The IS-05 Connection API version served.
+pub const CONNECTION_VERSION: &str = "v1.1";
+/// The device control type of the IS-05 Connection API v1.1.
+pub const CONTROL_CONNECTION: &str = "urn:x-nmos:control:sr-ctrl/v1.1";
 
 /// Everything the node's resources are built from; the driver fills it
 /// from its flags, the catalog and the stream table.
@@ -52,6 +56,10 @@ pub struct NodeSpec {
     pub paths: Vec<PathSpec>,
     /// The running push streams.
     pub streams: Vec<StreamSpec>,
+    /// Whether the node serves the IS-05 Connection API (v1.1) beside
+    /// the Node API: the device names it in `controls` and each path's
+    /// sender its transport file in `manifest_href`.
+    pub connection_api: bool,
 }
 
 /// One path of the catalog.
@@ -61,6 +69,9 @@ pub struct PathSpec {
     pub name: String,
     /// What it plays.
     pub track: Track,
+    /// Its sender's IS-05 state: the receiver it was connected to and
+    /// whether it is sending.
+    pub subscription: SenderSubscription,
 }
 
 /// One running push stream.
@@ -112,13 +123,21 @@ impl NodeSpec {
             let (source, flow, sender) = path_ids(self.node_id, &p.name);
             sources.push(Resource::Source(self.source(source, device, p)));
             flows.push(Resource::Flow(flow_of(flow, source, device, p)));
-            senders.push(Resource::Sender(self.sender(
+            let mut s = self.sender(
                 core(sender, &p.name, "an RTSP path of nagare serve"),
                 flow,
                 device,
                 TRANSPORT_RTP,
-                false,
-            )));
+                p.subscription.active,
+            );
+            s.subscription.receiver_id = p.subscription.receiver_id;
+            s.manifest_href = self.connection_api.then(|| {
+                format!(
+                    "{}single/senders/{sender}/transportfile",
+                    self.connection_base()
+                )
+            });
+            senders.push(Resource::Sender(s));
         }
         for s in &self.streams {
             let Some(p) = self.paths.iter().find(|p| p.name == s.path) else {
@@ -142,6 +161,14 @@ impl NodeSpec {
         out.extend(flows);
         out.extend(senders);
         out
+    }
+
+    /// The Connection API's base URL (`…/x-nmos/connection/v1.1/`).
+    pub fn connection_base(&self) -> String {
+        format!(
+            "http://{}/x-nmos/connection/{CONNECTION_VERSION}/",
+            host_port(&self.api_host, self.api_port)
+        )
     }
 
     fn node(&self) -> Node {
@@ -176,7 +203,15 @@ impl NodeSpec {
             node_id: self.node_id,
             senders: senders.iter().map(Resource::id).collect(),
             receivers: Vec::new(),
-            controls: Vec::new(),
+            controls: if self.connection_api {
+                vec![Control {
+                    href: self.connection_base(),
+                    kind: CONTROL_CONNECTION.into(),
+                    authorization: self.authorization,
+                }]
+            } else {
+                Vec::new()
+            },
         })
     }
 
@@ -210,8 +245,8 @@ impl NodeSpec {
             flow_id: Some(flow),
             transport: transport.into(),
             device_id: device,
-            // The SDP is DESCRIBE's or the push request's; IS-05's
-            // transportfile will serve it over HTTP.
+            // A path's sender sets its IS-05 transportfile; a push
+            // stream's SDP is its requester's.
             manifest_href: None,
             interface_bindings: self.bindings.clone(),
             subscription: SenderSubscription {

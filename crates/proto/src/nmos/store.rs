@@ -40,6 +40,19 @@ impl Store {
         changed
     }
 
+    /// Moves resource `id`'s version to `at` if it is older: IS-05 asks
+    /// for a new IS-04 version on every activation, even one that changed
+    /// nothing the resource shows. Answers whether it moved.
+    pub fn bump(&mut self, id: ResourceId, at: TaiTime) -> bool {
+        match self.resources.iter_mut().find(|r| r.id() == id) {
+            Some(r) if r.core().version < at => {
+                r.core_mut().version = at;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Every resource, in parent order.
     pub fn all(&self) -> &[Resource] {
         &self.resources

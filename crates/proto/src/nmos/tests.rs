@@ -27,14 +27,59 @@ fn spec(streams: Vec<StreamSpec>) -> NodeSpec {
                     format: VideoFormat::new(320, 180, PixelFormat::Uyvp).unwrap(),
                     rate: FrameRate::new(25, 1).unwrap(),
                 },
+                subscription: idle(),
             },
             PathSpec {
                 name: "clip.ts".into(),
                 track: Track::Ts,
+                subscription: idle(),
             },
         ],
         streams,
+        connection_api: false,
     }
+}
+
+fn idle() -> resource::SenderSubscription {
+    resource::SenderSubscription {
+        receiver_id: None,
+        active: false,
+    }
+}
+
+#[test]
+fn the_connection_api_shows_in_the_device_and_the_path_senders() {
+    let mut s = spec(vec![]);
+    s.connection_api = true;
+    let peer = ResourceId::from_random_bytes([9; 16]);
+    s.paths[0].subscription = resource::SenderSubscription {
+        receiver_id: Some(peer),
+        active: true,
+    };
+    let all = s.resources();
+    let Some(Resource::Device(d)) = all.iter().find(|r| r.kind() == Kind::Device) else {
+        panic!("a device");
+    };
+    assert_eq!(d.controls[0].kind, "urn:x-nmos:control:sr-ctrl/v1.1");
+    assert_eq!(
+        d.controls[0].href,
+        "http://127.0.0.1:8080/x-nmos/connection/v1.1/"
+    );
+    let (_, _, bars) = model::path_ids(node_id(), "bars");
+    let Some(Resource::Sender(sender)) = all.iter().find(|r| r.id() == bars) else {
+        panic!("bars' sender");
+    };
+    assert_eq!(sender.subscription.receiver_id, Some(peer));
+    assert!(sender.subscription.active);
+    assert_eq!(
+        sender.manifest_href.as_deref(),
+        Some(
+            format!(
+                "http://127.0.0.1:8080/x-nmos/connection/v1.1/single/senders/{bars}/transportfile"
+            )
+            .as_str()
+        )
+    );
 }
 
 fn store_at(secs: u64, streams: Vec<StreamSpec>) -> Store {
@@ -516,4 +561,20 @@ fn dns_sd_answers_name_registries_in_priority_order() {
     let bases: Vec<&str> = r.iter().map(|r| r.base.as_str()).collect();
     assert_eq!(bases, ["http://127.0.0.2:8020", "http://127.0.0.1:8010"]);
     assert!(d.absorb(b"\x00\x01garbage").is_err());
+}
+
+#[test]
+fn an_activation_moves_a_version_even_when_nothing_changed() {
+    let mut store = store_at(10, vec![]);
+    let (_, _, bars) = model::path_ids(node_id(), "bars");
+    let version = |s: &Store| s.get(bars).unwrap().core().version;
+    assert_eq!(version(&store).secs, 10);
+    assert!(store.bump(bars, TaiTime { secs: 12, nanos: 0 }));
+    assert_eq!(version(&store).secs, 12);
+    assert!(
+        !store.bump(bars, TaiTime { secs: 11, nanos: 0 }),
+        "never back"
+    );
+    store.update(TaiTime { secs: 13, nanos: 0 }, spec(vec![]).resources());
+    assert_eq!(version(&store).secs, 12, "unchanged content keeps it");
 }

@@ -44,6 +44,25 @@ impl TaiTime {
         }
     }
 
+    /// This instant plus a span written the same way (IS-05's relative
+    /// `requested_time`), saturating.
+    pub fn plus(self, span: TaiTime) -> TaiTime {
+        let nanos = u64::from(self.nanos) + u64::from(span.nanos);
+        TaiTime {
+            secs: self
+                .secs
+                .saturating_add(span.secs)
+                .saturating_add(nanos / 1_000_000_000),
+            nanos: (nanos % 1_000_000_000) as u32,
+        }
+    }
+
+    /// Nanoseconds from `self` until `later` (zero when it is not later).
+    pub fn nanos_until(self, later: TaiTime) -> u128 {
+        let at = |t: TaiTime| u128::from(t.secs) * 1_000_000_000 + u128::from(t.nanos);
+        at(later).saturating_sub(at(self))
+    }
+
     /// Parses `seconds:nanoseconds`.
     pub fn parse(text: &str) -> Option<TaiTime> {
         let (s, n) = text.split_once(':')?;

@@ -86,7 +86,16 @@ fn route(server: &Server, req: &ApiRequest) -> Reply {
     let method = &req.method;
     // NMOS answers in its own error form, with its own OPTIONS.
     if path == nmos::PREFIX || path.starts_with("/x-nmos/") {
-        let r = nmos::answer(server, method, path, req.authorization.as_deref());
+        let r = nmos::answer(
+            server,
+            &nmos::Request {
+                method,
+                path,
+                authorization: req.authorization.as_deref(),
+                body: &req.body,
+                client: req.client,
+            },
+        );
         return Reply {
             status: r.status,
             body: r.body,
@@ -267,6 +276,11 @@ fn index() -> Index {
                 "GET",
                 "/x-nmos/node/v1.3/",
                 "the NMOS IS-04 Node API (docs/nmos.md)",
+            ),
+            e(
+                "GET",
+                "/x-nmos/connection/v1.1/",
+                "the NMOS IS-05 Connection API (docs/nmos.md)",
             ),
         ],
         spec: "docs/openapi.yaml",

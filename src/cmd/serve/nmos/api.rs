@@ -1,4 +1,6 @@
-//! The IS-04 Node API v1.3 (`/x-nmos/node/v1.3/`), read-only: self,
+//! The NMOS APIs' entry (`/x-nmos/`: token, OPTIONS, the Connection
+//! API handed to `connection_api`) and the IS-04 Node API v1.3
+//! (`/x-nmos/node/v1.3/`), read-only: self,
 //! devices, sources, flows, senders, receivers, each collection and each
 //! resource by id, with and without the trailing slash. Errors have the
 //! NMOS form (`{"code", "error", "debug"}`); every answer under
@@ -11,65 +13,77 @@
 //! reads the Node API (the node POSTs to it), so only controllers need
 //! the token.
 
+use std::net::IpAddr;
+
 use hyper::Method;
 use nagare_proto::nmos::resource::API_VERSION;
 use nagare_proto::nmos::{Kind, Resource};
 use serde_json::{Value, json};
 
 use crate::cmd::serve::hub::server::Server;
-
-/// An answer before the HTTP front writes it (always JSON, but for the
-/// empty body of `OPTIONS`). Its own type, so this module needs nothing
-/// of the front's.
-pub(crate) struct Reply {
-    pub status: u16,
-    pub body: Vec<u8>,
-    pub content_type: &'static str,
-    /// The methods a 405 (and `OPTIONS`) names in `Allow`.
-    pub allow: Option<&'static str>,
-}
+use crate::cmd::serve::nmos::connection_api;
+use crate::cmd::serve::nmos::reply::{Reply, error, ok};
 
 /// The prefix every NMOS API is served under.
 pub(crate) const PREFIX: &str = "/x-nmos";
 
-/// The answer to `method` on `path` (under [`PREFIX`]) with the
-/// `Authorization` header `authorization`.
-pub(crate) fn answer(
-    server: &Server,
-    method: &Method,
-    path: &str,
-    authorization: Option<&str>,
-) -> Reply {
+/// One request under [`PREFIX`]: the listener has read the body.
+pub(crate) struct Request<'a> {
+    pub method: &'a Method,
+    pub path: &'a str,
+    /// The `Authorization` header.
+    pub authorization: Option<&'a str>,
+    pub body: &'a [u8],
+    /// The client's address: an IS-05 activation's destinations are
+    /// checked as this client's push request would be.
+    pub client: IpAddr,
+}
+
+/// The answer to `req`.
+pub(crate) fn answer(server: &Server, req: &Request) -> Reply {
+    let (method, path) = (req.method, req.path);
     if method == Method::OPTIONS {
         return Reply {
             status: 200,
             body: Vec::new(),
             content_type: "text/plain",
-            allow: Some("GET, HEAD, OPTIONS"),
+            allow: Some("GET, HEAD, PATCH, POST, OPTIONS"),
         };
     }
-    if !server.token.admits(authorization) {
+    if !server.token.admits(req.authorization) {
         return error(
             401,
             "missing or wrong token: send the server's --token as 'Authorization: Bearer TOKEN'",
         );
+    }
+    let trimmed = path.trim_end_matches('/');
+    let segments: Vec<&str> = trimmed.split('/').skip(2).collect();
+    if let ["connection", rest @ ..] = segments.as_slice() {
+        let request = connection_api::Request {
+            method,
+            rest,
+            body: req.body,
+            client: req.client,
+        };
+        return connection_api::answer(server, &request);
     }
     if method != Method::GET && method != Method::HEAD {
         let mut reply = error(405, &format!("{path} is read-only: use GET"));
         reply.allow = Some("GET, HEAD, OPTIONS");
         return reply;
     }
-    let trimmed = path.trim_end_matches('/');
-    let segments: Vec<&str> = trimmed.split('/').skip(2).collect();
     match segments.as_slice() {
-        [] => ok(json!(["node/"])),
+        [] => ok(json!(["node/", "connection/"])),
         ["node"] => ok(json!([format!("{API_VERSION}/")])),
         ["node", v, rest @ ..] if *v == API_VERSION => resources(server, rest),
         ["node", v, ..] => error(
             404,
             &format!("Node API version {v} is not served: {API_VERSION} is"),
         ),
-        _ => error(404, &format!("no NMOS API at {path}: /x-nmos/node/ is")),
+        _ => error(
+            404,
+            &format!("no NMOS API at {path}: /x-nmos/node/ and /x-nmos/connection/ are"),
+        ),
     }
 }
 
@@ -112,25 +126,5 @@ fn resources(server: &Server, rest: &[&str]) -> Reply {
             None => error(404, &format!("no {} with id '{id}'", kind.name())),
         },
         _ => error(404, &format!("nothing at {}", rest.join("/"))),
-    }
-}
-
-fn ok(value: Value) -> Reply {
-    Reply {
-        status: 200,
-        body: serde_json::to_vec_pretty(&value).unwrap_or_default(),
-        content_type: "application/json",
-        allow: None,
-    }
-}
-
-/// An error in the NMOS form.
-fn error(code: u16, message: &str) -> Reply {
-    Reply {
-        status: code,
-        body: serde_json::to_vec(&json!({ "code": code, "error": message, "debug": null }))
-            .unwrap_or_default(),
-        content_type: "application/json",
-        allow: None,
     }
 }

@@ -1,15 +1,22 @@
-//! NMOS IS-04 for `nagare serve`: the node's identity and resources
-//! ([`node`]), the Node API on the HTTP listener ([`api`]) and
+//! NMOS IS-04 and IS-05 for `nagare serve`: the node's identity and
+//! resources ([`node`]), the Node API on the HTTP listener ([`api`]), the
+//! Connection API ([`connection_api`]), every sender's IS-05 state
+//! ([`senders`]) and its activations through the stream table
+//! ([`activate`]), and
 //! registration with a registry found by `--registry` or unicast DNS-SD
 //! ([`register`], [`dns`]). Every decision is nagare-proto's `nmos`; this
 //! module reads files, the clock, the catalog and the stream table, and
 //! moves HTTP and DNS bytes.
 
+pub(crate) mod activate;
 pub(crate) mod api;
+pub(crate) mod connection_api;
 pub(crate) mod dns;
 pub(crate) mod identity;
 pub(crate) mod node;
 pub(crate) mod register;
+pub(crate) mod reply;
+pub(crate) mod senders;
 
 pub(crate) use node::Node;
 

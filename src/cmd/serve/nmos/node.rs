@@ -3,21 +3,30 @@
 //! catalog and the stream table whenever asked, and the versions kept in
 //! one [`Store`] so the Node API and registration agree.
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
 
 use nagare_api::serve::{StreamInfo, StreamKind, StreamState};
-use nagare_proto::nmos::resource::Interface;
+use nagare_proto::nmos::model::path_ids;
+use nagare_proto::nmos::resource::{Interface, SenderSubscription};
 use nagare_proto::nmos::{NodeSpec, PathSpec, Resource, ResourceId, Store, StreamSpec, TaiTime};
 use nagare_proto::serve::describe::Track;
 
-use crate::cmd::serve::hub::media::Catalog;
+use crate::cmd::serve::hub::media::{Catalog, Media};
+use crate::cmd::serve::nmos::senders::{self, Senders, Target};
 use crate::net::iface::{self, Link};
 
 /// The node's NMOS state.
 pub(crate) struct Node {
     spec: NodeSpec,
     store: Mutex<Store>,
+    /// IS-05 state of every sender.
+    senders: Senders,
+    /// The senders' source address (what `"auto"` resolves to).
+    source_ip: IpAddr,
+    /// The MAC naming the host's clock in the transport files.
+    clock_mac: Option<[u8; 6]>,
 }
 
 impl Node {
@@ -42,6 +51,7 @@ impl Node {
             .collect();
         let binding = bound_link(&links, http.ip(), multicast_interface)
             .or_else(|| interfaces.first().map(|i| i.name.clone()));
+        let source_ip = host.parse().unwrap_or(IpAddr::from([127, 0, 0, 1]));
         Node {
             spec: NodeSpec {
                 node_id: id,
@@ -54,8 +64,12 @@ impl Node {
                 bindings: binding.into_iter().collect(),
                 paths: Vec::new(),
                 streams: Vec::new(),
+                connection_api: true,
             },
             store: Mutex::new(Store::default()),
+            senders: Senders::default(),
+            source_ip,
+            clock_mac: (!links.is_empty()).then(|| iface::clock_mac(Some(source_ip), &links).0),
         }
     }
 
@@ -64,23 +78,75 @@ impl Node {
         self.spec.node_id
     }
 
+    /// The MAC the transport files name the host's clock by.
+    pub(crate) fn clock_mac(&self) -> Option<[u8; 6]> {
+        self.clock_mac
+    }
+
+    /// Runs `f` on every sender's IS-05 state, brought in line with the
+    /// catalog and the push streams running now.
+    pub(crate) fn connections<R>(
+        &self,
+        media: &Catalog,
+        streams: &[StreamInfo],
+        f: impl FnOnce(&mut BTreeMap<ResourceId, senders::Sender>) -> R,
+    ) -> R {
+        let own = self.senders.streams();
+        let mut now: Vec<(ResourceId, Target, Vec<String>)> = media
+            .iter()
+            .map(|m| {
+                let (_, _, id) = path_ids(self.spec.node_id, &m.name);
+                (id, Target::Path(m.name.clone()), Vec::new())
+            })
+            .collect();
+        now.extend(
+            streams
+                .iter()
+                .filter(|s| s.kind == StreamKind::Push && !own.contains(&s.id))
+                .map(|s| {
+                    let id = self.spec.node_id.derive(&format!("stream/{}", s.id));
+                    (
+                        id,
+                        Target::Push(s.id, s.source.clone()),
+                        s.destinations.clone(),
+                    )
+                }),
+        );
+        self.senders.with(&now, self.source_ip, f)
+    }
+
+    /// What path `name` plays, if it is served.
+    pub(crate) fn track(media: &Catalog, name: &str) -> Option<Track> {
+        media.get(name).map(|m| track_of(&m))
+    }
+
     /// Every resource as of now, in parent order, with versions that
     /// moved only where something changed since the last call.
     pub(crate) fn resources(&self, media: &Catalog, streams: &[StreamInfo]) -> Vec<Resource> {
         let mut spec = self.spec.clone();
+        let subscriptions = self.senders.subscriptions();
+        let own = self.senders.streams();
         spec.paths = media
             .iter()
-            .map(|m| PathSpec {
-                name: m.name.clone(),
-                track: match m.raw_format() {
-                    Some((format, rate)) => Track::Raw { format, rate },
-                    None => Track::Ts,
-                },
+            .map(|m| {
+                let (_, _, id) = path_ids(self.spec.node_id, &m.name);
+                let state = subscriptions.iter().find(|s| s.sender == id);
+                let active = state.is_some_and(|s| s.enabled);
+                PathSpec {
+                    name: m.name.clone(),
+                    track: track_of(m),
+                    // A parked sender (master_enable false) names no
+                    // receiver, as IS-05's interaction with IS-04 says.
+                    subscription: SenderSubscription {
+                        receiver_id: state.filter(|_| active).and_then(|s| s.receiver),
+                        active,
+                    },
+                }
             })
             .collect();
         spec.streams = streams
             .iter()
-            .filter(|s| s.kind == StreamKind::Push)
+            .filter(|s| s.kind == StreamKind::Push && !own.contains(&s.id))
             .map(|s| StreamSpec {
                 id: s.id,
                 path: s.source.clone(),
@@ -91,7 +157,19 @@ impl Node {
         let now = TaiTime::from_utc_ns(crate::clock::epoch_ns());
         let mut store = self.store.lock().unwrap_or_else(|p| p.into_inner());
         store.update(now, spec.resources());
+        for s in &subscriptions {
+            if let Some(at) = s.activated {
+                store.bump(s.sender, at);
+            }
+        }
         store.all().to_vec()
+    }
+}
+
+fn track_of(m: &Media) -> Track {
+    match m.raw_format() {
+        Some((format, rate)) => Track::Raw { format, rate },
+        None => Track::Ts,
     }
 }
 

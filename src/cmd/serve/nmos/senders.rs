@@ -1,0 +1,163 @@
+//! IS-05 state of serve's senders: one nagare-proto `nmos::Connection`
+//! per sender the Node API lists (a path's, or a push stream's made
+//! through `/v1/streams`, which shows as it runs and stays controlled
+//! there), with what `"auto"` means on this node. [`activate`] carries
+//! the activations out.
+//!
+//! [`activate`]: super::activate
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::Mutex;
+
+use nagare_proto::nmos::connection::{Constraint, Constraints, Leg, Param, Role, Setting};
+use nagare_proto::nmos::{Connection, ResourceId, TaiTime};
+
+use crate::cmd::serve::hub::table::StreamId;
+
+/// What a sender sends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// A path of the catalog, by name.
+    Path(String),
+    /// A push stream made through `/v1/streams`, and its path.
+    Push(StreamId, String),
+}
+
+/// One sender's IS-05 state.
+pub(crate) struct Sender {
+    pub conn: Connection,
+    pub target: Target,
+    /// The stream its last activation started.
+    pub stream: Option<StreamId>,
+    /// The client whose PATCH asked for the pending activation: its
+    /// destinations are checked as that client's push request would be.
+    pub client: IpAddr,
+}
+
+/// What IS-04 shows of a path sender's IS-05 state.
+pub(crate) struct Subscription {
+    pub sender: ResourceId,
+    pub receiver: Option<ResourceId>,
+    pub enabled: bool,
+    pub activated: Option<TaiTime>,
+}
+
+/// Every sender's IS-05 state, by sender id.
+#[derive(Default)]
+pub(crate) struct Senders {
+    table: Mutex<BTreeMap<ResourceId, Sender>>,
+}
+
+/// The current time in TAI, as IS-05 times are written.
+pub(crate) fn tai_now() -> TaiTime {
+    TaiTime::from_utc_ns(crate::clock::epoch_ns())
+}
+
+/// What `"auto"` means on this node: the sender's address is the node's;
+/// its destination a multicast group of the administratively scoped
+/// range named by the sender id, so two senders never share one; port
+/// 5004.
+fn auto_leg(id: ResourceId, source: IpAddr) -> Leg {
+    let text = id.to_string();
+    let hash = text
+        .bytes()
+        .fold(0u16, |h, b| h.rotate_left(5) ^ u16::from(b));
+    let [hi, lo] = hash.to_be_bytes();
+    let mut auto = Leg::defaults(Role::Sender);
+    auto.set("source_ip", Param::Ip(source));
+    auto.set(
+        "destination_ip",
+        Param::Ip(IpAddr::from([239, 255, hi, lo])),
+    );
+    auto.set(
+        "source_port",
+        Param::Port(nagare_proto::nmos::connection::DEFAULT_PORT),
+    );
+    auto.set(
+        "destination_port",
+        Param::Port(nagare_proto::nmos::connection::DEFAULT_PORT),
+    );
+    auto
+}
+
+/// A fresh sender machine: one leg, its source address the node's.
+fn new_connection(id: ResourceId, source: IpAddr) -> Connection {
+    let limits = Constraints::default().with(
+        Role::Sender,
+        "source_ip",
+        Constraint {
+            allowed: Some(vec![Param::Ip(source)]),
+            ..Constraint::default()
+        },
+    );
+    Connection::new(Role::Sender, vec![limits], vec![auto_leg(id, source)])
+}
+
+impl Senders {
+    /// Runs `f` on the table after bringing it in line with `senders`
+    /// (every sender the Node API lists now, with what it sends): new
+    /// ones get a machine, gone ones are dropped, a push stream's shows
+    /// the destination it runs to.
+    pub(crate) fn with<R>(
+        &self,
+        senders: &[(ResourceId, Target, Vec<String>)],
+        source: IpAddr,
+        f: impl FnOnce(&mut BTreeMap<ResourceId, Sender>) -> R,
+    ) -> R {
+        let mut table = self.table.lock().unwrap_or_else(|p| p.into_inner());
+        table.retain(|id, _| senders.iter().any(|(s, _, _)| s == id));
+        for (id, target, destinations) in senders {
+            table.entry(*id).or_insert_with(|| {
+                let mut conn = new_connection(*id, source);
+                if let Target::Push(..) = target {
+                    conn.assume(running(&conn, destinations));
+                }
+                Sender {
+                    conn,
+                    target: target.clone(),
+                    stream: None,
+                    client: IpAddr::from([127, 0, 0, 1]),
+                }
+            });
+        }
+        f(&mut table)
+    }
+
+    /// The streams IS-05 activations started (they show as their path's
+    /// sender, not as senders of their own).
+    pub(crate) fn streams(&self) -> Vec<StreamId> {
+        let table = self.table.lock().unwrap_or_else(|p| p.into_inner());
+        table.values().filter_map(|s| s.stream).collect()
+    }
+
+    /// The IS-05 state of path senders: (sender id, receiver id,
+    /// master_enable, when last activated).
+    pub(crate) fn subscriptions(&self) -> Vec<Subscription> {
+        let table = self.table.lock().unwrap_or_else(|p| p.into_inner());
+        table
+            .iter()
+            .filter(|(_, s)| matches!(s.target, Target::Path(_)))
+            .map(|(id, s)| Subscription {
+                sender: *id,
+                receiver: s.conn.active().peer,
+                enabled: s.conn.active().master_enable,
+                activated: s.conn.activated_at(),
+            })
+            .collect()
+    }
+}
+
+/// The setting of a push stream running to `destinations`.
+fn running(conn: &Connection, destinations: &[String]) -> Setting {
+    let mut setting = conn.staged().clone();
+    setting.master_enable = true;
+    if let Some(addr) = destinations
+        .first()
+        .and_then(|d| d.parse::<std::net::SocketAddr>().ok())
+    {
+        setting.legs[0].set("destination_ip", Param::Ip(addr.ip()));
+        setting.legs[0].set("destination_port", Param::Port(addr.port()));
+    }
+    setting
+}

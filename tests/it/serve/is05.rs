@@ -1,0 +1,352 @@
+//! The NMOS IS-05 Connection API v1.1 of `nagare serve`: every answer
+//! validated against the official schemas (shipped in the `nmos` crate),
+//! and an activation that streams a path to a `nagare recv` reading the
+//! sender's transportfile, byte-identical, until `master_enable: false`
+//! stops it.
+
+use std::net::UdpSocket;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::harness::{FRAME_BYTES, FRAMES, Media, Serve};
+use super::nmos::{assert_valid, schema_dir};
+use crate::common::{Running, nagare, wait_until};
+
+const C: &str = "/x-nmos/connection/v1.1";
+
+fn is05_dir() -> std::path::PathBuf {
+    schema_dir().join("../../is-05/v1.1")
+}
+
+/// A call whose answer must have `status` and satisfy `schema`.
+fn call(
+    serve: &Serve,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+    status: u16,
+    schema: &str,
+) -> Value {
+    let text = body.map(|b| b.to_string());
+    let (got, answer) = serve.api(method, path, text.as_deref());
+    assert_eq!(got, status, "{method} {path}: {answer}");
+    let value: Value =
+        serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{method} {path}: {e}: {answer}"));
+    assert_valid(&is05_dir(), schema, &format!("{method} {path}"), &value);
+    value
+}
+
+/// The id of path `name`'s sender, from the Node API.
+fn sender_id(serve: &Serve, name: &str) -> String {
+    let (_, text) = serve.api("GET", "/x-nmos/node/v1.3/senders/", None);
+    let all: Value = serde_json::from_str(&text).unwrap();
+    all.as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["label"] == name && s["transport"] == "urn:x-nmos:transport:rtp")
+        .unwrap_or_else(|| panic!("no sender of {name}: {all:#}"))["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// A UDP port free on loopback now.
+fn free_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn every_connection_api_answer_validates_against_the_is05_schemas() {
+    let media = Media::new("nmos-is05-schema");
+    let serve = Serve::start(&media, &[]);
+    call(
+        &serve,
+        "GET",
+        &format!("{C}/"),
+        None,
+        200,
+        "connectionapi-base.json",
+    );
+    call(
+        &serve,
+        "GET",
+        &format!("{C}/single/"),
+        None,
+        200,
+        "connectionapi-single.json",
+    );
+    call(
+        &serve,
+        "GET",
+        &format!("{C}/bulk/"),
+        None,
+        200,
+        "connectionapi-bulk.json",
+    );
+    let senders = call(
+        &serve,
+        "GET",
+        &format!("{C}/single/senders/"),
+        None,
+        200,
+        "sender-receiver-base.json",
+    );
+    call(
+        &serve,
+        "GET",
+        &format!("{C}/single/receivers/"),
+        None,
+        200,
+        "sender-receiver-base.json",
+    );
+    // Every sender of the Node API has its Connection API, and back.
+    let (_, text) = serve.api("GET", "/x-nmos/node/v1.3/senders/", None);
+    let node: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        node.as_array().unwrap().len(),
+        senders.as_array().unwrap().len()
+    );
+    for s in senders.as_array().unwrap() {
+        let base = format!(
+            "{C}/single/senders/{}",
+            s.as_str().unwrap().trim_end_matches('/')
+        );
+        call(
+            &serve,
+            "GET",
+            &format!("{base}/"),
+            None,
+            200,
+            "connectionapi-sender.json",
+        );
+        call(
+            &serve,
+            "GET",
+            &format!("{base}/constraints"),
+            None,
+            200,
+            "constraints-schema.json",
+        );
+        call(
+            &serve,
+            "GET",
+            &format!("{base}/staged"),
+            None,
+            200,
+            "sender-response-schema.json",
+        );
+        let active = call(
+            &serve,
+            "GET",
+            &format!("{base}/active"),
+            None,
+            200,
+            "sender-response-schema.json",
+        );
+        assert!(!active.to_string().contains("\"auto\""), "{active}");
+        call(
+            &serve,
+            "GET",
+            &format!("{base}/transporttype"),
+            None,
+            200,
+            "transporttype-response-schema.json",
+        );
+    }
+    let id = sender_id(&serve, "clip.yuv");
+    let staged = format!("{C}/single/senders/{id}/staged");
+    // The device names the API; the sender its transport file.
+    let (_, text) = serve.api("GET", "/x-nmos/node/v1.3/devices/", None);
+    let devices: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        devices[0]["controls"][0]["type"],
+        "urn:x-nmos:control:sr-ctrl/v1.1"
+    );
+    let (_, text) = serve.api("GET", &format!("/x-nmos/node/v1.3/senders/{id}"), None);
+    let sender: Value = serde_json::from_str(&text).unwrap();
+    assert!(
+        sender["manifest_href"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("{id}/transportfile"))
+    );
+
+    // 400s: a key the schema does not have, a bad port, a bad mode.
+    for bad in [
+        json!({"transport_params": [{"fec_enabled": true}]}),
+        json!({"transport_params": [{"destination_port": 0}]}),
+        json!({"activation": {"mode": "soon"}}),
+        json!({"transport_params": [{}, {}]}),
+    ] {
+        call(&serve, "PATCH", &staged, Some(bad), 400, "error.json");
+    }
+    // A scheduled activation locks the resource (423) until cancelled.
+    let later =
+        json!({"activation": {"mode": "activate_scheduled_relative", "requested_time": "3600:0"}});
+    let s = call(
+        &serve,
+        "PATCH",
+        &staged,
+        Some(later),
+        202,
+        "sender-response-schema.json",
+    );
+    assert_eq!(s["activation"]["mode"], "activate_scheduled_relative");
+    call(
+        &serve,
+        "PATCH",
+        &staged,
+        Some(json!({"master_enable": true})),
+        423,
+        "error.json",
+    );
+    let cancel = json!({"activation": {"mode": null}});
+    let s = call(
+        &serve,
+        "PATCH",
+        &staged,
+        Some(cancel),
+        200,
+        "sender-response-schema.json",
+    );
+    assert_eq!(s["activation"]["mode"], Value::Null);
+    // An absolute activation in the past happens at once.
+    let past = json!({"transport_params": [{"destination_ip": "127.0.0.1", "destination_port": free_port()}],
+        "activation": {"mode": "activate_scheduled_absolute", "requested_time": "1:0"}});
+    call(
+        &serve,
+        "PATCH",
+        &staged,
+        Some(past),
+        202,
+        "sender-response-schema.json",
+    );
+    wait_until("the past activation", Duration::from_secs(5), || {
+        let (_, text) = serve.api("GET", &format!("{C}/single/senders/{id}/active"), None);
+        let a: Value = serde_json::from_str(&text).unwrap();
+        (a["activation"]["mode"] == "activate_scheduled_absolute").then_some(())
+    });
+    // A destination outside the allow-list is refused with the reason.
+    let outside = json!({"master_enable": true,
+        "transport_params": [{"destination_ip": "192.0.2.1"}],
+        "activation": {"mode": "activate_immediate"}});
+    let e = call(&serve, "PATCH", &staged, Some(outside), 400, "error.json");
+    assert!(e["error"].as_str().unwrap().contains("192.0.2.1"), "{e}");
+    let bulk = json!([{"id": id, "params": {"master_enable": false}},
+        {"id": "0a174530-e3cf-11e6-bf01-fe55135034f3", "params": {}}]);
+    let r = call(
+        &serve,
+        "POST",
+        &format!("{C}/bulk/senders"),
+        Some(bulk),
+        200,
+        "bulk-response-schema.json",
+    );
+    assert_eq!(r[0]["code"], 200);
+    assert_eq!(r[1]["code"], 404);
+    call(
+        &serve,
+        "GET",
+        &format!("{C}/single/senders/0a174530-e3cf-11e6-bf01-fe55135034f3/staged"),
+        None,
+        404,
+        "error.json",
+    );
+}
+
+#[test]
+fn an_activation_streams_a_path_to_recv_byte_identical_and_master_enable_false_stops_it() {
+    let media = Media::new("nmos-is05-stream");
+    let serve = Serve::start(&media, &[]);
+    let id = sender_id(&serve, "clip.yuv");
+    let base = format!("{C}/single/senders/{id}");
+    let receiver = "0a174530-e3cf-11e6-bf01-fe55135034f3";
+    // Stage and activate the destination with master_enable false: the
+    // transport file exists, nothing is sent yet.
+    let port = free_port();
+    let aim = json!({"receiver_id": receiver, "master_enable": false,
+        "transport_params": [{"destination_ip": "127.0.0.1", "destination_port": port}],
+        "activation": {"mode": "activate_immediate"}});
+    let r = call(
+        &serve,
+        "PATCH",
+        &format!("{base}/staged"),
+        Some(aim),
+        200,
+        "sender-response-schema.json",
+    );
+    assert_eq!(r["activation"]["mode"], "activate_immediate");
+    let (status, sdp) = serve.api("GET", &format!("{base}/transportfile"), None);
+    assert_eq!(status, 200, "{sdp}");
+    assert!(sdp.contains(&format!("m=video {port} RTP/AVP 96")), "{sdp}");
+    assert!(sdp.contains("c=IN IP4 127.0.0.1"), "{sdp}");
+    let sdp_file = media.dir.path("sender.sdp");
+    std::fs::write(&sdp_file, &sdp).unwrap();
+
+    let frames = 2 * FRAMES;
+    let out = media.dir.path("out.yuv");
+    let mut cmd = nagare();
+    cmd.args([
+        "recv",
+        "--sdp",
+        sdp_file.to_str().unwrap(),
+        "--timeout",
+        "10",
+    ])
+    .args(["--frames", &frames.to_string(), "-o", out.to_str().unwrap()]);
+    let mut recv = Running::spawn(cmd);
+    recv.listening();
+
+    let go = json!({"master_enable": true, "activation": {"mode": "activate_immediate"}});
+    let r = call(
+        &serve,
+        "PATCH",
+        &format!("{base}/staged"),
+        Some(go),
+        200,
+        "sender-response-schema.json",
+    );
+    assert_eq!(r["master_enable"], true);
+    let (status, _, stderr) = recv.finish();
+    assert!(status.success(), "{stderr}");
+    let got = std::fs::read(&out).unwrap();
+    assert_eq!(got.len(), frames * FRAME_BYTES);
+    // The loop may be joined at any frame: each frame is the clip's next.
+    let frame = |k: usize| &media.clip[k * FRAME_BYTES..(k + 1) * FRAME_BYTES];
+    let first = (0..FRAMES)
+        .find(|&k| frame(k) == &got[..FRAME_BYTES])
+        .expect("the first frame received is a frame of the clip");
+    for (i, chunk) in got.chunks(FRAME_BYTES).enumerate() {
+        assert!(chunk == frame((first + i) % FRAMES), "frame {i} differs");
+    }
+    // IS-04 shows the connection.
+    let (_, text) = serve.api("GET", &format!("/x-nmos/node/v1.3/senders/{id}"), None);
+    let sender: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        sender["subscription"],
+        json!({"receiver_id": receiver, "active": true})
+    );
+
+    let stop = json!({"master_enable": false, "activation": {"mode": "activate_immediate"}});
+    call(
+        &serve,
+        "PATCH",
+        &format!("{base}/staged"),
+        Some(stop),
+        200,
+        "sender-response-schema.json",
+    );
+    wait_until("the stream stops", Duration::from_secs(5), || {
+        let (_, text) = serve.api("GET", "/v1/streams", None);
+        let list: Value = serde_json::from_str(&text).unwrap();
+        list["streams"].as_array().unwrap().is_empty().then_some(())
+    });
+    let (_, text) = serve.api("GET", &format!("/x-nmos/node/v1.3/senders/{id}"), None);
+    let sender: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(sender["subscription"]["active"], false);
+}
