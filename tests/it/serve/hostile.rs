@@ -116,45 +116,108 @@ fn oversized_heads_are_refused_with_431_and_the_server_lives_on() {
     answers_promptly(&serve);
 }
 
+/// Whether `s` is answered `200` to `GET /healthz`, reading the whole
+/// answer (head and `Content-Length` body) and keeping the connection
+/// open for the next request.
+fn healthz_ok(s: &mut TcpStream) -> bool {
+    if s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    loop {
+        let text = String::from_utf8_lossy(&got);
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let len = head
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().to_string())
+                })
+                .and_then(|v| v.parse::<usize>().ok());
+            if len.is_some_and(|n| body.len() >= n) {
+                return head.starts_with("HTTP/1.1 200");
+            }
+        }
+        match s.read(&mut buf) {
+            Ok(n) if n > 0 => got.extend_from_slice(&buf[..n]),
+            _ => return false,
+        }
+    }
+}
+
+/// Whether the server closed `s`, past the rest of any answer it sent
+/// (within a bound).
+fn http_closed_by_server(s: &mut TcpStream) -> bool {
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    match s.read_to_end(&mut Vec::new()) {
+        Ok(_) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    }
+}
+
 #[test]
-fn one_address_cannot_take_every_connection() {
+fn full_http_caps_evict_the_longest_idle_instead_of_refusing() {
     let media = Media::new("serve-conncap");
     let serve = Serve::start(&media, &[]);
-    // 32 idle connections are allowed from one address; the 33rd is
-    // turned away with 503 at once.
-    let held: Vec<TcpStream> = (0..32)
-        .map(|_| TcpStream::connect(serve.http).unwrap())
+    // 32 connections are allowed from one address. The first never
+    // finishes its request head (a trickler); the others are answered
+    // once, in order, and then sit idle.
+    let local = [127, 0, 0, 1];
+    let mut trickler = connect_from(local, serve.http);
+    trickler.write_all(b"GET /healthz HTTP/1.1\r\nHo").unwrap();
+    let mut a: Vec<TcpStream> = (1..32)
+        .map(|k| {
+            let mut s = connect_from(local, serve.http);
+            assert!(healthz_ok(&mut s), "connection {k}");
+            s
+        })
         .collect();
-    // Wait until the server has them all (its accept loop is its own).
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut turned_away = None;
-    while Instant::now() < deadline {
-        let mut extra = TcpStream::connect(serve.http).unwrap();
-        extra
-            .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-            .unwrap();
-        let got = status_of(&mut extra);
-        if got == 503 {
-            turned_away = Some(got);
-            break;
+    // The 33rd from the same address is served, and the trickler, idle
+    // since it connected, is closed for it; then the longest idle of
+    // those answered.
+    let mut extra = connect_from(local, serve.http);
+    assert!(healthz_ok(&mut extra), "the newcomer was not served");
+    assert!(
+        http_closed_by_server(&mut trickler),
+        "the trickler stayed open"
+    );
+    let mut again = connect_from(local, serve.http);
+    assert!(healthz_ok(&mut again), "the second newcomer was not served");
+    assert!(
+        http_closed_by_server(&mut a[0]),
+        "the longest idle stayed open"
+    );
+    assert!(healthz_ok(&mut a[1]), "the wrong connection was closed");
+    // Seven more addresses fill the server (256 in all); a client from a
+    // ninth is served, and the longest idle anywhere, a[2], gives way.
+    let mut others = Vec::new();
+    for last in 2..=8 {
+        for _ in 0..32 {
+            let mut s = connect_from([127, 0, 0, last], serve.http);
+            assert!(healthz_ok(&mut s), "from 127.0.0.{last}");
+            others.push(s);
         }
-        assert_eq!(got, 200);
     }
-    assert_eq!(turned_away, Some(503), "the 33rd connection was served");
-    // Their places come back as they close: each asks to be closed and
-    // reads to the end, and the server frees a place on the same thread,
-    // before it takes the next connection.
-    for mut s in held {
-        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            .unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
-        let _ = s.read_to_end(&mut Vec::new());
-    }
-    let mut s = TcpStream::connect(serve.http).unwrap();
-    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-        .unwrap();
-    let status = status_of(&mut s);
-    assert!(status == 200, "places never came back: {status}");
+    let mut newcomer = connect_from([127, 0, 0, 9], serve.http);
+    assert!(healthz_ok(&mut newcomer), "the newcomer was not served");
+    assert!(
+        http_closed_by_server(&mut a[2]),
+        "the longest idle stayed open"
+    );
+    assert!(healthz_ok(&mut a[3]), "the wrong connection was closed");
+    // The metric's own connection makes the server's 257th: a[4] gives
+    // way for it.
+    assert_eq!(serve.metric("nagare_api_evicted_total"), 4.0);
+    assert!(
+        http_closed_by_server(&mut a[4]),
+        "the longest idle stayed open"
+    );
+    answers_promptly(&serve);
 }
 
 #[test]

@@ -83,6 +83,57 @@ pub enum Error {
         /// included.
         units_per_s: f64,
     },
+    /// The pacing and read-ahead threads together would keep the cores
+    /// they share busier than the load limit.
+    #[error(
+        "admitting this stream would keep the {cores} core(s) {:.1}% busy with pacing and \
+         reading (limit {:.1}%, --max-load; {pacers} pacing thread(s) and the read-ahead \
+         thread share them); stop a stream, or add cores",
+        .predicted * 100.0,
+        .max * 100.0
+    )]
+    CoresOverBudget {
+        /// Predicted share of the cores' time.
+        predicted: f64,
+        /// The limit (`--max-load`).
+        max: f64,
+        /// Pacing threads.
+        pacers: usize,
+        /// Cores they and the reader share.
+        cores: usize,
+    },
+    /// The streams admitted within the proving time, this one included,
+    /// would take more of the cores than may go unmeasured.
+    #[error(
+        "the streams admitted in the last {within} are not yet measured, and with this one they \
+         would keep the cores {:.1}% busy (limit {:.1}% until measured, a quarter of --max-load): \
+         retry in a second, as load is measured",
+        .predicted * 100.0,
+        .max * 100.0
+    )]
+    Unproven {
+        /// Predicted share of the cores' time of the unproven streams.
+        predicted: f64,
+        /// The share that may go unmeasured.
+        max: f64,
+        /// How long a stream stays unproven.
+        within: Nanos,
+    },
+    /// The running streams are about to run late: a thread could not keep
+    /// up with them just now, whatever the prediction says.
+    #[error(
+        "the {thread} {why}: another stream would make the running ones late (load limit \
+         {:.0}%, --max-load); stop a stream, or add cores",
+        .max * 100.0
+    )]
+    Slipping {
+        /// Which thread.
+        thread: Thread,
+        /// What it showed.
+        why: String,
+        /// The limit (`--max-load`).
+        max: f64,
+    },
     /// A stream whose read-ahead ring would take the total past
     /// `--max-memory`.
     #[error(

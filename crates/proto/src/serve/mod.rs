@@ -5,7 +5,8 @@
 //! ([`idempotency`]), which ring the read-ahead thread fills next
 //! ([`readahead`]), the SDP a DESCRIBE answers with ([`describe`]) and
 //! how many connections a front end holds ([`ConnectionCaps`], which
-//! turns newcomers away, and [`Roster`], which evicts the longest idle).
+//! turns newcomers away, and [`Roster`], which evicts the longest idle)
+//! and how large and slow an API request may be ([`api_limits`]).
 //!
 //! All of it is plain functions over values: the driver keeps the shared
 //! running totals (atomics), reads the clock and passes the time in as
@@ -13,6 +14,7 @@
 //! status and the error's text.
 
 pub mod access;
+pub mod api_limits;
 pub mod budget;
 mod caps;
 mod cidr;

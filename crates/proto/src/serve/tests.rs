@@ -1,6 +1,6 @@
 use std::net::IpAddr;
 
-use super::budget::Thread;
+use super::budget::{BEHIND_LIMIT, DRY_RING_HOLD, Slack, Thread};
 use super::describe::{self, Track};
 use super::leg::{self, LEG_MARGIN, MAX_START_AHEAD};
 use super::readahead::{RingFill, due_order};
@@ -136,6 +136,9 @@ fn bars() -> Demand {
 fn idle(pacers: usize) -> Work {
     Work {
         pacers,
+        cores: pacers,
+        slack: Slack::default(),
+        unproven: Demand::default(),
         pacer_load: 0.0,
         reader_load: 0.0,
         cost: Cost::PRIOR,
@@ -243,9 +246,13 @@ fn budget_checks_measured_load_first() {
 #[test]
 fn predicted_pacing_work_refuses_before_any_thread_is_measured_busy() {
     // 2 pacers at 6 µs a datagram and 90%: 2 * 0.9 / 6e-6 = 300,000
-    // datagrams a second, 144 streams of 2,075.
+    // datagrams a second, 144 streams of 2,075 (on 8 cores, so the
+    // pacing threads, not the cores they share, are the limit).
     let b = unlimited(0.9);
-    let w = idle(2);
+    let w = Work {
+        cores: 8,
+        ..idle(2)
+    };
     let mut total = Demand::default();
     let mut admitted = 0;
     let refusal = loop {
@@ -289,6 +296,114 @@ fn predicted_pacing_work_refuses_before_any_thread_is_measured_busy() {
     assert_eq!(fast.cost.per_packet, Nanos::from_micros(1));
     assert!(b.admit(total, bars(), &fast).is_ok());
     assert_eq!(Cost::per_packet_from(Nanos::from_millis(1), 1_999), None);
+}
+
+#[test]
+fn pacing_and_reading_share_the_cores() {
+    // Each thread alone fits 144 streams of bars; together on 2 cores, at
+    // 12.45 ms of pacing and 2.75 ms of reading a stream a second, 118.
+    let b = unlimited(0.9);
+    let w = idle(2);
+    let mut total = Demand::default();
+    let mut admitted = 0;
+    let refusal = loop {
+        match b.admit(total, bars(), &w) {
+            Ok(t) => total = t,
+            Err(e) => break e,
+        }
+        admitted += 1;
+        assert!(admitted <= 2_000, "never refused");
+    };
+    assert_eq!(admitted, 118);
+    let Error::CoresOverBudget {
+        predicted,
+        pacers,
+        cores,
+        ..
+    } = refusal
+    else {
+        panic!("{refusal:?}");
+    };
+    assert_eq!((pacers, cores), (2, 2));
+    assert!(predicted > 0.9 && predicted < 0.91, "{predicted}");
+    assert!(
+        refusal
+            .to_string()
+            .starts_with("admitting this stream would keep the 2 core(s) 90.4% busy"),
+        "{refusal}"
+    );
+}
+
+#[test]
+fn streams_not_yet_measured_take_at_most_a_quarter_of_the_load_limit() {
+    // 0.25 * 0.9 of 2 cores at 15.2 ms a stream a second: 29 at once.
+    let b = unlimited(0.9);
+    let mut w = idle(2);
+    let mut total = Demand::default();
+    let mut admitted = 0;
+    let refusal = loop {
+        match b.admit(total, bars(), &w) {
+            Ok(t) => total = t,
+            Err(e) => break e,
+        }
+        w.unproven = total;
+        admitted += 1;
+        assert!(admitted <= 2_000, "never refused");
+    };
+    assert_eq!(admitted, 29);
+    assert!(matches!(refusal, Error::Unproven { .. }), "{refusal:?}");
+    assert!(refusal.to_string().contains("--max-load"), "{refusal}");
+    // Once measured they are no longer new, and more fit.
+    w.unproven = Demand::default();
+    assert!(b.admit(total, bars(), &w).is_ok());
+    // One stream alone is judged by the other budgets only.
+    let heavy = Demand {
+        packets_per_s: 60_000.0,
+        ..bars()
+    };
+    assert!(b.admit(Demand::default(), heavy, &idle(2)).is_ok());
+}
+
+#[test]
+fn a_schedule_slipping_closes_admission_whatever_the_prediction() {
+    let b = unlimited(0.9);
+    let on_time = idle(2);
+    assert!(b.admit(Demand::default(), bars(), &on_time).is_ok());
+    // A pacer late for a moment (its core taken) still admits.
+    let woken_late = Work {
+        slack: Slack {
+            pacer_behind: BEHIND_LIMIT,
+            since_dry_ring: Some(DRY_RING_HOLD),
+        },
+        ..on_time
+    };
+    assert!(b.admit(Demand::default(), bars(), &woken_late).is_ok());
+    let behind = Work {
+        slack: Slack {
+            pacer_behind: Nanos::from_millis(35),
+            since_dry_ring: None,
+        },
+        ..on_time
+    };
+    let e = b.admit(Demand::default(), bars(), &behind).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "the pacing threads have been behind their schedule for 35.000 ms: another stream would \
+         make the running ones late (load limit 90%, --max-load); stop a stream, or add cores"
+    );
+    let dry = Work {
+        slack: Slack {
+            pacer_behind: Nanos::ZERO,
+            since_dry_ring: Some(Nanos::from_millis(120)),
+        },
+        ..on_time
+    };
+    let e = b.admit(Demand::default(), bars(), &dry).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("the read-ahead thread left a running stream's ring empty 120.000 ms ago"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -19,9 +19,6 @@ use crate::cmd::serve::hub::server::{Pushed, Server, stopped};
 use crate::cmd::serve::hub::table::{Entry, StreamId};
 use crate::cmd::serve::nmos::api as nmos;
 
-/// Largest request body read.
-pub(crate) const MAX_BODY: u64 = 64 * 1024;
-
 /// One request as the routes see it: the listener has read the body
 /// within its bounds.
 pub(crate) struct ApiRequest {

@@ -9,7 +9,13 @@
 //!
 //! Bounds, each answered the way HTTP says:
 //! - at most [`MAX_CONNECTIONS`] connections, [`MAX_PER_ADDRESS`] from one
-//!   address: past them a connection gets `503` and is closed;
+//!   address: past them the newcomer is served and the connection idle
+//!   the longest (from that address, or at all) is closed, as RTSP does
+//!   (proto's `serve::Roster`). Idle is since its last answer, or since
+//!   it connected if it never finished a request, so a client trickling
+//!   its head gives way first; one whose request is being answered gives
+//!   way last. A flood of idle connections thus rotates through the
+//!   places, and a client that talks gets in;
 //! - a request head within [`HEAD_TIMEOUT`] and [`MAX_HEAD_BYTES`] (hyper
 //!   answers `408` or `431`), at most [`MAX_HEADERS`] header lines;
 //! - a body within [`BODY_TIMEOUT`] and [`MAX_BODY`] bytes (`408`, `413`);
@@ -31,29 +37,25 @@ use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tracing::error;
 
+use nagare_proto::lobby::Guest;
+use nagare_proto::serve::api_limits::{
+    self as limits, MAX_BODY, MAX_CONNECTIONS, MAX_HEAD_BYTES, MAX_HEADERS, MAX_PER_ADDRESS,
+};
+
+use crate::clock::Origin;
 use crate::cmd::serve::front::accept;
-use crate::cmd::serve::front::http::{ApiRequest, MAX_BODY, Reply, answer};
-use crate::cmd::serve::hub::access::{Place, Places};
+use crate::cmd::serve::front::http::{ApiRequest, Reply, answer};
+use crate::cmd::serve::front::tenants::{self, Shared, Tenancy, Tenants};
 use crate::cmd::serve::hub::server::Server;
 
-/// Open connections at most.
-pub(crate) const MAX_CONNECTIONS: usize = 256;
-/// Open connections from one client address at most.
-pub(crate) const MAX_PER_ADDRESS: usize = 32;
 /// Time a client has to send a request's head.
-pub(crate) const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
-/// Largest request head (request line and headers) read (hyper's
-/// smallest read buffer is 8 KiB).
-pub(crate) const MAX_HEAD_BYTES: usize = 16 * 1024;
-/// Most header lines in one request.
-pub(crate) const MAX_HEADERS: usize = 64;
+const HEAD_TIMEOUT: Duration = Duration::from_nanos(limits::HEAD_TIMEOUT.as_nanos());
 /// Time a client has to send a request's body.
-pub(crate) const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+const BODY_TIMEOUT: Duration = Duration::from_nanos(limits::BODY_TIMEOUT.as_nanos());
 /// Longest a connection stays open.
-pub(crate) const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
+const CONNECTION_LIFETIME: Duration = Duration::from_nanos(limits::CONNECTION_LIFETIME.as_nanos());
 /// Handler threads at most: the handlers only read the table or start
 /// and stop streams, so a few are plenty.
 const HANDLER_THREADS: usize = 4;
@@ -81,26 +83,46 @@ pub(crate) fn serve(server: Arc<Server>, listener: TcpListener) {
 
 /// Accepts connections and starts one task each, within the caps.
 async fn accept_loop(server: &Arc<Server>, listener: TcpListener) {
-    let places = Place::caps(MAX_CONNECTIONS, MAX_PER_ADDRESS);
+    let tenants = Tenants::shared(MAX_CONNECTIONS, MAX_PER_ADDRESS);
+    let origin = Origin::now();
+    let mut next: Guest = 0;
     accept::until_stopped(server, listener, "HTTP", |stream, peer| {
-        admit(server, &places, stream, peer)
+        next += 1;
+        admit(server, &tenants, origin, next, stream, peer)
     })
     .await;
 }
 
-/// Starts a connection's task, or turns it away with `503` when a cap is
-/// reached.
-fn admit(server: &Arc<Server>, places: &Places, stream: tokio::net::TcpStream, peer: SocketAddr) {
+/// Starts connection `guest`'s task, closing the connections the caps
+/// evict to make room for it.
+fn admit(
+    server: &Arc<Server>,
+    tenants: &Shared,
+    origin: Origin,
+    guest: Guest,
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+) {
     let client = nagare_proto::serve::access::canonical(peer.ip());
-    let Some(place) = Place::take(places, client) else {
-        server.stats.api_refused.fetch_add(1, Ordering::Relaxed);
-        tokio::spawn(turn_away(stream));
-        return;
-    };
+    for task in tenants::enter(tenants, origin.elapsed(), guest, client) {
+        server.stats.api_evicted.fetch_add(1, Ordering::Relaxed);
+        task.abort();
+    }
+    let tenancy = Arc::new(Tenancy {
+        tenants: tenants.clone(),
+        guest,
+    });
     let server = Arc::clone(server);
-    tokio::spawn(async move {
-        let _place = place;
-        let service = service_fn(move |req| handle(Arc::clone(&server), client, req));
+    let task = tokio::spawn(async move {
+        let service = service_fn(move |req| {
+            handle(
+                Arc::clone(&server),
+                client,
+                Arc::clone(&tenancy),
+                origin,
+                req,
+            )
+        });
         let mut builder = hyper::server::conn::http1::Builder::new();
         builder
             .timer(TokioTimer::new())
@@ -112,26 +134,9 @@ fn admit(server: &Arc<Server>, places: &Places, stream: tokio::net::TcpStream, p
         // answered); the lifetime bounds a client that never reads.
         let _ = tokio::time::timeout(CONNECTION_LIFETIME, conn).await;
     });
-}
-
-/// The whole answer to a connection over the caps.
-const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n\
-Content-Length: 68\r\nConnection: close\r\nRetry-After: 1\r\n\r\n\
-{\"error\": \"too many connections: close some, or retry in a second\"}\n";
-
-/// Writes [`BUSY`] to a connection over the caps and closes it, all
-/// within a second (the client may not read at all). The client's
-/// request is read and dropped after the answer: closing with it unread
-/// would reset the connection, and the client would lose the answer.
-async fn turn_away(mut stream: tokio::net::TcpStream) {
-    let _ = tokio::time::timeout(Duration::from_secs(1), async {
-        stream.write_all(BUSY).await?;
-        stream.shutdown().await?;
-        let mut sink = [0u8; 4096];
-        while stream.read(&mut sink).await? > 0 {}
-        std::io::Result::Ok(())
-    })
-    .await;
+    // The task cannot run (and end) before its handle is kept: the loop
+    // has one thread, and it is here.
+    tenants::keep(tenants, guest, task.abort_handle());
 }
 
 /// One request: the body read within its bounds, then the handler on
@@ -139,6 +144,8 @@ async fn turn_away(mut stream: tokio::net::TcpStream) {
 async fn handle(
     server: Arc<Server>,
     client: IpAddr,
+    tenancy: Arc<Tenancy>,
+    origin: Origin,
     req: Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let (parts, body) = req.into_parts();
@@ -163,9 +170,14 @@ async fn handle(
         client,
         body,
     };
+    // Whole and being answered: this connection gives way last, and is
+    // idle again from its answer on.
+    tenancy.set_session(true);
     let reply = tokio::task::spawn_blocking(move || answer(&server, &request))
         .await
         .unwrap_or_else(|_| Reply::error(500, "the request handler failed"));
+    tenancy.set_session(false);
+    tenancy.touch(origin.elapsed());
     let mut r = response(reply);
     if cors {
         allow_cross_origin(r.headers_mut());
@@ -229,26 +241,4 @@ fn response(reply: Reply) -> Response<Full<Bytes>> {
             .insert(hyper::header::ALLOW, HeaderValue::from_static(allow));
     }
     r
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_busy_answer_says_its_length_and_is_json() {
-        let text = std::str::from_utf8(BUSY).unwrap();
-        let (head, body) = text.split_once("\r\n\r\n").unwrap();
-        assert!(
-            head.contains(&format!("Content-Length: {}", body.len())),
-            "{head}"
-        );
-        let v: serde_json::Value = serde_json::from_str(body).unwrap();
-        assert!(
-            v["error"]
-                .as_str()
-                .unwrap()
-                .contains("too many connections")
-        );
-    }
 }

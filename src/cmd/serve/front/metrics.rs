@@ -217,6 +217,11 @@ fn totals(server: &Server, reg: &mut Registry) {
             &s.slow_readers,
         ),
         ("nagare_api_refused", "API requests refused", &s.api_refused),
+        (
+            "nagare_api_evicted",
+            "API connections closed to make room under a connection cap, the longest idle first",
+            &s.api_evicted,
+        ),
     ];
     for (name, help, total) in totals {
         counter(reg, name, help, load(total));

@@ -5,3 +5,4 @@ pub(crate) mod http;
 pub(crate) mod listener;
 pub(crate) mod metrics;
 pub(crate) mod rtsp;
+mod tenants;

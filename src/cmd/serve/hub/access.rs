@@ -1,54 +1,48 @@
-//! The shared holders of serve's budget and connection caps. Who
-//! may make the server send where, the token, the budget's rule and the
-//! caps' rule live in `nagare_proto::serve`; this file keeps only the
-//! running totals that RTSP sessions, the HTTP API and the flows change
-//! from many threads at once.
+//! The shared holder of serve's budget. Who may make the server send
+//! where, the token and the budget's rule live in `nagare_proto::serve`;
+//! this file keeps only the running total that RTSP sessions, the HTTP
+//! API and the flows change from many threads at once.
 
-use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
-use nagare_proto::serve::{Budget, ConnectionCaps, Demand, Error, Work};
-
-/// A front end's connection caps, shared by its connection threads or
-/// tasks.
-pub(crate) type Places = Arc<Mutex<ConnectionCaps>>;
-
-/// A connection's place under its front end's caps, given back when
-/// dropped (however the connection ends).
-pub(crate) struct Place {
-    places: Places,
-    client: IpAddr,
-}
-
-impl Place {
-    /// Caps of `total` connections, `per_address` from one address.
-    pub(crate) fn caps(total: usize, per_address: usize) -> Places {
-        Arc::new(Mutex::new(ConnectionCaps::new(total, per_address)))
-    }
-
-    /// A place for a connection from `client`, if both caps allow one.
-    pub(crate) fn take(places: &Places, client: IpAddr) -> Option<Place> {
-        let mut caps = places.lock().unwrap_or_else(|p| p.into_inner());
-        caps.enter(client).then(|| Place {
-            places: Arc::clone(places),
-            client,
-        })
-    }
-}
-
-impl Drop for Place {
-    fn drop(&mut self) {
-        let mut caps = self.places.lock().unwrap_or_else(|p| p.into_inner());
-        caps.leave(self.client);
-    }
-}
+use nagare_proto::serve::budget::PROVING_TIME;
+use nagare_proto::serve::{Budget, Demand, Error, Work};
 
 /// What the admitted streams have reserved, checked against a
 /// [`Budget`].
 #[derive(Debug)]
 pub(crate) struct Admission {
     budget: Budget,
-    reserved: Mutex<Demand>,
+    ledger: Mutex<Ledger>,
+}
+
+/// The reserved total, and the admissions still within
+/// [`PROVING_TIME`] (a stream stopped early stays there until its time
+/// is up: counting it a little longer only errs on the safe side).
+#[derive(Debug, Default)]
+struct Ledger {
+    reserved: Demand,
+    recent: VecDeque<(Instant, Demand)>,
+}
+
+impl Ledger {
+    /// What the admissions within the proving time ask, the older ones
+    /// forgotten.
+    fn unproven(&mut self) -> Demand {
+        let proving = Duration::from_nanos(PROVING_TIME.as_nanos());
+        while self
+            .recent
+            .front()
+            .is_some_and(|(t, _)| t.elapsed() > proving)
+        {
+            self.recent.pop_front();
+        }
+        self.recent
+            .iter()
+            .fold(Demand::default(), |sum, (_, d)| sum.plus(*d))
+    }
 }
 
 impl Admission {
@@ -56,7 +50,7 @@ impl Admission {
     pub(crate) fn new(budget: Budget) -> Admission {
         Admission {
             budget,
-            reserved: Mutex::new(Demand::default()),
+            ledger: Mutex::new(Ledger::default()),
         }
     }
 
@@ -64,24 +58,29 @@ impl Admission {
     /// around the check and the update: two admissions racing each see
     /// the other's reservation, so together they never pass the budget.
     pub(crate) fn reserve(&self, demand: Demand, work: &Work) -> Result<(), Error> {
-        let mut reserved = self.lock();
-        *reserved = self.budget.admit(*reserved, demand, work)?;
+        let mut ledger = self.lock();
+        let work = Work {
+            unproven: ledger.unproven(),
+            ..*work
+        };
+        ledger.reserved = self.budget.admit(ledger.reserved, demand, &work)?;
+        ledger.recent.push_back((Instant::now(), demand));
         Ok(())
     }
 
     /// Gives back what [`Admission::reserve`] took.
     pub(crate) fn release(&self, demand: Demand) {
-        let mut reserved = self.lock();
-        *reserved = reserved.minus(demand);
+        let mut ledger = self.lock();
+        ledger.reserved = ledger.reserved.minus(demand);
     }
 
     /// What is reserved now.
     pub(crate) fn reserved(&self) -> Demand {
-        *self.lock()
+        self.lock().reserved
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Demand> {
-        self.reserved.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, Ledger> {
+        self.ledger.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -100,6 +99,9 @@ mod tests {
         });
         let work = Work {
             pacers: 1,
+            cores: 1,
+            slack: Default::default(),
+            unproven: Demand::default(),
             pacer_load: 0.1,
             reader_load: 0.0,
             cost: Cost::PRIOR,

@@ -44,6 +44,8 @@ pub(crate) struct Stats {
     pub slow_readers: Arc<AtomicU64>,
     /// API requests refused.
     pub api_refused: AtomicU64,
+    /// API connections closed to make room under a cap.
+    pub api_evicted: AtomicU64,
 }
 
 /// Settings fixed at start.
@@ -140,6 +142,9 @@ impl Server {
     pub(crate) fn work(&self) -> Work {
         Work {
             pacers: self.pacers.threads(),
+            cores: self.pacers.cores(),
+            slack: self.pacers.slack(),
+            unproven: Demand::default(),
             pacer_load: self.pacers.load(),
             reader_load: self.reader.load(),
             cost: Cost {

@@ -1,9 +1,10 @@
 //! How busy a thread is and what a unit of its work costs, measured over
 //! one-second windows and published for admission to read from other
-//! threads.
+//! threads; and, at once rather than per window, whether it is falling
+//! behind (admission must hear that within a request, not a second).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use nagare_proto::Nanos;
@@ -20,6 +21,23 @@ pub(crate) struct Published {
     busy_ns: AtomicU64,
     /// Units of work done in the window (datagrams, bytes).
     units: AtomicU64,
+    /// When the thread fell behind its schedule, if it has stayed behind
+    /// since: [`mono`] time plus one, 0 while on time.
+    behind_since: AtomicU64,
+    /// When the thread last found a running stream's ring empty as it
+    /// asked for the next frame: [`mono`] time plus one, 0 if never.
+    dry_at: AtomicU64,
+}
+
+/// Nanoseconds on one monotonic timeline all threads share.
+fn mono() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    Nanos::from(START.get_or_init(Instant::now).elapsed()).as_nanos()
+}
+
+/// Time since a stamp of [`mono`] plus one (0: none).
+fn since(stamp: u64) -> Option<Nanos> {
+    (stamp != 0).then(|| Nanos(mono().saturating_sub(stamp - 1)))
 }
 
 impl Published {
@@ -34,6 +52,16 @@ impl Published {
             Nanos(self.busy_ns.load(Ordering::Relaxed)),
             self.units.load(Ordering::Relaxed),
         )
+    }
+
+    /// How long the thread has been behind its schedule (zero: on time).
+    pub(crate) fn behind_for(&self) -> Nanos {
+        since(self.behind_since.load(Ordering::Relaxed)).unwrap_or_default()
+    }
+
+    /// How long ago the thread last found a running stream's ring empty.
+    pub(crate) fn since_dry_ring(&self) -> Option<Nanos> {
+        since(self.dry_at.load(Ordering::Relaxed))
     }
 }
 
@@ -60,6 +88,22 @@ impl LoadMeter {
     /// Counts `units` of work done.
     pub(crate) fn worked(&mut self, units: u64) {
         self.units += units;
+    }
+
+    /// Says whether the thread is behind its schedule now; the first
+    /// call of a run of `true` marks when it fell behind.
+    pub(crate) fn behind(&mut self, behind: bool) {
+        let stamp = &self.out.behind_since;
+        match (behind, stamp.load(Ordering::Relaxed)) {
+            (true, 0) => stamp.store(mono() + 1, Ordering::Relaxed),
+            (false, s) if s != 0 => stamp.store(0, Ordering::Relaxed),
+            _ => {}
+        }
+    }
+
+    /// Notes that a running stream's ring was found empty just now.
+    pub(crate) fn dry_ring(&mut self) {
+        self.out.dry_at.store(mono() + 1, Ordering::Relaxed);
     }
 
     /// Counts `d` spent waiting, and closes the window once it is a
@@ -106,5 +150,27 @@ mod tests {
         );
         // The next window starts from nothing.
         assert_eq!(m.units, 0);
+    }
+
+    #[test]
+    fn falling_behind_and_dry_rings_are_published_at_once() {
+        let out = Arc::new(Published::default());
+        let mut m = LoadMeter::new(out.clone());
+        assert_eq!(
+            (out.behind_for(), out.since_dry_ring()),
+            (Nanos::ZERO, None)
+        );
+        m.behind(true);
+        std::thread::sleep(Duration::from_millis(5));
+        m.behind(true);
+        let behind = out.behind_for();
+        assert!(behind >= Nanos::from_millis(5), "{behind}");
+        m.behind(false);
+        assert_eq!(out.behind_for(), Nanos::ZERO);
+        m.dry_ring();
+        assert!(
+            out.since_dry_ring()
+                .is_some_and(|d| d < Nanos::from_secs(5))
+        );
     }
 }

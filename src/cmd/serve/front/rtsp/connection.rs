@@ -32,8 +32,8 @@ use tokio::sync::mpsc;
 use tracing::{debug, info};
 
 use super::session::{ConnCatalog, Media, Session};
-use super::tenants::Tenancy;
 use crate::clock::Origin;
+use crate::cmd::serve::front::tenants::Tenancy;
 use crate::cmd::serve::hub::server::Server;
 use crate::cmd::serve::stream::output::TcpLink;
 

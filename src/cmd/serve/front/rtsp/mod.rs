@@ -20,15 +20,14 @@
 mod connection;
 mod ports;
 mod session;
-mod tenants;
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use crate::cmd::serve::front::tenants::{self, Shared, Tenancy, Tenants};
 use nagare_proto::lobby::Guest;
 use nagare_proto::rtsp::{Credentials, Guard, NONCE_KEY_LEN};
-use tenants::{Shared, Tenancy, Tenants};
 use tracing::error;
 
 use crate::clock::Origin;

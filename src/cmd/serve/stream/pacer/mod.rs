@@ -19,6 +19,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, unbounded};
 use nagare_api::serve::StreamState;
 use nagare_proto::Nanos;
 use nagare_proto::serve::Cost;
+use nagare_proto::serve::budget::Slack;
 
 pub(crate) use start::{Leg, Start};
 
@@ -75,6 +76,8 @@ fn tune(placement: &Placement, k: usize, realtime: Realtime, noted: &AtomicBool)
 /// The pacing threads and which flow each serves.
 pub(crate) struct Pacers {
     handles: Vec<Handle>,
+    /// Cores the pacing threads and the reader share.
+    cores: usize,
     placed: std::sync::Mutex<std::collections::HashMap<StreamId, usize>>,
     stop: Arc<AtomicBool>,
 }
@@ -116,6 +119,7 @@ impl Pacers {
         }
         Ok(Pacers {
             handles,
+            cores: std::thread::available_parallelism().map_or(1, |c| c.get()),
             placed: Default::default(),
             stop,
         })
@@ -184,6 +188,25 @@ impl Pacers {
         self.handles.len()
     }
 
+    /// Cores the pacing threads and the read-ahead thread share.
+    pub(crate) fn cores(&self) -> usize {
+        self.cores
+    }
+
+    /// How close the flows are to running late now: the thread longest
+    /// behind its schedule, and the latest ring found empty.
+    pub(crate) fn slack(&self) -> Slack {
+        let loads = self.handles.iter().map(|h| &h.load);
+        Slack {
+            pacer_behind: loads
+                .clone()
+                .map(|l| l.behind_for())
+                .max()
+                .unwrap_or_default(),
+            since_dry_ring: loads.filter_map(|l| l.since_dry_ring()).min(),
+        }
+    }
+
     fn send(&self, id: StreamId, c: Command) {
         if let Some(&k) = self.lock().get(&id) {
             let _ = self.handles[k].commands.send(c);
@@ -239,6 +262,9 @@ impl Pacer {
             self.ts.step(now);
             self.meter
                 .worked(self.raw.take_sent() + self.ts.take_sent());
+            if self.raw.take_dry() {
+                self.meter.dry_ring();
+            }
             let next = [self.raw.next_deadline(), self.ts.next_deadline()]
                 .into_iter()
                 .flatten()
@@ -257,12 +283,14 @@ impl Pacer {
             // saturated pacer would keep reporting its last idle second
             // (2,000 streams were admitted at a load of 0.00003).
             Some(at) if at <= now => {
+                self.meter.behind(true);
                 self.meter.idle(Duration::ZERO);
                 return;
             }
             Some(at) => Duration::from(at.saturating_sub(now)).min(Duration::from_millis(100)),
             None => Duration::from_millis(100),
         };
+        self.meter.behind(false);
         let t0 = Instant::now();
         match self.commands.recv_timeout(left) {
             Ok(c) => self.command(c),

@@ -35,6 +35,10 @@ struct RawFlow {
     held: VecDeque<(u64, Chunk)>,
     /// The frame the schedule asked for.
     pending: Option<u64>,
+    /// The request is new: not yet tried against the ring.
+    fresh: bool,
+    /// A frame has been taken from the ring (its first one primes it).
+    fed: bool,
     /// Sequence number of the next packet (kept across PAUSE).
     next_seq: u64,
     train: TrainBuf,
@@ -119,6 +123,8 @@ pub(crate) struct RawFlows {
     sent: u64,
     /// Ended flows whose BYE is yet to go.
     farewells: Farewells,
+    /// A running flow's ring was found empty since the last look.
+    dry: bool,
 }
 
 /// Scratch for trains, made on the pacing thread (it holds raw pointers,
@@ -160,6 +166,8 @@ impl RawFlows {
             packetizer,
             held: VecDeque::new(),
             pending: None,
+            fresh: false,
+            fed: false,
             next_seq: u64::from(getrandom::u32().unwrap_or(0)),
             train: TrainBuf::default(),
             paused: false,
@@ -214,6 +222,14 @@ impl RawFlows {
         }
     }
 
+    /// Whether a running flow's ring was found empty when the schedule
+    /// asked for its next frame, since the last call: the read-ahead
+    /// thread is a whole frame behind, the last warning before an
+    /// underrun.
+    pub(crate) fn take_dry(&mut self) -> bool {
+        std::mem::take(&mut self.dry)
+    }
+
     /// Datagrams sent since the last call.
     pub(crate) fn take_sent(&mut self) -> u64 {
         std::mem::take(&mut self.sent)
@@ -234,6 +250,7 @@ impl RawFlows {
                 Event::NeedFrame { flow, frame, .. } => {
                     if let Some(f) = self.flows.get_mut(&flow) {
                         f.pending = Some(frame);
+                        f.fresh = true;
                     }
                 }
                 Event::Underrun { flow, .. } => {
@@ -264,12 +281,18 @@ impl RawFlows {
             let Some(frame) = f.pending else {
                 continue;
             };
+            let fresh = std::mem::take(&mut f.fresh);
             let input = match f.take(frame) {
                 Some(Delivery::Chunk(c)) => {
+                    f.fed = true;
                     f.held.push_back((frame, c));
                     Input::Frame { flow: id }
                 }
-                None => continue,
+                None => {
+                    // An epoch-aligned flow's early chunk is no shortage.
+                    self.dry |= fresh && f.fed && f.ahead.is_none();
+                    continue;
+                }
                 Some(Delivery::End) => {
                     ended.push((id, StreamState::Finished));
                     continue;

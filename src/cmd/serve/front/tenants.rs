@@ -1,5 +1,6 @@
-//! The RTSP connections held, under proto's `serve::Roster`: where
-//! each one stands for eviction, and how to end an evicted one's task.
+//! The connections a front end (RTSP, the HTTP API) holds, under
+//! proto's `serve::Roster`: where each one stands for eviction, and how
+//! to end an evicted one's task.
 //! The accept loop enters newcomers; each connection's task tells the
 //! roster when its client talks and whether it holds a session, and
 //! gives its place back when it ends.
@@ -13,14 +14,14 @@ use nagare_proto::serve::Roster;
 use tokio::task::AbortHandle;
 
 /// The connections held, and how to end each one's task.
-pub(super) struct Tenants {
+pub(crate) struct Tenants {
     roster: Roster,
     tasks: HashMap<Guest, AbortHandle>,
 }
 
 /// The tenants, shared by the accept loop and the connection tasks (all
 /// on one thread; the lock is never contended).
-pub(super) type Shared = Arc<Mutex<Tenants>>;
+pub(crate) type Shared = Arc<Mutex<Tenants>>;
 
 fn lock(t: &Shared) -> MutexGuard<'_, Tenants> {
     t.lock().unwrap_or_else(|p| p.into_inner())
@@ -28,7 +29,7 @@ fn lock(t: &Shared) -> MutexGuard<'_, Tenants> {
 
 impl Tenants {
     /// No connections yet, under `total` and `per_address` caps.
-    pub(super) fn shared(total: usize, per_address: usize) -> Shared {
+    pub(crate) fn shared(total: usize, per_address: usize) -> Shared {
         Arc::new(Mutex::new(Tenants {
             roster: Roster::new(total, per_address),
             tasks: HashMap::new(),
@@ -39,7 +40,7 @@ impl Tenants {
 /// Enters connection `guest` from `from` at `now`; returns the tasks of
 /// the connections evicted to make room (abort them, outside the lock:
 /// dropping one gives its place back).
-pub(super) fn enter(
+pub(crate) fn enter(
     tenants: &Shared,
     now: Nanos,
     guest: Guest,
@@ -51,25 +52,25 @@ pub(super) fn enter(
 }
 
 /// Keeps the task of connection `guest`, so that it can be evicted.
-pub(super) fn keep(tenants: &Shared, guest: Guest, task: AbortHandle) {
+pub(crate) fn keep(tenants: &Shared, guest: Guest, task: AbortHandle) {
     lock(tenants).tasks.insert(guest, task);
 }
 
 /// A connection's place in the roster: tells it what the connection
 /// does, and gives the place back when dropped (however it ends).
-pub(super) struct Tenancy {
-    pub(super) tenants: Shared,
-    pub(super) guest: Guest,
+pub(crate) struct Tenancy {
+    pub(crate) tenants: Shared,
+    pub(crate) guest: Guest,
 }
 
 impl Tenancy {
     /// The client sent bytes at `now`.
-    pub(super) fn touch(&self, now: Nanos) {
+    pub(crate) fn touch(&self, now: Nanos) {
         lock(&self.tenants).roster.touch(now, self.guest);
     }
 
     /// Whether the connection holds a session now.
-    pub(super) fn set_session(&self, open: bool) {
+    pub(crate) fn set_session(&self, open: bool) {
         lock(&self.tenants).roster.set_session(self.guest, open);
     }
 }
