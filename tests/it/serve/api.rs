@@ -198,10 +198,20 @@ fn a_flood_of_pushes_is_refused_before_any_admitted_stream_runs_late() {
     assert!((1..=900).contains(&admitted), "{admitted}");
     let predicted = serve.metric("nagare_pacer_predicted_load");
     assert!(predicted > 0.0, "{predicted}");
-    // What was admitted holds its schedule while it runs: two seconds on
-    // (every stream's first frame long past), still no underrun.
-    std::thread::sleep(Duration::from_secs(2));
-    let list: StreamList = serve.api_json("GET", "/v1/streams", None, 200);
+    // What was admitted holds its schedule while it runs: once every stream
+    // has sent two seconds of its 2,000 datagrams a second (its first frame
+    // long past), still no underrun. An underrun ends the wait at once.
+    let list = wait_until(
+        "every admitted stream to send two seconds of datagrams",
+        Duration::from_secs(30),
+        || {
+            let list: StreamList = serve.api_json("GET", "/v1/streams", None, 200);
+            let c = list.streams.iter().map(|s| &s.counters);
+            let settled =
+                c.clone().all(|c| c.packets >= 4_000) || c.clone().any(|c| c.underruns > 0);
+            settled.then_some(list)
+        },
+    );
     let underruns: u64 = list.streams.iter().map(|s| s.counters.underruns).sum();
     let late: u64 = list.streams.iter().map(|s| s.counters.late).sum();
     let max_late = list.streams.iter().map(|s| s.counters.max_late_us).max();
