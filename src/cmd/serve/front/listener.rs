@@ -104,10 +104,8 @@ fn admit(
     peer: SocketAddr,
 ) {
     let client = nagare_proto::serve::access::canonical(peer.ip());
-    for task in tenants::enter(tenants, origin.elapsed(), guest, client) {
-        server.stats.api_evicted.fetch_add(1, Ordering::Relaxed);
-        task.abort();
-    }
+    let evicted = &server.stats.api_evicted;
+    tenants::enter(tenants, origin.elapsed(), guest, client, evicted);
     let tenancy = Arc::new(Tenancy {
         tenants: tenants.clone(),
         guest,

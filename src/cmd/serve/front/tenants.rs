@@ -6,6 +6,7 @@
 //! gives its place back when it ends.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use nagare_proto::Nanos;
@@ -37,18 +38,27 @@ impl Tenants {
     }
 }
 
-/// Enters connection `guest` from `from` at `now`; returns the tasks of
-/// the connections evicted to make room (abort them, outside the lock:
-/// dropping one gives its place back).
+/// Enters connection `guest` from `from` at `now`, and closes the
+/// connections evicted to make room, counting each in `evicted` (they
+/// are aborted outside the lock: dropping one gives its place back). An
+/// IPv4-mapped IPv6 address counts as its IPv4 address.
 pub(crate) fn enter(
     tenants: &Shared,
     now: Nanos,
     guest: Guest,
     from: std::net::IpAddr,
-) -> Vec<AbortHandle> {
-    let mut t = lock(tenants);
-    let out = t.roster.enter(now, guest, from);
-    out.iter().filter_map(|g| t.tasks.remove(g)).collect()
+    evicted: &AtomicU64,
+) {
+    let from = nagare_proto::serve::access::canonical(from);
+    let tasks: Vec<AbortHandle> = {
+        let mut t = lock(tenants);
+        let out = t.roster.enter(now, guest, from);
+        out.iter().filter_map(|g| t.tasks.remove(g)).collect()
+    };
+    for task in tasks {
+        evicted.fetch_add(1, Ordering::Relaxed);
+        task.abort();
+    }
 }
 
 /// Keeps the task of connection `guest`, so that it can be evicted.

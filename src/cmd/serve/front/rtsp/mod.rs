@@ -105,10 +105,13 @@ fn admit(
     stats.rtsp_connections.fetch_add(1, Ordering::Relaxed);
     // Each evicted task is dropped: its socket closes and its session, if
     // any, ends.
-    for task in tenants::enter(tenants, origin.elapsed(), guest, peer.ip()) {
-        stats.rtsp_evicted.fetch_add(1, Ordering::Relaxed);
-        task.abort();
-    }
+    tenants::enter(
+        tenants,
+        origin.elapsed(),
+        guest,
+        peer.ip(),
+        &stats.rtsp_evicted,
+    );
     let conn = connection::Conn {
         server: server.clone(),
         stream,
