@@ -9,23 +9,40 @@ use std::time::Duration;
 use super::harness::{Media, Serve, start_with_tiny, start_with_tiny_and};
 use crate::common::{Scratch, nagare, wait_until};
 
+/// Runs `nagare loadtest ARGS --json`, which must succeed; its report and
+/// stderr.
+fn loadtest(args: &[&str]) -> (LoadReport, String) {
+    let out = nagare()
+        .arg("loadtest")
+        .args(args)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    let r = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {err}"));
+    (r, err)
+}
+
 #[test]
 fn a_ramp_of_raw_video_reports_its_schedule_and_an_honest_ceiling() {
     let media = Media::new("serve-loadtest");
     let serve = start_with_tiny(&media);
     let dir = Scratch::new("loadtest-plot");
     let plot = dir.path("ramp.png");
-    let out = nagare()
-        .args(["loadtest", &format!("http://{}", serve.http)])
-        .args(["--source", "tiny", "--ramp", "1:2:1"])
-        .args(["--duration", "2", "--warmup", "1", "--json"])
-        .args(["--plot", plot.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
-    let r: LoadReport =
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {err}"));
+    let (r, err) = loadtest(&[
+        &format!("http://{}", serve.http),
+        "--source",
+        "tiny",
+        "--ramp",
+        "1:2:1",
+        "--duration",
+        "2",
+        "--warmup",
+        "1",
+        "--plot",
+        plot.to_str().unwrap(),
+    ]);
     assert!(!r.steps.is_empty(), "{err}");
     for s in &r.steps {
         assert_eq!(s.streams_received, s.streams, "{err}");
@@ -76,23 +93,15 @@ fn rtsp_clients_keep_their_sessions_alive_and_tear_them_down() {
     // Sessions without a keep-alive are reaped after 2 s; each step lasts
     // 1 + 4 s, so only a client that keeps alive stays for the window.
     let mut serve = start_with_tiny_and(&media, &["--session-timeout", "2"]);
-    let out = nagare()
-        .args(["loadtest", &serve.url("tiny")])
-        .args([
-            "--ramp",
-            "2:2:1",
-            "--duration",
-            "4",
-            "--warmup",
-            "1",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
-    let r: LoadReport =
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {err}"));
+    let (r, err) = loadtest(&[
+        &serve.url("tiny"),
+        "--ramp",
+        "2:2:1",
+        "--duration",
+        "4",
+        "--warmup",
+        "1",
+    ]);
     assert_eq!(r.steps.len(), 1, "{err}");
     assert_eq!(r.steps[0].streams_received, 2, "{:?}", r.steps[0]);
     // Serve logs a session's end after it answers TEARDOWN.
