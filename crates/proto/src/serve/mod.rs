@@ -4,9 +4,8 @@
 //! leg sends ([`leg`]), whether a keyed request replays an earlier one
 //! ([`idempotency`]), which ring the read-ahead thread fills next
 //! ([`readahead`]), the SDP a DESCRIBE answers with ([`describe`]) and
-//! how many connections a front end holds ([`ConnectionCaps`], which
-//! turns newcomers away, and [`Roster`], which evicts the longest idle)
-//! and how large and slow an API request may be ([`api_limits`]).
+//! how many connections a front end holds ([`Roster`]: past a cap, the
+//! longest idle is evicted, for RTSP and the HTTP API alike) and how large and slow an API request may be ([`api_limits`]).
 //!
 //! All of it is plain functions over values: the driver keeps the shared
 //! running totals (atomics), reads the clock and passes the time in as
@@ -16,7 +15,6 @@
 pub mod access;
 pub mod api_limits;
 pub mod budget;
-mod caps;
 mod cidr;
 pub mod describe;
 mod error;
@@ -29,6 +27,5 @@ mod tests;
 
 pub use access::{AllowList, Cidr, Token};
 pub use budget::{Budget, Cost, Demand, Work};
-pub use caps::ConnectionCaps;
 pub use error::Error;
 pub use roster::Roster;

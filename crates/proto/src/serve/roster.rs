@@ -1,9 +1,8 @@
 //! The connections a front end holds, and which one gives way when a cap
-//! is reached: serve's RTSP listener keeps to it.
+//! is reached: serve's RTSP and HTTP listeners keep to it.
 //!
-//! Caps on all connections and on those from one client address, as
-//! [`ConnectionCaps`](super::ConnectionCaps) has for the HTTP API; but
-//! when one is reached the newcomer is let in and the connection idle the
+//! Caps on all connections and on those from one client address; when
+//! one is reached the newcomer is let in and the connection idle the
 //! longest (from that address, or at all) is evicted, as [`crate::lobby`]
 //! does for the probe and tree daemons. So a flood of idle connections
 //! keeps rotating through the roster and a real client, which talks as
