@@ -93,10 +93,32 @@ fn fix(c: Cause, cpu: &str) -> String {
              reused memory faults on the host (`nagare doctor` checks it, `--apply` turns it \
              off); otherwise ask for dedicated (pinned) vCPUs or a quieter host"
             .into(),
+        Cause::Timer if on_virtual_machine() => {
+            "the thread woke late with nothing in its way in this guest: on a virtual machine \
+             that is mostly the host not running this vCPU for a while, too short for \
+             /proc/stat's 10 ms steal ticks (it happens most while the other vCPUs are busy; \
+             docs/pacing.md); ask for dedicated (pinned) vCPUs, or keep the other CPUs' load \
+             low; `nagare doctor` shows the timer floor"
+                .into()
+        }
         Cause::Timer => "the thread woke late with nothing in its way: see the host's \
              timer floor with `nagare doctor`; --pacing precise spins the last stretch"
             .into(),
     }
+}
+
+/// Whether this kernel runs under a hypervisor (the CPU's `hypervisor`
+/// flag), where a late wake-up with nothing in the way is mostly time the
+/// host did not run the vCPU.
+fn on_virtual_machine() -> bool {
+    static VM: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *VM.get_or_init(|| {
+        std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|c| {
+            c.lines()
+                .filter(|l| l.starts_with("flags"))
+                .any(|l| l.split_whitespace().any(|f| f == "hypervisor"))
+        })
+    })
 }
 
 fn episode_line(e: &Episode) -> String {

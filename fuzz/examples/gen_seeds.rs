@@ -182,6 +182,7 @@ fn main() {
             "39-A7-94-FF-FE-07-CB-D0:37".parse().expect("clock"),
         )),
         sender_type: Some(SenderType::N),
+        tr_offset: None,
     };
     out.write("sdp", "multicast_ssm", stream.to_sdp(1).as_bytes());
     let unicast = SdpStream {
@@ -192,6 +193,7 @@ fn main() {
         rate: Some(FrameRate::new(30, 1).expect("rate")),
         clock: Some(RefClock::LocalMac([2, 0xfc, 0, 0, 0, 1])),
         sender_type: Some(SenderType::W),
+        tr_offset: None,
         ..stream.clone()
     };
     out.write("sdp", "unicast", unicast.to_sdp(2).as_bytes());

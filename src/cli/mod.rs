@@ -105,6 +105,31 @@ pub(crate) fn parse_sender_type(text: &str) -> Result<SenderType> {
         })
 }
 
+/// How a sender picks its ST 2110-21 TRoffset (`--tr-offset`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum TrOffsetChoice {
+    /// A wide sender declares the offset that gives it its centred lead
+    /// (`SenderSchedule::with_room_to_lead`); N and NL keep TROdefault.
+    #[default]
+    Auto,
+    /// TROdefault, declared by nothing (what a receiver assumes without
+    /// `TROFF`).
+    Default,
+    /// This many microseconds, declared as `TROFF`.
+    Micros(u64),
+}
+
+/// The `--tr-offset` parser: `auto`, `default` or whole microseconds.
+pub(crate) fn parse_tr_offset(text: &str) -> Result<TrOffsetChoice> {
+    match text.trim() {
+        "auto" => Ok(TrOffsetChoice::Auto),
+        "default" => Ok(TrOffsetChoice::Default),
+        n => n.parse::<u64>().map(TrOffsetChoice::Micros).map_err(|_| {
+            anyhow!("--tr-offset '{text}' is not auto, default or whole microseconds (like 1813)")
+        }),
+    }
+}
+
 /// The `--incomplete` parser: clap lists and checks the names, proto's
 /// policy type takes them.
 pub(crate) fn parse_incomplete() -> impl clap::builder::TypedValueParser<Value = Incomplete> {

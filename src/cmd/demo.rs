@@ -150,6 +150,7 @@ fn send_config(
         buffer_frames: 8,
         sender_type: SenderType::W,
         train: None,
+        tr_offset: crate::cli::TrOffsetChoice::Auto,
         pacing: args.pacing,
         gso: true,
         read_delay: Duration::ZERO,

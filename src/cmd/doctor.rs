@@ -372,7 +372,7 @@ fn timer_checks(args: &DoctorArgs, plan: &Plan) -> Result<Vec<Check>> {
     let cpus = crate::net::placement::start_cpus();
     let period = std::time::Duration::from_micros(200);
     let floor = crate::net::wakeup::sample(&cpus, period, args.timer_seconds)?;
-    let w_slack = SenderSchedule::with_jitter_margin(&model, SenderType::W).stall_slack();
+    let w_slack = SenderSchedule::software(&model, SenderType::W).stall_slack();
     let what = format!(
         "{}x{} {} at {} fps, {}-byte packets",
         format.width, format.height, format.pixel_format, fps, plan.packet_size
@@ -415,7 +415,7 @@ fn timer_checks(args: &DoctorArgs, plan: &Plan) -> Result<Vec<Check>> {
     let worst = floor.iter().map(|w| w.p999).max().unwrap_or_default();
     let holds = SenderSchedule::tightest_holdable(&model, Nanos::from(worst));
     let slack = |t| {
-        SenderSchedule::with_jitter_margin(&model, t)
+        SenderSchedule::software(&model, t)
             .stall_slack()
             .as_micros_f64()
     };

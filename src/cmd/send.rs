@@ -24,7 +24,7 @@ use nagare_proto::video::stripe::Rule;
 use nagare_proto::{BitRate, ByteSize, ExtSeq, FrameRate, Nanos, PixelFormat, Ssrc, VideoFormat};
 
 use crate::analysis::ideal::IdealReceiver;
-use crate::cli::{self, Size};
+use crate::cli::{self, Size, TrOffsetChoice};
 use crate::clock::{EpochStart, Origin, Pacing};
 use crate::net::awake::KeepAwake;
 use crate::net::placement::{CpuChoice, Placement, Role};
@@ -87,6 +87,15 @@ pub(crate) struct SendArgs {
     /// (wide: trains of up to CMAX_W packets).
     #[arg(long = "tp", default_value = "w", value_parser = cli::parse_sender_type)]
     pub sender_type: SenderType,
+    /// ST 2110-21 TRoffset, declared in the SDP as TROFF: 'auto' gives a
+    /// wide (W) sender the offset that lets it lead the receiver's reads
+    /// by half of VRX_FULL from each frame's first packet (about 1.8 ms
+    /// at 1080p59.94, so a host stall of 1.5 ms costs no compliance; N
+    /// and NL keep TROdefault); 'default' keeps TROdefault (637 µs at
+    /// 1080p59.94) for receivers that ignore TROFF; a number is
+    /// microseconds.
+    #[arg(long, default_value = "auto", value_name = "auto|default|MICROS", value_parser = cli::parse_tr_offset)]
+    pub tr_offset: cli::TrOffsetChoice,
     /// Packets per train, sent back to back (default: half the longest
     /// train the sender type allows, leaving room for wake-up jitter).
     #[arg(long)]
@@ -204,6 +213,8 @@ pub(crate) struct SendConfig {
     pub sender_type: SenderType,
     /// Packets per train (`None`: the type's default).
     pub train: Option<u64>,
+    /// How the TRoffset is picked (and declared).
+    pub tr_offset: TrOffsetChoice,
     /// How the sender waits between trains.
     pub pacing: Pacing,
     /// Use GSO where available.
@@ -264,6 +275,7 @@ impl SendArgs {
             packetizer.packets_per_frame(),
             (self.sender_type, self.pacing),
             self.train,
+            self.tr_offset,
         )?;
         let interface = self.interface.clone();
         if self.buffer_frames == 0 || self.buffer_frames > 1024 {
@@ -290,6 +302,7 @@ impl SendArgs {
             buffer_frames: self.buffer_frames,
             sender_type: self.sender_type,
             train: self.train,
+            tr_offset: self.tr_offset,
             pacing: self.pacing,
             gso: !self.no_gso,
             read_delay: Duration::from_millis(self.read_delay_ms),
@@ -315,6 +328,7 @@ impl SendConfig {
             packets,
             (self.sender_type, self.pacing),
             self.train,
+            self.tr_offset,
         )
     }
 }
@@ -322,23 +336,30 @@ impl SendConfig {
 /// The ST 2110-21 schedule of one flow of `packets` packets per frame of
 /// a `format` raster: the sender type's, with `train` packets per train
 /// (checked against what the type allows) or the default for how the
-/// sender waits (a spinning sender's jitter margin, or a sleeping one's).
+/// sender waits (a spinning sender's jitter margin, or a sleeping one's),
+/// from the TRoffset `tr_offset` picks.
 pub(crate) fn shaping(
     format: VideoFormat,
     rate: FrameRate,
     packets: usize,
     (sender, pacing): (SenderType, Pacing),
     train: Option<u64>,
+    tr_offset: TrOffsetChoice,
 ) -> Result<SenderSchedule> {
     let packets = u32::try_from(packets).unwrap_or(u32::MAX);
-    let model = Model::new(rate, format.height, Scan::Progressive, packets)
+    let mut model = Model::new(rate, format.height, Scan::Progressive, packets)
         .map_err(|e| anyhow!("the ST 2110-21 model of this stream: {e}"))?;
+    if let TrOffsetChoice::Micros(us) = tr_offset {
+        model = model
+            .with_tr_offset(Nanos::from_micros(us))
+            .map_err(|e| anyhow!("--tr-offset {us}: {e}"))?;
+    }
     let schedule = match pacing {
         Pacing::Precise => SenderSchedule::with_jitter_margin(&model, sender),
         Pacing::Efficient => SenderSchedule::for_sleeping_sender(&model, sender),
     };
-    match train {
-        None => Ok(schedule),
+    let schedule = match train {
+        None => schedule,
         Some(n) => schedule.with_train(n).map_err(|e| {
             anyhow!(
                 "--train {n} with --tp {}: {e} (CMAX {}, VRX_FULL {} for {packets} packets a frame)",
@@ -346,7 +367,13 @@ pub(crate) fn shaping(
                 schedule.cmax(),
                 schedule.vrx_full()
             )
-        }),
+        })?,
+    };
+    match tr_offset {
+        TrOffsetChoice::Auto => schedule
+            .with_room_to_lead()
+            .map_err(|e| anyhow!("the TRoffset that gives this stream room to lead: {e}")),
+        TrOffsetChoice::Default | TrOffsetChoice::Micros(_) => Ok(schedule),
     }
 }
 
@@ -416,6 +443,7 @@ fn write_sdp(
         name: format!("nagare {}", cfg.input),
         clock: Some(clock),
         sender_type: Some(cfg.sender_type),
+        tr_offset: declared_tr_offset(cfg, format)?,
     };
     let mut session = sdp.to_session((crate::clock::epoch_ns() / 1_000_000_000) as u64);
     // Stripes' RTCP lies past their RTP ports, not at port + 1.
@@ -426,6 +454,13 @@ fn write_sdp(
     }
     let text = session.to_sdp();
     std::fs::write(path, text).with_context(|| format!("writing SDP to '{}'", path.display()))
+}
+
+/// The `TROFF` of a flow of `format`: its schedule's TRoffset when that
+/// is not TROdefault.
+fn declared_tr_offset(cfg: &SendConfig, format: VideoFormat) -> Result<Option<Nanos>> {
+    let packets = Packetizer::new(format, cfg.packet_size, Ssrc(0))?.packets_per_frame();
+    Ok(cfg.shaping(packets)?.declared_tr_offset())
 }
 
 /// The MAC naming this host's clock for a stream sent from `local`.
@@ -1239,8 +1274,13 @@ pub(crate) fn pacing_verdict(a: &nagare_api::st2110::AnalyzeReport) -> String {
     for l in crate::analysis::output::verdict_lines(a) {
         out.push_str(&format!("\nsend: {l}"));
     }
+    // The reads start TRoffset into each frame: a wide sender's declared
+    // one (TROFF) is longer than TROdefault, and is the lead it can use.
+    let tro = a.model.as_ref().map_or(String::new(), |m| {
+        format!("; reads from TRoffset {:.0} µs", m.tr_offset_ns / 1e3)
+    });
     out.push_str(&format!(
-        "\nsend: Cinst p50 {:.0} p99 {:.0} max {:.0}; FPT p50 {:.1} µs max {:.1} µs; {declared}",
+        "\nsend: Cinst p50 {:.0} p99 {:.0} max {:.0}; FPT p50 {:.1} µs max {:.1} µs{tro}; {declared}",
         a.cinst.p50, a.cinst.p99, a.cinst.max, a.fpt_us.p50, a.fpt_us.max,
     ));
     out

@@ -1,6 +1,7 @@
 //! ST 2110 conformance: the SDP nagare writes passes AMWA's sdpoker with
 //! its strictest ST 2110 checks.
 
+use nagare_proto::Nanos;
 use nagare_proto::sdp::{RefClock, SdpStream};
 use nagare_proto::video::st2110_21::{Measure, RtpClock, SenderType};
 
@@ -728,6 +729,74 @@ fn recv_analyze_judges_the_stream_it_records() {
     assert_eq!(ideal.frames, frames - 1);
     assert_eq!(ideal.broken_type, Some(SenderType::NL));
     assert_eq!(ideal.frames_kept.nl + ideal.broken_total, ideal.frames);
+}
+
+#[test]
+fn a_wide_sender_declares_the_tr_offset_it_leads_from_and_recv_judges_by_it() {
+    use nagare_api::video::{RecvReport, SendReport};
+    let s = Scratch::new("troff");
+    let port = free_udp_port();
+    let to = format!("127.0.0.1:{port}");
+    let shape = ["--size", "320x240", "--pix-fmt", "uyvy422", "--fps", "50"];
+    let mut args = vec!["--to", to.as_str()];
+    args.extend(shape);
+    // About 135 packets a frame, TRS about 142 µs: TROdefault (747 µs)
+    // leaves W 4 reads of lead; it is given MAX_ROOM (4 ms), which needs a
+    // TRoffset of a little more (the proto tests have the exact rule).
+    let sdp = &send_sdps(&s, &args, &["out.sdp"])[0];
+    let tro = sdp.1.tr_offset.expect("a wide sender declares TROFF");
+    assert!(
+        (Nanos::from_micros(4_000)..Nanos::from_micros(5_000)).contains(&tro),
+        "{tro}"
+    );
+    let text = std::fs::read_to_string(&sdp.0).unwrap();
+    let troff = format!("; TP=2110TPW; TROFF={}; ", tro.0 / 1000);
+    assert!(text.contains(&troff), "{text}");
+    // recv reads the offset from the SDP and judges from it, as the
+    // sender judges itself.
+    let frames = 10u64;
+    let mut recv = nagare();
+    recv.args([
+        "recv",
+        "--sdp",
+        sdp.0.to_str().unwrap(),
+        "--analyze",
+        "--json",
+    ])
+    .args(["--frames", &frames.to_string(), "--timeout", "5"]);
+    let mut r = crate::common::Running::spawn(recv);
+    r.listening();
+    let out = nagare()
+        .args(["send", "pattern:bars"])
+        .args(&args)
+        .args(["--frames", &frames.to_string(), "--json"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let sent: SendReport = crate::common::parse_report(&String::from_utf8_lossy(&out.stdout));
+    let (status, out, err) = r.finish();
+    assert!(status.success(), "{err}");
+    let got: RecvReport = crate::common::parse_report(&out);
+    let judged = |m: Option<&nagare_api::st2110::StreamModel>| m.map(|m| m.tr_offset_ns);
+    let a = got.analysis.expect("recv --analyze reports an analysis");
+    assert_eq!(judged(a.model.as_ref()), Some(tro.0 as f64));
+    let ideal = sent.st2110_21.expect("send judges its stream");
+    assert_eq!(judged(ideal.model.as_ref()), Some(tro.0 as f64));
+    // Its first packets leave ahead of the reads by the lead, after
+    // their frame's epoch start.
+    assert!(ideal.fpt_us.max < tro.0 as f64 / 1e3, "{:?}", ideal.fpt_us);
+    assert!(ideal.fpt_us.p50 > 0.0, "{:?}", ideal.fpt_us);
+    // TROdefault when asked, or for a narrow sender; a given offset as is.
+    let mut plain = args.clone();
+    plain.extend(["--tr-offset", "default"]);
+    assert_eq!(send_sdps(&s, &plain, &["out.sdp"])[0].1.tr_offset, None);
+    let mut nl = args.clone();
+    nl.extend(["--tp", "nl"]);
+    assert_eq!(send_sdps(&s, &nl, &["out.sdp"])[0].1.tr_offset, None);
+    let mut given = args.clone();
+    given.extend(["--tr-offset", "2000"]);
+    let given = &send_sdps(&s, &given, &["out.sdp"])[0].1;
+    assert_eq!(given.tr_offset, Some(Nanos::from_micros(2_000)));
 }
 
 #[test]

@@ -11,7 +11,7 @@
 use nagare_proto::video::FrameRate;
 use nagare_proto::video::sender::{Event, FlowSpec, Input, Sender};
 use nagare_proto::video::st2110_21::{
-    Analyzer, Model, Observation, Scan, SenderSchedule, SenderType, Summary,
+    Analyzer, MAX_ROOM, Model, Observation, Scan, SenderSchedule, SenderType, Summary,
 };
 use nagare_proto::{ByteSize, Nanos, Ssrc};
 
@@ -69,8 +69,16 @@ fn run(stall: Nanos) -> Run {
 /// Sends `FRAMES` frames; the sender cannot run from `into` after the
 /// epoch start of frame 3 for `stall`.
 fn run_at(into: Nanos, stall: Nanos) -> Run {
-    let m = model();
-    let schedule = SenderSchedule::with_jitter_margin(&m, SenderType::W);
+    run_with(
+        SenderSchedule::with_jitter_margin(&model(), SenderType::W),
+        into,
+        stall,
+    )
+}
+
+/// [`run_at`] with `schedule`, judged by its own model (its TRoffset).
+fn run_with(schedule: SenderSchedule, into: Nanos, stall: Nanos) -> Run {
+    let m = *schedule.model();
     let first = m.epoch_frame(Nanos::from_secs(1_750_000_000)) + 1;
     let start = Nanos(u64::try_from(m.rate().frame_start_ns(first)).unwrap());
     let mut s = Sender::new();
@@ -236,4 +244,62 @@ fn a_longer_stall_breaks_only_its_frame_and_recovers_as_fast_as_cinst_allows() {
         let took = r.recovered_after.as_nanos() as f64;
         assert!(took < least, "stall {stall_ms} ms: took {took} ns");
     }
+}
+
+#[test]
+fn room_to_lead_holds_at_the_frame_start_a_stall_the_default_offset_cannot() {
+    let base = SenderSchedule::with_jitter_margin(&model(), SenderType::W);
+    let roomy = base.with_room_to_lead().unwrap();
+    // The centred lead, (VRX_FULL_W 863 − train 8) / 2 = 427 reads, needs
+    // a TRoffset of 489 reads, 1812.7 µs: declared as TROFF=1813.
+    assert_eq!((roomy.train(), roomy.lead()), (8, 427));
+    assert_eq!(roomy.declared_tr_offset(), Some(Nanos::from_micros(1_813)));
+    assert_eq!(base.declared_tr_offset(), None);
+    let slack = roomy.stall_slack();
+    assert!(slack > Nanos::from_micros(1_580), "{slack}");
+    // 1.4 ms stopped 2 ms into frame 3: past TROdefault's 557 µs of lead,
+    // within the centred lead.
+    let stall = Nanos::from_micros(1_400);
+    assert_eq!(
+        run_with(base, Nanos::from_micros(2_000), stall).broken,
+        vec![3]
+    );
+    for into_us in [100, 2_000, 9_000, 16_000] {
+        let r = run_with(roomy, Nanos::from_micros(into_us), stall);
+        assert_eq!(r.broken, Vec::<u64>::new(), "stall at {into_us} µs");
+        assert_eq!(r.summary.complies_with(SenderType::W), Some(true));
+        assert!(r.summary.cinst.max() < cmax_w());
+        let peak = r.summary.vrx_gapped.range.unwrap().peak;
+        assert!(peak <= i64::try_from(roomy.vrx_full()).unwrap(), "{peak}");
+    }
+    // A frame's first packet still leaves inside its own epoch frame.
+    let first = roomy.release(10, 0);
+    let epoch = Nanos(u64::try_from(model().rate().frame_start_ns(10)).unwrap());
+    assert!(first > epoch, "{first} {epoch}");
+}
+
+#[test]
+fn only_a_wide_sender_is_given_room_and_a_short_frame_at_most_half_a_frame() {
+    for t in [SenderType::N, SenderType::NL] {
+        let s = SenderSchedule::with_jitter_margin(&model(), t);
+        assert_eq!(s.with_room_to_lead().unwrap(), s);
+    }
+    // 64 packets a frame at 250 fps: VRX_FULL_W 720 is longer than the
+    // frame, so the lead stops at about half of it: 32 reads, and one more
+    // that the offset's rounding up to a whole microsecond makes room for.
+    let rate = FrameRate::new(250, 1).unwrap();
+    let small = Model::new(rate, 360, Scan::Progressive, 64).unwrap();
+    let s = SenderSchedule::with_jitter_margin(&small, SenderType::W)
+        .with_room_to_lead()
+        .unwrap();
+    assert_eq!(s.lead(), 33);
+    assert!(s.declared_tr_offset().unwrap() < small.frame_period().floor());
+    // At 25 fps half a frame is 20 ms: the lead stops at MAX_ROOM, 4 ms
+    // (TRS 600 µs: 6 reads, 3.6 ms), and the read the rounding adds.
+    let slow = Model::new(FrameRate::new(25, 1).unwrap(), 360, Scan::Progressive, 64).unwrap();
+    let s = SenderSchedule::with_jitter_margin(&slow, SenderType::W)
+        .with_room_to_lead()
+        .unwrap();
+    assert_eq!(s.lead(), 7);
+    assert!(s.stall_slack() < MAX_ROOM + s.trs().floor());
 }

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use nagare_api::st2110::AnalyzeReport;
+use nagare_proto::Nanos;
 use nagare_proto::sdp::SdpStream;
 use nagare_proto::video::st2110_21::{Compliance, Monitor, Scan, SenderType, StreamShape};
 use nagare_proto::{FrameRate, PixelFormat};
@@ -63,6 +64,11 @@ pub(crate) struct AnalyzeArgs {
     /// SDP's TP=).
     #[arg(long = "tp", value_parser = cli::parse_sender_type)]
     pub sender_type: Option<SenderType>,
+    /// The TRoffset to judge from, in microseconds (default: the SDP's
+    /// TROFF, else TROdefault). A wide nagare sender declares one (see
+    /// `send --tr-offset`).
+    #[arg(long, value_name = "MICROS")]
+    pub tr_offset: Option<u64>,
     /// Multicast interface (live), by address or name.
     #[arg(long, value_parser = cli::parse_interface)]
     pub interface: Option<Interface>,
@@ -122,7 +128,10 @@ impl AnalyzeArgs {
                 format,
                 scan: Scan::Progressive,
                 packets: self.packets,
-                tr_offset: None,
+                tr_offset: self
+                    .tr_offset
+                    .map(Nanos::from_micros)
+                    .or(sdp.as_ref().and_then(|s| s.tr_offset)),
             },
             declared: self
                 .sender_type

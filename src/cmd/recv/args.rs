@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
+use nagare_proto::Nanos;
 use nagare_proto::sdp::SdpStream;
 use nagare_proto::video::receiver::Incomplete;
 use nagare_proto::video::st2110_21::{Scan, SenderType, StreamShape};
@@ -106,6 +107,12 @@ pub(crate) struct RecvArgs {
     /// offset, verdict; see `nagare analyze`), from kernel receive stamps.
     #[arg(long)]
     pub analyze: bool,
+    /// The TRoffset the sender declares (its SDP's TROFF, microseconds),
+    /// for --analyze without --sdp: a wide nagare sender declares one
+    /// (see `send --tr-offset`), and judged from TROdefault its packets
+    /// would look late.
+    #[arg(long, value_name = "MICROS")]
+    pub tr_offset: Option<u64>,
     /// Also bind the RTP port + 1, read the sender's RTCP reports there
     /// and answer them with receiver reports (loss, jitter). Not by
     /// default: receivers of consecutive ports (one per stripe) would
@@ -210,6 +217,7 @@ impl RecvArgs {
             })
             .transpose()?;
         let mut declared = None;
+        let mut tr_offset = self.tr_offset.map(Nanos::from_micros);
         let (listen, format, mut rate) = match (&self.listen, self.sdp.as_slice()) {
             (Some(l), []) => {
                 let listen = udp::parse_addr(l, "listen address")?;
@@ -227,6 +235,7 @@ impl RecvArgs {
                 }
                 self.agrees_with(&sdp.format, path)?;
                 declared = sdp.sender_type;
+                tr_offset = tr_offset.or(sdp.tr_offset);
                 (SocketAddr::new(sdp.address, sdp.port), sdp.format, sdp.rate)
             }
             _ => bail!("give either --listen HOST:PORT with --size and --pix-fmt, or --sdp FILE"),
@@ -249,7 +258,7 @@ impl RecvArgs {
         // (GStreamer, FFmpeg) send each frame as one burst.
         let buffer_bytes = (format.frame_bytes() * 4).clamp(16 << 20, 512 << 20);
         let analyze = if self.analyze {
-            Some(analyze_spec(format, rate, declared)?)
+            Some(analyze_spec(format, rate, (declared, tr_offset))?)
         } else {
             None
         };
@@ -286,7 +295,7 @@ impl RecvArgs {
 fn analyze_spec(
     format: VideoFormat,
     rate: Option<FrameRate>,
-    declared: Option<SenderType>,
+    (declared, tr_offset): (Option<SenderType>, Option<Nanos>),
 ) -> Result<AnalyzeSpec> {
     let rate = rate
         .ok_or_else(|| anyhow!("--analyze needs the frame rate: give --fps (like 60000/1001)"))?;
@@ -298,7 +307,7 @@ fn analyze_spec(
             format: Some(format.pixel_format),
             scan: Scan::Progressive,
             packets: None,
-            tr_offset: None,
+            tr_offset,
         },
         declared,
         print_seconds: false,

@@ -7,6 +7,7 @@ use std::net::IpAddr;
 use super::clock::RefClock;
 use super::session::{Connection, Media, Origin, Session, SourceFilter};
 use super::{Error, Param};
+use crate::units::Nanos;
 use crate::video::format::{FrameRate, PixelFormat, VideoFormat};
 use crate::video::st2110_21::SenderType;
 
@@ -36,6 +37,10 @@ pub struct SdpStream {
     pub clock: Option<RefClock>,
     /// The ST 2110-21 sender type the fmtp's `TP=` declares.
     pub sender_type: Option<SenderType>,
+    /// The TRoffset the fmtp's `TROFF=` declares (ST 2110-21 § 8.2, whole
+    /// microseconds), when the sender does not keep TROdefault: a
+    /// receiver judging the stream must read from this offset.
+    pub tr_offset: Option<Nanos>,
 }
 
 impl SdpStream {
@@ -91,9 +96,12 @@ impl SdpStream {
         let tp = self
             .sender_type
             .map_or(String::new(), |t| format!("; TP={}", t.sdp_value()));
+        let troff = self
+            .tr_offset
+            .map_or(String::new(), |t| format!("; TROFF={}", t.0 / 1000));
         format!(
             "sampling={}; width={}; height={}; {rate}depth={}; TCS=SDR; colorimetry=BT709; \
-             {range}PM=2110GPM; SSN=ST2110-20:2017{tp}",
+             {range}PM=2110GPM; SSN=ST2110-20:2017{tp}{troff}",
             f.pixel_format.sampling(),
             f.width,
             f.height,
@@ -156,7 +164,12 @@ impl SdpStream {
             .ok_or(Error::NoConnection)?;
         encoding.ok_or(Error::NoRtpmap)?;
         let fmtp = media.fmtp.as_deref().ok_or(Error::NoFmtp)?;
-        let (format, rate, sender_type) = parse_fmtp(fmtp)?;
+        let Fmtp {
+            format,
+            rate,
+            sender_type,
+            tr_offset,
+        } = parse_fmtp(fmtp)?;
         let filter = media
             .source_filter
             .as_ref()
@@ -176,16 +189,31 @@ impl SdpStream {
             name: session.name.clone(),
             clock: media.ts_refclk.as_deref().and_then(RefClock::parse),
             sender_type,
+            tr_offset,
         })
     }
 }
 
-/// The format, frame rate and sender type of an ST 2110-20 `a=fmtp`
-/// parameter list (FFmpeg's and GStreamer's spacing too).
-fn parse_fmtp(fmtp: &str) -> Result<(VideoFormat, Option<FrameRate>, Option<SenderType>), Error> {
+/// What nagare reads of an `a=fmtp` line.
+struct Fmtp {
+    format: VideoFormat,
+    rate: Option<FrameRate>,
+    sender_type: Option<SenderType>,
+    tr_offset: Option<Nanos>,
+}
+
+/// The longest `TROFF` read: a TRoffset is shorter than a frame, and no
+/// frame rate nagare takes is below 1 fps.
+const MAX_TROFF_MICROS: u64 = 1_000_000;
+
+/// The format, frame rate, sender type and TRoffset of an ST 2110-20
+/// `a=fmtp` parameter list (FFmpeg's and GStreamer's spacing too). A
+/// `TP` or `TROFF` that is not one the standard allows reads as absent,
+/// as if the sender had not declared it.
+fn parse_fmtp(fmtp: &str) -> Result<Fmtp, Error> {
     let mut sampling = None;
     let (mut width, mut height, mut depth) = (None, None, None);
-    let (mut rate, mut sender_type) = (None, None);
+    let (mut rate, mut sender_type, mut tr_offset) = (None, None, None);
     for param in fmtp.split(';') {
         let (k, v) = param.split_once('=').unwrap_or((param, ""));
         let (k, v) = (k.trim(), v.trim());
@@ -196,6 +224,13 @@ fn parse_fmtp(fmtp: &str) -> Result<(VideoFormat, Option<FrameRate>, Option<Send
             "depth" => depth = v.parse::<u32>().ok(),
             "exactframerate" => rate = v.parse::<FrameRate>().ok(),
             "tp" => sender_type = SenderType::from_sdp(v),
+            "troff" => {
+                tr_offset = v
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|&us| us <= MAX_TROFF_MICROS)
+                    .map(Nanos::from_micros)
+            }
             "interlace" => return Err(Error::Interlaced),
             _ => {}
         }
@@ -210,7 +245,12 @@ fn parse_fmtp(fmtp: &str) -> Result<(VideoFormat, Option<FrameRate>, Option<Send
         pixel_format,
     )
     .map_err(Error::Format)?;
-    Ok((format, rate, sender_type))
+    Ok(Fmtp {
+        format,
+        rate,
+        sender_type,
+        tr_offset,
+    })
 }
 
 #[cfg(test)]
@@ -229,6 +269,21 @@ mod tests {
             name: "test".into(),
             clock: Some(RefClock::LocalMac([2, 0xfc, 0, 0, 0, 1])),
             sender_type: Some(SenderType::N),
+            tr_offset: None,
+        }
+    }
+
+    #[test]
+    fn troff_is_written_in_whole_microseconds_and_read_back() {
+        let mut s = stream();
+        s.sender_type = Some(SenderType::W);
+        s.tr_offset = Some(Nanos::from_micros(1_813));
+        let text = s.to_sdp(1);
+        assert!(text.contains("; TP=2110TPW; TROFF=1813; \r\n"), "{text}");
+        assert_eq!(SdpStream::parse(&text).unwrap(), s);
+        for bad in ["-5", "1.5", "x", "", "1000001", "99999999999999999999"] {
+            let t = text.replace("TROFF=1813", &format!("TROFF={bad}"));
+            assert_eq!(SdpStream::parse(&t).unwrap().tr_offset, None, "{bad}");
         }
     }
 

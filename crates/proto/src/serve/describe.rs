@@ -43,6 +43,7 @@ pub fn sdp(name: &str, track: Track, session_id: u64) -> String {
             // types, and RTSP clients ignore the clock line.
             clock: None,
             sender_type: None,
+            tr_offset: None,
         }
         .to_session(session_id),
         Track::Ts => {

@@ -147,6 +147,7 @@ pub fn sender_sdp(
                 name: name.to_string(),
                 clock,
                 sender_type: None,
+                tr_offset: None,
             }
             .to_session(session_id),
             Track::Ts => ts_session(name, *address, *port, *source, session_id),

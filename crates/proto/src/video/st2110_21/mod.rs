@@ -98,7 +98,7 @@ pub use model::{ExactNanos, Limits, MAX_PACKETS, MAX_RATE_TERM, Model, ReadSched
 pub use monitor::{
     Event as MonitorEvent, LearnError, MAX_LEARN, Monitor, MonitorStats, REFUSE_AFTER, StreamShape,
 };
-pub use sender::{CinstGate, SenderSchedule};
+pub use sender::{CinstGate, MAX_ROOM, SenderSchedule};
 
 use crate::units::Nanos;
 

@@ -302,6 +302,11 @@ impl Model {
         )
     }
 
+    /// The TRoffset the SDP signals (`TROFF`), if any.
+    pub const fn signalled_tr_offset(&self) -> Option<Nanos> {
+        self.tr_offset
+    }
+
     /// The TRoffset in use: signalled, or TROdefault.
     pub fn tr_offset(&self) -> ExactNanos {
         match self.tr_offset {

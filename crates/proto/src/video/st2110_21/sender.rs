@@ -45,6 +45,13 @@ pub struct SenderSchedule {
     ramp: u64,
 }
 
+/// The most lead [`SenderSchedule::with_room_to_lead`] makes room for:
+/// 4 ms covers the stalls a shared 2-vCPU virtual machine showed in all
+/// but about one 5-second run in twenty (Intel Xeon @ 2.50 GHz,
+/// Firecracker: stalls of 1.3 to 4.2 ms broke TROdefault's lead; longer
+/// ones were 8 to 15 ms), and bounds the latency the offset adds.
+pub const MAX_ROOM: Nanos = Nanos(4_000_000);
+
 /// The unit of [`SenderSchedule`]'s lead growth: 1/1024 of a read per read.
 const RAMP_UNIT: u64 = 1024;
 
@@ -99,6 +106,53 @@ impl SenderSchedule {
             train: (s.max_train() * 3 / 4).max(1),
             ..s
         }
+    }
+
+    /// The same schedule with room to lead: its model's TRoffset raised,
+    /// when TROdefault is too short, to the least whole microsecond that
+    /// lets a frame's first train leave [`lead`](Self::lead)'s centred
+    /// lead ahead of its first read without leaving before its own epoch
+    /// frame (see [`max_lead`]). The raised offset is what the sender
+    /// declares (ST 2110-21 § 8.2, `TROFF=` in microseconds); a receiver
+    /// that reads the SDP judges by it, and its only cost is that much
+    /// more latency.
+    ///
+    /// Why: with TROdefault (637 µs at 1080p59.94) a frame's first train
+    /// can lead by at most 7/8 of it, so a host that stalls the sender
+    /// for half a millisecond early in a frame empties a W receiver's
+    /// buffer, though VRX_FULL_W holds milliseconds of packets. A longer
+    /// TRoffset moves the reads, not the sends, so the lead the type
+    /// allows is usable from the first packet on.
+    pub fn with_room_to_lead(self) -> Result<SenderSchedule, Error> {
+        // A raster of few packets a frame has a VRX_FULL_W longer than the
+        // frame, and a slow one a VRX_FULL_W of many milliseconds: half a
+        // frame, and MAX_ROOM, are lead enough there, and each read of
+        // lead is latency.
+        let half_frame = u64::from(self.model.packets()) / 2;
+        let trs = self.trs();
+        let most = u64::try_from(u128::from(MAX_ROOM.0) * trs.den() / trs.num().max(1))
+            .unwrap_or(u64::MAX);
+        let centred = (self.vrx_full().saturating_sub(self.train) / 2)
+            .min(half_frame)
+            .min(most);
+        if centred <= self.max_lead {
+            return Ok(self);
+        }
+        // max_lead(r) = r − ⌈r / 8⌉ ≥ centred for r = centred + ⌈centred / 7⌉ + 1.
+        let reads = centred + centred.div_ceil(7) + 1;
+        let ns = (trs.num() * u128::from(reads)).div_ceil(trs.den().max(1));
+        let micros = u64::try_from(ns.div_ceil(1000)).unwrap_or(u64::MAX / 1000);
+        let model = self.model.with_tr_offset(Nanos(micros * 1000))?;
+        Ok(SenderSchedule {
+            train: self.train,
+            ..SenderSchedule::new(&model, self.sender)
+        })
+    }
+
+    /// The TRoffset the sender must declare (`TROFF=`): the model's, when
+    /// it is not TROdefault.
+    pub fn declared_tr_offset(&self) -> Option<Nanos> {
+        self.model.signalled_tr_offset()
     }
 
     /// The same schedule with trains of `train` packets (1..=max_train).
@@ -217,13 +271,22 @@ impl SenderSchedule {
     }
 
     /// The tightest sender type whose software schedule
-    /// ([`with_jitter_margin`](Self::with_jitter_margin)) has more slack
+    /// ([`software`](Self::software)) has more slack
     /// than `wake_latency`, the host's worst usual wake-up delay, for
     /// `model`; `None` when even W has less.
     pub fn tightest_holdable(model: &Model, wake_latency: Nanos) -> Option<SenderType> {
         [SenderType::N, SenderType::NL, SenderType::W]
             .into_iter()
-            .find(|&t| SenderSchedule::with_jitter_margin(model, t).stall_slack() > wake_latency)
+            .find(|&t| SenderSchedule::software(model, t).stall_slack() > wake_latency)
+    }
+
+    /// The schedule `nagare send` keeps by default: the jitter margin's
+    /// trains ([`with_jitter_margin`](Self::with_jitter_margin)) with room
+    /// to lead ([`with_room_to_lead`](Self::with_room_to_lead)), or
+    /// without it where the model cannot take the longer offset.
+    pub fn software(model: &Model, sender: SenderType) -> SenderSchedule {
+        let s = SenderSchedule::with_jitter_margin(model, sender);
+        s.with_room_to_lead().unwrap_or(s)
     }
 
     /// When packet `packet` (0-based) of epoch frame `frame` leaves.
@@ -454,17 +517,20 @@ mod tests {
     #[test]
     fn the_tightest_type_a_host_holds_follows_each_types_slack() {
         let m = p5994();
-        let slack = |t| SenderSchedule::with_jitter_margin(&m, t).stall_slack();
-        // N: 3 reads ahead, 11 µs; NL: 3 linear reads, 11.6 µs; W: 150
-        // reads, 557 µs.
+        let slack = |t| SenderSchedule::software(&m, t).stall_slack();
+        // N: 3 reads ahead, 11 µs; NL: 3 linear reads, 11.6 µs; W: 427
+        // reads from its declared TRoffset, 1.58 ms (150, 557 µs, from
+        // TROdefault).
         assert_eq!(slack(SenderType::N), Nanos(11_122));
-        assert_eq!(slack(SenderType::W), Nanos(556_111));
+        assert_eq!(slack(SenderType::W), Nanos(1_583_062));
+        let plain = SenderSchedule::with_jitter_margin(&m, SenderType::W);
+        assert_eq!(plain.stall_slack(), Nanos(556_111));
         let holds = |us| SenderSchedule::tightest_holdable(&m, Nanos::from_micros(us));
         assert_eq!(holds(5), Some(SenderType::N));
         assert_eq!(holds(11), Some(SenderType::N));
         assert_eq!(holds(12), Some(SenderType::W));
-        assert_eq!(holds(556), Some(SenderType::W));
-        assert_eq!(holds(557), None);
+        assert_eq!(holds(1_583), Some(SenderType::W));
+        assert_eq!(holds(1_584), None);
     }
 
     #[test]
