@@ -875,3 +875,114 @@ fn a_flipped_byte_on_an_encrypted_link_is_named_and_the_peer_recovers() {
     assert!(clean.link_errors.is_empty(), "{clean:?}");
     assert_eq!(clean.last, Some(frames - 1));
 }
+
+/// Holds TCP connections to `addr` that send one byte of a handshake and
+/// nothing more, as a trickler does.
+struct Tricklers(Vec<std::net::TcpStream>);
+
+impl Tricklers {
+    fn open(addr: &str, n: usize, into: &mut Tricklers) {
+        use std::io::Write;
+        for _ in 0..n {
+            // The source may already have evicted and closed older ones;
+            // a refused connect is not this test's business.
+            if let Ok(mut s) = std::net::TcpStream::connect(addr) {
+                let _ = s.write_all(&[0]);
+                into.0.push(s);
+            }
+        }
+    }
+
+    /// How many the source has closed, reading each until it ends or
+    /// `limit` passes.
+    fn closed_by_source(&mut self, limit: Duration) -> usize {
+        let end = Instant::now() + limit;
+        let mut closed = 0;
+        let mut buf = [0u8; 256];
+        for s in &mut self.0 {
+            loop {
+                let left = end.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                s.set_read_timeout(Some(left)).unwrap();
+                match s.read(&mut buf) {
+                    // The challenge, or whatever else comes before the end.
+                    Ok(n) if n > 0 => continue,
+                    Ok(_) => {
+                        closed += 1;
+                        break;
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                        closed += 1;
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+        closed
+    }
+}
+
+/// `peers` `tree join` processes started at once from 127.0.0.1, with
+/// `tricklers` idle connections from the same address opened among them:
+/// every peer must attach and record every frame, and every trickler
+/// must be closed by the source.
+fn burst(peers: usize, tricklers: usize) {
+    let dir = Scratch::new(&format!("burst{peers}"));
+    let mut procs = Procs::default();
+    let src_report = dir.path("source.json");
+    // 8 s of frames: the source is still running when every trickler
+    // has had the handshake deadline (5 s), so what closes them is the
+    // lobby, not the source's exit.
+    let frames = 240u64;
+    let addr = start_bars(&mut procs, "160x120", frames, peers as u32, &src_report);
+    let mut held = Tricklers(Vec::new());
+    // A third of the tricklers first, the rest among the joins.
+    Tricklers::open(&addr, tricklers / 3, &mut held);
+    let per_join = (tricklers - tricklers / 3).div_ceil(peers);
+    for i in 0..peers {
+        let c = nagare()
+            .args(["tree", "join", &addr, "--listen", "127.0.0.1:0"])
+            .args(["--timeout", "60", "--report"])
+            .arg(dir.path(&format!("p{i}.json")))
+            .env("NAGARE_TREE_KEY", KEY)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        procs.push(c);
+        let left = tricklers.saturating_sub(held.0.len());
+        Tricklers::open(&addr, per_join.min(left), &mut held);
+    }
+    assert!(held.0.len() >= tricklers * 9 / 10, "{}", held.0.len());
+    // Evicted by newcomers, or expired after the handshake deadline (5 s):
+    // none is left open while the source runs.
+    let n = held.0.len();
+    assert_eq!(held.closed_by_source(Duration::from_secs(6)), n);
+    assert!(
+        procs.0[0].try_wait().unwrap().is_none(),
+        "the source ended before the tricklers were judged"
+    );
+    let ok = procs.wait_all(Duration::from_secs(120));
+    assert!(
+        ok.iter().all(|&o| o),
+        "{} of {} processes failed (source first): {ok:?}",
+        ok.iter().filter(|&&o| !o).count(),
+        ok.len()
+    );
+    let truth = source_report(&src_report).fingerprints;
+    assert_eq!(truth.len() as u64, frames);
+    for i in 0..peers {
+        let r = peer_report(&dir.path(&format!("p{i}.json")));
+        assert!(r.ended, "peer {i}: {r:?}");
+        assert_eq!(r.fingerprints, truth, "peer {i} recorded other frames");
+    }
+}
+
+#[test]
+fn bursts_of_30_then_100_peers_from_one_address_attach_while_300_tricklers_are_evicted() {
+    burst(30, 300);
+    burst(100, 300);
+}
