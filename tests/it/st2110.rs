@@ -427,8 +427,38 @@ fn a_capture_is_judged_as_worked_out_by_hand() {
     );
     let cinst_9: Vec<_> = r.cinst_histogram.iter().filter(|b| b[0] == 9).collect();
     assert_eq!(cinst_9, [&[9, 1]]);
-    let png = std::fs::read(&plot).unwrap();
-    assert_eq!(&png[1..4], b"PNG");
+    // The figure, read as pixels: a title block of 80 px over three
+    // panels of 333 px (Cinst, VRX, FPT), each limit a dashed line of its
+    // own colour across its panel.
+    let img = image::open(&plot).unwrap().to_rgb8();
+    assert_eq!((img.width(), img.height()), (1200, 1080));
+    let in_panel = |k: u32, c: [u8; 3]| {
+        let (y0, y1) = (80 + k * 333, 80 + (k + 1) * 333);
+        (0..img.width())
+            .flat_map(|x| (y0..y1).map(move |y| (x, y)))
+            .filter(|&(x, y)| img.get_pixel(x, y).0 == c)
+            .count()
+    };
+    let (green, red, purple, orange) = (
+        [44, 160, 44],
+        [214, 39, 40],
+        [148, 103, 189],
+        [255, 127, 14],
+    );
+    // CMAX_N (4), CMAX_NL (4) and CMAX_W (16) all sit on the Cinst scale.
+    assert!(
+        in_panel(0, green) + in_panel(0, purple) > 600,
+        "no CMAX_N/NL line"
+    );
+    assert!(in_panel(0, red) > 600, "no CMAX_W line");
+    // VRX_FULL_N (8) on the VRX scale; VRX_FULL_W (720) would squash the
+    // data (peak 10), so only its legend entry is drawn.
+    assert!(in_panel(1, green) > 600, "no VRX_FULL_N line");
+    let w_legend = in_panel(1, red);
+    assert!((10..200).contains(&w_legend), "VRX_FULL_W: {w_legend} px");
+    // TRoffset (764 µs) as a vertical line through the FPT histogram.
+    assert!(in_panel(2, orange) > 300, "no TRoffset line");
+    assert_eq!(in_panel(1, orange) + in_panel(0, orange), 0);
     // Frames by the types they keep: the linear receiver runs 4 % behind
     // the gapped sender (VRX 39 > 8) in every frame; frame 2's burst
     // breaks N, not W.
