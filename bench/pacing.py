@@ -73,15 +73,19 @@ def nagare_row(pacing, extra=(), label="defaults: placed, real-time where allowe
     sender, and its --cpu to the receiver too."""
     recv_extra = extra[:2] if extra[:1] == ("--cpu",) else ()
     frames = int(SECONDS * FPS)
+    stream = ["--to", f"127.0.0.1:{PORT}", "--size", f"{W}x{H}", "--pix-fmt", PIX,
+              "--fps", str(FPS), "--packet-size", str(PKT)]
+    # The receiver judges from the SDP the sender writes: its TP and, for
+    # W, the TRoffset it declares (TROFF).
+    sdp = f"/tmp/nagare-bench-pacing-{os.getpid()}.sdp"
+    subprocess.run([NAGARE, "send", "pattern:bars", *stream, "--frames", "0", "--sdp", sdp,
+                    *extra], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     recv = subprocess.Popen(
-        [NAGARE, "recv", "--listen", f"127.0.0.1:{PORT}", "--size", f"{W}x{H}",
-         "--pix-fmt", PIX, "--fps", str(FPS), "--frames", str(frames),
+        [NAGARE, "recv", "--sdp", sdp, "--frames", str(frames),
          "--timeout", "5", "--analyze", "--json", *recv_extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(0.3)  # the receiver binds before the sender's first frame (20 ms lead)
-    send = timed([NAGARE, "send", "pattern:bars", "--to", f"127.0.0.1:{PORT}",
-                  "--size", f"{W}x{H}", "--pix-fmt", PIX, "--fps", str(FPS),
-                  "--packet-size", str(PKT), "--frames", str(frames),
+    send = timed([NAGARE, "send", "pattern:bars", *stream, "--frames", str(frames),
                   "--pacing", pacing, "--json", *extra])
     out, _, cpu = finish(send, SECONDS * 3 + 30)
     r_out, _ = recv.communicate(timeout=30)

@@ -109,8 +109,8 @@ pub(crate) struct RecvArgs {
     pub analyze: bool,
     /// The TRoffset the sender declares (its SDP's TROFF, microseconds),
     /// for --analyze without --sdp: a wide nagare sender declares one
-    /// (see `send --tr-offset`), and judged from TROdefault its packets
-    /// would look late.
+    /// (see `send --tr-offset`), and judged from TROdefault its stream
+    /// seems to have less room for a stall than it has.
     #[arg(long, value_name = "MICROS")]
     pub tr_offset: Option<u64>,
     /// Also bind the RTP port + 1, read the sender's RTCP reports there
