@@ -46,10 +46,11 @@ pub struct SenderSchedule {
 }
 
 /// The most lead [`SenderSchedule::with_room_to_lead`] makes room for:
-/// 4 ms covers the stalls a shared 2-vCPU virtual machine showed in all
-/// but about one 5-second run in twenty (Intel Xeon @ 2.50 GHz,
-/// Firecracker: stalls of 1.3 to 4.2 ms broke TROdefault's lead; longer
-/// ones were 8 to 15 ms), and bounds the latency the offset adds.
+/// longer than most stalls of a shared 2-vCPU virtual machine (Intel Xeon
+/// @ 2.50 GHz, Firecracker, 2026-11-27: the 5-second demo runs that broke
+/// TROdefault's lead met stalls of 1.3 to 4.2 ms, and a few of 8 to
+/// 15 ms that nothing within VRX_FULL_W survives), and a bound on the
+/// latency the offset adds.
 pub const MAX_ROOM: Nanos = Nanos(4_000_000);
 
 /// The unit of [`SenderSchedule`]'s lead growth: 1/1024 of a read per read.
