@@ -20,6 +20,14 @@ use crate::cmd::serve::hub::table::StreamId;
 pub(crate) enum Target {
     /// A path of the catalog, by name.
     Path(String),
+    /// Stripe `index` of a path that offers stripes (`[stripes]` in its
+    /// sidecar): a `nagare cluster` leg.
+    Stripe {
+        /// The path.
+        path: String,
+        /// The stripe.
+        index: usize,
+    },
     /// A push stream made through `/v1/streams`, and its path.
     Push(StreamId, String),
 }
@@ -110,8 +118,12 @@ impl Senders {
         for (id, target, destinations) in senders {
             table.entry(*id).or_insert_with(|| {
                 let mut conn = new_connection(*id, source);
-                if let Target::Push(..) = target {
-                    conn.assume(running(&conn, destinations));
+                match target {
+                    Target::Push(..) => conn.assume(running(&conn, destinations)),
+                    // Its stream must hold its first frame before the
+                    // activation's instant (see activate::STRIPE_LEAD).
+                    Target::Stripe { .. } => conn.set_lead(super::activate::STRIPE_LEAD.into()),
+                    Target::Path(_) => {}
                 }
                 Sender {
                     conn,
@@ -131,13 +143,13 @@ impl Senders {
         table.values().filter_map(|s| s.stream).collect()
     }
 
-    /// The IS-05 state of path senders: (sender id, receiver id,
+    /// The IS-05 state of path and stripe senders: (sender id, receiver id,
     /// master_enable, when last activated).
     pub(crate) fn subscriptions(&self) -> Vec<Subscription> {
         let table = self.table.lock().unwrap_or_else(|p| p.into_inner());
         table
             .iter()
-            .filter(|(_, s)| matches!(s.target, Target::Path(_)))
+            .filter(|(_, s)| matches!(s.target, Target::Path(_) | Target::Stripe { .. }))
             .map(|(id, s)| Subscription {
                 sender: *id,
                 receiver: s.conn.active().peer,
