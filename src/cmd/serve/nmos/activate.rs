@@ -7,6 +7,8 @@
 //! and packet size from the path's `[stripes]`, beginning with the epoch
 //! frame at the activation's instant. The `serve-is05` thread runs the
 //! scheduled ones when due (a stripe's [`STRIPE_LEAD`] early).
+//!
+//! [`STRIPE_LEAD`]: super::senders::STRIPE_LEAD
 
 use std::time::Duration;
 
@@ -23,13 +25,6 @@ use crate::cmd::serve::nmos::senders::{Sender, Target, tai_now};
 /// How often the scheduler looks for a due activation at most (it sleeps
 /// until the next one is due, but wakes this often for the stop flag).
 const SCHEDULER_TICK: Duration = Duration::from_millis(20);
-
-/// How long before its instant a stripe sender's scheduled activation is
-/// carried out: the pacer's start lead, the room a leg's first frame needs
-/// beyond it (`serve::leg::LEG_MARGIN`), the scheduler's tick, and as much
-/// again for a busy host. Its stream waits for its first frame, so it
-/// starts sending exactly at the instant.
-pub(crate) const STRIPE_LEAD: Duration = Duration::from_millis(250);
 
 /// Priority of a stripe's reads: a cluster leg's, as `nagare cluster`
 /// asks through the API.

@@ -9,11 +9,19 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use nagare_proto::nmos::connection::{Constraint, Constraints, Leg, Param, Role, Setting};
 use nagare_proto::nmos::{Connection, ResourceId, TaiTime};
 
 use crate::cmd::serve::hub::table::StreamId;
+
+/// How long before its instant a stripe sender's scheduled activation is
+/// carried out: the pacer's start lead (100 ms), the room a leg's first
+/// frame needs beyond it (`serve::leg::LEG_MARGIN`), the scheduler's
+/// tick, and as much again for a busy host. Its stream waits for its
+/// first frame, so it starts sending exactly at the instant.
+pub(crate) const STRIPE_LEAD: Duration = Duration::from_millis(250);
 
 /// What a sender sends.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,8 +129,8 @@ impl Senders {
                 match target {
                     Target::Push(..) => conn.assume(running(&conn, destinations)),
                     // Its stream must hold its first frame before the
-                    // activation's instant (see activate::STRIPE_LEAD).
-                    Target::Stripe { .. } => conn.set_lead(super::activate::STRIPE_LEAD.into()),
+                    // activation's instant.
+                    Target::Stripe { .. } => conn.set_lead(STRIPE_LEAD.into()),
                     Target::Path(_) => {}
                 }
                 Sender {
