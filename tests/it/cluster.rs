@@ -1,7 +1,11 @@
 //! `nagare cluster` against real `nagare serve` nodes on 127.0.0.x: one
 //! 256x128 uyvy422 25 fps raw file split 2SI into 4 stripes, each node
 //! reading the same media directory (seed 000's shared storage), and
-//! `nagare recv --stripes 4` putting the frames back together.
+//! `nagare recv --stripes 4` putting the frames back together. Start,
+//! failover and move run both ways: through serve's API, and over NMOS
+//! IS-05 (`api = "nmos"`: each node's stripe senders, offered by the
+//! clip's `[stripes]` sidecar table, activated at the epoch frame's TAI
+//! instant).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -33,8 +37,28 @@ fn consecutive_free_ports(n: u16) -> u16 {
     }
 }
 
+/// How the controller drives the nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Api {
+    /// serve's own API (`POST /v1/streams`).
+    Streams,
+    /// NMOS IS-05 activations of the nodes' stripe senders.
+    Nmos,
+}
+
+impl Api {
+    /// The node's `api` key in cluster.toml.
+    fn key(self) -> &'static str {
+        match self {
+            Api::Streams => "streams",
+            Api::Nmos => "nmos",
+        }
+    }
+}
+
 /// The media directory, the serve nodes and the receiver's ports.
 struct Bed {
+    api: Api,
     s: Scratch,
     source: Vec<u8>,
     nodes: Vec<(String, Running, String)>,
@@ -43,10 +67,10 @@ struct Bed {
 }
 
 impl Bed {
-    /// Media and `names.len()` serve nodes on 127.0.0.(20+i); node `b`
-    /// wants a token.
-    fn new(tag: &str, names: &[&str]) -> Bed {
-        let s = Scratch::new(tag);
+    /// Media and `names.len()` serve nodes on 127.0.0.(20+i), driven
+    /// through `api`; node `b` wants a token.
+    fn new(tag: &str, names: &[&str], api: Api) -> Bed {
+        let s = Scratch::new(&format!("{tag}-{}", api.key()));
         let media = s.path("media");
         let source = noise(FRAME * FILE_FRAMES, 10);
         write_media(&media, &source);
@@ -66,6 +90,7 @@ impl Bed {
             }
         };
         Bed {
+            api,
             s,
             source,
             nodes,
@@ -102,7 +127,8 @@ impl Bed {
         }
         for ((name, _, url), (stripes, alternate)) in self.nodes.iter().zip(layout) {
             t += &format!(
-                "\n[[node]]\nname = \"{name}\"\nurl = \"{url}\"\nstripes = {stripes:?}\nalternate = {alternate}\n"
+                "\n[[node]]\nname = \"{name}\"\nurl = \"{url}\"\nstripes = {stripes:?}\nalternate = {alternate}\napi = \"{}\"\n",
+                self.api.key()
             );
             if name == "b" {
                 t += &format!("token = \"{token}\"\n");
@@ -210,13 +236,16 @@ impl Bed {
     }
 }
 
-/// Writes the raw clip and its sidecar into `media`.
+/// Writes the raw clip and its sidecar into `media`; the sidecar offers
+/// the cluster's stripes as IS-05 senders (the same split, count and
+/// packet size as cluster.toml's [stream]).
 fn write_media(media: &std::path::Path, source: &[u8]) {
     std::fs::create_dir_all(media).unwrap();
     std::fs::write(media.join("clip.yuv"), source).unwrap();
     std::fs::write(
         media.join("clip.yuv.toml"),
-        "size = \"256x128\"\npix_fmt = \"uyvy422\"\nfps = \"25\"\n",
+        "size = \"256x128\"\npix_fmt = \"uyvy422\"\nfps = \"25\"\n\
+         [stripes]\nsplit = \"2si\"\ncount = 4\npacket_size = 1200\n",
     )
     .unwrap();
 }
@@ -271,7 +300,16 @@ fn stop_start(r: Running) -> (ClusterLog, String) {
 
 #[test]
 fn four_nodes_send_one_frame_byte_identical_on_one_timestamp() {
-    let bed = Bed::new("cluster-start", &["a", "b", "c", "d"]);
+    four_nodes_send_one_frame(Api::Streams);
+}
+
+#[test]
+fn four_nodes_send_one_frame_byte_identical_on_one_timestamp_over_is05() {
+    four_nodes_send_one_frame(Api::Nmos);
+}
+
+fn four_nodes_send_one_frame(api: Api) {
+    let bed = Bed::new("cluster-start", &["a", "b", "c", "d"], api);
     let one = |k: usize| -> (&'static [usize], bool) {
         const S: [&[usize]; 4] = [&[0], &[1], &[2], &[3]];
         (S[k], false)
@@ -315,7 +353,16 @@ const ALL: &[usize] = &[0, 1, 2, 3];
 
 #[test]
 fn a_node_killed_with_a_hot_standby_loses_no_frame() {
-    let mut bed = Bed::new("cluster-hot", &["a", "b", "spare"]);
+    hot_failover(Api::Streams);
+}
+
+#[test]
+fn a_node_killed_with_a_hot_standby_loses_no_frame_over_is05() {
+    hot_failover(Api::Nmos);
+}
+
+fn hot_failover(api: Api) {
+    let mut bed = Bed::new("cluster-hot", &["a", "b", "spare"], api);
     let config = bed.config("hot", &[(A, false), (B, false), (ALL, true)], TOKEN);
     let recv = bed.recv(100);
     let (mut start, _) = bed.start(&config);
@@ -338,7 +385,16 @@ fn a_node_killed_with_a_hot_standby_loses_no_frame() {
 
 #[test]
 fn cold_failover_loses_a_bounded_number_of_frames() {
-    let mut bed = Bed::new("cluster-cold", &["a", "b", "spare"]);
+    cold_failover(Api::Streams);
+}
+
+#[test]
+fn cold_failover_loses_a_bounded_number_of_frames_over_is05() {
+    cold_failover(Api::Nmos);
+}
+
+fn cold_failover(api: Api) {
+    let mut bed = Bed::new("cluster-cold", &["a", "b", "spare"], api);
     let config = bed.config("cold", &[(A, false), (B, false), (&[], true)], TOKEN);
     let recv = bed.recv(125);
     let (mut start, _) = bed.start(&config);
@@ -371,7 +427,16 @@ fn cold_failover_loses_a_bounded_number_of_frames() {
 
 #[test]
 fn a_stripe_moves_to_another_node_under_load_without_losing_a_frame() {
-    let bed = Bed::new("cluster-move", &["a", "b", "spare"]);
+    hitless_move(Api::Streams);
+}
+
+#[test]
+fn a_stripe_moves_to_another_node_under_load_without_losing_a_frame_over_is05() {
+    hitless_move(Api::Nmos);
+}
+
+fn hitless_move(api: Api) {
+    let bed = Bed::new("cluster-move", &["a", "b", "spare"], api);
     let config = bed.config("manual", &[(A, false), (B, false), (&[], true)], TOKEN);
     let recv = bed.recv(100);
     let (mut start, _) = bed.start(&config);
@@ -406,7 +471,7 @@ fn a_stripe_moves_to_another_node_under_load_without_losing_a_frame() {
 
 #[test]
 fn a_wrong_token_is_named_by_node() {
-    let bed = Bed::new("cluster-token", &["a", "b"]);
+    let bed = Bed::new("cluster-token", &["a", "b"], Api::Streams);
     let config = bed.config("manual", &[(A, false), (B, false)], "not-the-token");
     let (ok, st) = bed.status(&config);
     assert!(!ok);
@@ -838,7 +903,7 @@ fn legs_of(table: &[StreamInfo]) -> Vec<(String, Option<String>, StreamState)> {
 /// is left on any node.
 #[test]
 fn a_node_that_answers_late_keeps_one_leg_and_none_after_stop() {
-    let mut bed = Bed::new("cluster-late", &["a", "b"]);
+    let mut bed = Bed::new("cluster-late", &["a", "b"], Api::Streams);
     let _sinks = bed.sinks();
     let proxy = SlowProxy::new(&bed.nodes[0].2, Late::NextPost);
     let direct = std::mem::replace(&mut bed.nodes[0].2, proxy.url());
@@ -913,7 +978,7 @@ fn a_node_that_answers_late_keeps_one_leg_and_none_after_stop() {
 /// leg.
 #[test]
 fn a_failed_leg_is_named_start_exits_1_and_ctrl_c_removes_it() {
-    let mut bed = Bed::new("cluster-failed", &["a"]);
+    let mut bed = Bed::new("cluster-failed", &["a"], Api::Streams);
     // c reads its own copy of the clip, which disappears once c is up.
     let own = bed.s.path("media-b");
     write_media(&own, &bed.source);
@@ -964,7 +1029,7 @@ fn a_failed_leg_is_named_start_exits_1_and_ctrl_c_removes_it() {
 /// paths, and `move` prints only what changed.
 #[test]
 fn moves_under_hot_standby_name_nodes_keep_paths_apart_and_print_changes() {
-    let bed = Bed::new("cluster-hot-move", &["a", "b", "spare", "c"]);
+    let bed = Bed::new("cluster-hot-move", &["a", "b", "spare", "c"], Api::Streams);
     let _sinks = bed.sinks();
     let layout: [(&[usize], bool); 4] = [(A, false), (B, false), (ALL, true), (&[], true)];
     let config = bed.config("hot", &layout, TOKEN);

@@ -27,6 +27,7 @@
 //! name = "a"
 //! url = "http://10.0.0.11:8080"
 //! token = "secret-token"     # the node's serve --token (optional on loopback)
+//! api = "nmos"               # drive it over NMOS IS-05 (default "streams": serve's API)
 //! stripes = [0, 1]
 //!
 //! [[node]]
@@ -120,6 +121,22 @@ pub struct NodeSection {
     /// Only steps in on failure or `move`.
     #[serde(default)]
     pub alternate: bool,
+    /// How its legs are started and stopped.
+    #[serde(default)]
+    pub api: NodeApi,
+}
+
+/// How `nagare cluster` starts and stops a node's legs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeApi {
+    /// serve's own API: a leg is a stream made with `POST /v1/streams`.
+    #[default]
+    Streams,
+    /// NMOS IS-05: a leg is the node's sender of that stripe (offered by
+    /// the path's `[stripes]` sidecar table), activated at the TAI
+    /// instant of the leg's epoch frame.
+    Nmos,
 }
 
 /// Where `nagare recv --cluster` receives.

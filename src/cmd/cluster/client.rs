@@ -1,7 +1,8 @@
 //! One serve node's HTTP API as the cluster driver uses it: create and
-//! delete streams, list them, read the node's clock, each request within
-//! the timeout the controller gives it. Every failure comes back as a
-//! [`Failure`] naming what the node said.
+//! delete streams, list them, read the node's clock, and GET or PATCH
+//! JSON of its NMOS APIs, each request within the timeout the controller
+//! gives it. Every failure comes back as a [`Failure`] naming what the
+//! node said.
 
 use std::time::Duration;
 
@@ -107,6 +108,29 @@ impl NodeClient {
             Ok(_) | Err(Failure::Refused { code: 404, .. }) => Ok(()),
             Err(f) => Err(f),
         }
+    }
+
+    /// The JSON at `path` (`/x-nmos/...`).
+    pub(super) fn get_json(
+        &self,
+        path: &str,
+        timeout: Duration,
+    ) -> Result<serde_json::Value, Failure> {
+        self.call(self.agent.get(&self.url(path)), None, timeout)
+    }
+
+    /// PATCHes `body` to `path`; the answer's JSON.
+    pub(super) fn patch_json(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+        timeout: Duration,
+    ) -> Result<serde_json::Value, Failure> {
+        let r = self
+            .agent
+            .request("PATCH", &self.url(path))
+            .set("Content-Type", "application/json");
+        self.call(r, Some(&body.to_string()), timeout)
     }
 
     fn url(&self, path: &str) -> String {

@@ -6,16 +6,13 @@ use std::net::SocketAddr;
 use anyhow::{Context, Result, anyhow, bail};
 use nagare_api::cluster::{ClusterConfig, FailoverMode};
 use nagare_api::serve::{Pacing, StreamRequest, StripeSpec};
-use nagare_proto::cluster::{Failover, NodeSpec, Path, Plan, label};
+use nagare_proto::cluster::{DEFAULT_SSRC, Failover, NodeSpec, Path, Plan, label};
 use nagare_proto::video::st2110_20::Packetizer;
 use nagare_proto::video::stripe::Stripes;
 use nagare_proto::{FrameRate, Nanos, Ssrc};
 
 use super::client::NodeClient;
 use crate::cli;
-
-/// SSRC of stripe 0 when the config names none ("na" + 0).
-const DEFAULT_SSRC: u32 = 0x6e61_0000;
 
 /// Longest first-try timeout: its third try waits four times as long,
 /// and `stop` should not sit for minutes on a node that never answers.
@@ -140,6 +137,12 @@ impl Cluster {
     /// The label of stripe `k`'s legs on every node.
     pub(super) fn label(&self, k: usize) -> String {
         label::label(&self.config.name, k)
+    }
+
+    /// The label of a node's IS-05 sender of stripe `k` of the stream.
+    pub(super) fn sender_label(&self, k: usize) -> String {
+        let s = &self.config.stream;
+        nagare_proto::nmos::model::stripe_label(&s.source, s.split, k, s.stripes)
     }
 
     /// Which stripe a node's stream with `label` is, if it is ours.

@@ -3,22 +3,30 @@
 //! when a move is done, what to do about a request not answered in time)
 //! is nagare-proto's `cluster::Controller`; this only moves requests,
 //! answers and time, and keeps which stream on which node is which leg.
+//! A node with `api = "nmos"` has its legs started and halted through its
+//! stripe senders' IS-05 Connection API ([`super::nmos`]); every node is
+//! polled through its stream table, which alone says how much a leg has
+//! sent, whether its read-ahead ran dry and why it failed.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow};
-use nagare_api::cluster::{ClusterLog, HaltedLeg, NotHalted};
+use nagare_api::cluster::{ClusterLog, HaltedLeg, NodeApi, NotHalted};
 use nagare_api::serve::{StreamInfo, StreamState};
 use nagare_proto::Nanos;
 use nagare_proto::cluster::{
-    Controller, Event, Input, Listed, NodeStatus, Path, Request, Transmit,
+    Controller, Event, Input, Listed, NodeStatus, Path, Request, Transmit, is05,
 };
+use nagare_proto::nmos::TaiTime;
+use nagare_proto::nmos::model::activated_by;
 
 use tracing::{Level, debug, error, info, warn};
 
 use super::client::{Failure, Snapshot};
 use super::config::Cluster;
+use super::nmos;
 
 /// The controller with its I/O.
 pub(super) struct Driver<'a> {
@@ -32,6 +40,12 @@ pub(super) struct Driver<'a> {
     /// The epoch frame each leg was first asked with: its retries carry
     /// the same key.
     frames: HashMap<(usize, usize), u64>,
+    /// Per node driven over IS-05: the id of its sender of each stripe,
+    /// once read from its Node API.
+    stripe_senders: Vec<Option<Vec<Option<String>>>>,
+    /// The TAI instant each IS-05 leg was first asked for (`None`: the
+    /// next frame the node can make); its retries ask for the same.
+    instants: HashMap<(usize, usize), Option<TaiTime>>,
     /// The last snapshot of each node.
     pub snapshots: Vec<Option<Snapshot>>,
     /// The last error of each node.
@@ -54,6 +68,8 @@ impl<'a> Driver<'a> {
             origin: Instant::now(),
             legs: HashMap::new(),
             frames: HashMap::new(),
+            stripe_senders: vec![None; n],
+            instants: HashMap::new(),
             snapshots: (0..n).map(|_| None).collect(),
             errors: vec![None; n],
             epoch_frame: None,
@@ -174,6 +190,9 @@ impl<'a> Driver<'a> {
     }
 
     fn poll(&mut self, node: usize, timeout: Duration) {
+        if let Err(f) = self.stripe_senders(node, timeout) {
+            return self.failure(node, Request::Poll, f);
+        }
         let snap = match self.cluster.clients[node].snapshot(timeout) {
             Ok(s) => s,
             Err(f) => return self.failure(node, Request::Poll, f),
@@ -181,20 +200,27 @@ impl<'a> Driver<'a> {
         self.errors[node] = None;
         for s in &snap.streams {
             let live = matches!(s.state, StreamState::Playing | StreamState::Ready);
-            if let Some(k) = self.ours(s)
+            if let Some(k) = self.ours(node, s)
                 && live
             {
                 self.legs.insert((node, k), s.id);
             }
         }
-        let table = snap.streams.iter().map(|s| {
-            let k = self.ours(s);
+        // A leg started over IS-05 carries its sender's label: the
+        // controller reads it under the cluster's.
+        let labels: Vec<Option<String>> = snap
+            .streams
+            .iter()
+            .map(|s| self.ours(node, s).map(|k| self.cluster.label(k)))
+            .collect();
+        let table = snap.streams.iter().zip(&labels).map(|(s, label)| {
+            let k = self.ours(node, s);
             let mine = k.is_some_and(|k| self.legs.get(&(node, k)) == Some(&s.id));
             let path = k.map_or(Path::Main, |k| {
                 self.cluster
                     .path(k, s.destinations.first().map(String::as_str))
             });
-            listed(s, mine.then_some(()), path)
+            listed(s, label.as_deref(), mine.then_some(()), path)
         });
         let status = NodeStatus::from_table(
             &self.cluster.config.name,
@@ -206,9 +232,42 @@ impl<'a> Driver<'a> {
         let _ = self.input(Input::Status { node, status });
     }
 
-    /// The stripe of a stream of this cluster, in any state.
-    fn ours(&self, s: &StreamInfo) -> Option<usize> {
-        self.cluster.stripe_of(s.label.as_deref())
+    /// The stripe of a stream of this cluster on `node`, in any state:
+    /// by its label, or over IS-05 by the stripe sender that started it.
+    pub(super) fn ours(&self, node: usize, s: &StreamInfo) -> Option<usize> {
+        if !self.is_nmos(node) {
+            return self.cluster.stripe_of(s.label.as_deref());
+        }
+        let id = activated_by(s.label.as_deref()?)?.to_string();
+        self.stripe_senders[node]
+            .as_ref()?
+            .iter()
+            .position(|x| x.as_deref() == Some(id.as_str()))
+    }
+
+    fn is_nmos(&self, node: usize) -> bool {
+        self.cluster.config.nodes[node].api == NodeApi::Nmos
+    }
+
+    /// The ids of an IS-05 node's stripe senders, read from its Node API
+    /// the first time (nothing for a node driven through serve's API).
+    fn stripe_senders(
+        &mut self,
+        node: usize,
+        timeout: Duration,
+    ) -> Result<Vec<Option<String>>, Failure> {
+        if !self.is_nmos(node) {
+            return Ok(Vec::new());
+        }
+        if let Some(ids) = &self.stripe_senders[node] {
+            return Ok(ids.clone());
+        }
+        let labels: Vec<String> = (0..self.cluster.plan.stripes)
+            .map(|k| self.cluster.sender_label(k))
+            .collect();
+        let ids = nmos::find_senders(&self.cluster.clients[node], &labels, timeout)?;
+        self.stripe_senders[node] = Some(ids.clone());
+        Ok(ids)
     }
 
     /// Reports a failed request to the controller (and, once per new
@@ -237,6 +296,9 @@ impl<'a> Driver<'a> {
     }
 
     fn send(&mut self, node: usize, k: usize, path: Path, retry: bool, timeout: Duration) {
+        if self.is_nmos(node) {
+            return self.send_nmos(node, k, path, retry, timeout);
+        }
         let frame = match (retry, self.frames.get(&(node, k))) {
             (true, Some(&f)) => f,
             // A later leg asks for the next frame due; serve moves a frame
@@ -259,9 +321,107 @@ impl<'a> Driver<'a> {
         }
     }
 
+    /// Activates `node`'s sender of stripe `k` over IS-05: at the TAI
+    /// instant of the first start's epoch frame, else (a failover, a
+    /// move's new leg) from the next frame the node can make.
+    fn send_nmos(&mut self, node: usize, k: usize, path: Path, retry: bool, timeout: Duration) {
+        let at = match (retry, self.instants.get(&(node, k))) {
+            (true, Some(&at)) => at,
+            _ => self
+                .epoch_frame
+                .map(|f| is05::frame_time(self.cluster.rate, f)),
+        };
+        self.instants.insert((node, k), at);
+        let request = Request::Send { stripe: k };
+        let result = self.stripe_sender(node, k, timeout).and_then(|id| {
+            let to = self.cluster.destination(k, path);
+            let to: SocketAddr = to.parse().map_err(|_| Failure::Refused {
+                code: 0,
+                why: format!("destination '{to}' is not ADDR:PORT"),
+            })?;
+            nmos::enable(&self.cluster.clients[node], &id, to, at, timeout)
+        });
+        match result {
+            Ok(()) => {
+                let _ = self.input(Input::Done { node, request });
+            }
+            Err(f) => self.failure(node, request, f),
+        }
+    }
+
+    /// The id of `node`'s sender of stripe `k`, or a refusal saying how
+    /// to offer it.
+    fn stripe_sender(
+        &mut self,
+        node: usize,
+        k: usize,
+        timeout: Duration,
+    ) -> Result<String, Failure> {
+        let ids = self.stripe_senders(node, timeout)?;
+        ids.get(k).cloned().flatten().ok_or_else(|| {
+            let s = &self.cluster.config.stream;
+            Failure::Refused {
+                code: 404,
+                why: format!(
+                    "it has no IS-05 sender '{}': give '{}' a sidecar [stripes] table with \
+                     split = \"{}\" and count = {} (docs/nmos.md), or drive it with api = \
+                     \"streams\"",
+                    self.cluster.sender_label(k),
+                    s.source,
+                    s.split,
+                    s.stripes
+                ),
+            }
+        })
+    }
+
+    /// Halts stripe `k` (every stripe: `None`) on an IS-05 node: each of
+    /// its stripe senders cancelled and disabled, and the streams they
+    /// started logged.
+    fn halt_nmos(&mut self, node: usize, k: Option<usize>, timeout: Duration) {
+        let request = Request::Halt { stripe: k };
+        let cluster = self.cluster;
+        let client = &cluster.clients[node];
+        let ids = match self.stripe_senders(node, timeout) {
+            Ok(ids) => ids,
+            Err(f) => return self.failure(node, request, f),
+        };
+        let streams = match client.list(timeout) {
+            Ok(s) => s,
+            Err(f) => return self.failure(node, request, f),
+        };
+        for (stripe, id) in ids.iter().enumerate() {
+            let Some(id) = id else { continue };
+            if k.is_some_and(|k| k != stripe) {
+                continue;
+            }
+            let listed: Vec<&StreamInfo> = streams
+                .iter()
+                .filter(|s| self.ours(node, s) == Some(stripe))
+                .collect();
+            if let Err(f) = nmos::halt(client, id, !listed.is_empty(), timeout) {
+                let f = in_context(f, &format!("halting stripe {stripe} (IS-05 sender {id})"));
+                return self.failure(node, request, f);
+            }
+            self.legs.remove(&(node, stripe));
+            for s in listed {
+                self.log.halted.push(HaltedLeg {
+                    node: cluster.name(node).to_string(),
+                    stripe,
+                    id: s.id,
+                    state: state_name(s.state).to_string(),
+                });
+            }
+        }
+        let _ = self.input(Input::Done { node, request });
+    }
+
     /// Removes every stream of stripe `k` (every stripe: `None`) of this
     /// cluster from `node`, whatever its state.
     fn halt(&mut self, node: usize, k: Option<usize>, timeout: Duration) {
+        if self.is_nmos(node) {
+            return self.halt_nmos(node, k, timeout);
+        }
         let request = Request::Halt { stripe: k };
         let client = &self.cluster.clients[node];
         let streams = match client.list(timeout) {
@@ -269,24 +429,15 @@ impl<'a> Driver<'a> {
             Err(f) => return self.failure(node, request, f),
         };
         for s in streams {
-            let Some(stripe) = self.ours(&s) else {
+            let Some(stripe) = self.ours(node, &s) else {
                 continue;
             };
             if k.is_some_and(|k| k != stripe) {
                 continue;
             }
             if let Err(f) = client.delete(s.id, timeout) {
-                let f = match f {
-                    Failure::Refused { code, why } => Failure::Refused {
-                        code,
-                        why: format!("halting stripe {stripe} (stream {}): {why}", s.id),
-                    },
-                    Failure::Unanswered(why) => Failure::Unanswered(format!(
-                        "halting stripe {stripe} (stream {}): {why}",
-                        s.id
-                    )),
-                };
-                return self.failure(node, request, f);
+                let what = format!("halting stripe {stripe} (stream {})", s.id);
+                return self.failure(node, request, in_context(f, &what));
             }
             self.legs.remove(&(node, stripe));
             self.log.halted.push(HaltedLeg {
@@ -415,12 +566,29 @@ pub(super) fn stripe_list(stripes: &[usize]) -> String {
     format!("stripe {}", k.join(", "))
 }
 
-/// What the controller reads of one stream of a node's table; `mine`
+/// `f` with `what` was being done said first.
+fn in_context(f: Failure, what: &str) -> Failure {
+    match f {
+        Failure::Refused { code, why } => Failure::Refused {
+            code,
+            why: format!("{what}: {why}"),
+        },
+        Failure::Unanswered(why) => Failure::Unanswered(format!("{what}: {why}")),
+    }
+}
+
+/// What the controller reads of one stream of a node's table, under
+/// `label` (the cluster's label of its stripe, if it is a leg); `mine`
 /// when it is a leg of this run (only then is its failure news).
-fn listed(s: &StreamInfo, mine: Option<()>, path: Path) -> Listed<'_> {
+fn listed<'a>(
+    s: &'a StreamInfo,
+    label: Option<&'a str>,
+    mine: Option<()>,
+    path: Path,
+) -> Listed<'a> {
     let failed = s.state == StreamState::Failed;
     Listed {
-        label: s.label.as_deref(),
+        label,
         live: matches!(s.state, StreamState::Playing | StreamState::Ready),
         failure: mine
             .filter(|_| failed)

@@ -1,5 +1,7 @@
 //! `nagare cluster`: one stream striped over several `nagare serve` nodes
-//! (seed 000), driven through their HTTP APIs.
+//! (seed 000), driven through their HTTP APIs: serve's own, or, for a
+//! node with `api = "nmos"`, NMOS IS-05 activations of its stripe senders
+//! ([`nmos`]).
 //!
 //! - `start` asks every primary node to send its stripes, all from the
 //!   same epoch frame, so the stripes line up by RTP timestamp without the
@@ -27,6 +29,7 @@
 mod client;
 mod config;
 mod driver;
+mod nmos;
 mod status;
 
 use std::path::PathBuf;

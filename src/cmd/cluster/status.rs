@@ -55,7 +55,7 @@ fn node_report(
     let now = d.snapshots[n].as_ref();
     let mut legs = Vec::new();
     for s in now.map_or(&[][..], |s| &s.streams[..]) {
-        let Some(k) = cluster.stripe_of(s.label.as_deref()) else {
+        let Some(k) = d.ours(n, s) else {
             continue;
         };
         let rate_bps = before

@@ -56,6 +56,20 @@ impl Media {
         self
     }
 
+    /// Offers `count` stripes of `clip.yuv` split by `split` as IS-05
+    /// senders (`[stripes]` in its sidecar), 1200-byte packets.
+    pub fn with_stripes(self, split: &str, count: usize) -> Media {
+        std::fs::write(
+            self.dir.path("clip.yuv.toml"),
+            format!(
+                "size = \"320x240\"\npix_fmt = \"uyvy422\"\nfps = \"25\"\n\
+                 [stripes]\nsplit = \"{split}\"\ncount = {count}\npacket_size = 1200\n"
+            ),
+        )
+        .unwrap();
+        self
+    }
+
     pub fn path(&self) -> String {
         self.dir.0.to_str().unwrap().to_string()
     }

@@ -62,7 +62,8 @@ fn free_port() -> u16 {
 
 #[test]
 fn every_connection_api_answer_validates_against_the_is05_schemas() {
-    let media = Media::new("nmos-is05-schema");
+    // With stripe senders, so theirs are validated too.
+    let media = Media::new("nmos-is05-schema").with_stripes("lines", 2);
     let serve = Serve::start(&media, &[]);
     call(
         &serve,
@@ -349,4 +350,84 @@ fn an_activation_streams_a_path_to_recv_byte_identical_and_master_enable_false_s
     let (_, text) = serve.api("GET", &format!("/x-nmos/node/v1.3/senders/{id}"), None);
     let sender: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(sender["subscription"]["active"], false);
+}
+
+/// A `nagare cluster` leg over IS-05: a stripe sender activated for the
+/// TAI instant of an epoch frame begins with exactly that frame (its RTP
+/// timestamp), as stripe 1 with its SSRC, so legs activated on several
+/// nodes for one frame line up; `master_enable` false removes it.
+#[test]
+fn a_stripe_sender_activated_for_a_frame_begins_on_that_frame() {
+    let media = Media::new("nmos-is05-stripe").with_stripes("lines", 2);
+    let serve = Serve::start(&media, &[]);
+    let id = sender_id(&serve, "clip.yuv stripe 1/2 lines");
+    let staged = format!("{C}/single/senders/{id}/staged");
+    let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sink.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let port = sink.local_addr().unwrap().port();
+    // The frame (25 fps: 40 ms) starting a second from now, in TAI.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let frame = (now + 1_000_000_000).div_ceil(40_000_000) as u64;
+    let at = format!("{}:{}", frame / 25 + 37, (frame % 25) * 40_000_000);
+    let go = json!({"master_enable": true,
+        "transport_params": [{"destination_ip": "127.0.0.1", "destination_port": port}],
+        "activation": {"mode": "activate_scheduled_absolute", "requested_time": at}});
+    call(
+        &serve,
+        "PATCH",
+        &staged,
+        Some(go),
+        202,
+        "sender-response-schema.json",
+    );
+    let mut packet = [0u8; 2048];
+    let (n, _) = sink.recv_from(&mut packet).expect("the leg's first packet");
+    assert!(n > 12, "{n} bytes");
+    let timestamp = u32::from_be_bytes(packet[4..8].try_into().unwrap());
+    assert_eq!(
+        timestamp,
+        (frame * 3600) as u32,
+        "frame {frame}'s timestamp"
+    );
+    let ssrc = u32::from_be_bytes(packet[8..12].try_into().unwrap());
+    assert_eq!(ssrc, 0x6e61_0001, "stripe 1's SSRC");
+    let active = call(
+        &serve,
+        "GET",
+        &format!("{C}/single/senders/{id}/active"),
+        None,
+        200,
+        "sender-response-schema.json",
+    );
+    assert_eq!(active["activation"]["activation_time"], at.as_str());
+    assert_eq!(active["master_enable"], true);
+    let label = format!("NMOS sender {id}");
+    let list: nagare_api::serve::StreamList = serve.api_json("GET", "/v1/streams", None, 200);
+    let leg = list
+        .streams
+        .iter()
+        .find(|s| s.label.as_deref() == Some(label.as_str()))
+        .unwrap_or_else(|| panic!("no stream {label}: {list:#?}"));
+    assert_eq!(leg.stripe.map(|s| (s.index, s.count)), Some((1, 2)));
+    assert_eq!(leg.ssrc, Some(0x6e61_0001));
+    let stop = json!({"master_enable": false, "activation": {"mode": "activate_immediate"}});
+    call(
+        &serve,
+        "PATCH",
+        &staged,
+        Some(stop),
+        200,
+        "sender-response-schema.json",
+    );
+    let list: nagare_api::serve::StreamList = serve.api_json("GET", "/v1/streams", None, 200);
+    assert!(
+        list.streams
+            .iter()
+            .all(|s| s.label.as_deref() != Some(label.as_str())),
+        "{list:#?}"
+    );
 }

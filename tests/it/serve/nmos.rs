@@ -100,7 +100,7 @@ fn every_node_api_answer_validates_against_the_is04_schemas() {
     // The published examples pass, and an empty node fails: the
     // validator is not vacuous.
     assert!(!validator(&dir, "node.json").is_valid(&serde_json::json!({})));
-    let media = Media::new("nmos-schema").with_ts();
+    let media = Media::new("nmos-schema").with_ts().with_stripes("lines", 2);
     let state = Scratch::new("nmos-state");
     let serve = Serve::start(&media, &["--state-dir", state.0.to_str().unwrap()]);
     let push = r#"{"source": "clip.yuv", "destinations": ["127.0.0.1:9"], "loop": true}"#;
@@ -140,9 +140,44 @@ fn every_node_api_answer_validates_against_the_is04_schemas() {
         counts.push(all.as_array().unwrap().len());
     }
     // One device; bars, clip.yuv and clip.ts each a source and a flow;
-    // those three senders and the push stream's.
-    assert_eq!(counts, [1, 3, 3, 4, 0]);
+    // clip.yuv's two stripes a flow each; those five senders and the push
+    // stream's.
+    assert_eq!(counts, [1, 3, 5, 6, 0]);
     let flows = get(&serve, &format!("{v}/flows"));
+    let whole = flows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["label"] == "clip.yuv")
+        .unwrap();
+    for k in 0..2 {
+        let label = format!("clip.yuv stripe {k}/2 lines");
+        let stripe = flows
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["label"] == label.as_str())
+            .unwrap_or_else(|| panic!("no flow {label}: {flows:#}"));
+        // Its own geometry: half the lines; made from the whole flow.
+        assert_eq!(stripe["frame_width"], 320, "{stripe:#}");
+        assert_eq!(stripe["frame_height"], 120, "{stripe:#}");
+        assert_eq!(stripe["parents"], serde_json::json!([whole["id"]]));
+        assert_eq!(stripe["source_id"], whole["source_id"]);
+        let senders = get(&serve, &format!("{v}/senders"));
+        let sender = senders
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["label"] == label.as_str())
+            .unwrap_or_else(|| panic!("no sender {label}: {senders:#}"));
+        assert_eq!(sender["flow_id"], stripe["id"]);
+        assert!(
+            sender["manifest_href"]
+                .as_str()
+                .unwrap()
+                .ends_with("/transportfile")
+        );
+    }
     let clip = flows
         .as_array()
         .unwrap()

@@ -55,6 +55,7 @@
 //!    [`Controller::is_settled`].
 
 mod error;
+pub mod is05;
 pub mod label;
 mod status;
 #[cfg(test)]
@@ -66,6 +67,11 @@ pub use error::Error;
 pub use status::{FailedLeg, Listed, NodeStatus, StripeStatus};
 
 use crate::Nanos;
+
+/// SSRC of stripe 0 when the cluster file names none ("na" + 0); stripe
+/// k sends SSRC + k. A node's stripe senders (IS-05) use it too unless
+/// their path's sidecar names another.
+pub const DEFAULT_SSRC: u32 = 0x6e61_0000;
 
 /// How many times a send or a halt is tried before the controller gives
 /// up on it (each try with twice the patience of the last).

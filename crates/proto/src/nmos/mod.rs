@@ -30,7 +30,7 @@ mod version;
 
 pub use connection::Connection;
 pub use id::ResourceId;
-pub use model::{NodeSpec, PathSpec, StreamSpec};
+pub use model::{NodeSpec, PathSpec, StreamSpec, StripeSenderSpec};
 pub use registration::{Registrar, Registry};
 pub use resource::{Kind, Resource};
 pub use store::Store;

@@ -1,6 +1,9 @@
 //! The resources of a `nagare serve` node, built from what it serves:
 //! one device; for every path a source, a flow and a sender; for every
-//! running push stream one more sender of its path's flow.
+//! stripe a path offers (`[stripes]` in its sidecar) a flow of the
+//! stripe's geometry and a sender, which `nagare cluster` activates over
+//! IS-05; for every running push stream one more sender of its path's
+//! flow.
 //!
 //! Ids come from the node id and a name ([`ResourceId::derive`]), so the
 //! same path has the same ids on every start; versions are left at zero
@@ -15,6 +18,7 @@ use super::resource::{
 };
 use super::version::TaiTime;
 use crate::serve::describe::Track;
+use crate::video::stripe::Rule;
 use crate::{FrameRate, PixelFormat, VideoFormat};
 
 /// Device type of a generic media node.
@@ -72,6 +76,42 @@ pub struct PathSpec {
     /// Its sender's IS-05 state: the receiver it was connected to and
     /// whether it is sending.
     pub subscription: SenderSubscription,
+    /// One sender per stripe it offers (empty: none).
+    pub stripes: Vec<StripeSenderSpec>,
+}
+
+/// The sender of one stripe of a path: stripe `index` of `count` by
+/// `rule`, with a flow of the stripe's own geometry. IS-05 cannot create
+/// senders, so a node offers one per stripe a cluster may ask of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StripeSenderSpec {
+    /// How the frame is split.
+    pub rule: Rule,
+    /// Stripes per frame.
+    pub count: usize,
+    /// This stripe, 0-based.
+    pub index: usize,
+    /// The stripe's geometry (what its flow and transport file say).
+    pub format: VideoFormat,
+    /// Its IS-05 state, as a path sender's.
+    pub subscription: SenderSubscription,
+}
+
+/// The label of the sender (and flow) of stripe `index` of `count` by
+/// `rule` of path `name`: `clip.yuv stripe 1/4 2si`. `nagare cluster`
+/// finds a node's stripe senders by it, so it names everything the
+/// packets depend on that IS-05 does not carry.
+pub fn stripe_label(name: &str, rule: Rule, index: usize, count: usize) -> String {
+    format!("{name} stripe {index}/{count} {rule}")
+}
+
+/// The ids of the flow and sender of a stripe labelled `label` (see
+/// [`stripe_label`]); a path name holds no `/`, so none is a path's.
+pub fn stripe_ids(node: ResourceId, label: &str) -> (ResourceId, ResourceId) {
+    (
+        node.derive(&format!("flow/{label}")),
+        node.derive(&format!("sender/{label}")),
+    )
 }
 
 /// One running push stream.
@@ -106,6 +146,19 @@ pub fn path_ids(node: ResourceId, name: &str) -> (ResourceId, ResourceId, Resour
     )
 }
 
+/// The label of the stream an IS-05 activation of sender `id` starts in
+/// serve's stream table (`GET /v1/streams`).
+pub fn activation_label(id: ResourceId) -> String {
+    format!("NMOS sender {id}")
+}
+
+/// The sender whose IS-05 activation started a stream labelled `label`
+/// (see [`activation_label`]); `None` for any other stream.
+pub fn activated_by(label: &str) -> Option<ResourceId> {
+    let id = label.strip_prefix("NMOS sender ")?;
+    ResourceId::parse(id).filter(|p| p.to_string() == id)
+}
+
 /// The id of the node's one device.
 pub fn device_id(node: ResourceId) -> ResourceId {
     node.derive("device")
@@ -138,6 +191,11 @@ impl NodeSpec {
                 )
             });
             senders.push(Resource::Sender(s));
+            for st in &p.stripes {
+                let (f, s) = self.stripe(p, st, source, flow, device);
+                flows.push(f);
+                senders.push(s);
+            }
         }
         for s in &self.streams {
             let Some(p) = self.paths.iter().find(|p| p.name == s.path) else {
@@ -161,6 +219,54 @@ impl NodeSpec {
         out.extend(flows);
         out.extend(senders);
         out
+    }
+
+    /// The flow and sender of stripe `st` of path `p`, whose source and
+    /// whole flow are `source` and `whole`.
+    fn stripe(
+        &self,
+        p: &PathSpec,
+        st: &StripeSenderSpec,
+        source: ResourceId,
+        whole: ResourceId,
+        device: ResourceId,
+    ) -> (Resource, Resource) {
+        let label = stripe_label(&p.name, st.rule, st.index, st.count);
+        let (flow_id, sender_id) = stripe_ids(self.node_id, &label);
+        let stripe = PathSpec {
+            name: label.clone(),
+            track: match p.track {
+                Track::Raw { rate, .. } => Track::Raw {
+                    format: st.format,
+                    rate,
+                },
+                Track::Ts => Track::Ts,
+            },
+            subscription: st.subscription.clone(),
+            stripes: Vec::new(),
+        };
+        let mut flow = flow_of(flow_id, source, device, &stripe);
+        flow.core.description = "a stripe of a path of nagare serve".into();
+        flow.parents = vec![whole];
+        let mut s = self.sender(
+            core(
+                sender_id,
+                &label,
+                "a stripe of a path of nagare serve, for nagare cluster",
+            ),
+            flow_id,
+            device,
+            TRANSPORT_RTP,
+            st.subscription.active,
+        );
+        s.subscription.receiver_id = st.subscription.receiver_id;
+        s.manifest_href = self.connection_api.then(|| {
+            format!(
+                "{}single/senders/{sender_id}/transportfile",
+                self.connection_base()
+            )
+        });
+        (Resource::Flow(flow), Resource::Sender(s))
     }
 
     /// The Connection API's base URL (`…/x-nmos/connection/v1.1/`).

@@ -28,11 +28,13 @@ fn spec(streams: Vec<StreamSpec>) -> NodeSpec {
                     rate: FrameRate::new(25, 1).unwrap(),
                 },
                 subscription: idle(),
+                stripes: Vec::new(),
             },
             PathSpec {
                 name: "clip.ts".into(),
                 track: Track::Ts,
                 subscription: idle(),
+                stripes: Vec::new(),
             },
         ],
         streams,
@@ -80,6 +82,59 @@ fn the_connection_api_shows_in_the_device_and_the_path_senders() {
             .as_str()
         )
     );
+}
+
+#[test]
+fn each_stripe_a_path_offers_is_a_flow_of_its_own_geometry_and_a_sender() {
+    use crate::video::stripe::{Rule, Stripes};
+    let mut s = spec(vec![]);
+    s.connection_api = true;
+    let Track::Raw { format, .. } = s.paths[0].track else {
+        panic!("bars is raw");
+    };
+    let stripes = Stripes::new(format, Rule::Lines, 2).unwrap();
+    s.paths[0].stripes = (0..2)
+        .map(|index| StripeSenderSpec {
+            rule: Rule::Lines,
+            count: 2,
+            index,
+            format: stripes.stripe_format(),
+            subscription: idle(),
+        })
+        .collect();
+    let all = s.resources();
+    let (_, whole, _) = model::path_ids(node_id(), "bars");
+    for k in 0..2 {
+        let label = model::stripe_label("bars", Rule::Lines, k, 2);
+        assert_eq!(label, format!("bars stripe {k}/2 lines"));
+        let (flow, sender) = model::stripe_ids(node_id(), &label);
+        let Some(Resource::Flow(f)) = all.iter().find(|r| r.id() == flow) else {
+            panic!("{label}'s flow");
+        };
+        assert_eq!(f.parents, vec![whole]);
+        let picture = f.picture.as_ref().unwrap();
+        assert_eq!((picture.frame_width, picture.frame_height), (320, 90));
+        let Some(Resource::Sender(snd)) = all.iter().find(|r| r.id() == sender) else {
+            panic!("{label}'s sender");
+        };
+        assert_eq!(snd.flow_id, Some(flow));
+        assert!(
+            snd.manifest_href
+                .as_deref()
+                .unwrap()
+                .ends_with("/transportfile")
+        );
+    }
+    // node, device, 2 sources, 4 flows, 4 senders; the device lists them.
+    assert_eq!(all.len(), 12);
+    let Some(Resource::Device(d)) = all.iter().find(|r| r.kind() == Kind::Device) else {
+        panic!("a device");
+    };
+    assert_eq!(d.senders.len(), 4);
+    // The stream an activation starts names its sender.
+    let id = ResourceId::from_random_bytes([3; 16]);
+    assert_eq!(model::activated_by(&model::activation_label(id)), Some(id));
+    assert_eq!(model::activated_by("wall/stripe 1"), None);
 }
 
 fn store_at(secs: u64, streams: Vec<StreamSpec>) -> Store {

@@ -57,6 +57,23 @@ impl TaiTime {
         }
     }
 
+    /// The Unix-epoch (UTC) nanoseconds of this instant: the inverse of
+    /// [`TaiTime::from_utc_ns`] (zero before the epoch).
+    pub fn to_utc_ns(self) -> u128 {
+        let secs = self.secs.saturating_sub(TAI_MINUS_UTC_SECS);
+        u128::from(secs) * 1_000_000_000 + u128::from(self.nanos)
+    }
+
+    /// This instant less `nanos` nanoseconds, saturating at the epoch.
+    pub fn minus_nanos(self, nanos: u64) -> TaiTime {
+        let at = u128::from(self.secs) * 1_000_000_000 + u128::from(self.nanos);
+        let at = at.saturating_sub(u128::from(nanos));
+        TaiTime {
+            secs: u64::try_from(at / 1_000_000_000).unwrap_or(u64::MAX),
+            nanos: (at % 1_000_000_000) as u32,
+        }
+    }
+
     /// Nanoseconds from `self` until `later` (zero when it is not later).
     pub fn nanos_until(self, later: TaiTime) -> u128 {
         let at = |t: TaiTime| u128::from(t.secs) * 1_000_000_000 + u128::from(t.nanos);

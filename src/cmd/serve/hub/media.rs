@@ -4,7 +4,9 @@
 //!   without one), served as `NAME.ts`.
 //! - `NAME` (any other file) with a sidecar `NAME.toml` or `STEM.toml`
 //!   (`size`, `pix_fmt`, `fps`) or nagare's SDP `NAME.sdp`/`STEM.sdp`
-//!   beside it: raw video frames back to back, served as `NAME`.
+//!   beside it: raw video frames back to back, served as `NAME`. A
+//!   sidecar's `[stripes]` table offers one NMOS IS-05 sender per stripe
+//!   of the frame (for `nagare cluster` nodes driven over IS-05).
 //! - `bars`: the moving test pattern (`pattern:bars` in the API too).
 //!
 //! Paths come from the directory listing and the config file, never from
@@ -23,7 +25,9 @@ use nagare_proto::mpegts::{self, PACKET_LEN, Schedule, ScheduleConfig};
 use nagare_proto::rtsp::{MulticastGroup, PortPair};
 use nagare_proto::sdp::SdpStream;
 use nagare_proto::serve::describe::{self, Track};
-use nagare_proto::{BitRate, ByteSize, FrameRate, Nanos, VideoFormat};
+use nagare_proto::video::st2110_20::Packetizer;
+use nagare_proto::video::stripe::Rule;
+use nagare_proto::{BitRate, ByteSize, FrameRate, Nanos, Ssrc, VideoFormat};
 use serde::Deserialize;
 use tracing::{info, warn};
 
@@ -79,6 +83,27 @@ pub(crate) struct Media {
     pub kind: Kind,
     /// The group RTSP clients may SETUP multicast on.
     pub multicast: Option<MulticastGroup>,
+    /// The stripe senders it offers over IS-05, if its sidecar says so.
+    pub stripes: Option<StripeOffer>,
+}
+
+/// What a raw path's `[stripes]` table offers: one IS-05 sender per
+/// stripe `k` of `count` by `rule`, each sending what a `nagare cluster`
+/// leg of that stripe sends through the API (the same packet size, SSRC
+/// `ssrc + k` with sequence numbers locked to the epoch), so legs made
+/// either way are identical and a receiver merges them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StripeOffer {
+    /// How the frame is split.
+    pub rule: Rule,
+    /// Stripes per frame.
+    pub count: usize,
+    /// One stripe's geometry.
+    pub format: VideoFormat,
+    /// RTP payload bytes per packet (`None`: serve's default).
+    pub packet_size: Option<usize>,
+    /// SSRC of stripe 0.
+    pub ssrc: u32,
 }
 
 impl Media {
@@ -180,6 +205,49 @@ struct Sidecar {
     fps: String,
     #[serde(default)]
     multicast: Option<String>,
+    #[serde(default)]
+    stripes: Option<StripesSection>,
+}
+
+/// A sidecar's `[stripes]`: the cluster file's `split`, `stripes`,
+/// `packet_size` and `ssrc`, which every node offering the path must
+/// share with it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StripesSection {
+    split: Rule,
+    count: usize,
+    #[serde(default)]
+    packet_size: Option<usize>,
+    #[serde(default)]
+    ssrc: Option<u32>,
+}
+
+impl StripesSection {
+    /// The offer for frames of `format`, or why these values do not fit.
+    fn offer(&self, format: VideoFormat) -> Result<StripeOffer> {
+        let (stripes, _) = nagare_proto::serve::leg::stripe(format, self.split, self.count, 0)
+            .map_err(|e| anyhow!("[stripes]: {e}"))?;
+        let stripe = stripes.stripe_format();
+        if let Some(p) = self.packet_size {
+            Packetizer::new(stripe, p, Ssrc(0))
+                .map_err(|e| anyhow!("[stripes] packet_size {p}: {e}"))?;
+        }
+        let ssrc = self.ssrc.unwrap_or(nagare_proto::cluster::DEFAULT_SSRC);
+        let last = u32::try_from(self.count.saturating_sub(1)).unwrap_or(u32::MAX);
+        if ssrc.checked_add(last).is_none() {
+            bail!(
+                "[stripes] ssrc {ssrc:#010x}: stripe k sends ssrc + k, which wraps past 0xffffffff"
+            );
+        }
+        Ok(StripeOffer {
+            rule: self.split,
+            count: self.count,
+            format: stripe,
+            packet_size: self.packet_size,
+            ssrc,
+        })
+    }
 }
 
 /// Every path, by name.
@@ -319,7 +387,11 @@ fn media_of(name: &str, path: &Path, ts_rate: BitRate) -> Result<Option<Media>> 
         return Ok(None);
     }
     match raw_description(path)? {
-        Some((format, rate, multicast)) => raw_media(name, path, format, rate, multicast).map(Some),
+        Some((format, rate, multicast, stripes)) => {
+            let mut m = raw_media(name, path, format, rate, multicast)?;
+            m.stripes = stripes;
+            Ok(Some(m))
+        }
         None => {
             info!(
                 file = %path.display(),
@@ -332,9 +404,17 @@ fn media_of(name: &str, path: &Path, ts_rate: BitRate) -> Result<Option<Media>> 
 }
 
 /// The sidecar or SDP of raw file `path`, if it has one.
+#[allow(clippy::type_complexity)]
 fn raw_description(
     path: &Path,
-) -> Result<Option<(VideoFormat, FrameRate, Option<MulticastGroup>)>> {
+) -> Result<
+    Option<(
+        VideoFormat,
+        FrameRate,
+        Option<MulticastGroup>,
+        Option<StripeOffer>,
+    )>,
+> {
     let mut candidates = vec![path.with_extension("toml"), path.with_extension("sdp")];
     let mut whole = path.as_os_str().to_owned();
     whole.push(".toml");
@@ -355,7 +435,7 @@ fn raw_description(
                 side.display()
             )
         })?;
-        return Ok(Some((s.format, rate, None)));
+        return Ok(Some((s.format, rate, None, None)));
     }
     let car: Sidecar = toml::from_str(&text).with_context(|| {
         format!(
@@ -371,7 +451,12 @@ fn raw_description(
         .map(|m| multicast_group(&m))
         .transpose()
         .with_context(|| format!("in '{}'", side.display()))?;
-    Ok(Some((format, rate, group)))
+    let stripes = car
+        .stripes
+        .map(|s| s.offer(format))
+        .transpose()
+        .with_context(|| format!("in '{}'", side.display()))?;
+    Ok(Some((format, rate, group, stripes)))
 }
 
 /// A media entry of the config file.
@@ -410,6 +495,7 @@ fn from_entry(e: &MediaEntry, ts_rate: BitRate) -> Result<Media> {
             name: e.name.clone(),
             kind: Kind::Pattern { format, rate },
             multicast,
+            stripes: None,
         });
     }
     raw_media(&e.name, path, format, rate, multicast)
@@ -445,6 +531,7 @@ fn raw_media(
             frames: len / frame,
         },
         multicast,
+        stripes: None,
     })
 }
 
@@ -468,6 +555,7 @@ fn ts_media(
             rate,
         },
         multicast,
+        stripes: None,
     })
 }
 

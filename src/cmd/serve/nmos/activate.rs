@@ -2,13 +2,20 @@
 //! table, exactly as `POST /v1/streams` does (the same destination
 //! allow-list and admission, so IS-05 never sends where the HTTP API
 //! would not): a path's sender starts a looping push stream of its path
-//! to the activated destinations; `master_enable` false stops it. The
-//! `serve-is05` thread runs the scheduled ones when due.
+//! to the activated destinations; `master_enable` false stops it. A
+//! stripe's sender starts a `nagare cluster` leg: that stripe, its SSRC
+//! and packet size from the path's `[stripes]`, beginning with the epoch
+//! frame at the activation's instant. The `serve-is05` thread runs the
+//! scheduled ones when due (a stripe's [`STRIPE_LEAD`] early).
+//!
+//! [`STRIPE_LEAD`]: super::senders::STRIPE_LEAD
 
 use std::time::Duration;
 
-use nagare_api::serve::StreamRequest;
+use nagare_api::serve::{StreamRequest, StripeSpec};
+use nagare_proto::cluster::is05;
 use nagare_proto::nmos::connection::{Activation, Event};
+use nagare_proto::nmos::model::activation_label;
 use nagare_proto::nmos::{ResourceId, TaiTime};
 use tracing::{info, warn};
 
@@ -19,6 +26,10 @@ use crate::cmd::serve::nmos::senders::{Sender, Target, tai_now};
 /// until the next one is due, but wakes this often for the stop flag).
 const SCHEDULER_TICK: Duration = Duration::from_millis(20);
 
+/// Priority of a stripe's reads: a cluster leg's, as `nagare cluster`
+/// asks through the API.
+const LEG_PRIORITY: u8 = 200;
+
 /// Carries out `activation` for sender `id`: the old stream stops (IS-05
 /// re-applies on every activation), a new one starts when
 /// `master_enable` is true. The reason when it cannot.
@@ -28,8 +39,9 @@ pub(crate) fn apply(
     sender: &mut Sender,
     activation: &Activation,
 ) -> Result<(), String> {
-    let path = match &sender.target {
-        Target::Path(p) => p.clone(),
+    let (path, stripe) = match &sender.target {
+        Target::Path(p) => (p.clone(), None),
+        Target::Stripe { path, index } => (path.clone(), Some(*index)),
         Target::Push(stream, _) => {
             return Err(format!(
                 "sender {id} is push stream {stream}, made through /v1/streams: stop or \
@@ -59,13 +71,16 @@ pub(crate) fn apply(
     }
     // Built as a client's JSON is, so it takes every default a push
     // request takes.
-    let request: StreamRequest = serde_json::from_value(serde_json::json!({
+    let mut request: StreamRequest = serde_json::from_value(serde_json::json!({
         "source": path,
         "destinations": destinations,
         "loop": true,
-        "label": format!("NMOS sender {id}"),
+        "label": activation_label(id),
     }))
     .map_err(|e| format!("building the push request: {e}"))?;
+    if let Some(k) = stripe {
+        as_stripe(server, &path, k, activation.at, &mut request)?;
+    }
     match server.push(&request, sender.client) {
         Ok(Pushed::Started(stream) | Pushed::Replayed(stream)) => {
             sender.stream = Some(stream);
@@ -82,6 +97,37 @@ pub(crate) fn apply(
             Err(refusal.parts().1)
         }
     }
+}
+
+/// Makes `request` a cluster leg: stripe `k` of what path `path` offers,
+/// beginning with the epoch frame that starts at `at` (an immediate
+/// activation: the next one the pacer can make).
+fn as_stripe(
+    server: &Server,
+    path: &str,
+    k: usize,
+    at: Option<TaiTime>,
+    request: &mut StreamRequest,
+) -> Result<(), String> {
+    let media = server
+        .media
+        .get(path)
+        .ok_or_else(|| format!("path '{path}' is gone"))?;
+    let (Some(offer), Some((_, rate))) = (media.stripes, media.raw_format()) else {
+        return Err(format!("path '{path}' offers no stripes"));
+    };
+    request.stripe = Some(StripeSpec {
+        split: offer.rule,
+        count: offer.count,
+        index: k,
+    });
+    request.ssrc = Some(offer.ssrc.wrapping_add(k as u32));
+    if let Some(p) = offer.packet_size {
+        request.pacing.packet_size = p;
+    }
+    request.priority = LEG_PRIORITY;
+    request.epoch_frame = at.map(|t| is05::frame_at(rate, t));
+    Ok(())
 }
 
 /// Carries out every scheduled activation when due, until the server

@@ -205,10 +205,11 @@ fn bulk(server: &Server, req: &Request) -> Reply {
 /// `transportfile`: the SDP of what the sender's active parameters
 /// send, or 404 while they send nowhere.
 fn transport_file(server: &Server, sender: &Sender) -> Reply {
-    let path = match &sender.target {
-        Target::Path(p) | Target::Push(_, p) => p,
+    let (path, track) = match &sender.target {
+        Target::Path(p) | Target::Push(_, p) => (p, Node::track(&server.media, p)),
+        Target::Stripe { path, .. } => (path, Node::stripe_track(&server.media, path)),
     };
-    let Some(track) = Node::track(&server.media, path) else {
+    let Some(track) = track else {
         return error(404, &format!("path '{path}' is gone"));
     };
     let clock = server.nmos.clock_mac().map(RefClock::LocalMac);

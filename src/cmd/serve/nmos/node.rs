@@ -8,12 +8,14 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
 
 use nagare_api::serve::{StreamInfo, StreamKind, StreamState};
-use nagare_proto::nmos::model::path_ids;
+use nagare_proto::nmos::model::{path_ids, stripe_ids, stripe_label};
 use nagare_proto::nmos::resource::{Interface, SenderSubscription};
-use nagare_proto::nmos::{NodeSpec, PathSpec, Resource, ResourceId, Store, StreamSpec, TaiTime};
+use nagare_proto::nmos::{
+    NodeSpec, PathSpec, Resource, ResourceId, Store, StreamSpec, StripeSenderSpec, TaiTime,
+};
 use nagare_proto::serve::describe::Track;
 
-use crate::cmd::serve::hub::media::{Catalog, Media};
+use crate::cmd::serve::hub::media::{Catalog, Media, StripeOffer};
 use crate::cmd::serve::nmos::senders::{self, Senders, Target};
 use crate::net::iface::{self, Link};
 
@@ -92,13 +94,20 @@ impl Node {
         f: impl FnOnce(&mut BTreeMap<ResourceId, senders::Sender>) -> R,
     ) -> R {
         let own = self.senders.streams();
-        let mut now: Vec<(ResourceId, Target, Vec<String>)> = media
-            .iter()
-            .map(|m| {
-                let (_, _, id) = path_ids(self.spec.node_id, &m.name);
-                (id, Target::Path(m.name.clone()), Vec::new())
-            })
-            .collect();
+        let mut now: Vec<(ResourceId, Target, Vec<String>)> = Vec::new();
+        for m in media.iter() {
+            let (_, _, id) = path_ids(self.spec.node_id, &m.name);
+            now.push((id, Target::Path(m.name.clone()), Vec::new()));
+            let Some(offer) = m.stripes else { continue };
+            for index in 0..offer.count {
+                let target = Target::Stripe {
+                    path: m.name.clone(),
+                    index,
+                };
+                let id = self.stripe_sender(&m.name, offer, index);
+                now.push((id, target, Vec::new()));
+            }
+        }
         now.extend(
             streams
                 .iter()
@@ -115,9 +124,25 @@ impl Node {
         self.senders.with(&now, self.source_ip, f)
     }
 
+    /// The id of the sender of stripe `index` of `offer`, path `name`'s.
+    fn stripe_sender(&self, name: &str, offer: StripeOffer, index: usize) -> ResourceId {
+        let label = stripe_label(name, offer.rule, index, offer.count);
+        stripe_ids(self.spec.node_id, &label).1
+    }
+
     /// What path `name` plays, if it is served.
     pub(crate) fn track(media: &Catalog, name: &str) -> Option<Track> {
         media.get(name).map(|m| track_of(&m))
+    }
+
+    /// What one stripe of path `name` plays, if it offers stripes.
+    pub(crate) fn stripe_track(media: &Catalog, name: &str) -> Option<Track> {
+        let m = media.get(name)?;
+        let (offer, (_, rate)) = (m.stripes?, m.raw_format()?);
+        Some(Track::Raw {
+            format: offer.format,
+            rate,
+        })
     }
 
     /// Every resource as of now, in parent order, with versions that
@@ -130,17 +155,25 @@ impl Node {
             .iter()
             .map(|m| {
                 let (_, _, id) = path_ids(self.spec.node_id, &m.name);
-                let state = subscriptions.iter().find(|s| s.sender == id);
-                let active = state.is_some_and(|s| s.enabled);
+                let stripes = m.stripes.map_or_else(Vec::new, |o| {
+                    (0..o.count)
+                        .map(|index| StripeSenderSpec {
+                            rule: o.rule,
+                            count: o.count,
+                            index,
+                            format: o.format,
+                            subscription: subscription(
+                                &subscriptions,
+                                self.stripe_sender(&m.name, o, index),
+                            ),
+                        })
+                        .collect()
+                });
                 PathSpec {
                     name: m.name.clone(),
                     track: track_of(m),
-                    // A parked sender (master_enable false) names no
-                    // receiver, as IS-05's interaction with IS-04 says.
-                    subscription: SenderSubscription {
-                        receiver_id: state.filter(|_| active).and_then(|s| s.receiver),
-                        active,
-                    },
+                    subscription: subscription(&subscriptions, id),
+                    stripes,
                 }
             })
             .collect();
@@ -163,6 +196,18 @@ impl Node {
             }
         }
         store.all().to_vec()
+    }
+}
+
+/// What IS-04 shows of sender `id`'s IS-05 state. A parked sender
+/// (master_enable false) names no receiver, as IS-05's interaction with
+/// IS-04 says.
+fn subscription(all: &[senders::Subscription], id: ResourceId) -> SenderSubscription {
+    let state = all.iter().find(|s| s.sender == id);
+    let active = state.is_some_and(|s| s.enabled);
+    SenderSubscription {
+        receiver_id: state.filter(|_| active).and_then(|s| s.receiver),
+        active,
     }
 }
 

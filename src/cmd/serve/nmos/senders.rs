@@ -9,17 +9,33 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use nagare_proto::nmos::connection::{Constraint, Constraints, Leg, Param, Role, Setting};
 use nagare_proto::nmos::{Connection, ResourceId, TaiTime};
 
 use crate::cmd::serve::hub::table::StreamId;
 
+/// How long before its instant a stripe sender's scheduled activation is
+/// carried out: the pacer's start lead (100 ms), the room a leg's first
+/// frame needs beyond it (`serve::leg::LEG_MARGIN`), the scheduler's
+/// tick, and as much again for a busy host. Its stream waits for its
+/// first frame, so it starts sending exactly at the instant.
+pub(crate) const STRIPE_LEAD: Duration = Duration::from_millis(250);
+
 /// What a sender sends.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Target {
     /// A path of the catalog, by name.
     Path(String),
+    /// Stripe `index` of a path that offers stripes (`[stripes]` in its
+    /// sidecar): a `nagare cluster` leg.
+    Stripe {
+        /// The path.
+        path: String,
+        /// The stripe.
+        index: usize,
+    },
     /// A push stream made through `/v1/streams`, and its path.
     Push(StreamId, String),
 }
@@ -110,8 +126,12 @@ impl Senders {
         for (id, target, destinations) in senders {
             table.entry(*id).or_insert_with(|| {
                 let mut conn = new_connection(*id, source);
-                if let Target::Push(..) = target {
-                    conn.assume(running(&conn, destinations));
+                match target {
+                    Target::Push(..) => conn.assume(running(&conn, destinations)),
+                    // Its stream must hold its first frame before the
+                    // activation's instant.
+                    Target::Stripe { .. } => conn.set_lead(STRIPE_LEAD.into()),
+                    Target::Path(_) => {}
                 }
                 Sender {
                     conn,
@@ -131,13 +151,13 @@ impl Senders {
         table.values().filter_map(|s| s.stream).collect()
     }
 
-    /// The IS-05 state of path senders: (sender id, receiver id,
+    /// The IS-05 state of path and stripe senders: (sender id, receiver id,
     /// master_enable, when last activated).
     pub(crate) fn subscriptions(&self) -> Vec<Subscription> {
         let table = self.table.lock().unwrap_or_else(|p| p.into_inner());
         table
             .iter()
-            .filter(|(_, s)| matches!(s.target, Target::Path(_)))
+            .filter(|(_, s)| matches!(s.target, Target::Path(_) | Target::Stripe { .. }))
             .map(|(id, s)| Subscription {
                 sender: *id,
                 receiver: s.conn.active().peer,

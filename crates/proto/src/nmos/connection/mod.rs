@@ -108,6 +108,11 @@ pub struct Activation {
     pub mode: Mode,
     /// The controller's `requested_time`.
     pub requested: Option<TaiTime>,
+    /// When a scheduled activation is due (absolute, or relative resolved
+    /// against the PATCH's arrival); `None` for an immediate one. With a
+    /// [lead](Connection::set_lead) the event comes that much earlier, and
+    /// the driver makes the stream begin at this instant.
+    pub at: Option<TaiTime>,
     /// What to apply.
     pub setting: Setting,
     /// `/staged` once it is done (unresolved, activation cleared).
@@ -184,6 +189,9 @@ pub struct Connection {
     staged_timing: Timing,
     active: Setting,
     active_timing: Timing,
+    /// How long before its time an enabling scheduled activation is
+    /// handed out, in nanoseconds (see [`Connection::set_lead`]).
+    lead_ns: u64,
     events: VecDeque<Event>,
 }
 
@@ -208,6 +216,7 @@ impl Connection {
             staged,
             staged_timing: Timing::default(),
             active_timing: Timing::default(),
+            lead_ns: 0,
             events: VecDeque::new(),
         };
         c.active.legs = c.resolve(&c.staged.legs);
@@ -223,6 +232,18 @@ impl Connection {
     /// takes effect at the next activation.
     pub fn set_auto(&mut self, auto: Vec<Leg>) {
         self.auto = auto;
+    }
+
+    /// Hands a scheduled activation that enables the resource
+    /// (`master_enable` true) out `lead` before its time, so a driver
+    /// whose stream needs time to start (a cluster leg's pacer, which must
+    /// hold its first frame before it is due) can make it begin exactly at
+    /// the requested instant ([`Activation::at`]); `/active` then names
+    /// that instant as the activation time. One that disables is handed
+    /// out on time: a sender stops no earlier than asked. Zero (the
+    /// default) hands every activation out on time.
+    pub fn set_lead(&mut self, lead: crate::Nanos) {
+        self.lead_ns = lead.as_nanos();
     }
 
     /// What is active now.
@@ -345,7 +366,7 @@ impl Connection {
         };
         let at = match (mode, requested) {
             (Mode::Immediate, _) => {
-                let a = self.activation(mode, None, staged);
+                let a = self.activation(mode, None, None, staged);
                 return Ok(Patched::Activate(Box::new(a)));
             }
             (Mode::ScheduledAbsolute, Some(t)) => t,
@@ -435,12 +456,19 @@ impl Connection {
         Ok(())
     }
 
-    fn activation(&self, mode: Mode, requested: Option<TaiTime>, staged: Setting) -> Activation {
+    fn activation(
+        &self,
+        mode: Mode,
+        requested: Option<TaiTime>,
+        at: Option<TaiTime>,
+        staged: Setting,
+    ) -> Activation {
         let mut setting = staged.clone();
         setting.legs = self.resolve(&staged.legs);
         Activation {
             mode,
             requested,
+            at,
             setting,
             staged,
         }
@@ -448,23 +476,35 @@ impl Connection {
 
     /// Advances the clock to `now`: a scheduled activation that is due
     /// becomes an [`Event::Activate`] (one whose time had already passed
-    /// when it was asked for is due at once).
+    /// when it was asked for is due at once; one that enables is due its
+    /// [lead](Connection::set_lead) early).
     pub fn handle_timeout(&mut self, now: TaiTime) {
-        let Some(at) = self.scheduled() else {
+        let Some(due) = self.due() else {
             return;
         };
-        if now < at {
+        if now < due {
             return;
         }
         let timing = std::mem::take(&mut self.staged_timing);
         let mode = timing.mode.unwrap_or(Mode::ScheduledAbsolute);
-        let a = self.activation(mode, timing.requested, self.staged.clone());
+        let a = self.activation(mode, timing.requested, timing.at, self.staged.clone());
         self.events.push_back(Event::Activate(Box::new(a)));
+    }
+
+    /// When the scheduled activation is handed out: its time, less the
+    /// lead for one that enables.
+    fn due(&self) -> Option<TaiTime> {
+        let at = self.scheduled()?;
+        Some(if self.staged.master_enable {
+            at.minus_nanos(self.lead_ns)
+        } else {
+            at
+        })
     }
 
     /// When [`Connection::handle_timeout`] wants to run next.
     pub fn poll_timeout(&self) -> Option<TaiTime> {
-        self.scheduled()
+        self.due()
     }
 
     /// The next event, if any.
@@ -485,10 +525,12 @@ impl Connection {
         if let Err(reason) = result {
             return Err(ConnectionError::Refused(reason));
         }
+        // An activation handed out early happens at its time.
+        let at = activation.at.map_or(now, |t| t.max(now));
         let timing = Timing {
             mode: Some(activation.mode),
             requested: activation.requested,
-            at: Some(now),
+            at: Some(at),
         };
         let Activation {
             setting, staged, ..

@@ -154,6 +154,43 @@ fn an_absolute_activation_fires_at_its_tai_time_and_a_past_one_at_once() {
 }
 
 #[test]
+fn with_a_lead_an_enabling_activation_comes_early_and_a_disabling_one_on_time() {
+    // A cluster leg's sender: its stream must exist before its first
+    // frame is due, so the activation is handed out 200 ms early and
+    // names the instant the stream begins.
+    let mut c = sender(1);
+    c.set_lead(crate::Nanos::from_millis(200));
+    let on = json!({
+        "master_enable": true,
+        "transport_params": [{"destination_ip": "127.0.0.1", "destination_port": 5010}],
+        "activation": {"mode": "activate_scheduled_absolute", "requested_time": "1800000010:0"}
+    });
+    assert_eq!(patch(&mut c, T0, on).unwrap(), Patched::Scheduled);
+    assert_eq!(c.poll_timeout(), Some(at(9, 800_000_000)));
+    c.handle_timeout(at(9, 799_999_999));
+    assert_eq!(c.poll_event(), None, "not a nanosecond before the lead");
+    c.handle_timeout(at(9, 800_000_000));
+    let Some(Event::Activate(a)) = c.poll_event() else {
+        panic!("due at its time less the lead");
+    };
+    assert_eq!(a.at, Some(at(10, 0)), "the driver starts the stream then");
+    c.complete(at(9, 800_000_100), a, Ok(())).unwrap();
+    let active = c.active_json();
+    assert_eq!(active["activation"]["activation_time"], "1800000010:0");
+    assert_eq!(active["master_enable"], true);
+
+    let off = json!({
+        "master_enable": false,
+        "activation": {"mode": "activate_scheduled_absolute", "requested_time": "1800000020:0"}
+    });
+    assert_eq!(patch(&mut c, at(11, 0), off).unwrap(), Patched::Scheduled);
+    assert_eq!(c.poll_timeout(), Some(at(20, 0)), "a stop is never early");
+    assert!(drive(&mut c, at(19, 999_999_999)).is_empty());
+    assert_eq!(drive(&mut c, at(20, 0)).len(), 1);
+    assert!(!c.active().master_enable);
+}
+
+#[test]
 fn a_patch_while_scheduled_is_locked_until_cancelled() {
     let mut c = sender(1);
     let body = json!({
