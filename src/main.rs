@@ -19,6 +19,7 @@ mod cmd;
 mod lateness;
 mod logging;
 mod net;
+mod nmos;
 mod plot;
 mod progress;
 mod signal;

@@ -5,9 +5,11 @@
 //! this module, each block with a SAFETY comment; calls off the
 //! per-packet path go through nix's safe wrappers.
 
+pub(crate) mod accept;
 pub(crate) mod awake;
 pub(crate) mod file;
 pub(crate) mod host;
+pub(crate) mod http;
 pub(crate) mod iface;
 pub(crate) mod placement;
 pub(crate) mod rtcp;

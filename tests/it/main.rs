@@ -13,6 +13,7 @@ mod disk;
 mod doctor;
 mod impair_scripts;
 mod imports;
+mod nmos_schema;
 mod peers;
 mod pipes;
 mod placement;

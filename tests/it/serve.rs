@@ -12,6 +12,7 @@ mod load;
 mod loadtest;
 mod logs;
 mod nmos;
+mod nmos_recv;
 mod openapi;
 mod players;
 mod rtcp;

@@ -24,7 +24,7 @@ use super::recording::{Plan, Segmenting};
 #[derive(clap::Args, Debug, Clone)]
 pub(crate) struct RecvArgs {
     /// Address to listen on, HOST:PORT (a multicast group joins it).
-    #[arg(long, conflicts_with = "sdp", required_unless_present_any = ["sdp", "cluster"])]
+    #[arg(long, conflicts_with = "sdp", required_unless_present_any = ["sdp", "cluster", "nmos"])]
     pub listen: Option<String>,
     /// Frame size WIDTHxHEIGHT (with --listen; with --sdp, checked
     /// against the SDP's).
@@ -125,6 +125,23 @@ pub(crate) struct RecvArgs {
     /// Stripes and ST 2022-7 legs (see `stripes`).
     #[command(flatten)]
     pub striping: StripeArgs,
+    /// Be an NMOS node with one receiver: serve the IS-04 Node API and
+    /// the IS-05 Connection API on --nmos-http, and receive what a
+    /// controller's activation connects it to (docs/nmos.md).
+    #[arg(long, conflicts_with_all = ["listen", "sdp", "stripes", "dup", "cluster"])]
+    pub nmos: bool,
+    /// Where --nmos serves its APIs (`:8081` is every interface, and
+    /// needs --token; port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:8081", value_parser = cli::parse_listen_address, value_name = "ADDR:PORT")]
+    pub nmos_http: SocketAddr,
+    /// Token of the --nmos APIs (or NAGARE_TOKEN): required when
+    /// --nmos-http is not loopback; controllers send 'Authorization:
+    /// Bearer TOKEN'.
+    #[arg(long, requires = "nmos")]
+    pub token: Option<String>,
+    /// NMOS registration and the node id's state directory (with --nmos).
+    #[command(flatten)]
+    pub registration: crate::nmos::register::RegistrationArgs,
 }
 
 /// The ST 2110-21 analysis of a receive run.
@@ -177,18 +194,29 @@ pub(crate) struct RecvConfig {
     pub analyze: Option<AnalyzeSpec>,
 }
 
+/// What the stream is: where it arrives, its format, its rate if known,
+/// the only sender taken, and the sender type its SDP declares.
+struct Stream {
+    listen: SocketAddr,
+    format: VideoFormat,
+    rate: Option<FrameRate>,
+    source: Option<IpAddr>,
+    declared: Option<SenderType>,
+    /// The SDP's `TROFF`.
+    tr_offset: Option<Nanos>,
+}
+
 impl RecvArgs {
-    /// Validates the arguments.
     /// With --sdp, a --size or --pix-fmt given too must say what the SDP
-    /// says: silently preferring one would record the wrong frames.
-    fn agrees_with(&self, f: &VideoFormat, path: &std::path::Path) -> Result<()> {
+    /// (`what`) says: silently preferring one would record the wrong
+    /// frames.
+    fn agrees_with(&self, f: &VideoFormat, what: &str) -> Result<()> {
         if let Some(s) = self.size
             && (s.width, s.height) != (f.width, f.height)
         {
             bail!(
-                "--size {s} disagrees with the SDP '{}', which says {}x{}: drop --size (the SDP \
+                "--size {s} disagrees with {what}, which says {}x{}: drop --size (the SDP \
                  describes the stream) or fix the SDP",
-                path.display(),
                 f.width,
                 f.height
             );
@@ -197,49 +225,86 @@ impl RecvArgs {
             && p != f.pixel_format
         {
             bail!(
-                "--pix-fmt {p} disagrees with the SDP '{}', which says {}: drop --pix-fmt (the \
+                "--pix-fmt {p} disagrees with {what}, which says {}: drop --pix-fmt (the \
                  SDP describes the stream) or fix the SDP",
-                path.display(),
                 f.pixel_format
             );
         }
         Ok(())
     }
 
-    pub(crate) fn config(&self) -> Result<RecvConfig> {
-        let interface = self.interface.clone();
-        let mut source: Option<IpAddr> = self
-            .source
+    /// `--source`, if given.
+    fn source_flag(&self) -> Result<Option<IpAddr>> {
+        self.source
             .as_deref()
             .map(|s| {
                 s.parse()
                     .map_err(|_| anyhow!("--source '{s}' is not an IP address"))
             })
-            .transpose()?;
-        let mut declared = None;
-        let mut tr_offset = self.tr_offset.map(Nanos::from_micros);
-        let (listen, format, mut rate) = match (&self.listen, self.sdp.as_slice()) {
+            .transpose()
+    }
+
+    /// The stream an SDP's `text` describes (`what` names it in errors);
+    /// `--source` wins over the SDP's source filter.
+    fn sdp_stream(&self, text: &str, what: &str, source: Option<IpAddr>) -> Result<Stream> {
+        let sdp = SdpStream::parse(text).map_err(|e| anyhow!("{what}: {e}"))?;
+        self.agrees_with(&sdp.format, what)?;
+        Ok(Stream {
+            listen: SocketAddr::new(sdp.address, sdp.port),
+            format: sdp.format,
+            rate: sdp.rate,
+            source: source.or(sdp.source),
+            declared: sdp.sender_type,
+            tr_offset: sdp.tr_offset,
+        })
+    }
+
+    /// Validates the arguments.
+    pub(crate) fn config(&self) -> Result<RecvConfig> {
+        let source = self.source_flag()?;
+        let stream = match (&self.listen, self.sdp.as_slice()) {
             (Some(l), []) => {
                 let listen = udp::parse_addr(l, "listen address")?;
                 let (Some(size), Some(pf)) = (self.size, self.pix_fmt) else {
                     bail!("--listen needs --size and --pix-fmt (or use --sdp FILE)");
                 };
-                (listen, cli::video_format(size, pf)?, None)
+                Stream {
+                    listen,
+                    format: cli::video_format(size, pf)?,
+                    rate: None,
+                    source,
+                    declared: None,
+                    tr_offset: None,
+                }
             }
             (None, [path]) => {
-                let text = read_sdp(path)?;
-                let sdp = SdpStream::parse(&text)
-                    .map_err(|e| anyhow!("SDP file '{}': {e}", path.display()))?;
-                if source.is_none() {
-                    source = sdp.source;
-                }
-                self.agrees_with(&sdp.format, path)?;
-                declared = sdp.sender_type;
-                tr_offset = tr_offset.or(sdp.tr_offset);
-                (SocketAddr::new(sdp.address, sdp.port), sdp.format, sdp.rate)
+                let what = format!("the SDP '{}'", path.display());
+                self.sdp_stream(&read_sdp(path)?, &what, source)?
             }
             _ => bail!("give either --listen HOST:PORT with --size and --pix-fmt, or --sdp FILE"),
         };
+        self.finish(stream)
+    }
+
+    /// The configuration for the stream an SDP's `text` describes, as if
+    /// it were the `--sdp` file (`recv --nmos`: the transport file a
+    /// controller staged); `what` names it in errors.
+    pub(crate) fn config_for_sdp(&self, text: &str, what: &str) -> Result<RecvConfig> {
+        let stream = self.sdp_stream(text, what, self.source_flag()?)?;
+        self.finish(stream)
+    }
+
+    /// The configuration of `stream` with every other flag.
+    fn finish(&self, stream: Stream) -> Result<RecvConfig> {
+        let Stream {
+            listen,
+            format,
+            mut rate,
+            source,
+            declared,
+            tr_offset,
+        } = stream;
+        let tr_offset = self.tr_offset.map(Nanos::from_micros).or(tr_offset);
         if self.fps.is_some() {
             rate = self.fps;
         }
@@ -267,7 +332,7 @@ impl RecvArgs {
             format,
             rate,
             socket: ReceiveOptions {
-                interface,
+                interface: self.interface.clone(),
                 // Joined as source-specific multicast; on unicast only a
                 // filter.
                 source: source.filter(|_| listen.ip().is_multicast()),

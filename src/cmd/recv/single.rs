@@ -40,6 +40,20 @@ impl Bound {
         Ok(Bound { rx, rtcp: None })
     }
 
+    /// [`Bound::open`], and the RTCP port beside the stream's with
+    /// `rtcp` (`recv --rtcp`); says the notices of socket setup and why
+    /// there is no RTCP port, if there is none.
+    pub(crate) fn open_noting(cfg: &RecvConfig, rtcp: bool) -> Result<Bound> {
+        let mut bound = Bound::open(cfg)?;
+        if rtcp && let Err(why) = bound.bind_rtcp(cfg.listen) {
+            eprintln!("nagare recv: note: {why}");
+        }
+        for n in bound.notices() {
+            eprintln!("nagare recv: note: {n}");
+        }
+        Ok(bound)
+    }
+
     /// Binds the RTCP port beside the stream's (`recv --rtcp`); `Err`
     /// says why there is none (a multicast group, the port taken).
     pub(crate) fn bind_rtcp(&mut self, listen: SocketAddr) -> Result<(), String> {
@@ -502,15 +516,7 @@ pub(super) fn main(args: RecvArgs) -> Result<std::process::ExitCode> {
     if args.json && cfg.output.as_deref().is_some_and(crate::cli::is_stdio) {
         bail!("--json prints on stdout, where -o - writes the frames: drop one, or give -o a file");
     }
-    let mut bound = Bound::open(&cfg)?;
-    if args.rtcp
-        && let Err(why) = bound.bind_rtcp(cfg.listen)
-    {
-        eprintln!("nagare recv: note: {why}");
-    }
-    for n in bound.notices() {
-        eprintln!("nagare recv: note: {n}");
-    }
+    let bound = Bound::open_noting(&cfg, args.rtcp)?;
     if let Some(a) = bound.local_addr() {
         eprintln!("nagare recv: listening on {a}");
     }

@@ -130,22 +130,9 @@ pub(crate) struct ServeArgs {
     /// Print the final report as JSON on stdout when stopped.
     #[arg(long)]
     pub json: bool,
-    /// Where the NMOS node id is kept across restarts (one file per
-    /// HTTP port; default: $XDG_STATE_HOME/nagare or
-    /// ~/.local/state/nagare). An --http port of 0 keeps none.
-    #[arg(long)]
-    pub state_dir: Option<PathBuf>,
-    /// NMOS IS-04 registry to register with, e.g. http://10.0.0.5:8235
-    /// (repeatable: the next is tried when one fails).
-    #[arg(long, value_name = "URL", value_parser = nmos::parse_registry_url)]
-    pub registry: Vec<String>,
-    /// DNS server to browse for NMOS registries with unicast DNS-SD
-    /// (_nmos-register._tcp), e.g. 10.0.0.2 or 10.0.0.2:53.
-    #[arg(long, value_name = "ADDR[:PORT]", value_parser = nmos::parse_dns_server, conflicts_with = "registry")]
-    pub nmos_dns: Option<SocketAddr>,
-    /// DNS-SD browse domain for --nmos-dns (e.g. studio.example.com).
-    #[arg(long, value_name = "DOMAIN", requires = "nmos_dns")]
-    pub nmos_domain: Option<String>,
+    /// NMOS registration and the node id's state directory.
+    #[command(flatten)]
+    pub registration: crate::nmos::register::RegistrationArgs,
 }
 
 /// `nagare serve`. Everything a user can get wrong (the config file,
@@ -326,12 +313,9 @@ fn start_configured(server: &Server, config: &ServeConfig) -> Result<()> {
 /// The NMOS node: its id from the state directory, its API where the
 /// HTTP listener listens.
 fn nmos_node(args: &ServeArgs, http: SocketAddr, token: &Token) -> Result<nmos::Node> {
-    let dir = args
-        .state_dir
-        .clone()
-        .or_else(nmos::identity::default_state_dir);
+    let dir = args.registration.state_dir();
     // The port asked for, not the one bound: 0 names no lasting node.
-    let id = nmos::identity::node_id(dir.as_deref(), args.http.port())?;
+    let id = crate::nmos::identity::node_id(dir.as_deref(), args.http.port())?;
     let interface = args.multicast_interface.as_ref().map(|i| i.index);
     Ok(nmos::Node::new(id, http, !token.admits(None), interface))
 }
@@ -341,27 +325,15 @@ fn nmos_registration(
     server: &Arc<Server>,
     args: &ServeArgs,
 ) -> Result<Option<std::thread::JoinHandle<()>>> {
-    let source = match (&args.nmos_dns, args.registry.is_empty()) {
-        (Some(dns), _) => nmos::register::Source::DnsSd {
-            server: *dns,
-            domain: args.nmos_domain.clone().unwrap_or_else(|| "local".into()),
-        },
-        (None, false) => nmos::register::Source::Fixed(args.registry.clone()),
-        (None, true) => return Ok(None),
-    };
-    let from = match &source {
-        nmos::register::Source::Fixed(urls) => urls.join(", then "),
-        nmos::register::Source::DnsSd { server, domain } => {
-            format!("the registries DNS-SD finds in {domain} at {server}")
-        }
-    };
-    let node = server.nmos.id();
-    info!(%node, "NMOS node {node} registering with {from}");
-    let s = server.clone();
-    let t = std::thread::Builder::new()
-        .name("serve-nmos".into())
-        .spawn(move || nmos::register::run(s, source))?;
-    Ok(Some(t))
+    let (s, r) = (server.clone(), server.clone());
+    let t = crate::nmos::register::start(
+        &args.registration,
+        server.nmos.id(),
+        "serve-nmos",
+        move || s.stopping(),
+        move || r.nmos.resources(&r.media, &r.table.infos()),
+    )?;
+    Ok(t)
 }
 
 /// Starts the two front ends, each on its own thread with its own event

@@ -75,6 +75,19 @@ impl Media {
     }
 }
 
+/// Asserts that `got` is whole frames of `clip`, each the clip's next
+/// (looping); the loop may have been joined at any frame.
+pub fn assert_clip_frames(clip: &[u8], got: &[u8]) {
+    assert_eq!(got.len() % FRAME_BYTES, 0, "whole frames only");
+    let frame = |k: usize| &clip[k * FRAME_BYTES..(k + 1) * FRAME_BYTES];
+    let first = (0..FRAMES)
+        .find(|&k| frame(k) == &got[..FRAME_BYTES])
+        .expect("the first frame received is a frame of the clip");
+    for (i, chunk) in got.chunks(FRAME_BYTES).enumerate() {
+        assert!(chunk == frame((first + i) % FRAMES), "frame {i} differs");
+    }
+}
+
 /// A running server on ephemeral loopback ports.
 pub struct Serve {
     run: Option<Running>,

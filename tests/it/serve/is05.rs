@@ -9,36 +9,20 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::harness::{FRAME_BYTES, FRAMES, Media, Serve};
-use super::nmos::{assert_valid, schema_dir};
+use super::harness::{FRAME_BYTES, FRAMES, Media, Serve, assert_clip_frames};
 use crate::common::{Running, nagare, wait_until};
+use crate::nmos_schema::NmosApi;
 
 const C: &str = "/x-nmos/connection/v1.1";
 
-fn is05_dir() -> std::path::PathBuf {
-    schema_dir().join("../../is-05/v1.1")
-}
-
-/// A call whose answer must have `status` and satisfy `schema`.
-fn call(
-    serve: &Serve,
-    method: &str,
-    path: &str,
-    body: Option<Value>,
-    status: u16,
-    schema: &str,
-) -> Value {
-    let text = body.map(|b| b.to_string());
-    let (got, answer) = serve.api(method, path, text.as_deref());
-    assert_eq!(got, status, "{method} {path}: {answer}");
-    let value: Value =
-        serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{method} {path}: {e}: {answer}"));
-    assert_valid(&is05_dir(), schema, &format!("{method} {path}"), &value);
-    value
+impl NmosApi for Serve {
+    fn request(&self, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
+        self.api(method, path, body)
+    }
 }
 
 /// The id of path `name`'s sender, from the Node API.
-fn sender_id(serve: &Serve, name: &str) -> String {
+pub(super) fn sender_id(serve: &Serve, name: &str) -> String {
     let (_, text) = serve.api("GET", "/x-nmos/node/v1.3/senders/", None);
     let all: Value = serde_json::from_str(&text).unwrap();
     all.as_array()
@@ -49,6 +33,25 @@ fn sender_id(serve: &Serve, name: &str) -> String {
         .as_str()
         .unwrap()
         .to_string()
+}
+
+/// Parks the sender at `base` (`master_enable` false, at once) and
+/// waits until its stream has left the table.
+pub(super) fn stop_sender(serve: &Serve, base: &str) {
+    let stop = json!({"master_enable": false, "activation": {"mode": "activate_immediate"}});
+    let staged = format!("{base}/staged");
+    serve.call(
+        "PATCH",
+        &staged,
+        Some(stop),
+        200,
+        "sender-response-schema.json",
+    );
+    wait_until("the stream stops", Duration::from_secs(5), || {
+        let (_, text) = serve.api("GET", "/v1/streams", None);
+        let list: Value = serde_json::from_str(&text).unwrap();
+        list["streams"].as_array().unwrap().is_empty().then_some(())
+    });
 }
 
 /// A UDP port free on loopback now.
@@ -65,40 +68,35 @@ fn every_connection_api_answer_validates_against_the_is05_schemas() {
     // With stripe senders, so theirs are validated too.
     let media = Media::new("nmos-is05-schema").with_stripes("lines", 2);
     let serve = Serve::start(&media, &[]);
-    call(
-        &serve,
+    serve.call(
         "GET",
         &format!("{C}/"),
         None,
         200,
         "connectionapi-base.json",
     );
-    call(
-        &serve,
+    serve.call(
         "GET",
         &format!("{C}/single/"),
         None,
         200,
         "connectionapi-single.json",
     );
-    call(
-        &serve,
+    serve.call(
         "GET",
         &format!("{C}/bulk/"),
         None,
         200,
         "connectionapi-bulk.json",
     );
-    let senders = call(
-        &serve,
+    let senders = serve.call(
         "GET",
         &format!("{C}/single/senders/"),
         None,
         200,
         "sender-receiver-base.json",
     );
-    call(
-        &serve,
+    serve.call(
         "GET",
         &format!("{C}/single/receivers/"),
         None,
@@ -117,32 +115,28 @@ fn every_connection_api_answer_validates_against_the_is05_schemas() {
             "{C}/single/senders/{}",
             s.as_str().unwrap().trim_end_matches('/')
         );
-        call(
-            &serve,
+        serve.call(
             "GET",
             &format!("{base}/"),
             None,
             200,
             "connectionapi-sender.json",
         );
-        call(
-            &serve,
+        serve.call(
             "GET",
             &format!("{base}/constraints"),
             None,
             200,
             "constraints-schema.json",
         );
-        call(
-            &serve,
+        serve.call(
             "GET",
             &format!("{base}/staged"),
             None,
             200,
             "sender-response-schema.json",
         );
-        let active = call(
-            &serve,
+        let active = serve.call(
             "GET",
             &format!("{base}/active"),
             None,
@@ -150,8 +144,7 @@ fn every_connection_api_answer_validates_against_the_is05_schemas() {
             "sender-response-schema.json",
         );
         assert!(!active.to_string().contains("\"auto\""), "{active}");
-        call(
-            &serve,
+        serve.call(
             "GET",
             &format!("{base}/transporttype"),
             None,
@@ -184,43 +177,14 @@ fn every_connection_api_answer_validates_against_the_is05_schemas() {
         json!({"activation": {"mode": "soon"}}),
         json!({"transport_params": [{}, {}]}),
     ] {
-        call(&serve, "PATCH", &staged, Some(bad), 400, "error.json");
+        serve.call("PATCH", &staged, Some(bad), 400, "error.json");
     }
     // A scheduled activation locks the resource (423) until cancelled.
-    let later =
-        json!({"activation": {"mode": "activate_scheduled_relative", "requested_time": "3600:0"}});
-    let s = call(
-        &serve,
-        "PATCH",
-        &staged,
-        Some(later),
-        202,
-        "sender-response-schema.json",
-    );
-    assert_eq!(s["activation"]["mode"], "activate_scheduled_relative");
-    call(
-        &serve,
-        "PATCH",
-        &staged,
-        Some(json!({"master_enable": true})),
-        423,
-        "error.json",
-    );
-    let cancel = json!({"activation": {"mode": null}});
-    let s = call(
-        &serve,
-        "PATCH",
-        &staged,
-        Some(cancel),
-        200,
-        "sender-response-schema.json",
-    );
-    assert_eq!(s["activation"]["mode"], Value::Null);
+    serve.schedule_lock_and_cancel(&staged, "sender-response-schema.json");
     // An absolute activation in the past happens at once.
     let past = json!({"transport_params": [{"destination_ip": "127.0.0.1", "destination_port": free_port()}],
         "activation": {"mode": "activate_scheduled_absolute", "requested_time": "1:0"}});
-    call(
-        &serve,
+    serve.call(
         "PATCH",
         &staged,
         Some(past),
@@ -236,12 +200,11 @@ fn every_connection_api_answer_validates_against_the_is05_schemas() {
     let outside = json!({"master_enable": true,
         "transport_params": [{"destination_ip": "192.0.2.1"}],
         "activation": {"mode": "activate_immediate"}});
-    let e = call(&serve, "PATCH", &staged, Some(outside), 400, "error.json");
+    let e = serve.call("PATCH", &staged, Some(outside), 400, "error.json");
     assert!(e["error"].as_str().unwrap().contains("192.0.2.1"), "{e}");
     let bulk = json!([{"id": id, "params": {"master_enable": false}},
         {"id": "0a174530-e3cf-11e6-bf01-fe55135034f3", "params": {}}]);
-    let r = call(
-        &serve,
+    let r = serve.call(
         "POST",
         &format!("{C}/bulk/senders"),
         Some(bulk),
@@ -250,8 +213,7 @@ fn every_connection_api_answer_validates_against_the_is05_schemas() {
     );
     assert_eq!(r[0]["code"], 200);
     assert_eq!(r[1]["code"], 404);
-    call(
-        &serve,
+    serve.call(
         "GET",
         &format!("{C}/single/senders/0a174530-e3cf-11e6-bf01-fe55135034f3/staged"),
         None,
@@ -273,8 +235,7 @@ fn an_activation_streams_a_path_to_recv_byte_identical_and_master_enable_false_s
     let aim = json!({"receiver_id": receiver, "master_enable": false,
         "transport_params": [{"destination_ip": "127.0.0.1", "destination_port": port}],
         "activation": {"mode": "activate_immediate"}});
-    let r = call(
-        &serve,
+    let r = serve.call(
         "PATCH",
         &format!("{base}/staged"),
         Some(aim),
@@ -304,8 +265,7 @@ fn an_activation_streams_a_path_to_recv_byte_identical_and_master_enable_false_s
     recv.listening();
 
     let go = json!({"master_enable": true, "activation": {"mode": "activate_immediate"}});
-    let r = call(
-        &serve,
+    let r = serve.call(
         "PATCH",
         &format!("{base}/staged"),
         Some(go),
@@ -317,14 +277,7 @@ fn an_activation_streams_a_path_to_recv_byte_identical_and_master_enable_false_s
     assert!(status.success(), "{stderr}");
     let got = std::fs::read(&out).unwrap();
     assert_eq!(got.len(), frames * FRAME_BYTES);
-    // The loop may be joined at any frame: each frame is the clip's next.
-    let frame = |k: usize| &media.clip[k * FRAME_BYTES..(k + 1) * FRAME_BYTES];
-    let first = (0..FRAMES)
-        .find(|&k| frame(k) == &got[..FRAME_BYTES])
-        .expect("the first frame received is a frame of the clip");
-    for (i, chunk) in got.chunks(FRAME_BYTES).enumerate() {
-        assert!(chunk == frame((first + i) % FRAMES), "frame {i} differs");
-    }
+    assert_clip_frames(&media.clip, &got);
     // IS-04 shows the connection.
     let (_, text) = serve.api("GET", &format!("/x-nmos/node/v1.3/senders/{id}"), None);
     let sender: Value = serde_json::from_str(&text).unwrap();
@@ -333,20 +286,7 @@ fn an_activation_streams_a_path_to_recv_byte_identical_and_master_enable_false_s
         json!({"receiver_id": receiver, "active": true})
     );
 
-    let stop = json!({"master_enable": false, "activation": {"mode": "activate_immediate"}});
-    call(
-        &serve,
-        "PATCH",
-        &format!("{base}/staged"),
-        Some(stop),
-        200,
-        "sender-response-schema.json",
-    );
-    wait_until("the stream stops", Duration::from_secs(5), || {
-        let (_, text) = serve.api("GET", "/v1/streams", None);
-        let list: Value = serde_json::from_str(&text).unwrap();
-        list["streams"].as_array().unwrap().is_empty().then_some(())
-    });
+    stop_sender(&serve, &base);
     let (_, text) = serve.api("GET", &format!("/x-nmos/node/v1.3/senders/{id}"), None);
     let sender: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(sender["subscription"]["active"], false);

@@ -2,91 +2,11 @@
 //! against the official v1.3 schemas (shipped in the `nmos` crate), and
 //! registration with mock registries written here.
 
-use std::path::{Path, PathBuf};
-
-use jsonschema::{Retrieve, Uri, Validator};
 use serde_json::Value;
 
 use super::harness::{Media, Serve, http};
 use crate::common::{Scratch, wait_until};
-
-/// A base URI that never resolves; the retriever maps it to the files.
-const BASE: &str = "https://schemas.nmos.invalid/";
-
-/// The `schemas/is-04/v1.3` directory of the `nmos` crate, found through
-/// `cargo metadata` (wherever the registry or a vendor directory put it).
-pub(super) fn schema_dir() -> PathBuf {
-    // Offline, for this platform only: other platforms' crates are never
-    // downloaded, so none is needed.
-    let libc = if cfg!(target_env = "musl") {
-        "musl"
-    } else {
-        "gnu"
-    };
-    let host = format!("{}-unknown-linux-{libc}", std::env::consts::ARCH);
-    let out = std::process::Command::new(env!("CARGO"))
-        .args(["metadata", "--format-version", "1", "--offline"])
-        .args(["--filter-platform", &host, "--manifest-path"])
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
-        .output()
-        .expect("cargo metadata runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let meta: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let manifest = meta["packages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == "nmos")
-        .expect("the nmos crate is a dev-dependency")["manifest_path"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    Path::new(&manifest)
-        .parent()
-        .unwrap()
-        .join("schemas/is-04/v1.3")
-}
-
-/// Serves the schema files to the validator, and nothing else.
-struct Files(PathBuf);
-
-impl Retrieve for Files {
-    fn retrieve(
-        &self,
-        uri: &Uri<String>,
-    ) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
-        let name = uri.path().as_str().rsplit('/').next().unwrap_or_default();
-        let text = std::fs::read_to_string(self.0.join(name)).map_err(|e| format!("{uri}: {e}"))?;
-        Ok(serde_json::from_str(&text)?)
-    }
-}
-
-pub(super) fn validator(dir: &Path, file: &str) -> Validator {
-    let text = std::fs::read_to_string(dir.join(file)).unwrap();
-    let schema: Value = serde_json::from_str(&text).unwrap();
-    jsonschema::draft4::options()
-        .with_base_uri(format!("{BASE}{file}"))
-        .with_retriever(Files(dir.to_path_buf()))
-        .build(&schema)
-        .unwrap_or_else(|e| panic!("{file}: {e}"))
-}
-
-pub(super) fn assert_valid(dir: &Path, file: &str, what: &str, instance: &Value) {
-    let v = validator(dir, file);
-    let errors: Vec<String> = v
-        .iter_errors(instance)
-        .map(|e| format!("  {}: {e}", e.instance_path()))
-        .collect();
-    assert!(
-        errors.is_empty(),
-        "{what} does not satisfy {file}:\n{}\n{instance:#}",
-        errors.join("\n")
-    );
-}
+use crate::nmos_schema::{assert_valid, schema_dir, validate_node_api, validator};
 
 fn get(serve: &Serve, path: &str) -> Value {
     let (status, body) = serve.api("GET", path, None);
@@ -112,33 +32,8 @@ fn every_node_api_answer_validates_against_the_is04_schemas() {
         serde_json::json!(["node/", "connection/"])
     );
     assert_eq!(get(&serve, "/x-nmos/node/"), serde_json::json!(["v1.3/"]));
-    assert_valid(
-        &dir,
-        "nodeapi-base.json",
-        "base",
-        &get(&serve, &format!("{v}/")),
-    );
-    let node = get(&serve, &format!("{v}/self"));
-    assert_valid(&dir, "node.json", "self", &node);
+    let (node, counts) = validate_node_api(|path| get(&serve, path));
     assert_eq!(node["api"]["endpoints"][0]["port"], serve.http.port());
-    let mut counts = Vec::new();
-    for (list, one) in [
-        ("devices", "device.json"),
-        ("sources", "source.json"),
-        ("flows", "flow.json"),
-        ("senders", "sender.json"),
-        ("receivers", "receiver.json"),
-    ] {
-        let all = get(&serve, &format!("{v}/{list}/"));
-        assert_valid(&dir, &format!("{list}.json"), list, &all);
-        for r in all.as_array().unwrap() {
-            let id = r["id"].as_str().unwrap();
-            let by_id = get(&serve, &format!("{v}/{list}/{id}"));
-            assert_eq!(&by_id, r);
-            assert_valid(&dir, one, &format!("{list}/{id}"), &by_id);
-        }
-        counts.push(all.as_array().unwrap().len());
-    }
     // One device; bars, clip.yuv and clip.ts each a source and a flow;
     // clip.yuv's two stripes a flow each; those five senders and the push
     // stream's.

@@ -1,9 +1,10 @@
-//! The resources of a `nagare serve` node, built from what it serves:
-//! one device; for every path a source, a flow and a sender; for every
-//! stripe a path offers (`[stripes]` in its sidecar) a flow of the
-//! stripe's geometry and a sender, which `nagare cluster` activates over
-//! IS-05; for every running push stream one more sender of its path's
-//! flow.
+//! The resources of a nagare node, built from what it serves: one
+//! device; for every path of `nagare serve` a source, a flow and a
+//! sender; for every stripe a path offers (`[stripes]` in its sidecar) a
+//! flow of the stripe's geometry and a sender, which `nagare cluster`
+//! activates over IS-05; for every running push stream one more sender
+//! of its path's flow; for `nagare recv --nmos` one receiver of raw
+//! video.
 //!
 //! Ids come from the node id and a name ([`ResourceId::derive`]), so the
 //! same path has the same ids on every start; versions are left at zero
@@ -14,7 +15,8 @@ use std::collections::BTreeMap;
 use super::id::ResourceId;
 use super::resource::{
     API_VERSION, Clock, Component, Control, Core, Device, Endpoint, Flow, Interface, Kind, NoCaps,
-    Node, NodeApi, Picture, Rational, Resource, Sender, SenderSubscription, Source,
+    Node, NodeApi, Picture, Rational, Receiver, ReceiverCaps, ReceiverSubscription, Resource,
+    Sender, SenderSubscription, Source,
 };
 use super::version::TaiTime;
 use crate::serve::describe::Track;
@@ -23,6 +25,8 @@ use crate::{FrameRate, PixelFormat, VideoFormat};
 
 /// Device type of a generic media node.
 const DEVICE_GENERIC: &str = "urn:x-nmos:device:generic";
+/// The format of video sources, flows and receivers.
+const FORMAT_VIDEO: &str = "urn:x-nmos:format:video";
 /// The one clock: the host's system clock.
 const CLOCK: &str = "clk0";
 /// RTP to one host.
@@ -64,6 +68,20 @@ pub struct NodeSpec {
     /// the Node API: the device names it in `controls` and each path's
     /// sender its transport file in `manifest_href`.
     pub connection_api: bool,
+    /// The receivers (`recv --nmos` has one; serve none).
+    pub receivers: Vec<ReceiverSpec>,
+    /// What the node is, as its description says (`nagare serve`).
+    pub program: &'static str,
+}
+
+/// One receiver of raw video over RTP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceiverSpec {
+    /// Its name (its label, and what its id is derived from).
+    pub name: String,
+    /// Its IS-05 state: the sender it was connected to and whether it
+    /// is receiving.
+    pub subscription: ReceiverSubscription,
 }
 
 /// One path of the catalog.
@@ -159,6 +177,11 @@ pub fn activated_by(label: &str) -> Option<ResourceId> {
     ResourceId::parse(id).filter(|p| p.to_string() == id)
 }
 
+/// The id of receiver `name`.
+pub fn receiver_id(node: ResourceId, name: &str) -> ResourceId {
+    node.derive(&format!("receiver/{name}"))
+}
+
 /// The id of the node's one device.
 pub fn device_id(node: ResourceId) -> ResourceId {
     node.derive("device")
@@ -166,7 +189,7 @@ pub fn device_id(node: ResourceId) -> ResourceId {
 
 impl NodeSpec {
     /// Every resource, in parent order (node, device, sources, flows,
-    /// senders), versions unset.
+    /// senders, receivers), versions unset.
     pub fn resources(&self) -> Vec<Resource> {
         let device = device_id(self.node_id);
         let mut sources = Vec::new();
@@ -214,10 +237,19 @@ impl NodeSpec {
                 self.sender(c, flow, device, transport, s.active),
             ));
         }
-        let mut out = vec![Resource::Node(self.node()), self.device(device, &senders)];
+        let receivers: Vec<Resource> = self
+            .receivers
+            .iter()
+            .map(|r| Resource::Receiver(self.receiver(device, r)))
+            .collect();
+        let mut out = vec![
+            Resource::Node(self.node()),
+            self.device(device, &senders, &receivers),
+        ];
         out.extend(sources);
         out.extend(flows);
         out.extend(senders);
+        out.extend(receivers);
         out
     }
 
@@ -280,7 +312,7 @@ impl NodeSpec {
     fn node(&self) -> Node {
         let base = format!("http://{}/", host_port(&self.api_host, self.api_port));
         Node {
-            core: core(self.node_id, &self.label, "nagare serve"),
+            core: core(self.node_id, &self.label, self.program),
             href: base,
             hostname: self.hostname.clone(),
             api: NodeApi {
@@ -302,13 +334,14 @@ impl NodeSpec {
         }
     }
 
-    fn device(&self, id: ResourceId, senders: &[Resource]) -> Resource {
+    fn device(&self, id: ResourceId, senders: &[Resource], receivers: &[Resource]) -> Resource {
+        let description = format!("the streams of {}", self.program);
         Resource::Device(Device {
-            core: core(id, &self.label, "the streams of nagare serve"),
+            core: core(id, &self.label, &description),
             kind: DEVICE_GENERIC.into(),
             node_id: self.node_id,
             senders: senders.iter().map(Resource::id).collect(),
-            receivers: Vec::new(),
+            receivers: receivers.iter().map(Resource::id).collect(),
             controls: if self.connection_api {
                 vec![Control {
                     href: self.connection_base(),
@@ -323,7 +356,7 @@ impl NodeSpec {
 
     fn source(&self, id: ResourceId, device: ResourceId, p: &PathSpec) -> Source {
         let (format, grain_rate) = match p.track {
-            Track::Raw { rate, .. } => ("urn:x-nmos:format:video", Some(rational(rate))),
+            Track::Raw { rate, .. } => (FORMAT_VIDEO, Some(rational(rate))),
             Track::Ts => ("urn:x-nmos:format:mux", None),
         };
         Source {
@@ -363,10 +396,44 @@ impl NodeSpec {
     }
 }
 
+impl NodeSpec {
+    fn receiver(&self, device: ResourceId, r: &ReceiverSpec) -> Receiver {
+        let id = receiver_id(self.node_id, &r.name);
+        let description = format!("a receiver of {}", self.program);
+        Receiver {
+            core: core(id, &r.name, &description),
+            device_id: device,
+            transport: TRANSPORT_RTP.into(),
+            interface_bindings: self.bindings.clone(),
+            subscription: r.subscription.clone(),
+            format: FORMAT_VIDEO.into(),
+            caps: raw_video_caps(),
+        }
+    }
+}
+
+/// What a raw video receiver of nagare takes: `video/raw`, progressive,
+/// 4:2:2 at 8 or 10 bits (`uyvy422`, `uyvp`) or RGB at 8 (`rgb24`), as
+/// BCP-004-01 constraint sets.
+pub fn raw_video_caps() -> ReceiverCaps {
+    let set = |sampling: &str, depths: &[u32]| {
+        serde_json::json!({
+            "urn:x-nmos:cap:format:media_type": {"enum": ["video/raw"]},
+            "urn:x-nmos:cap:format:interlace_mode": {"enum": ["progressive"]},
+            "urn:x-nmos:cap:format:color_sampling": {"enum": [sampling]},
+            "urn:x-nmos:cap:format:component_depth": {"enum": depths},
+        })
+    };
+    ReceiverCaps {
+        media_types: vec!["video/raw".into()],
+        constraint_sets: vec![set("YCbCr-4:2:2", &[8, 10]), set("RGB", &[8])],
+    }
+}
+
 fn flow_of(id: ResourceId, source: ResourceId, device: ResourceId, p: &PathSpec) -> Flow {
     let (format, media_type, grain_rate, picture) = match p.track {
         Track::Raw { format, rate } => (
-            "urn:x-nmos:format:video",
+            FORMAT_VIDEO,
             "video/raw",
             Some(rational(rate)),
             Some(picture(format)),

@@ -367,6 +367,10 @@ pub struct ReceiverSubscription {
 pub struct ReceiverCaps {
     /// Media types taken (`video/raw`).
     pub media_types: Vec<String>,
+    /// What else it takes, as BCP-004-01 constraint sets (each one
+    /// object of `urn:x-nmos:cap:…` keys; any set satisfied is enough).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub constraint_sets: Vec<serde_json::Value>,
 }
 
 /// Any one resource.

@@ -39,6 +39,8 @@ fn spec(streams: Vec<StreamSpec>) -> NodeSpec {
         ],
         streams,
         connection_api: false,
+        receivers: Vec::new(),
+        program: "nagare serve",
     }
 }
 
@@ -47,6 +49,38 @@ fn idle() -> resource::SenderSubscription {
         receiver_id: None,
         active: false,
     }
+}
+
+#[test]
+fn a_recv_node_is_a_device_with_one_raw_video_receiver() {
+    let mut s = spec(vec![]);
+    s.paths.clear();
+    s.program = "nagare recv";
+    let sender = ResourceId::from_random_bytes([9; 16]);
+    s.receivers = vec![model::ReceiverSpec {
+        name: "video".into(),
+        subscription: resource::ReceiverSubscription {
+            sender_id: Some(sender),
+            active: true,
+        },
+    }];
+    let all = s.resources();
+    let kinds: Vec<Kind> = all.iter().map(Resource::kind).collect();
+    assert_eq!(kinds, [Kind::Node, Kind::Device, Kind::Receiver]);
+    let id = model::receiver_id(node_id(), "video");
+    let Resource::Device(d) = &all[1] else {
+        panic!("a device");
+    };
+    assert_eq!(d.receivers, [id]);
+    assert!(d.senders.is_empty());
+    let r = all[2].to_json();
+    assert_eq!(r["id"], id.to_string());
+    assert_eq!(r["format"], "urn:x-nmos:format:video");
+    assert_eq!(r["transport"], "urn:x-nmos:transport:rtp");
+    assert_eq!(r["caps"]["media_types"], serde_json::json!(["video/raw"]));
+    assert_eq!(r["subscription"]["sender_id"], sender.to_string());
+    assert_eq!(r["description"], "a receiver of nagare recv");
+    assert_eq!(all[0].to_json()["description"], "nagare recv");
 }
 
 #[test]

@@ -17,7 +17,8 @@ use crate::cmd::serve::front::metrics;
 use crate::cmd::serve::hub::media::Media;
 use crate::cmd::serve::hub::server::{Pushed, Server, stopped};
 use crate::cmd::serve::hub::table::{Entry, StreamId};
-use crate::cmd::serve::nmos::api as nmos;
+use crate::cmd::serve::nmos::connection_api::Serve;
+use crate::nmos::api as nmos;
 
 /// One request as the routes see it: the listener has read the body
 /// within its bounds.
@@ -84,7 +85,8 @@ fn route(server: &Server, req: &ApiRequest) -> Reply {
     // NMOS answers in its own error form, with its own OPTIONS.
     if path == nmos::PREFIX || path.starts_with("/x-nmos/") {
         let r = nmos::answer(
-            server,
+            &Serve(server),
+            &server.token,
             &nmos::Request {
                 method,
                 path,

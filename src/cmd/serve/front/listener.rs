@@ -16,10 +16,11 @@
 //!   its head gives way first; one whose request is being answered gives
 //!   way last. A flood of idle connections thus rotates through the
 //!   places, and a client that talks gets in;
-//! - a request head within [`HEAD_TIMEOUT`] and [`MAX_HEAD_BYTES`] (hyper
-//!   answers `408` or `431`), at most [`MAX_HEADERS`] header lines;
-//! - a body within [`BODY_TIMEOUT`] and [`MAX_BODY`] bytes (`408`, `413`);
-//! - a connection lives at most [`CONNECTION_LIFETIME`], however busy,
+//! - a request head within `HEAD_TIMEOUT` and `MAX_HEAD_BYTES` (hyper
+//!   answers `408` or `431`), at most `MAX_HEADERS` header lines
+//!   (`net::http`, shared with `recv --nmos`);
+//! - a body within `BODY_TIMEOUT` and `MAX_BODY` bytes (`408`, `413`);
+//! - a connection lives at most `CONNECTION_LIFETIME`, however busy,
 //!   so a client that pipelines requests and never reads the answers is
 //!   dropped; clients reconnect;
 //! - running out of file descriptors slows accepting down, never ends it;
@@ -29,56 +30,38 @@ use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
-use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
-use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
+use hyper::header::AUTHORIZATION;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
-use hyper_util::rt::{TokioIo, TokioTimer};
-use tracing::error;
+use hyper_util::rt::TokioIo;
 
 use nagare_proto::lobby::Guest;
-use nagare_proto::serve::api_limits::{
-    self as limits, MAX_BODY, MAX_CONNECTIONS, MAX_HEAD_BYTES, MAX_HEADERS, MAX_PER_ADDRESS,
-};
+use nagare_proto::serve::api_limits::{MAX_CONNECTIONS, MAX_PER_ADDRESS};
 
 use crate::clock::Origin;
-use crate::cmd::serve::front::accept;
 use crate::cmd::serve::front::http::{ApiRequest, Reply, answer};
 use crate::cmd::serve::front::tenants::{self, Shared, Tenancy, Tenants};
 use crate::cmd::serve::hub::server::Server;
-
-/// Time a client has to send a request's head.
-const HEAD_TIMEOUT: Duration = Duration::from_nanos(limits::HEAD_TIMEOUT.as_nanos());
-/// Time a client has to send a request's body.
-const BODY_TIMEOUT: Duration = Duration::from_nanos(limits::BODY_TIMEOUT.as_nanos());
-/// Longest a connection stays open.
-const CONNECTION_LIFETIME: Duration = Duration::from_nanos(limits::CONNECTION_LIFETIME.as_nanos());
+use crate::net::accept;
+use crate::net::http::{
+    CONNECTION_LIFETIME, allow_cross_origin, connection_builder, read_body, response, run,
+};
 /// Handler threads at most: the handlers only read the table or start
 /// and stop streams, so a few are plenty.
 const HANDLER_THREADS: usize = 4;
 
 /// Answers HTTP on `listener` until the server stops.
 pub(crate) fn serve(server: Arc<Server>, listener: TcpListener) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_io()
-        .enable_time()
-        .max_blocking_threads(HANDLER_THREADS)
-        .thread_name("serve-http-handler")
-        .build();
-    let runtime = match runtime {
-        Ok(r) => r,
-        Err(e) => {
-            error!("the HTTP API cannot start: {e}");
-            return;
-        }
-    };
-    runtime.block_on(accept_loop(&server, listener));
-    // Connection tasks still open (a stalled client) are dropped here,
-    // not waited for: a stop never waits on a client.
-    runtime.shutdown_background();
+    let accepting = accept_loop(&server, listener);
+    run(
+        "the HTTP API",
+        "serve-http-handler",
+        HANDLER_THREADS,
+        accepting,
+    );
 }
 
 /// Accepts connections and starts one task each, within the caps.
@@ -86,10 +69,15 @@ async fn accept_loop(server: &Arc<Server>, listener: TcpListener) {
     let tenants = Tenants::shared(MAX_CONNECTIONS, MAX_PER_ADDRESS);
     let origin = Origin::now();
     let mut next: Guest = 0;
-    accept::until_stopped(server, listener, "HTTP", |stream, peer| {
-        next += 1;
-        admit(server, &tenants, origin, next, stream, peer)
-    })
+    accept::until_stopped(
+        || server.stopping(),
+        listener,
+        "HTTP",
+        |stream, peer| {
+            next += 1;
+            admit(server, &tenants, origin, next, stream, peer)
+        },
+    )
     .await;
 }
 
@@ -121,13 +109,7 @@ fn admit(
                 req,
             )
         });
-        let mut builder = hyper::server::conn::http1::Builder::new();
-        builder
-            .timer(TokioTimer::new())
-            .header_read_timeout(HEAD_TIMEOUT)
-            .max_buf_size(MAX_HEAD_BYTES)
-            .max_headers(MAX_HEADERS);
-        let conn = builder.serve_connection(TokioIo::new(stream), service);
+        let conn = connection_builder().serve_connection(TokioIo::new(stream), service);
         // Errors are the client's (a reset, a bad request hyper already
         // answered); the lifetime bounds a client that never reads.
         let _ = tokio::time::timeout(CONNECTION_LIFETIME, conn).await;
@@ -149,9 +131,9 @@ async fn handle(
     let (parts, body) = req.into_parts();
     let body = match read_body(body).await {
         Ok(b) => b,
-        Err(reply) => {
+        Err((status, why)) => {
             server.stats.api_refused.fetch_add(1, Ordering::Relaxed);
-            return Ok(response(reply));
+            return Ok(reply_response(Reply::error(status, why)));
         }
     };
     // Browser controllers read the NMOS APIs from another origin; the
@@ -176,67 +158,13 @@ async fn handle(
         .unwrap_or_else(|_| Reply::error(500, "the request handler failed"));
     tenancy.set_session(false);
     tenancy.touch(origin.elapsed());
-    let mut r = response(reply);
+    let mut r = reply_response(reply);
     if cors {
         allow_cross_origin(r.headers_mut());
     }
     Ok(r)
 }
 
-/// The CORS headers of the NMOS APIs (IS-04 "APIs: Server Side
-/// Implementation Notes").
-fn allow_cross_origin(h: &mut hyper::HeaderMap) {
-    use hyper::header;
-    let pairs = [
-        (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
-        (
-            header::ACCESS_CONTROL_ALLOW_METHODS,
-            "GET, PUT, POST, PATCH, HEAD, OPTIONS, DELETE",
-        ),
-        (
-            header::ACCESS_CONTROL_ALLOW_HEADERS,
-            "Content-Type, Accept, Authorization",
-        ),
-        (header::ACCESS_CONTROL_MAX_AGE, "3600"),
-    ];
-    for (name, value) in pairs {
-        h.insert(name, HeaderValue::from_static(value));
-    }
-}
-
-/// The body, at most [`MAX_BODY`] bytes within [`BODY_TIMEOUT`].
-async fn read_body(body: Incoming) -> Result<Vec<u8>, Reply> {
-    let limit = usize::try_from(MAX_BODY).unwrap_or(usize::MAX);
-    match tokio::time::timeout(BODY_TIMEOUT, Limited::new(body, limit).collect()).await {
-        Err(_) => Err(Reply::error(
-            408,
-            format!(
-                "the request body did not arrive within {} s",
-                BODY_TIMEOUT.as_secs()
-            ),
-        )),
-        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {
-            Err(Reply::error(413, format!("body over {MAX_BODY} bytes")))
-        }
-        Ok(Err(e)) => Err(Reply::error(
-            400,
-            format!("the request body could not be read: {e}"),
-        )),
-        Ok(Ok(collected)) => Ok(collected.to_bytes().to_vec()),
-    }
-}
-
-/// A reply as hyper's response, with a Content-Length (simple clients,
-/// shell scripts and monitoring probes, read it more easily than chunks).
-fn response(reply: Reply) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(Bytes::from(reply.body)));
-    *r.status_mut() = hyper::StatusCode::from_u16(reply.status)
-        .unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
-    r.headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static(reply.content_type));
-    if let Some(allow) = reply.allow {
-        r.headers_mut()
-            .insert(hyper::header::ALLOW, HeaderValue::from_static(allow));
-    }
-    r
+fn reply_response(r: Reply) -> Response<Full<Bytes>> {
+    response(r.status, r.body, r.content_type, r.allow)
 }

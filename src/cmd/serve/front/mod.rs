@@ -1,6 +1,5 @@
 //! The front ends: RTSP sessions, the HTTP API and the Prometheus metrics, each turning requests into calls on the hub.
 
-mod accept;
 pub(crate) mod http;
 pub(crate) mod listener;
 pub(crate) mod metrics;

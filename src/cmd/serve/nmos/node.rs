@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use nagare_api::serve::{StreamInfo, StreamKind, StreamState};
 use nagare_proto::nmos::model::{path_ids, stripe_ids, stripe_label};
-use nagare_proto::nmos::resource::{Interface, SenderSubscription};
+use nagare_proto::nmos::resource::SenderSubscription;
 use nagare_proto::nmos::{
     NodeSpec, PathSpec, Resource, ResourceId, Store, StreamSpec, StripeSenderSpec, TaiTime,
 };
@@ -17,7 +17,7 @@ use nagare_proto::serve::describe::Track;
 
 use crate::cmd::serve::hub::media::{Catalog, Media, StripeOffer};
 use crate::cmd::serve::nmos::senders::{self, Senders, Target};
-use crate::net::iface::{self, Link};
+use crate::nmos::host::Host;
 
 /// The node's NMOS state.
 pub(crate) struct Node {
@@ -41,37 +41,13 @@ impl Node {
         authorization: bool,
         multicast_interface: Option<u32>,
     ) -> Node {
-        let links = iface::links().unwrap_or_default();
-        let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .ok()
-            .map(|h| h.trim().to_string())
-            .filter(|h| !h.is_empty());
-        let host = api_host(http.ip(), &links);
-        let interfaces: Vec<Interface> = links
-            .iter()
-            .filter_map(|l| l.mac().map(|mac| Interface::new(&l.name, mac)))
-            .collect();
-        let binding = bound_link(&links, http.ip(), multicast_interface)
-            .or_else(|| interfaces.first().map(|i| i.name.clone()));
-        let source_ip = host.parse().unwrap_or(IpAddr::from([127, 0, 0, 1]));
+        let host = Host::read(id, "nagare serve", http, authorization, multicast_interface);
         Node {
-            spec: NodeSpec {
-                node_id: id,
-                label: hostname.clone().unwrap_or_else(|| "nagare".into()),
-                hostname,
-                api_host: host,
-                api_port: http.port(),
-                authorization,
-                interfaces,
-                bindings: binding.into_iter().collect(),
-                paths: Vec::new(),
-                streams: Vec::new(),
-                connection_api: true,
-            },
+            spec: host.spec,
             store: Mutex::new(Store::default()),
             senders: Senders::default(),
-            source_ip,
-            clock_mac: (!links.is_empty()).then(|| iface::clock_mac(Some(source_ip), &links).0),
+            source_ip: host.address,
+            clock_mac: host.clock_mac,
         }
     }
 
@@ -222,29 +198,4 @@ fn is_multicast(destination: &str) -> bool {
     destination
         .parse::<SocketAddr>()
         .is_ok_and(|a| a.ip().is_multicast())
-}
-
-/// The host the Node API is reached at: the listen address, or for an
-/// unspecified one (every interface) the first non-loopback IPv4.
-fn api_host(ip: IpAddr, links: &[Link]) -> String {
-    if !ip.is_unspecified() {
-        return ip.to_string();
-    }
-    links
-        .iter()
-        .filter(|l| !l.loopback)
-        .find_map(Link::ipv4)
-        .map_or_else(|| "127.0.0.1".into(), |a| a.to_string())
-}
-
-/// The interface senders send from: `--multicast-interface`, else the
-/// one holding the API's address, else the first that is not loopback.
-fn bound_link(links: &[Link], ip: IpAddr, multicast: Option<u32>) -> Option<String> {
-    let by_index = multicast.and_then(|i| links.iter().find(|l| l.index == i));
-    let by_addr = || links.iter().find(|l| l.addrs.contains(&ip));
-    let first = || links.iter().find(|l| !l.loopback && l.mac().is_some());
-    by_index
-        .or_else(by_addr)
-        .or_else(first)
-        .map(|l| l.name.clone())
 }

@@ -65,10 +65,7 @@ pub(crate) struct Senders {
     table: Mutex<BTreeMap<ResourceId, Sender>>,
 }
 
-/// The current time in TAI, as IS-05 times are written.
-pub(crate) fn tai_now() -> TaiTime {
-    TaiTime::from_utc_ns(crate::clock::epoch_ns())
-}
+pub(crate) use crate::nmos::tai_now;
 
 /// What `"auto"` means on this node: the sender's address is the node's;
 /// its destination a multicast group of the administratively scoped

@@ -22,7 +22,7 @@ use std::collections::VecDeque;
 
 use serde_json::{Map, Value, json};
 
-pub use params::{Constraint, Constraints, DEFAULT_PORT, Leg, Param, Role};
+pub use params::{Constraint, Constraints, DEFAULT_PORT, Leg, Listen, Param, Role};
 pub use transport_file::{SDP_TYPE, TransportFile, sender_sdp};
 
 use transport_file::FileError;

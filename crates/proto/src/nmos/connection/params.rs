@@ -8,7 +8,7 @@
 //! believes it set something nagare ignores.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use serde_json::{Map, Value, json};
 
@@ -200,6 +200,32 @@ impl Leg {
         Leg(map)
     }
 
+    /// Where a receiver's leg (resolved, as an activation hands it over)
+    /// takes its stream: `None` while it is disabled or has no port.
+    pub fn listen(&self) -> Option<Listen> {
+        if !self.enabled() {
+            return None;
+        }
+        let port = self.port("destination_port")?;
+        let interface = self.ip("interface_ip").filter(|ip| !ip.is_unspecified());
+        let source = self.ip("source_ip");
+        match self.ip("multicast_ip") {
+            // A group is joined on the interface, from the source (SSM).
+            Some(group) => Some(Listen {
+                address: SocketAddr::new(group, port),
+                source,
+                interface,
+            }),
+            // Unicast arrives at the interface's own address; a source
+            // only filters.
+            None => Some(Listen {
+                address: SocketAddr::new(interface.unwrap_or(IpAddr::from([0, 0, 0, 0])), port),
+                source,
+                interface: None,
+            }),
+        }
+    }
+
     /// The leg as JSON (`transport_params[]`).
     pub fn to_json(&self) -> Value {
         Value::Object(
@@ -237,6 +263,19 @@ impl Leg {
         *self = next;
         Ok(())
     }
+}
+
+/// Where a receiver's leg listens ([`Leg::listen`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Listen {
+    /// What is bound: the multicast group, else the interface's own
+    /// address (unspecified when `"auto"` named none), with the port.
+    pub address: SocketAddr,
+    /// Only this sender is taken: the source of source-specific
+    /// multicast, or a filter on unicast.
+    pub source: Option<IpAddr>,
+    /// The interface a group is joined on, when one is named.
+    pub interface: Option<IpAddr>,
 }
 
 fn role_name(role: Role) -> &'static str {

@@ -360,6 +360,38 @@ fn a_receivers_transport_file_fills_its_legs_and_params_override_it() {
 }
 
 #[test]
+fn a_receivers_leg_says_where_it_listens() {
+    let mut c = receiver(2);
+    let body = json!({
+        "master_enable": true,
+        "transport_file": {"data": SDP_2022_7, "type": "application/sdp"},
+        "activation": {"mode": "activate_immediate"}
+    });
+    let Patched::Activate(a) = patch(&mut c, T0, body).unwrap() else {
+        panic!("immediate");
+    };
+    let group = a.setting.legs[0].listen().unwrap();
+    assert_eq!(group.address, "239.10.0.1:5004".parse().unwrap());
+    assert_eq!(group.source, Some(ip("192.0.2.10")));
+    assert_eq!(group.interface, Some(ip("127.0.0.1")), "auto's interface");
+    c.complete(T0, a, Ok(())).unwrap();
+    // Unicast: the interface's own address, its port; a disabled leg
+    // listens nowhere.
+    let unicast = SDP_2022_7
+        .replace("a=group:DUP a b\r\n", "")
+        .replace("239.10.0.1/32", "127.0.0.1");
+    let body = json!({"transport_file": {"data": unicast, "type": "application/sdp"},
+        "activation": {"mode": "activate_immediate"}});
+    let Patched::Activate(a) = patch(&mut c, T0, body).unwrap() else {
+        panic!("immediate");
+    };
+    let one = a.setting.legs[0].listen().unwrap();
+    assert_eq!(one.address, "127.0.0.1:5004".parse().unwrap());
+    assert_eq!((one.source, one.interface), (None, None));
+    assert_eq!(a.setting.legs[1].listen(), None);
+}
+
+#[test]
 fn a_transport_file_that_is_not_an_sdp_nagare_reads_is_refused() {
     let mut c = receiver(1);
     let not_sdp = json!({"transport_file": {"data": "hello", "type": "application/sdp"}});

@@ -31,8 +31,8 @@ use nagare_proto::rtsp::{Credentials, Guard, NONCE_KEY_LEN};
 use tracing::error;
 
 use crate::clock::Origin;
-use crate::cmd::serve::front::accept;
 use crate::cmd::serve::hub::server::Server;
+use crate::net::accept;
 
 /// Serves RTSP on `listener` until the server stops; `credentials` are
 /// what clients must give, if anything.
@@ -70,13 +70,18 @@ async fn accept_loop(
     );
     let origin = Origin::now();
     let mut next: Guest = 0;
-    accept::until_stopped(server, listener, "RTSP", |stream, peer| {
-        next += 1;
-        match guard(credentials.as_ref()) {
-            Ok(g) => admit(server, &tenants, origin, next, stream, peer, g),
-            Err(e) => error!(client = %peer, "no nonce key for {peer} ({e}); closed"),
-        }
-    })
+    accept::until_stopped(
+        || server.stopping(),
+        listener,
+        "RTSP",
+        |stream, peer| {
+            next += 1;
+            match guard(credentials.as_ref()) {
+                Ok(g) => admit(server, &tenants, origin, next, stream, peer, g),
+                Err(e) => error!(client = %peer, "no nonce key for {peer} ({e}); closed"),
+            }
+        },
+    )
     .await;
 }
 

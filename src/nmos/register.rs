@@ -1,20 +1,20 @@
 //! The registration driver: a thread that feeds nagare-proto's
 //! `nmos::Registrar` the registries (`--registry`, or a DNS-SD browse),
 //! the node's resources (read again every second, so a started or
-//! stopped push stream is re-POSTed within one), the HTTP answers and
-//! the time, and carries out its requests with ureq.
+//! stopped stream is re-POSTed within one), the HTTP answers and the
+//! time, and carries out its requests with ureq. Any node registers
+//! this way: it hands over how to read its resources and when to stop.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
 use nagare_proto::Nanos;
-use nagare_proto::nmos::Registry;
 use nagare_proto::nmos::registration::{Config, Event, Input, Method, Registrar, Request};
+use nagare_proto::nmos::{Registry, Resource, ResourceId};
 
-use crate::cmd::serve::hub::server::Server;
-use crate::cmd::serve::nmos::dns;
+use crate::nmos::{dns, parse_dns_server, parse_registry_url};
 
 /// How resources are read again for changes.
 const REFRESH: Duration = Duration::from_secs(1);
@@ -38,8 +38,76 @@ pub(crate) enum Source {
     },
 }
 
-/// Registers the node until the server stops.
-pub(crate) fn run(server: Arc<Server>, source: Source) {
+/// The flags of a node that may register (serve's, `recv --nmos`'s).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub(crate) struct RegistrationArgs {
+    /// Where the NMOS node id is kept across restarts (one file per
+    /// HTTP port; default: $XDG_STATE_HOME/nagare or
+    /// ~/.local/state/nagare). An HTTP port of 0 keeps none.
+    #[arg(long)]
+    pub state_dir: Option<PathBuf>,
+    /// NMOS IS-04 registry to register with, e.g. http://10.0.0.5:8235
+    /// (repeatable: the next is tried when one fails).
+    #[arg(long, value_name = "URL", value_parser = parse_registry_url)]
+    pub registry: Vec<String>,
+    /// DNS server to browse for NMOS registries with unicast DNS-SD
+    /// (_nmos-register._tcp), e.g. 10.0.0.2 or 10.0.0.2:53.
+    #[arg(long, value_name = "ADDR[:PORT]", value_parser = parse_dns_server, conflicts_with = "registry")]
+    pub nmos_dns: Option<SocketAddr>,
+    /// DNS-SD browse domain for --nmos-dns (e.g. studio.example.com).
+    #[arg(long, value_name = "DOMAIN", requires = "nmos_dns")]
+    pub nmos_domain: Option<String>,
+}
+
+impl RegistrationArgs {
+    /// Where the registries come from, if registration is asked for.
+    pub(crate) fn source(&self) -> Option<Source> {
+        match (&self.nmos_dns, self.registry.is_empty()) {
+            (Some(dns), _) => Some(Source::DnsSd {
+                server: *dns,
+                domain: self.nmos_domain.clone().unwrap_or_else(|| "local".into()),
+            }),
+            (None, false) => Some(Source::Fixed(self.registry.clone())),
+            (None, true) => None,
+        }
+    }
+
+    /// The state directory: `--state-dir`, else the default.
+    pub(crate) fn state_dir(&self) -> Option<PathBuf> {
+        self.state_dir
+            .clone()
+            .or_else(crate::nmos::identity::default_state_dir)
+    }
+}
+
+/// Starts registering node `node` on a thread named `thread` when the
+/// flags ask for it: `resources` reads the node's resources, `stopping`
+/// ends it.
+pub(crate) fn start(
+    args: &RegistrationArgs,
+    node: ResourceId,
+    thread: &str,
+    stopping: impl Fn() -> bool + Send + 'static,
+    resources: impl Fn() -> Vec<Resource> + Send + 'static,
+) -> std::io::Result<Option<std::thread::JoinHandle<()>>> {
+    let Some(source) = args.source() else {
+        return Ok(None);
+    };
+    let from = match &source {
+        Source::Fixed(urls) => urls.join(", then "),
+        Source::DnsSd { server, domain } => {
+            format!("the registries DNS-SD finds in {domain} at {server}")
+        }
+    };
+    info!(%node, "NMOS node {node} registering with {from}");
+    std::thread::Builder::new()
+        .name(thread.into())
+        .spawn(move || run(&stopping, &resources, &source))
+        .map(Some)
+}
+
+/// Registers the node until `stopping`.
+fn run(stopping: &dyn Fn() -> bool, resources: &dyn Fn() -> Vec<Resource>, source: &Source) {
     let origin = Instant::now();
     let now = || Nanos(u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX));
     let config = Config::default();
@@ -50,18 +118,17 @@ pub(crate) fn run(server: Arc<Server>, source: Source) {
     let mut next_refresh = Instant::now();
     let mut next_browse = Instant::now();
     let mut said_empty = false;
-    while !server.stopping() {
+    while !stopping() {
         if Instant::now() >= next_browse {
             next_browse = Instant::now() + REBROWSE_EMPTY;
-            if let Some(list) = registries(&source, &mut said_empty) {
+            if let Some(list) = registries(source, &mut said_empty) {
                 next_browse = Instant::now() + REBROWSE;
                 reg.handle_input(now(), Input::Discovered(list));
             }
         }
         if Instant::now() >= next_refresh {
             next_refresh = Instant::now() + REFRESH;
-            let all = server.nmos.resources(&server.media, &server.table.infos());
-            reg.handle_input(now(), Input::Resources(all));
+            reg.handle_input(now(), Input::Resources(resources()));
         }
         if reg.poll_timeout().is_some_and(|t| now() >= t) {
             reg.handle_input(now(), Input::Timer);

@@ -1,28 +1,27 @@
-//! The NMOS APIs' entry (`/x-nmos/`: token, OPTIONS, the Connection
-//! API handed to `connection_api`) and the IS-04 Node API v1.3
-//! (`/x-nmos/node/v1.3/`), read-only: self,
-//! devices, sources, flows, senders, receivers, each collection and each
-//! resource by id, with and without the trailing slash. Errors have the
-//! NMOS form (`{"code", "error", "debug"}`); every answer under
-//! `/x-nmos/` carries CORS headers (the listener adds them) and
-//! `OPTIONS` answers any of it, as browser controllers need.
+//! The NMOS APIs' entry (`/x-nmos/`: OPTIONS, the token, the Connection
+//! API handed to [`connection_api`]) and the IS-04 Node API v1.3
+//! (`/x-nmos/node/v1.3/`), read-only: self, devices, sources, flows,
+//! senders, receivers, each collection and each resource by id, with and
+//! without the trailing slash. Errors have the NMOS form (`{"code",
+//! "error", "debug"}`); every answer under `/x-nmos/` carries CORS
+//! headers (the listener adds them) and `OPTIONS` answers any of it, as
+//! browser controllers need.
 //!
-//! The token rule is the API's: with a `--token`, the Node API wants it
-//! too (and the node's endpoint says `authorization: true`); on loopback
-//! without one it is open, as the rest of the API is. A registry never
-//! reads the Node API (the node POSTs to it), so only controllers need
-//! the token.
+//! The token rule is the node's API's: with a `--token`, the Node API
+//! wants it too (and the node's endpoint says `authorization: true`); on
+//! loopback without one it is open. A registry never reads the Node API
+//! (the node POSTs to it), so only controllers need the token.
 
 use std::net::IpAddr;
 
 use hyper::Method;
 use nagare_proto::nmos::resource::API_VERSION;
 use nagare_proto::nmos::{Kind, Resource};
+use nagare_proto::serve::Token;
 use serde_json::{Value, json};
 
-use crate::cmd::serve::hub::server::Server;
-use crate::cmd::serve::nmos::connection_api;
-use crate::cmd::serve::nmos::reply::{Reply, error, ok};
+use crate::nmos::connection_api::{self, Connections};
+use crate::nmos::reply::{Reply, error, ok};
 
 /// The prefix every NMOS API is served under.
 pub(crate) const PREFIX: &str = "/x-nmos";
@@ -39,8 +38,16 @@ pub(crate) struct Request<'a> {
     pub client: IpAddr,
 }
 
-/// The answer to `req`.
-pub(crate) fn answer(server: &Server, req: &Request) -> Reply {
+/// What a node serves the APIs from.
+pub(crate) trait Node {
+    /// Every resource as of now, in parent order, with versions.
+    fn resources(&self) -> Vec<Resource>;
+    /// Its IS-05 senders and receivers.
+    fn connections(&self) -> &dyn Connections;
+}
+
+/// The answer to `req` for `node`, whose API wants `token`.
+pub(crate) fn answer(node: &dyn Node, token: &Token, req: &Request) -> Reply {
     let (method, path) = (req.method, req.path);
     if method == Method::OPTIONS {
         return Reply {
@@ -50,10 +57,10 @@ pub(crate) fn answer(server: &Server, req: &Request) -> Reply {
             allow: Some("GET, HEAD, PATCH, POST, OPTIONS"),
         };
     }
-    if !server.token.admits(req.authorization) {
+    if !token.admits(req.authorization) {
         return error(
             401,
-            "missing or wrong token: send the server's --token as 'Authorization: Bearer TOKEN'",
+            "missing or wrong token: send the node's --token as 'Authorization: Bearer TOKEN'",
         );
     }
     let trimmed = path.trim_end_matches('/');
@@ -65,7 +72,7 @@ pub(crate) fn answer(server: &Server, req: &Request) -> Reply {
             body: req.body,
             client: req.client,
         };
-        return connection_api::answer(server, &request);
+        return connection_api::answer(node.connections(), &request);
     }
     if method != Method::GET && method != Method::HEAD {
         let mut reply = error(405, &format!("{path} is read-only: use GET"));
@@ -75,7 +82,7 @@ pub(crate) fn answer(server: &Server, req: &Request) -> Reply {
     match segments.as_slice() {
         [] => ok(json!(["node/", "connection/"])),
         ["node"] => ok(json!([format!("{API_VERSION}/")])),
-        ["node", v, rest @ ..] if *v == API_VERSION => resources(server, rest),
+        ["node", v, rest @ ..] if *v == API_VERSION => resources(node, rest),
         ["node", v, ..] => error(
             404,
             &format!("Node API version {v} is not served: {API_VERSION} is"),
@@ -87,7 +94,7 @@ pub(crate) fn answer(server: &Server, req: &Request) -> Reply {
     }
 }
 
-fn resources(server: &Server, rest: &[&str]) -> Reply {
+fn resources(node: &dyn Node, rest: &[&str]) -> Reply {
     if rest.is_empty() {
         let base: Vec<String> = [
             "self",
@@ -102,7 +109,7 @@ fn resources(server: &Server, rest: &[&str]) -> Reply {
         .collect();
         return ok(json!(base));
     }
-    let all = server.nmos.resources(&server.media, &server.table.infos());
+    let all = node.resources();
     if rest == ["self"] {
         return match all.iter().find(|r| r.kind() == Kind::Node) {
             Some(node) => ok(node.to_json()),

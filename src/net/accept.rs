@@ -1,23 +1,23 @@
-//! The accept loop both front ends run on their event loop: accept until
-//! the server stops, and survive running out of file descriptors (say so
-//! once a second, wait for descriptors to come back, go on accepting).
+//! The accept loop of every HTTP and RTSP listener (serve's two front
+//! ends, the NMOS API of `recv --nmos`), on its tokio event loop: accept
+//! until told to stop, and survive running out of file descriptors (say
+//! so once a second, wait for descriptors to come back, go on
+//! accepting).
 
 use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
 
 use tracing::{error, warn};
 
-use crate::cmd::serve::hub::server::Server;
-
 /// How often the accept loop looks at the stop flag.
 const STOP_CHECK: Duration = Duration::from_millis(100);
 /// Back-off after a failed accept (file descriptors exhausted).
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
-/// Hands every connection `listener` accepts to `admit` until the server
-/// stops; `what` (HTTP, RTSP) names the front end in its messages.
+/// Hands every connection `listener` accepts to `admit` until `stopping`
+/// says so; `what` (HTTP, RTSP) names the front end in its messages.
 pub(crate) async fn until_stopped(
-    server: &Server,
+    stopping: impl Fn() -> bool,
     listener: TcpListener,
     what: &str,
     mut admit: impl FnMut(tokio::net::TcpStream, SocketAddr),
@@ -36,7 +36,7 @@ pub(crate) async fn until_stopped(
         }
     };
     let mut last_complaint: Option<Instant> = None;
-    while !server.stopping() {
+    while !stopping() {
         let accepted = match tokio::time::timeout(STOP_CHECK, listener.accept()).await {
             Err(_) => continue,
             Ok(a) => a,

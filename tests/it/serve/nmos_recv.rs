@@ -1,0 +1,330 @@
+//! `nagare recv --nmos`, an NMOS node with one IS-05 receiver: every
+//! Node API and Connection API answer validated against the official
+//! schemas (shipped in the `nmos` crate), and a controller's IS-05
+//! activations connecting serve's path sender to it: frames arrive
+//! byte-identical, the sender's `master_enable: false` stops the stream
+//! and the receiver's ends the receive, its recording flushed.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::harness::{FRAME_BYTES, FRAMES, Media, Serve, assert_clip_frames, http};
+use super::is05::{sender_id, stop_sender};
+use crate::common::{Running, free_udp_port, nagare, sigterm, wait_for_file_size};
+use crate::nmos_schema::{NmosApi, validate_node_api};
+
+const C: &str = "/x-nmos/connection/v1.1";
+const N: &str = "/x-nmos/node/v1.3";
+
+/// A running `recv --nmos` on an ephemeral loopback port.
+struct RecvNode {
+    run: Running,
+    http: SocketAddr,
+}
+
+impl RecvNode {
+    fn start(extra: &[&str]) -> RecvNode {
+        let mut cmd = nagare();
+        cmd.args(["recv", "--nmos", "--nmos-http", "127.0.0.1:0"])
+            .args(extra);
+        let mut run = Running::spawn(cmd);
+        let line = run.wait_for("http listening on ");
+        let http = line
+            .rsplit("http listening on ")
+            .next()
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        RecvNode { run, http }
+    }
+
+    fn get(&self, path: &str) -> Value {
+        self.get_with_token(None, path)
+    }
+
+    fn get_with(&self, token: &str, path: &str) -> Value {
+        self.get_with_token(Some(token), path)
+    }
+
+    fn get_with_token(&self, token: Option<&str>, path: &str) -> Value {
+        let (status, body) = http(self.http, "GET", path, None, token);
+        assert_eq!(status, 200, "GET {path}: {body}");
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
+    }
+
+    /// The receiver's `/staged` or `/active` under `base`, validated.
+    fn receiver_json(&self, base: &str, which: &str) -> Value {
+        let path = format!("{base}/{which}");
+        self.call("GET", &path, None, 200, "receiver-response-schema.json")
+    }
+
+    /// The receiver's id, from the Node API.
+    fn receiver_id(&self) -> String {
+        self.get(&format!("{N}/receivers/"))[0]["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    /// Stops it as a signal does; its exit status and stderr.
+    fn stop(self) -> (std::process::ExitStatus, String) {
+        sigterm(&self.run.child);
+        let (status, _, stderr) = self.run.finish();
+        (status, stderr)
+    }
+}
+
+impl NmosApi for RecvNode {
+    fn request(&self, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
+        http(self.http, method, path, body, None)
+    }
+}
+
+/// A unicast ST 2110-20 SDP to 127.0.0.1:`port`.
+fn unicast_sdp(port: u16) -> String {
+    format!(
+        "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=test\r\nt=0 0\r\nm=video {port} RTP/AVP 96\r\n\
+         c=IN IP4 127.0.0.1\r\na=rtpmap:96 raw/90000\r\n\
+         a=fmtp:96 sampling=YCbCr-4:2:2; width=320; height=240; depth=8; exactframerate=25\r\n"
+    )
+}
+
+#[test]
+fn every_answer_of_recv_nmos_validates_against_the_is04_and_is05_schemas() {
+    let node = RecvNode::start(&[]);
+    assert_eq!(node.get("/x-nmos/"), json!(["node/", "connection/"]));
+    let (me, counts) = validate_node_api(|path| node.get(path));
+    assert_eq!(me["api"]["endpoints"][0]["port"], node.http.port());
+    // One device holding one receiver, nothing else.
+    assert_eq!(counts, [1, 0, 0, 0, 1]);
+    let receiver = node.get(&format!("{N}/receivers/"))[0].clone();
+    let id = receiver["id"].as_str().unwrap().to_string();
+    assert_eq!(receiver["format"], "urn:x-nmos:format:video");
+    assert_eq!(receiver["transport"], "urn:x-nmos:transport:rtp");
+    assert_eq!(receiver["caps"]["media_types"], json!(["video/raw"]));
+    assert_eq!(
+        receiver["subscription"],
+        json!({"sender_id": null, "active": false})
+    );
+    let device = node.get(&format!("{N}/devices/"))[0].clone();
+    assert_eq!(device["receivers"], json!([id]));
+    assert_eq!(
+        device["controls"][0]["type"],
+        "urn:x-nmos:control:sr-ctrl/v1.1"
+    );
+
+    for (path, schema) in [
+        (format!("{C}/"), "connectionapi-base.json"),
+        (format!("{C}/single/"), "connectionapi-single.json"),
+        (format!("{C}/bulk/"), "connectionapi-bulk.json"),
+        (format!("{C}/single/senders/"), "sender-receiver-base.json"),
+        (
+            format!("{C}/single/receivers/"),
+            "sender-receiver-base.json",
+        ),
+    ] {
+        node.call("GET", &path, None, 200, schema);
+    }
+    assert_eq!(
+        node.get(&format!("{C}/single/receivers/")),
+        json!([format!("{id}/")])
+    );
+    let base = format!("{C}/single/receivers/{id}");
+    node.call(
+        "GET",
+        &format!("{base}/"),
+        None,
+        200,
+        "connectionapi-receiver.json",
+    );
+    node.call(
+        "GET",
+        &format!("{base}/constraints"),
+        None,
+        200,
+        "constraints-schema.json",
+    );
+    node.receiver_json(&base, "staged");
+    let active = node.receiver_json(&base, "active");
+    assert!(!active.to_string().contains("\"auto\""), "{active}");
+    node.call(
+        "GET",
+        &format!("{base}/transporttype"),
+        None,
+        200,
+        "transporttype-response-schema.json",
+    );
+
+    let staged = format!("{base}/staged");
+    // 400: a sender's key, another file type, a bad port; 500: no SDP.
+    for bad in [
+        json!({"transport_params": [{"destination_ip": "127.0.0.1"}]}),
+        json!({"transport_file": {"data": "v=0", "type": "text/plain"}}),
+        json!({"transport_params": [{"destination_port": 0}]}),
+    ] {
+        node.call("PATCH", &staged, Some(bad), 400, "error.json");
+    }
+    let not_sdp = json!({"transport_file": {"data": "hello", "type": "application/sdp"}});
+    node.call("PATCH", &staged, Some(not_sdp), 500, "error.json");
+    // Scheduled: locked (423) until cancelled.
+    node.schedule_lock_and_cancel(&staged, "receiver-response-schema.json");
+    // A transport file fills the parameters; parked, nothing is bound.
+    let port = free_udp_port();
+    let aim = json!({"master_enable": false,
+        "transport_file": {"data": unicast_sdp(port), "type": "application/sdp"},
+        "activation": {"mode": "activate_immediate"}});
+    let r = node.call(
+        "PATCH",
+        &staged,
+        Some(aim),
+        200,
+        "receiver-response-schema.json",
+    );
+    assert_eq!(r["activation"]["mode"], "activate_immediate");
+    let active = node.receiver_json(&base, "active");
+    assert_eq!(active["transport_params"][0]["destination_port"], port);
+    assert_eq!(active["transport_params"][0]["interface_ip"], "127.0.0.1");
+    assert_eq!(active["transport_file"]["type"], "application/sdp");
+    // An interface this host does not have cannot be received on: the
+    // activation is refused with the reason, /active unchanged.
+    let elsewhere = json!({"master_enable": true,
+        "transport_params": [{"interface_ip": "192.0.2.1"}],
+        "activation": {"mode": "activate_immediate"}});
+    node.call("PATCH", &staged, Some(elsewhere), 400, "error.json");
+    let after = node.receiver_json(&base, "active");
+    assert_eq!(after, active);
+    // Bulk: one known, one unknown.
+    let bulk = json!([{"id": id, "params": {"transport_params": [{"interface_ip": "127.0.0.1"}]}},
+        {"id": "0a174530-e3cf-11e6-bf01-fe55135034f3", "params": {}}]);
+    let r = node.call(
+        "POST",
+        &format!("{C}/bulk/receivers"),
+        Some(bulk),
+        200,
+        "bulk-response-schema.json",
+    );
+    assert_eq!(
+        (r[0]["code"].clone(), r[1]["code"].clone()),
+        (json!(200), json!(404))
+    );
+    for missing in [
+        format!("{C}/single/receivers/0a174530-e3cf-11e6-bf01-fe55135034f3/staged"),
+        format!("{C}/single/senders/{id}/transportfile"),
+    ] {
+        node.call("GET", &missing, None, 404, "error.json");
+    }
+    let (status, stderr) = node.stop();
+    assert!(status.success(), "{stderr}");
+}
+
+#[test]
+fn an_is05_activation_connects_serve_to_recv_nmos_byte_identical_and_master_enable_false_ends_it() {
+    let media = Media::new("nmos-recv-connect");
+    let serve = Serve::start(&media, &[]);
+    let out = media.dir.path("out.yuv");
+    let mut node = RecvNode::start(&["-o", out.to_str().unwrap()]);
+    let receiver = node.receiver_id();
+    let sender = sender_id(&serve, "clip.yuv");
+    let sender_base = format!("{C}/single/senders/{sender}");
+    let receiver_base = format!("{C}/single/receivers/{receiver}");
+    let version = node.get(&format!("{N}/receivers/{receiver}"))["version"].clone();
+
+    // The sender aimed at the receiver's port, parked: its transport
+    // file exists, nothing is sent yet.
+    let port = free_udp_port();
+    let aim = json!({"receiver_id": receiver, "master_enable": false,
+        "transport_params": [{"destination_ip": "127.0.0.1", "destination_port": port}],
+        "activation": {"mode": "activate_immediate"}});
+    serve.call(
+        "PATCH",
+        &format!("{sender_base}/staged"),
+        Some(aim),
+        200,
+        "sender-response-schema.json",
+    );
+    let (status, sdp) = serve.api("GET", &format!("{sender_base}/transportfile"), None);
+    assert_eq!(status, 200, "{sdp}");
+
+    // The receiver takes the sender's SDP and starts receiving.
+    let connect = json!({"sender_id": sender, "master_enable": true,
+        "transport_file": {"data": sdp, "type": "application/sdp"},
+        "activation": {"mode": "activate_immediate"}});
+    let r = node.call(
+        "PATCH",
+        &format!("{receiver_base}/staged"),
+        Some(connect),
+        200,
+        "receiver-response-schema.json",
+    );
+    assert_eq!(r["master_enable"], true);
+    node.run.wait_for(&format!("receiving on 127.0.0.1:{port}"));
+    let shown = node.get(&format!("{N}/receivers/{receiver}"));
+    assert_eq!(
+        shown["subscription"],
+        json!({"sender_id": sender, "active": true})
+    );
+    assert_ne!(shown["version"], version, "an activation moves the version");
+
+    // The sender starts: frames arrive.
+    let go = json!({"master_enable": true, "activation": {"mode": "activate_immediate"}});
+    serve.call(
+        "PATCH",
+        &format!("{sender_base}/staged"),
+        Some(go),
+        200,
+        "sender-response-schema.json",
+    );
+    let want = (2 * FRAMES * FRAME_BYTES) as u64;
+    wait_for_file_size(&out, want, Duration::from_secs(30));
+
+    // The sender's master_enable false stops the stream.
+    stop_sender(&serve, &sender_base);
+    let stop = json!({"master_enable": false, "activation": {"mode": "activate_immediate"}});
+    // The receiver's ends the receive: the summary says so, the
+    // recording is whole.
+    let r = node.call(
+        "PATCH",
+        &format!("{receiver_base}/staged"),
+        Some(stop),
+        200,
+        "receiver-response-schema.json",
+    );
+    assert_eq!(r["master_enable"], false);
+    node.run.wait_for("frames complete");
+    let shown = node.get(&format!("{N}/receivers/{receiver}"));
+    assert_eq!(
+        shown["subscription"],
+        json!({"sender_id": null, "active": false})
+    );
+    let active = node.get(&format!("{receiver_base}/active"));
+    assert_eq!(active["master_enable"], false);
+
+    let got = std::fs::read(&out).unwrap();
+    assert!(got.len() as u64 >= want, "{} bytes", got.len());
+    assert_clip_frames(&media.clip, &got);
+    let (status, stderr) = node.stop();
+    assert!(status.success(), "{stderr}");
+}
+
+#[test]
+fn recv_nmos_off_loopback_needs_a_token_and_then_asks_for_it() {
+    let out = nagare()
+        .args(["recv", "--nmos", "--nmos-http", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("give --token"), "{stderr}");
+    // With one, a controller without it is refused in the NMOS form.
+    let token = "a-token-of-sixteen-bytes-or-more";
+    let node = RecvNode::start(&["--token", token]);
+    let (status, body) = node.request("GET", &format!("{N}/self"), None);
+    assert_eq!(status, 401, "{body}");
+    let me = node.get_with(token, &format!("{N}/self"));
+    assert_eq!(me["api"]["endpoints"][0]["authorization"], true);
+    let (status, stderr) = node.stop();
+    assert!(status.success(), "{stderr}");
+}
