@@ -316,8 +316,7 @@ fn a_stripe_sender_activated_for_a_frame_begins_on_that_frame() {
     let go = json!({"master_enable": true,
         "transport_params": [{"destination_ip": "127.0.0.1", "destination_port": port}],
         "activation": {"mode": "activate_scheduled_absolute", "requested_time": at}});
-    call(
-        &serve,
+    serve.call(
         "PATCH",
         &staged,
         Some(go),
@@ -335,8 +334,7 @@ fn a_stripe_sender_activated_for_a_frame_begins_on_that_frame() {
     );
     let ssrc = u32::from_be_bytes(packet[8..12].try_into().unwrap());
     assert_eq!(ssrc, 0x6e61_0001, "stripe 1's SSRC");
-    let active = call(
-        &serve,
+    let active = serve.call(
         "GET",
         &format!("{C}/single/senders/{id}/active"),
         None,
@@ -355,8 +353,7 @@ fn a_stripe_sender_activated_for_a_frame_begins_on_that_frame() {
     assert_eq!(leg.stripe.map(|s| (s.index, s.count)), Some((1, 2)));
     assert_eq!(leg.ssrc, Some(0x6e61_0001));
     let stop = json!({"master_enable": false, "activation": {"mode": "activate_immediate"}});
-    call(
-        &serve,
+    serve.call(
         "PATCH",
         &staged,
         Some(stop),
