@@ -16,6 +16,7 @@ mod analysis;
 mod cli;
 mod clock;
 mod cmd;
+mod engine;
 mod lateness;
 mod logging;
 mod net;
@@ -41,7 +42,7 @@ enum Command {
     /// paced RFC 4175 / ST 2110-20 RTP stream.
     Send(cmd::send::SendArgs),
     /// Receive an RFC 4175 stream, reassemble and record its frames.
-    Recv(cmd::recv::RecvArgs),
+    Recv(engine::recv::RecvArgs),
     /// ST 2110-21 analysis of a stream, live or from a pcap: Cinst, VRX,
     /// FPT, RTP offset and latency per frame, and the N/NL/W verdict.
     Analyze(cmd::analyze::AnalyzeArgs),

@@ -6,6 +6,9 @@
 //! jumps 61 s and the timer fires (reaping the session or the idle
 //! connection). With bit 0x40 of the first cut byte the connection needs
 //! credentials (`rtsp::Guard`): its refusals are `401` with challenges.
+//! Every admission the machine asks for (`Event::Admit`) is answered at
+//! once, as serve does: refused when bit 0x20 of the current cut byte is
+//! set, admitted otherwise.
 //! Invariants: no panic; every transmit is exactly one RTSP/1.0 response
 //! (rtsp-types reads it back whole) with status 200 or an error status,
 //! and a numeric CSeq when it has one; nothing is sent after the machine
@@ -23,8 +26,8 @@ use libfuzzer_sys::fuzz_target;
 use nagare_fuzz::{CountingAlloc, Reader};
 use nagare_proto::Nanos;
 use nagare_proto::rtsp::{
-    Catalog, Config, Connection, Credentials, Event, Guard, Input, Limits, MulticastGroup,
-    NONCE_KEY_LEN, PortPair, SessionId, StreamInfo, Transport,
+    Admission, Catalog, Config, Connection, Credentials, Event, Guard, Input, Limits,
+    MulticastGroup, NONCE_KEY_LEN, PortPair, SessionId, StreamInfo, Transport,
 };
 use rtsp_types::{Message, Version};
 
@@ -95,6 +98,9 @@ impl Model {
     fn event(&mut self, e: &Event) {
         assert!(!self.closed, "event after Closed: {e:?}");
         match e {
+            Event::Admit { path, .. } => {
+                assert!(Fixed.stream(path).is_some(), "admission of {path:?}");
+            }
             Event::Setup {
                 session, transport, ..
             } => {
@@ -153,17 +159,30 @@ fuzz_target!(|data: &[u8]| {
         let was_closed = m.is_closed();
         m.handle_input(now, Input::Bytes(&rest[..n]));
         rest = &rest[n..];
-        let mut sent = 0;
-        while let Some(t) = m.poll_transmit(now) {
-            check_response(&t);
-            sent += 1;
-        }
-        assert!(!was_closed || sent == 0, "sent after closing");
-        assert!(sent <= limits.pending_responses + 1);
-        while let Some(e) = m.poll_event() {
+        loop {
+            let mut sent = 0;
+            while let Some(t) = m.poll_transmit(now) {
+                check_response(&t);
+                sent += 1;
+            }
+            assert!(!was_closed || sent == 0, "sent after closing");
+            assert!(sent <= limits.pending_responses + 1);
+            let Some(e) = m.poll_event() else {
+                break;
+            };
             model.event(&e);
+            if let Event::Admit { .. } = e {
+                let verdict = if c & 0x20 != 0 {
+                    Admission::Refused
+                } else {
+                    Admission::Admitted
+                };
+                m.handle_input(now, Input::Admission(verdict));
+            }
         }
-        assert!(m.buffered() <= limits.header_bytes + limits.body_bytes);
+        // Bytes held behind an admission are re-read once it is answered,
+        // so at most one cut of them waits.
+        assert!(m.buffered() <= limits.header_bytes + limits.body_bytes + 128);
     }
     m.handle_input(now, Input::Closed);
     while let Some(e) = m.poll_event() {

@@ -16,8 +16,8 @@ use nagare_proto::{FrameRate, PixelFormat, VideoFormat};
 use crate::cli::{self, Size};
 use crate::clock::Pacing;
 
-use crate::cmd::recv::{self, RecvConfig};
-use crate::cmd::send::{self, SendConfig};
+use crate::engine::recv::{self, RecvConfig};
+use crate::engine::send::{self, SendConfig};
 use crate::net::placement::{CpuChoice, Placement, Role};
 use crate::net::tuning::Realtime;
 use crate::net::udp::{ReceiveOptions, SendOptions};

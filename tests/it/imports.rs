@@ -1,7 +1,8 @@
 //! The module graph stays a DAG: no import cycle between the files of
 //! `src/` or of `crates/proto/src`, and no subcommand (`src/cmd/X`) uses
 //! another one (`crate::cmd::Y`); what two subcommands share lives in a
-//! module of its own.
+//! module of its own (`src/engine`, `src/net`, ...), which in turn uses no
+//! subcommand: only the crate root (`main.rs`) reaches into `cmd/`.
 //!
 //! The check reads the sources, not the compiler: comments and literals are
 //! blanked, then every `use` tree and every `crate::`/`super::`/`self::`
@@ -667,14 +668,20 @@ impl Graph {
         s
     }
 
-    /// Edges from one subcommand's files into another's.
+    /// Edges into a subcommand's files from another subcommand's, or
+    /// from a module outside `cmd/` other than the crate root: a shared
+    /// module that used a subcommand would carry one subcommand's driver
+    /// into every other that uses it.
     fn cross_subcommand(&self) -> Vec<(ModPath, ModPath, Evidence)> {
         let sub = |m: &ModPath| (m.len() >= 2 && m[0] == "cmd").then(|| m[1].clone());
         let mut out = Vec::new();
         for (from, tos) in &self.edges {
-            let Some(a) = sub(from) else { continue };
+            if from.is_empty() || from.as_slice() == ["cmd"] {
+                continue;
+            }
+            let a = sub(from);
             for (to, ev) in tos {
-                if sub(to).is_some_and(|b| b != a) {
+                if sub(to).is_some_and(|b| a.as_ref() != Some(&b)) {
                     out.push((from.clone(), to.clone(), ev.clone()));
                 }
             }
@@ -682,13 +689,6 @@ impl Graph {
         out
     }
 }
-
-/// Subcommands still allowed to use another's driver, as (user, used):
-/// `demo` runs `send`'s and `recv`'s engines and `analyze --listen` runs
-/// `recv`'s receive path. They leave this list when those engines move to
-/// a shared module (issue 21, item 5); nothing may be added to it.
-const PENDING_ENGINE_MOVES: &[(&str, &str)] =
-    &[("analyze", "recv"), ("demo", "recv"), ("demo", "send")];
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -733,11 +733,8 @@ fn check_crate(src: &Path) -> Vec<String> {
         })
         .collect();
     for (from, to, ev) in g.cross_subcommand() {
-        if PENDING_ENGINE_MOVES.contains(&(from[1].as_str(), to[1].as_str())) {
-            continue;
-        }
         problems.push(format!(
-            "subcommand imports another: {} uses {} ({} at line {}); move the shared part to a module outside src/cmd",
+            "a subcommand's module used from outside it: {} uses {} ({} at line {}); move the shared part to a module outside src/cmd",
             name(&from),
             name(&to),
             ev.path,
@@ -864,6 +861,49 @@ mod synthetic {
         assert_eq!(
             (cross[0].0.clone(), cross[0].1.clone()),
             (m("cmd::impair"), m("cmd::probe"))
+        );
+    }
+
+    #[test]
+    fn flags_a_shared_module_using_a_subcommand_but_not_the_root() {
+        // The root dispatches to every subcommand; a shared engine that
+        // took a subcommand's type would make its users depend on it.
+        let fs = files(&[
+            (
+                "",
+                "mod cmd;
+mod engine;
+fn main() { cmd::send::main(); }",
+            ),
+            (
+                "cmd",
+                "pub mod send;
+pub mod demo;",
+            ),
+            (
+                "cmd::send",
+                "use crate::engine::send::run;
+pub fn main() { run(); }
+pub struct Args;",
+            ),
+            (
+                "cmd::demo",
+                "use crate::engine::send::run;
+fn d() { run(); }",
+            ),
+            ("engine", "pub mod send;"),
+            (
+                "engine::send",
+                "use crate::cmd::send::Args;
+pub fn run() {}",
+            ),
+        ]);
+        let g = Crate::new(&fs).graph();
+        let cross = g.cross_subcommand();
+        assert_eq!(cross.len(), 1, "{cross:?}");
+        assert_eq!(
+            (cross[0].0.clone(), cross[0].1.clone()),
+            (m("engine::send"), m("cmd::send"))
         );
     }
 }

@@ -1,5 +1,5 @@
 //! `nagare analyze`: the ST 2110-21 analysis of EBU LIST, live on a
-//! socket (through `recv`'s receive path, with kernel receive stamps) or
+//! socket (through the receive engine that `recv` runs, with kernel receive stamps) or
 //! from a pcap/pcapng capture. Every judgement is nagare-proto's
 //! `st2110_21::Monitor`; this driver moves datagrams and times to it and
 //! shows what it found.
@@ -19,7 +19,7 @@ use nagare_proto::video::st2110_21::{Compliance, Monitor, Scan, SenderType, Stre
 use nagare_proto::{FrameRate, PixelFormat};
 
 use crate::cli::{self, Size};
-use crate::cmd::recv::{self, RecvArgs};
+use crate::engine::recv::{self, RecvArgs};
 use crate::net::udp::Interface;
 
 use crate::analysis::collect::{Collector, FramePoint};
@@ -218,7 +218,7 @@ fn from_capture(
     Ok(collector.finish(monitor.analyzer(), monitor.stats(), other))
 }
 
-/// Analyses a live stream through `recv`'s receive path.
+/// Analyses a live stream through the receive engine that `recv` runs.
 fn live(args: &AnalyzeArgs, s: Stream) -> Result<(AnalyzeReport, Vec<FramePoint>)> {
     if args.sdp.is_none() && (args.size.is_none() || args.pix_fmt.is_none()) {
         bail!("--listen needs --size, --pix-fmt and --fps (or give --sdp FILE)");

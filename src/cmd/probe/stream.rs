@@ -3,13 +3,15 @@
 //! The sender shares `nagare send`'s schedule and batch I/O (`net::udp`):
 //! trains of packets whose slots fall in one burst window leave in one GSO
 //! or `sendmmsg` call. What goes in each packet is the session's
-//! [`StreamPlan`]; this loop only keeps time and moves bytes.
+//! [`StreamPlan`], and each train's packet headers are laid out by proto
+//! (`StreamPlan::train`, `DataTrain::write`); this loop only keeps time
+//! and moves bytes.
 
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use nagare_proto::probe::{DataHeader, SenderLog, SenderReport, StreamPlan, wire};
+use nagare_proto::probe::{SenderLog, SenderReport, StreamPlan, wire};
 use nagare_proto::video::sender::{Event, FlowSpec, Input, Sender};
 use nagare_proto::{Nanos, Ssrc};
 use socket2::SockAddr;
@@ -21,8 +23,8 @@ use crate::net::udp;
 /// `stop` is set. Every packet carries its stream's session id, its own
 /// sequence number and its train's send time, and is logged against its
 /// own slot. The schedule is the same [`video::Sender`] that paces
-/// `nagare send`, with one flow per stream whose packets this loop writes
-/// itself. Returns one report per stream.
+/// `nagare send`, with one flow per stream; proto writes each train's
+/// headers over the packet buffers. Returns one report per stream.
 pub(super) fn send_stream(
     sock: &UdpSocket,
     plan: &StreamPlan,
@@ -30,7 +32,6 @@ pub(super) fn send_stream(
 ) -> Vec<SenderReport> {
     let size = plan.packet_size;
     let schedule = &plan.schedule;
-    let ppf = schedule.packets_per_frame;
     let mut gso = udp::gso_available(sock);
     let (mut sender, max_train) = pacer(plan, gso);
     // One packet buffer per train slot, laid end to end so a GSO train is
@@ -60,26 +61,17 @@ pub(super) fn send_stream(
             continue;
         };
         let lane = train.flow.index();
-        let first = train.frame * ppf + train.packets.start as u64;
-        let n = train.len();
+        let packets = plan.train(&train, sent_at);
+        let (first, n) = (packets.first, packets.count);
         let log = &mut logs[lane];
-        iov.clear();
-        for (j, buf) in bufs.chunks_mut(size).take(n).enumerate() {
-            let seq = first + j as u64;
-            let h = DataHeader {
-                session: plan.session.wrapping_add(lane as u64),
-                seq,
-                sent_at,
-                marker: schedule.ends_frame(seq),
-            };
-            // The buffer is at least MIN_PACKET_SIZE (validated), which
-            // holds the header.
-            if h.write(buf).is_err() {
-                log.error();
-                return logs.into_iter().map(SenderLog::finish).collect();
-            }
-            iov.push(udp::iovec(buf));
+        // The buffers hold max_train packets of at least MIN_PACKET_SIZE
+        // (validated), which holds the header.
+        if packets.write(&mut bufs, size, schedule).is_err() {
+            log.error();
+            return logs.into_iter().map(SenderLog::finish).collect();
         }
+        iov.clear();
+        iov.extend(bufs.chunks(size).take(n).map(udp::iovec));
         let segment = (n > 1).then_some(size);
         let sent = udp::send_train(
             sock,

@@ -38,11 +38,11 @@ use nagare_proto::video::stripe::Stripes;
 use nagare_proto::{BitRate, ByteSize, FrameRate, MediaTime, Nanos};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
-use super::args::RecvArgs;
-use super::recording::Plan as RecordingPlan;
-use super::writer::{ToWriter, Writer};
 use crate::cli;
 use crate::clock::Origin;
+use crate::engine::recv::recording::Plan as RecordingPlan;
+use crate::engine::recv::writer::{ToWriter, Writer};
+use crate::engine::recv::{RecvArgs, read_sdp};
 use crate::net::placement::{CpuChoice, Placement, Role};
 use crate::net::udp::{self, ReceiveOptions, Receiver};
 use crate::progress::{Ticker, bitrate};
@@ -92,7 +92,7 @@ struct Plan {
 }
 
 fn sdp_legs(path: &Path) -> Result<Vec<SdpStream>> {
-    let text = super::args::read_sdp(path)?;
+    let text = read_sdp(path)?;
     SdpStream::parse_legs(&text).map_err(|e| anyhow!("SDP file '{}': {e}", path.display()))
 }
 

@@ -53,6 +53,6 @@ pub use session::{
 };
 pub use total::{receiver_total, sender_total};
 pub use wire::{
-    DATA_HEADER_LEN, DATA_MAGIC, DataHeader, Datagram, ECHO_LEN, ECHO_MAGIC, Echo, EchoKind,
-    PAYLOAD_TYPE, PROTOCOL_VERSION,
+    DATA_HEADER_LEN, DATA_MAGIC, DataHeader, DataTrain, Datagram, ECHO_LEN, ECHO_MAGIC, Echo,
+    EchoKind, PAYLOAD_TYPE, PROTOCOL_VERSION,
 };

@@ -2,9 +2,13 @@
 //! and echo datagrams (RTT probes and the reverse-mode opener).
 //!
 //! The parsers take bytes straight from the network and never panic or
-//! allocate; they are fuzz entry points ([`Datagram::parse`]).
+//! allocate; they are fuzz entry points ([`Datagram::parse`]). Each writer
+//! sits next to its parser: [`DataHeader::write`] for one packet,
+//! [`DataTrain::write`] for the headers of a whole train as the sender
+//! lays them over its packet buffers.
 
 use crate::probe::error::Error;
+use crate::probe::params::Schedule;
 use crate::rtp::{HEADER_LEN, RtpHeader, RtpPacket};
 use crate::units::{MediaTime, Nanos};
 
@@ -127,6 +131,63 @@ impl DataHeader {
     }
 }
 
+/// One train of a test stream: which packets it carries, so that
+/// [`DataTrain::write`] can lay every packet's header out. Made from the
+/// schedule's train by `StreamPlan::train`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataTrain {
+    /// The session id of the stream the train belongs to.
+    pub session: u64,
+    /// Sequence number of the train's first packet.
+    pub first: u64,
+    /// Packets in the train.
+    pub count: usize,
+    /// When the train leaves, on the sender's schedule (every packet of a
+    /// train carries the same time: they leave in one send call).
+    pub sent_at: Nanos,
+}
+
+impl DataTrain {
+    /// The header of the train's packet `j`: its sequence number, and
+    /// the RTP marker where `schedule` ends a (possibly virtual) frame.
+    pub fn header(&self, j: usize, schedule: &Schedule) -> DataHeader {
+        let seq = self.first.wrapping_add(j as u64);
+        DataHeader {
+            session: self.session,
+            seq,
+            sent_at: self.sent_at,
+            marker: schedule.ends_frame(seq),
+        }
+    }
+
+    /// Writes the header of each of the train's packets over the front of
+    /// `bufs`, cut into consecutive `packet_size`-byte packets (the filler
+    /// behind each header stays as it is). Refuses, writing nothing, when
+    /// a packet cannot hold the header or `bufs` the train.
+    pub fn write(
+        &self,
+        bufs: &mut [u8],
+        packet_size: usize,
+        schedule: &Schedule,
+    ) -> Result<(), Error> {
+        let needed = packet_size
+            .checked_mul(self.count)
+            .ok_or(Error::BufferTooSmall { needed: usize::MAX })?;
+        if packet_size < DATA_HEADER_LEN {
+            return Err(Error::BufferTooSmall {
+                needed: DATA_HEADER_LEN,
+            });
+        }
+        if bufs.len() < needed {
+            return Err(Error::BufferTooSmall { needed });
+        }
+        for (j, buf) in bufs.chunks_mut(packet_size).take(self.count).enumerate() {
+            self.header(j, schedule).write(buf)?;
+        }
+        Ok(())
+    }
+}
+
 fn check_version(v: u8) -> Result<(), Error> {
     if u32::from(v) == PROTOCOL_VERSION {
         Ok(())
@@ -236,6 +297,81 @@ impl Echo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::video::format::FrameRate;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Every packet of a written train parses back to the header the
+        /// train says, the marker where the schedule ends a frame, and
+        /// the filler behind each header and past the train is untouched.
+        #[test]
+        fn a_written_train_parses_back(
+            session in any::<u64>(),
+            first in any::<u64>(),
+            count in 1usize..24,
+            extra in 0usize..96,
+            sent_at in any::<u64>(),
+            ppf in 1u64..2000,
+        ) {
+            let schedule = Schedule {
+                rate: FrameRate::new(50, 1).unwrap(),
+                packets_per_frame: ppf,
+                total_packets: 1 << 40,
+                video_frames: false,
+            };
+            let size = DATA_HEADER_LEN + extra;
+            let train = DataTrain { session, first, count, sent_at: Nanos(sent_at) };
+            let mut bufs = vec![0u8; size * (count + 1)];
+            fill(&mut bufs);
+            let before = bufs.clone();
+            train.write(&mut bufs, size, &schedule).unwrap();
+            for (j, buf) in bufs.chunks(size).take(count).enumerate() {
+                let seq = first.wrapping_add(j as u64);
+                let h = DataHeader::parse(buf).unwrap();
+                prop_assert_eq!(h, train.header(j, &schedule));
+                prop_assert_eq!(h.session, session);
+                prop_assert_eq!(h.seq, seq);
+                prop_assert_eq!(h.sent_at, Nanos(sent_at));
+                prop_assert_eq!(h.marker, seq % ppf == ppf - 1);
+                let rtp = RtpPacket::new_checked(buf).unwrap();
+                prop_assert_eq!(rtp.sequence_number(), seq as u16);
+                prop_assert_eq!(&buf[DATA_HEADER_LEN..], &before[j * size + DATA_HEADER_LEN..(j + 1) * size]);
+            }
+            prop_assert_eq!(&bufs[count * size..], &before[count * size..]);
+        }
+    }
+
+    #[test]
+    fn a_train_that_does_not_fit_writes_nothing() {
+        let schedule = Schedule {
+            rate: FrameRate::new(50, 1).unwrap(),
+            packets_per_frame: 4,
+            total_packets: 100,
+            video_frames: false,
+        };
+        let train = DataTrain {
+            session: 1,
+            first: 0,
+            count: 3,
+            sent_at: Nanos(5),
+        };
+        let mut bufs = vec![7u8; 3 * DATA_HEADER_LEN - 1];
+        assert_eq!(
+            train.write(&mut bufs, DATA_HEADER_LEN, &schedule),
+            Err(Error::BufferTooSmall {
+                needed: 3 * DATA_HEADER_LEN
+            })
+        );
+        assert!(bufs.iter().all(|&b| b == 7));
+        let mut bufs = vec![7u8; 300];
+        assert_eq!(
+            train.write(&mut bufs, DATA_HEADER_LEN - 1, &schedule),
+            Err(Error::BufferTooSmall {
+                needed: DATA_HEADER_LEN
+            })
+        );
+        assert!(bufs.iter().all(|&b| b == 7));
+    }
 
     #[test]
     fn data_round_trip_and_filler() {

@@ -33,9 +33,6 @@ impl Catalog for OneClip {
     fn destination_allowed(&self, _client: IpAddr, _destination: IpAddr) -> bool {
         false
     }
-    fn admit(&self, _path: &str, _transport: &Transport) -> bool {
-        true
-    }
     fn server_port(&self, _transport: &Transport) -> Option<PortPair> {
         None
     }
@@ -53,8 +50,9 @@ fn client(url: &str) -> Client {
     Client::new(Nanos::ZERO, url, ClientConfig::new(PORTS)).expect("an rtsp:// URL")
 }
 
-/// Moves every queued message both ways until neither side has more;
-/// returns the server's events.
+/// Moves every queued message both ways until neither side has more,
+/// admitting every stream the server asks about; returns the server's
+/// other events.
 fn exchange(now: Nanos, c: &mut Client, s: &mut Connection<OneClip>) -> Vec<Event> {
     let mut events = Vec::new();
     loop {
@@ -63,7 +61,12 @@ fn exchange(now: Nanos, c: &mut Client, s: &mut Connection<OneClip>) -> Vec<Even
             s.handle_input(now, Input::Bytes(&req));
             moved = true;
         }
-        events.extend(std::iter::from_fn(|| s.poll_event()));
+        while let Some(e) = s.poll_event() {
+            match e {
+                Event::Admit { .. } => s.handle_input(now, Input::Admission(Admission::Admitted)),
+                e => events.push(e),
+            }
+        }
         while let Some(reply) = s.poll_transmit(now) {
             c.handle_input(now, ClientInput::Bytes(&reply));
             moved = true;

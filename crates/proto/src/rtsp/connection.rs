@@ -12,8 +12,8 @@ use super::framing::{Frame, Framer, with_star_uri};
 use super::target::{Target, content_base};
 use super::transport::{self, Context};
 use super::{
-    Catalog, CloseReason, Config, Error, Event, Header, Input, Method, PUBLIC, SessionEnd,
-    SessionId, Start, State, Transport,
+    Admission, Catalog, CloseReason, Config, Error, Event, Header, Input, Method, PUBLIC,
+    SessionEnd, SessionId, Start, State, Transport,
 };
 use crate::units::Nanos;
 
@@ -39,6 +39,35 @@ struct Session {
     played: bool,
     looping: bool,
     tracks: Vec<(u16, Transport)>,
+}
+
+/// A request waiting for the driver's admission ([`Event::Admit`]).
+#[derive(Debug)]
+struct Admitting {
+    cseq: u32,
+    asked: Asked,
+}
+
+/// What the waiting request does once admitted.
+#[derive(Debug)]
+enum Asked {
+    /// Sets up `track` of `target`'s stream over `transport`.
+    Setup {
+        target: Target,
+        track: u16,
+        transport: Transport,
+    },
+    /// Plays the session's stream from the start again.
+    Restart { looping: bool },
+}
+
+impl Asked {
+    fn method(&self) -> Method {
+        match self {
+            Asked::Setup { .. } => Method::Setup,
+            Asked::Restart { .. } => Method::Play,
+        }
+    }
 }
 
 /// A successful answer before it is written.
@@ -80,6 +109,11 @@ pub struct Connection<C> {
     // from the SETUP and PLAY URLs they derive from Content-Base.
     described: Option<(String, bool)>,
     last_activity: Nanos,
+    // The request waiting for the driver's admission, and the bytes that
+    // came behind it (read on only once it is answered, so responses
+    // stay in request order).
+    admitting: Option<Admitting>,
+    held: Vec<u8>,
     transmits: VecDeque<Vec<u8>>,
     events: VecDeque<Event>,
     closed: bool,
@@ -102,6 +136,8 @@ impl<C: Catalog> Connection<C> {
             session: None,
             described: None,
             last_activity: now,
+            admitting: None,
+            held: Vec::new(),
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             closed: false,
@@ -137,6 +173,7 @@ impl<C: Catalog> Connection<C> {
                 self.end_session(SessionEnd::ConnectionClosed);
                 self.close(CloseReason::PeerClosed);
             }
+            Input::Admission(verdict) => self.admission(now, verdict),
         }
     }
 
@@ -186,12 +223,31 @@ impl<C: Catalog> Connection<C> {
         self.counters
     }
 
-    /// Bytes held for incomplete requests (bounded by the limits).
+    /// Bytes held for incomplete requests (bounded by the limits), and
+    /// behind a request waiting for admission (bounded by
+    /// [`Connection::held_limit`]).
     pub fn buffered(&self) -> usize {
-        self.framer.buffered()
+        self.framer.buffered() + self.held.len()
+    }
+
+    /// Whether a request waits for the driver's [`Input::Admission`].
+    pub fn is_admitting(&self) -> bool {
+        self.admitting.is_some()
+    }
+
+    /// Most bytes held behind a request waiting for admission: as many
+    /// whole requests as may wait for their responses. A driver answers
+    /// at once and holds one read's worth at most.
+    pub fn held_limit(&self) -> usize {
+        let l = self.config.limits;
+        l.pending_responses
+            .saturating_mul(l.header_bytes.saturating_add(l.body_bytes))
     }
 
     fn feed(&mut self, now: Nanos, mut bytes: &[u8]) {
+        if self.admitting.is_some() {
+            return self.hold(bytes);
+        }
         while !self.closed {
             let taken = self.framer.fill(bytes);
             bytes = &bytes[taken..];
@@ -225,6 +281,10 @@ impl<C: Catalog> Connection<C> {
                 if self.closed {
                     return;
                 }
+                if self.admitting.is_some() {
+                    // What came behind waits for the admission.
+                    return self.hold(bytes);
+                }
             }
             if bytes.is_empty() {
                 return;
@@ -235,6 +295,42 @@ impl<C: Catalog> Connection<C> {
                 self.fail(None, Error::HeaderTooLarge { limit });
             }
         }
+    }
+
+    /// Keeps bytes read behind a request that waits for admission.
+    fn hold(&mut self, bytes: &[u8]) {
+        if self.held.len().saturating_add(bytes.len()) > self.held_limit() {
+            let limit = self.config.limits.pending_responses;
+            return self.fail(None, Error::TooManyPending { limit });
+        }
+        self.held.extend_from_slice(bytes);
+    }
+
+    /// The driver's answer to [`Event::Admit`]: the waiting request gets
+    /// its response, then the requests held behind it are read.
+    fn admission(&mut self, now: Nanos, verdict: Admission) {
+        let Some(Admitting { cseq, asked }) = self.admitting.take() else {
+            return;
+        };
+        let method = asked.method();
+        let answered = match (verdict, asked) {
+            (Admission::Refused, _) => Err(Error::NotAdmitted),
+            (
+                Admission::Admitted,
+                Asked::Setup {
+                    target,
+                    track,
+                    transport,
+                },
+            ) => Ok(self.finish_setup(target, track, transport)),
+            (Admission::Admitted, Asked::Restart { looping }) => self.start_play(true, looping),
+        };
+        match answered {
+            Ok(reply) => self.answer(cseq, reply),
+            Err(e) => self.refuse(Some(cseq), Some(method), e, Vec::new()),
+        }
+        let held = std::mem::take(&mut self.held);
+        self.feed(now, &held);
     }
 
     /// Hands on a kept interleaved frame that came on the RTCP channel of
@@ -324,8 +420,10 @@ impl<C: Catalog> Connection<C> {
         if let Err(why) = self.authorize(now, method, req, target) {
             return self.refuse_unauthorized(now, cseq, method, why);
         }
-        match self.dispatch(method, req) {
-            Ok(reply) => self.answer(cseq, reply),
+        match self.dispatch(cseq, method, req) {
+            Ok(Some(reply)) => self.answer(cseq, reply),
+            // Answered once the driver admits it (Input::Admission).
+            Ok(None) => {}
             Err(e) => {
                 let extra = match e {
                     Error::MethodNotAllowed(_) => vec![(headers::ALLOW, PUBLIC.to_owned())],
@@ -375,15 +473,16 @@ impl<C: Catalog> Connection<C> {
         }
     }
 
-    fn dispatch(&mut self, method: Method, req: &Req) -> Result<Reply, Error> {
+    /// The request's answer, or `None` for one that waits for admission.
+    fn dispatch(&mut self, cseq: u32, method: Method, req: &Req) -> Result<Option<Reply>, Error> {
         match method {
-            Method::Options => self.options(req),
-            Method::Describe => self.describe(req),
-            Method::Setup => self.setup(req),
-            Method::Play => self.play(req),
-            Method::Pause => self.pause(req),
-            Method::Teardown => self.teardown(req),
-            Method::GetParameter => self.get_parameter(req),
+            Method::Options => self.options(req).map(Some),
+            Method::Describe => self.describe(req).map(Some),
+            Method::Setup => self.setup(cseq, req),
+            Method::Play => self.play(cseq, req),
+            Method::Pause => self.pause(req).map(Some),
+            Method::Teardown => self.teardown(req).map(Some),
+            Method::GetParameter => self.get_parameter(req).map(Some),
             Method::SetParameter
             | Method::Announce
             | Method::Record
@@ -429,7 +528,8 @@ impl<C: Catalog> Connection<C> {
         .header(headers::CONTENT_BASE, content_base(url)))
     }
 
-    fn setup(&mut self, req: &Req) -> Result<Reply, Error> {
+    /// Checks a SETUP and asks the driver to admit it.
+    fn setup(&mut self, cseq: u32, req: &Req) -> Result<Option<Reply>, Error> {
         let target = Target::parse(req.request_uri().ok_or(Error::BadUri)?)?;
         let existing = self.named_session(req)?;
         if !existing && self.session.is_some() {
@@ -458,16 +558,40 @@ impl<C: Catalog> Connection<C> {
             taken: &taken,
         };
         let chosen = transport::choose(offers.as_str(), &ctx)?;
-        if !self.catalog.admit(&target.path, &chosen) {
-            return Err(Error::NotAdmitted);
-        }
+        self.ask_admission(
+            cseq,
+            target.path.clone(),
+            chosen,
+            Asked::Setup {
+                target,
+                track,
+                transport: chosen,
+            },
+        );
+        Ok(None)
+    }
+
+    /// Holds request `cseq` until the driver admits a stream of `path`
+    /// over `transport` for what it `asked`.
+    fn ask_admission(&mut self, cseq: u32, path: String, transport: Transport, asked: Asked) {
+        self.events.push_back(Event::Admit {
+            path,
+            transport,
+            restart: matches!(asked, Asked::Restart { .. }),
+        });
+        self.admitting = Some(Admitting { cseq, asked });
+    }
+
+    /// An admitted SETUP: the session records it, and the answer names
+    /// the transport, the server's ports and the SSRC.
+    fn finish_setup(&mut self, target: Target, track: u16, chosen: Transport) -> Reply {
         let server_port = match chosen {
             Transport::Udp { .. } => self.catalog.server_port(&chosen),
             _ => None,
         };
         let ssrc = self.catalog.ssrc(&chosen);
         self.commit_setup(target, track, chosen);
-        Ok(Reply {
+        Reply {
             transport: Some(transport::reply(
                 &chosen,
                 server_port.or(self.config.server_port),
@@ -475,7 +599,7 @@ impl<C: Catalog> Connection<C> {
             )),
             ..Reply::default()
         }
-        .with_session())
+        .with_session()
     }
 
     /// Interleaved channels of the session's tracks other than `track`.
@@ -526,7 +650,7 @@ impl<C: Catalog> Connection<C> {
         });
     }
 
-    fn play(&mut self, req: &Req) -> Result<Reply, Error> {
+    fn play(&mut self, cseq: u32, req: &Req) -> Result<Option<Reply>, Error> {
         self.require_session(req, Method::Play)?;
         let from_start = match req.typed_header::<Range>() {
             Ok(range) => start_of(range)?,
@@ -536,19 +660,28 @@ impl<C: Catalog> Connection<C> {
             .request_uri()
             .and_then(|u| Target::parse(u).ok())
             .is_some_and(|t| t.looping);
-        let Some(s) = self.session.as_mut() else {
+        let Some(s) = self.session.as_ref() else {
             return Err(Error::SessionNotFound);
         };
         // A PLAY from the start of a session that played already starts
-        // a new stream: it is admitted again (453 if the budget is gone),
-        // and the catalog may carry the old stream's reservation over.
+        // a new stream: the driver admits it again (453 if the budget is
+        // gone), and may carry the old stream's reservation over.
         if s.played
             && from_start
-            && let Some((_, transport)) = s.tracks.first()
-            && !self.catalog.admit(&s.path, transport)
+            && let Some(&(_, transport)) = s.tracks.first()
         {
-            return Err(Error::NotAdmitted);
+            let path = s.path.clone();
+            self.ask_admission(cseq, path, transport, Asked::Restart { looping });
+            return Ok(None);
         }
+        self.start_play(from_start, looping).map(Some)
+    }
+
+    /// Plays the session: from the start, or resumed from a pause.
+    fn start_play(&mut self, from_start: bool, looping: bool) -> Result<Reply, Error> {
+        let Some(s) = self.session.as_mut() else {
+            return Err(Error::SessionNotFound);
+        };
         s.looping |= looping;
         let start = if !s.played || from_start {
             Start::Beginning

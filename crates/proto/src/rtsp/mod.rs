@@ -23,7 +23,11 @@
 //!
 //! The machine asks the server what it serves through a [`Catalog`] it
 //! owns: the stream at a path, its SDP, whether a foreign `destination=`
-//! is allowed, and admission. The session state follows RFC 2326
+//! is allowed. Admission changes the server's state (it reserves from a
+//! budget the whole server shares), so it is no catalog question but an
+//! event: [`Event::Admit`] holds the SETUP (or restarting PLAY), and every
+//! request after it, until the driver answers with [`Input::Admission`].
+//! The session state follows RFC 2326
 //! Appendix A (Init, Ready, Playing); a connection holds at most one
 //! session, and the session ends with the connection.
 //!
@@ -36,8 +40,11 @@
 //!    [`Connection::poll_timeout`], [`Input::Closed`] when the peer left;
 //! 2. writes every [`Connection::poll_transmit`]`(now)` in order (a
 //!    failed write is fed back as [`Input::Closed`]);
-//! 3. acts on every [`Connection::poll_event`], then writes any response
-//!    the events produced, as in 2;
+//! 3. acts on every [`Connection::poll_event`]; an [`Event::Admit`] is
+//!    answered with [`Input::Admission`] (the driver asks its stream table
+//!    or budget), which queues the held request's response, and those of
+//!    the requests behind it, and may queue more events: write the
+//!    responses as in 2 before the next event, until no event is left;
 //! 4. waits for bytes until [`Connection::poll_timeout`].
 
 mod auth;
@@ -260,18 +267,10 @@ pub trait Catalog {
         false
     }
 
-    /// Admission control, asked once per SETUP that would otherwise
-    /// succeed, and again for a PLAY from the start of a session that
-    /// has played (a new stream replaces the old): `false` refuses it with
-    /// 453 Not Enough Bandwidth.
-    fn admit(&self, path: &str, transport: &Transport) -> bool {
-        let _ = (path, transport);
-        true
-    }
-
     /// The server's RTP/RTCP port pair for an admitted SETUP of UDP
     /// unicast `transport`, reported as `server_port` (clients send their
-    /// receiver reports to its RTCP port); asked after [`Catalog::admit`].
+    /// receiver reports to its RTCP port); asked once the driver admitted
+    /// the SETUP ([`Input::Admission`]).
     /// `None` falls back to [`Config::server_port`].
     fn server_port(&self, transport: &Transport) -> Option<PortPair> {
         let _ = transport;
@@ -281,8 +280,8 @@ pub trait Catalog {
     /// The SSRC the session's media will carry over `transport`,
     /// announced as `ssrc=` in the SETUP response (RFC 2326 12.39):
     /// GStreamer's `rtspsrc` ends a stream at once on a BYE only from the
-    /// SSRC it was told. Asked after [`Catalog::admit`]; `None` leaves the
-    /// parameter out.
+    /// SSRC it was told. Asked once the driver admitted the SETUP; `None`
+    /// leaves the parameter out.
     fn ssrc(&self, transport: &Transport) -> Option<u32> {
         let _ = transport;
         None
@@ -298,9 +297,6 @@ impl<C: Catalog + ?Sized> Catalog for &C {
     }
     fn destination_allowed(&self, client: IpAddr, destination: IpAddr) -> bool {
         (**self).destination_allowed(client, destination)
-    }
-    fn admit(&self, path: &str, transport: &Transport) -> bool {
-        (**self).admit(path, transport)
     }
     fn server_port(&self, transport: &Transport) -> Option<PortPair> {
         (**self).server_port(transport)
@@ -320,9 +316,6 @@ impl<C: Catalog + ?Sized> Catalog for Arc<C> {
     fn destination_allowed(&self, client: IpAddr, destination: IpAddr) -> bool {
         (**self).destination_allowed(client, destination)
     }
-    fn admit(&self, path: &str, transport: &Transport) -> bool {
-        (**self).admit(path, transport)
-    }
     fn server_port(&self, transport: &Transport) -> Option<PortPair> {
         (**self).server_port(transport)
     }
@@ -340,6 +333,19 @@ pub enum Input<'a> {
     Timer,
     /// The client closed the connection, or it broke.
     Closed,
+    /// The driver's answer to the pending [`Event::Admit`]. Ignored when
+    /// no admission is pending.
+    Admission(Admission),
+}
+
+/// The driver's verdict on a stream the machine asked to admit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// The stream may start: the driver reserved what it needs.
+    Admitted,
+    /// It may not (the budget is spent, or the stream is gone): the
+    /// request gets 453 Not Enough Bandwidth.
+    Refused,
 }
 
 /// Where PLAY starts.
@@ -377,6 +383,20 @@ pub enum CloseReason {
 /// What the driver must act on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
+    /// May a stream of `path` start over `transport`? Asked once per
+    /// SETUP that would otherwise succeed, and again for a PLAY from the
+    /// start of a session that has played (`restart`: a new stream
+    /// replaces the old, whose reservation the driver may carry over).
+    /// The request, and every one after it, waits until the driver
+    /// answers with [`Input::Admission`].
+    Admit {
+        /// The stream.
+        path: String,
+        /// Where its media would go.
+        transport: Transport,
+        /// A PLAY from the start of a session that played.
+        restart: bool,
+    },
     /// A track was set up (or its transport changed): prepare to send
     /// `path`'s track `track` over `transport`, but send nothing yet.
     Setup {

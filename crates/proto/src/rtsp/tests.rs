@@ -1,5 +1,6 @@
 //! The connection machine against what real clients send, on virtual time.
 
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -20,7 +21,6 @@ a=control:*\r\nm=video 0 RTP/AVP 33\r\na=rtpmap:33 MP2T/90000\r\na=control:track
 struct TestCatalog {
     streams: HashMap<String, StreamInfo>,
     allowed: Vec<IpAddr>,
-    refuse_admission: std::rc::Rc<std::cell::Cell<bool>>,
     ports: Option<PortPair>,
     ssrc: Option<u32>,
 }
@@ -34,9 +34,6 @@ impl Catalog for TestCatalog {
     }
     fn destination_allowed(&self, _client: IpAddr, destination: IpAddr) -> bool {
         self.allowed.contains(&destination)
-    }
-    fn admit(&self, _path: &str, _transport: &Transport) -> bool {
-        !self.refuse_admission.get()
     }
     fn server_port(&self, _transport: &Transport) -> Option<PortPair> {
         self.ports
@@ -83,8 +80,50 @@ fn config() -> Config {
     }
 }
 
+thread_local! {
+    /// The tests' driver, one per test thread: whether it refuses
+    /// admission, and the events it took while answering admissions
+    /// (handed out by [`events`] first, in order).
+    static REFUSE: Cell<bool> = const { Cell::new(false) };
+    static SEEN: RefCell<Vec<Event>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A machine for `catalog`, with the tests' driver reset: it admits.
+fn machine_with(config: Config, catalog: TestCatalog) -> Connection<TestCatalog> {
+    REFUSE.set(false);
+    SEEN.take();
+    Connection::new(Nanos::ZERO, config, catalog, CLIENT, SEED)
+}
+
 fn machine() -> Connection<TestCatalog> {
-    Connection::new(Nanos::ZERO, config(), catalog(), CLIENT, SEED)
+    machine_with(config(), catalog())
+}
+
+/// From now on the tests' driver refuses admission (the budget is gone).
+fn refuse_admission(refuse: bool) {
+    REFUSE.set(refuse);
+}
+
+/// Feeds bytes read at `now` as serve's driver does: every admission the
+/// machine asks for is answered at once; other events wait for [`events`].
+fn feed<C: Catalog>(m: &mut Connection<C>, now: Nanos, bytes: &[u8]) {
+    m.handle_input(now, Input::Bytes(bytes));
+    answer_admissions(m, now);
+}
+
+fn answer_admissions<C: Catalog>(m: &mut Connection<C>, now: Nanos) {
+    while let Some(e) = m.poll_event() {
+        if let Event::Admit { .. } = e {
+            let verdict = if REFUSE.get() {
+                Admission::Refused
+            } else {
+                Admission::Admitted
+            };
+            m.handle_input(now, Input::Admission(verdict));
+        } else {
+            SEEN.with_borrow_mut(|seen| seen.push(e));
+        }
+    }
 }
 
 const SID: &str = "0123456789abcdef";
@@ -105,11 +144,13 @@ fn responses<C: Catalog>(m: &mut Connection<C>) -> Vec<Response<Vec<u8>>> {
 }
 
 fn events<C: Catalog>(m: &mut Connection<C>) -> Vec<Event> {
-    std::iter::from_fn(|| m.poll_event()).collect()
+    let mut seen = SEEN.take();
+    seen.extend(std::iter::from_fn(|| m.poll_event()));
+    seen
 }
 
 fn send(m: &mut Connection<TestCatalog>, now: Nanos, text: &str) -> Vec<Response<Vec<u8>>> {
-    m.handle_input(now, Input::Bytes(text.as_bytes()));
+    feed(m, now, text.as_bytes());
     responses(m)
 }
 
@@ -249,7 +290,7 @@ fn setup_udp_unicast_goes_to_the_client_ports() {
 
 #[test]
 fn setup_tcp_interleaved_uses_the_channels_asked_for_or_picks_free_ones() {
-    let mut m = Connection::new(Nanos::ZERO, config(), catalog(), CLIENT, SEED);
+    let mut m = machine_with(config(), catalog());
     let r = one(
         &mut m,
         Nanos::ZERO,
@@ -410,7 +451,7 @@ fn a_foreign_destination_is_refused_unless_allowed() {
     );
     let mut cat = catalog();
     cat.allowed.push(OTHER);
-    let mut m = Connection::new(Nanos::ZERO, config(), cat, CLIENT, SEED);
+    let mut m = machine_with(config(), cat);
     assert_eq!(
         status(&one(
             &mut m,
@@ -472,9 +513,8 @@ fn transports_nagare_cannot_serve_get_461() {
 
 #[test]
 fn admission_refusal_is_453_and_sets_nothing_up() {
-    let cat = catalog();
-    cat.refuse_admission.set(true);
-    let mut m = Connection::new(Nanos::ZERO, config(), cat, CLIENT, SEED);
+    let mut m = machine();
+    refuse_admission(true);
     let r = one(
         &mut m,
         Nanos::ZERO,
@@ -498,16 +538,14 @@ fn admission_refusal_is_453_and_sets_nothing_up() {
 
 #[test]
 fn a_play_from_the_start_again_is_admitted_again() {
-    let cat = catalog();
-    let refuse = cat.refuse_admission.clone();
-    let mut m = Connection::new(Nanos::ZERO, config(), cat, CLIENT, SEED);
+    let mut m = machine();
     set_up(&mut m, "RTP/AVP;unicast;client_port=6000-6001");
     let s = format!("Session: {SID}\r\n");
     let from_start = format!("{s}Range: npt=0-\r\n");
     let r = one(&mut m, Nanos::ZERO, &request("PLAY", URL, 3, &from_start));
     assert_eq!(status(&r), 200);
     // The budget is gone (the HTTP API took it) before the restart.
-    refuse.set(true);
+    refuse_admission(true);
     let r = one(&mut m, Nanos::ZERO, &request("PLAY", URL, 4, &from_start));
     assert_eq!(status(&r), 453);
     // A resume is no new stream: it needs no admission.
@@ -839,7 +877,7 @@ fn run(transcript: &[&[u8]], step: usize) -> (Vec<(u16, String)>, Vec<Event>) {
     let all: Vec<u8> = transcript.concat();
     let mut out = Vec::new();
     for chunk in all.chunks(step) {
-        m.handle_input(Nanos::ZERO, Input::Bytes(chunk));
+        feed(&mut m, Nanos::ZERO, chunk);
         out.extend(
             responses(&mut m)
                 .iter()
@@ -925,7 +963,7 @@ fn limits_answer_and_close() {
         },
         ..config()
     };
-    let new = || Connection::new(Nanos::ZERO, small, catalog(), CLIENT, SEED);
+    let new = || machine_with(small, catalog());
 
     let mut m = new();
     let r = send(&mut m, Nanos::ZERO, &"x".repeat(600));
@@ -965,7 +1003,7 @@ fn limits_answer_and_close() {
     // is one too many.
     let mut m = new();
     let text: String = (1..=6).map(|i| request("OPTIONS", "*", i, "")).collect();
-    m.handle_input(Nanos::ZERO, Input::Bytes(text.as_bytes()));
+    feed(&mut m, Nanos::ZERO, text.as_bytes());
     let r = responses(&mut m);
     let got: Vec<(u16, String)> = r
         .iter()
@@ -985,7 +1023,7 @@ fn limits_answer_and_close() {
     // Requests without CSeq count against the same limit.
     let mut m = new();
     let text = "OPTIONS * RTSP/1.0\r\n\r\n".repeat(6);
-    m.handle_input(Nanos::ZERO, Input::Bytes(text.as_bytes()));
+    feed(&mut m, Nanos::ZERO, text.as_bytes());
     assert_eq!(responses(&mut m).len(), 4);
     assert!(m.is_closed());
 }
@@ -996,7 +1034,7 @@ fn buffered_bytes_stay_within_the_limits() {
     let limits = Limits::default();
     // A slow header that never ends, a byte at a time.
     for i in 0..limits.header_bytes + 100 {
-        m.handle_input(Nanos(i as u64), Input::Bytes(b"a"));
+        feed(&mut m, Nanos(i as u64), b"a");
         assert!(m.buffered() <= limits.header_bytes + limits.body_bytes);
     }
     assert!(m.is_closed());
@@ -1009,7 +1047,7 @@ fn interleaved_frames_are_skipped_and_keep_the_session_alive() {
     let mut frame = vec![b'$', 1, 0x10, 0];
     frame.extend(vec![0u8; 0x1000]);
     let t = Nanos::from_secs(50);
-    m.handle_input(t, Input::Bytes(&frame));
+    feed(&mut m, t, &frame);
     assert_eq!(m.counters().interleaved_frames, 1);
     assert_eq!(m.counters().interleaved_bytes, 0x1000);
     assert_eq!(m.poll_timeout(), Some(t + Nanos::from_secs(60)));
@@ -1086,7 +1124,7 @@ fn garbage_gets_4xx_and_never_a_panic() {
     ];
     for input in inputs {
         let mut m = machine();
-        m.handle_input(Nanos::ZERO, Input::Bytes(input));
+        feed(&mut m, Nanos::ZERO, input);
         let r = responses(&mut m);
         assert!(!r.is_empty(), "{:?}", String::from_utf8_lossy(input));
         assert!(r.iter().all(|r| (400..600).contains(&status(r))), "{r:?}");
@@ -1108,7 +1146,7 @@ proptest! {
         let mut i = 0;
         while !rest.is_empty() {
             let n = cuts[i % cuts.len()].min(rest.len());
-            m.handle_input(Nanos(i as u64), Input::Bytes(&rest[..n]));
+            feed(&mut m, Nanos(i as u64), &rest[..n]);
             rest = &rest[n..];
             i += 1;
             for r in responses(&mut m) {
@@ -1131,7 +1169,7 @@ proptest! {
             bytes[at] = b;
         }
         let mut m = machine();
-        m.handle_input(Nanos::ZERO, Input::Bytes(&bytes));
+        feed(&mut m, Nanos::ZERO, &bytes);
         m.handle_input(Nanos::ZERO, Input::Closed);
         responses(&mut m);
         prop_assert!(m.is_closed());
@@ -1146,7 +1184,7 @@ fn guarded() -> Connection<TestCatalog> {
 
 /// The one transmit, as bytes.
 fn raw_one(m: &mut Connection<TestCatalog>, now: Nanos, text: &str) -> String {
-    m.handle_input(now, Input::Bytes(text.as_bytes()));
+    feed(m, now, text.as_bytes());
     let out = m.poll_transmit(now).expect("a response");
     assert!(m.poll_transmit(now).is_none());
     String::from_utf8(out).unwrap()
@@ -1266,13 +1304,13 @@ fn setup_names_the_servers_port_pair_and_ssrc_when_the_catalog_has_them() {
         ssrc: Some(0x1234_abcd),
         ..catalog()
     };
-    let mut m = Connection::new(Nanos::ZERO, config(), with(), CLIENT, SEED);
+    let mut m = machine_with(config(), with());
     let r = set_up(&mut m, "RTP/AVP;unicast;client_port=6000-6001");
     let t = header(&r, "Transport").unwrap();
     assert!(t.contains("server_port=7000-7001"), "{t}");
     assert!(t.contains("ssrc=1234ABCD"), "{t}");
     // Over TCP the SSRC, and no server port.
-    let mut m = Connection::new(Nanos::ZERO, config(), with(), CLIENT, SEED);
+    let mut m = machine_with(config(), with());
     let r = set_up(&mut m, "RTP/AVP/TCP;unicast;interleaved=0-1");
     let t = header(&r, "Transport").unwrap();
     assert!(!t.contains("server_port"), "{t}");
@@ -1282,4 +1320,186 @@ fn setup_names_the_servers_port_pair_and_ssrc_when_the_catalog_has_them() {
     let t = header(&r, "Transport").unwrap();
     assert!(t.contains("server_port=40000-40001"), "{t}");
     assert!(!t.contains("ssrc"), "{t}");
+}
+
+/// A SETUP and a PLAY pipelined behind it, in one read.
+fn setup_then_play() -> String {
+    let setup = request(
+        "SETUP",
+        &format!("{URL}/trackID=0"),
+        1,
+        "Transport: RTP/AVP;unicast;client_port=6000-6001\r\n",
+    );
+    let play = request("PLAY", URL, 2, &format!("Session: {SID}\r\n"));
+    format!("{setup}{play}")
+}
+
+const UDP_6000: Transport = Transport::Udp {
+    destination: CLIENT,
+    ports: PortPair {
+        rtp: 6000,
+        rtcp: 6001,
+    },
+};
+
+#[test]
+fn admission_is_the_drivers_and_holds_the_requests_behind_it() {
+    let mut m = machine();
+    let t0 = Nanos::from_millis(10);
+    m.handle_input(t0, Input::Bytes(setup_then_play().as_bytes()));
+    // Nothing is answered, set up or read on until the driver decides.
+    assert!(m.poll_transmit(t0).is_none());
+    assert_eq!(
+        std::iter::from_fn(|| m.poll_event()).collect::<Vec<_>>(),
+        [Event::Admit {
+            path: "clip.ts".into(),
+            transport: UDP_6000,
+            restart: false,
+        }]
+    );
+    assert!(m.is_admitting());
+    assert_eq!(m.state(), State::Init);
+    // More bytes while it waits are held, not read.
+    let t1 = t0 + Nanos::from_millis(5);
+    let keep_alive = request("GET_PARAMETER", URL, 3, &format!("Session: {SID}\r\n"));
+    m.handle_input(t1, Input::Bytes(keep_alive.as_bytes()));
+    assert!(m.poll_transmit(t1).is_none());
+    assert!(m.poll_event().is_none());
+    // The driver admits 5 ms later: SETUP's answer, then the held PLAY's
+    // and GET_PARAMETER's, in request order.
+    let t2 = t1 + Nanos::from_millis(5);
+    m.handle_input(t2, Input::Admission(Admission::Admitted));
+    assert!(!m.is_admitting());
+    let got: Vec<(u16, String)> = responses(&mut m)
+        .iter()
+        .map(|r| (status(r), header(r, "CSeq").unwrap()))
+        .collect();
+    assert_eq!(
+        got,
+        [(200, "1".into()), (200, "2".into()), (200, "3".into())]
+    );
+    assert_eq!(
+        std::iter::from_fn(|| m.poll_event()).collect::<Vec<_>>(),
+        [
+            Event::Setup {
+                session: SessionId(SEED),
+                path: "clip.ts".into(),
+                track: 0,
+                transport: UDP_6000,
+            },
+            Event::Play {
+                session: SessionId(SEED),
+                path: "clip.ts".into(),
+                start: Start::Beginning,
+                looping: false,
+            },
+        ]
+    );
+    assert_eq!(m.state(), State::Playing);
+    // The session's clock runs from the last request read: t2.
+    assert_eq!(m.poll_timeout(), Some(t2 + config().session_timeout));
+    // An answer with nothing asked changes nothing.
+    m.handle_input(t2, Input::Admission(Admission::Refused));
+    assert!(m.poll_transmit(t2).is_none());
+    assert_eq!(m.state(), State::Playing);
+}
+
+#[test]
+fn a_refused_admission_is_453_and_the_requests_behind_it_find_no_session() {
+    let mut m = machine();
+    m.handle_input(Nanos::ZERO, Input::Bytes(setup_then_play().as_bytes()));
+    assert!(matches!(m.poll_event(), Some(Event::Admit { .. })));
+    m.handle_input(Nanos::from_millis(1), Input::Admission(Admission::Refused));
+    let got: Vec<u16> = responses(&mut m).iter().map(status).collect();
+    assert_eq!(got, [453, 454]);
+    assert_eq!(
+        std::iter::from_fn(|| m.poll_event()).collect::<Vec<_>>(),
+        [
+            Event::Refused {
+                method: Some(Method::Setup),
+                error: Error::NotAdmitted
+            },
+            Event::Refused {
+                method: Some(Method::Play),
+                error: Error::SessionNotFound
+            },
+        ]
+    );
+    assert_eq!(m.state(), State::Init);
+}
+
+#[test]
+fn a_restart_waits_for_admission_and_a_timeout_meanwhile_ends_it() {
+    let mut m = machine();
+    set_up(&mut m, "RTP/AVP;unicast;client_port=6000-6001");
+    let s = format!("Session: {SID}\r\nRange: npt=0-\r\n");
+    assert_eq!(
+        status(&one(&mut m, Nanos::ZERO, &request("PLAY", URL, 2, &s))),
+        200
+    );
+    events(&mut m);
+    // PLAY from the start again asks, with the session's transport.
+    m.handle_input(
+        Nanos::from_secs(1),
+        Input::Bytes(request("PLAY", URL, 3, &s).as_bytes()),
+    );
+    assert_eq!(
+        m.poll_event(),
+        Some(Event::Admit {
+            path: "clip.ts".into(),
+            transport: UDP_6000,
+            restart: true,
+        })
+    );
+    // The driver never answers: the session times out as any other.
+    let late = Nanos::from_secs(1) + config().session_timeout;
+    assert_eq!(m.poll_timeout(), Some(late));
+    m.handle_input(late, Input::Timer);
+    assert!(m.is_closed());
+    m.handle_input(late, Input::Admission(Admission::Admitted));
+    assert!(m.poll_transmit(late).is_none());
+    assert_eq!(
+        std::iter::from_fn(|| m.poll_event()).collect::<Vec<_>>(),
+        [
+            Event::SessionClosed {
+                session: SessionId(SEED),
+                reason: SessionEnd::TimedOut
+            },
+            Event::Closed(CloseReason::TimedOut),
+        ]
+    );
+}
+
+#[test]
+fn bytes_held_behind_an_admission_are_bounded() {
+    let small = Config {
+        limits: Limits {
+            header_bytes: 512,
+            headers: 8,
+            body_bytes: 64,
+            pending_responses: 3,
+        },
+        ..config()
+    };
+    let mut m = machine_with(small, catalog());
+    m.handle_input(Nanos::ZERO, Input::Bytes(setup_then_play().as_bytes()));
+    assert!(m.is_admitting());
+    let limit = m.held_limit();
+    assert_eq!(limit, 3 * (512 + 64));
+    // A driver that never answers, and a client that keeps sending:
+    // the connection closes before more than the limit is held.
+    let chunk = request("GET_PARAMETER", URL, 9, "");
+    let mut fed = 0;
+    while !m.is_closed() {
+        m.handle_input(Nanos::ZERO, Input::Bytes(chunk.as_bytes()));
+        fed += chunk.len();
+        assert!(fed <= limit + chunk.len(), "{fed} bytes taken");
+        assert!(m.buffered() <= 512 + 64 + limit);
+    }
+    let r = responses(&mut m);
+    assert_eq!(r.len(), 1);
+    assert_eq!(
+        (status(&r[0]), r[0].reason_phrase()),
+        (400, "Too Many Pipelined Requests")
+    );
 }

@@ -20,7 +20,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use nagare_proto::serve::Token;
 
-use crate::cmd::recv::args::RecvArgs;
+use crate::engine::recv::RecvArgs;
 use crate::nmos::host::Host;
 use crate::nmos::{api, http, identity, register};
 use node::RecvNode;

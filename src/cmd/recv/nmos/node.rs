@@ -19,7 +19,7 @@ use serde_json::Value;
 use tracing::warn;
 
 use super::session::Session;
-use crate::cmd::recv::args::{RecvArgs, RecvConfig};
+use crate::engine::recv::{RecvArgs, RecvConfig};
 use crate::net::udp::parse_interface;
 use crate::nmos::api;
 use crate::nmos::connection_api::{self, Connections, Show, Staged};

@@ -1,6 +1,6 @@
 //! One receive session of `recv --nmos`: what an activation with
 //! `master_enable` true starts. The same engine as `recv --sdp`
-//! ([`single::run`]) on a thread of its own, so the NMOS APIs keep
+//! ([`single::run`], the receive engine) on a thread of its own, so the NMOS APIs keep
 //! answering while it receives; stopping it ends receiving as a stop
 //! signal would (the writer flushed, the report printed).
 
@@ -11,8 +11,8 @@ use std::thread::JoinHandle;
 use anyhow::{Context, Result};
 use nagare_api::video::RecvReport;
 
-use crate::cmd::recv::args::{RecvArgs, RecvConfig};
-use crate::cmd::recv::single::{self, Bound};
+use crate::engine::recv::{self as single, Bound};
+use crate::engine::recv::{RecvArgs, RecvConfig};
 use crate::net::placement::{Placement, Role};
 
 /// A running receive.

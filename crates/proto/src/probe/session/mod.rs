@@ -49,9 +49,10 @@ use crate::probe::error::{Error, Stage};
 use crate::probe::live::LiveMeter;
 use crate::probe::params::{Direction, Schedule, TestParams};
 use crate::probe::report::{Arrival, LiveInterval, ReceiverReport, RttSummary, SenderReport};
-use crate::probe::wire::{Datagram, ECHO_LEN, Echo, EchoKind};
+use crate::probe::wire::{DataTrain, Datagram, ECHO_LEN, Echo, EchoKind};
 use crate::stats::Distribution;
 use crate::units::Nanos;
+use crate::video;
 
 /// Longest the client waits for the server to answer its hello, and the
 /// server for a client's hello: one deadline for the whole handshake.
@@ -146,6 +147,25 @@ pub struct StreamPlan {
     pub burst: Nanos,
     /// Where the stream goes.
     pub to: SocketAddr,
+}
+
+impl StreamPlan {
+    /// The packets of one train the schedule's `video::Sender` released
+    /// (one flow per parallel stream, one packet per slot of its frame),
+    /// leaving at `sent_at`: stream `i`'s session id is `session + i`, and
+    /// packet `p` of frame `f` is sequence number `f * packets_per_frame
+    /// + p`. [`DataTrain::write`] lays their headers out.
+    pub fn train(&self, t: &video::sender::Transmit, sent_at: Nanos) -> DataTrain {
+        DataTrain {
+            session: self.session.wrapping_add(t.flow.index() as u64),
+            first: t
+                .frame
+                .wrapping_mul(self.schedule.packets_per_frame)
+                .wrapping_add(t.packets.start as u64),
+            count: t.len(),
+            sent_at,
+        }
+    }
 }
 
 /// One direction of a test: what its sender and its receiver measured.

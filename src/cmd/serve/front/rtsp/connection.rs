@@ -195,17 +195,21 @@ pub(super) async fn run(c: Conn) {
 }
 
 /// Moves the machine's responses to the outbox and hands its events to
-/// the session, in the machine's polling order.
+/// the session, in the machine's polling order: an admission the session
+/// answers goes back into the machine, and the responses that answer
+/// queues (the admitted request's, and those held behind it) go out
+/// before the next event.
 fn pump(machine: &mut Machine, session: &mut Session, out: &mut Outbox, now: Nanos) {
-    while let Some(bytes) = machine.poll_transmit(now) {
-        out.push(bytes);
-    }
-    while let Some(e) = machine.poll_event() {
-        session.event(e, now);
-    }
-    // Responses the events produced (none today), and a close.
-    while let Some(bytes) = machine.poll_transmit(now) {
-        out.push(bytes);
+    loop {
+        while let Some(bytes) = machine.poll_transmit(now) {
+            out.push(bytes);
+        }
+        let Some(e) = machine.poll_event() else {
+            return;
+        };
+        if let Some(verdict) = session.event(e, now) {
+            machine.handle_input(now, Input::Admission(verdict));
+        }
     }
 }
 

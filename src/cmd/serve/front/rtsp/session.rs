@@ -1,5 +1,6 @@
 //! What one RTSP connection's machine events do to the server: the
-//! catalog the machine asks, and the session's stream (set up, played,
+//! catalog the machine asks, the admissions it asks for (answered from
+//! the server's budget), and the session's stream (set up, played,
 //! paused, stopped). The media itself is paced by the pacing threads,
 //! never here; an interleaved stream's frames come back through the
 //! connection's [`TcpLink`] queue. The client's RTCP (on the session's
@@ -14,7 +15,7 @@ use nagare_api::serve::{Encapsulation, ReaderReport, StreamKind};
 use nagare_proto::Nanos;
 use nagare_proto::rtcp::{Feedback, VIDEO_CLOCK_RATE};
 use nagare_proto::rtsp::{
-    self, Event, PortPair, SessionEnd, SessionId, Start, StreamInfo, Transport,
+    self, Admission, Event, PortPair, SessionEnd, SessionId, Start, StreamInfo, Transport,
 };
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
@@ -26,8 +27,8 @@ use crate::cmd::serve::hub::table::StreamId;
 use crate::cmd::serve::stream::output::{Output, TcpLink};
 
 /// The catalog the connection machine asks, for one connection: it
-/// answers from the server's media and allow-list, and holds the
-/// connection's admission reservation between SETUP and PLAY.
+/// answers from the server's media and allow-list, and binds a UDP
+/// session's port pair and draws its SSRC once the SETUP is admitted.
 pub(super) struct ConnCatalog {
     server: Arc<Server>,
     /// The client, named in the log lines.
@@ -35,9 +36,9 @@ pub(super) struct ConnCatalog {
     admitted: Arc<Mutex<Admitted>>,
 }
 
-/// What a connection's session holds of the budget, shared by the
-/// catalog (which admits, inside the machine's SETUP and PLAY) and the
-/// session (which launches and stops the stream).
+/// What a connection's session holds, shared by the catalog (its ports
+/// and SSRC, asked by the machine's SETUP) and the session (which admits,
+/// launches and stops the stream).
 #[derive(Default)]
 struct Admitted {
     /// Reserved at SETUP or a restarting PLAY, not yet given to a stream.
@@ -91,47 +92,6 @@ impl rtsp::Catalog for ConnCatalog {
 
     fn destination_allowed(&self, client: IpAddr, destination: IpAddr) -> bool {
         self.server.allow.permits(client, destination)
-    }
-
-    fn admit(&self, path: &str, _transport: &Transport) -> bool {
-        let mut held = lock(&self.admitted);
-        if held.reservation.is_some() {
-            return true;
-        }
-        // A PLAY from the start again: the new stream takes over the
-        // running one's reservation, so the budget is never free between
-        // the two for another client to take.
-        if let Some(e) = held.stream.and_then(|id| self.server.table.get(id))
-            && let Some(r) = e
-                .reservation
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .take()
-        {
-            held.reservation = Some(r);
-            return true;
-        }
-        let Some(m) = self.server.media.get(path) else {
-            return false;
-        };
-        let packet_size = nagare_api::serve::Pacing::default().packet_size;
-        let demand = match self.server.demand(&m, packet_size, None, 1) {
-            Ok(d) => d,
-            Err(e) => {
-                refused(self.peer, path, &e);
-                return false;
-            }
-        };
-        match self.server.admit(demand) {
-            Ok(r) => {
-                held.reservation = Some(r);
-                true
-            }
-            Err(why) => {
-                refused(self.peer, path, &why);
-                false
-            }
-        }
     }
 
     fn ssrc(&self, _transport: &Transport) -> Option<u32> {
@@ -227,9 +187,11 @@ impl Session {
         self.open
     }
 
-    /// Acts on one machine event that came at `now`.
-    pub(super) fn event(&mut self, e: Event, now: Nanos) {
+    /// Acts on one machine event that came at `now`; an admission asked
+    /// for is answered, for the machine's `Input::Admission`.
+    pub(super) fn event(&mut self, e: Event, now: Nanos) -> Option<Admission> {
         match e {
+            Event::Admit { path, .. } => return Some(self.admit(&path)),
             Event::Setup {
                 session,
                 path,
@@ -285,6 +247,52 @@ impl Session {
                     .fetch_add(1, Ordering::Relaxed);
             }
             Event::Closed(_) => {}
+        }
+        None
+    }
+
+    /// Answers the machine's `Event::Admit` for a stream of `path`: a
+    /// reservation already held (another SETUP of the session), the
+    /// running stream's carried over to a PLAY from the start again, or
+    /// a new one from the server's budget.
+    fn admit(&self, path: &str) -> Admission {
+        let mut held = lock(&self.admitted);
+        if held.reservation.is_some() {
+            return Admission::Admitted;
+        }
+        // A PLAY from the start again: the new stream takes over the
+        // running one's reservation, so the budget is never free between
+        // the two for another client to take.
+        if let Some(e) = held.stream.and_then(|id| self.server.table.get(id))
+            && let Some(r) = e
+                .reservation
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take()
+        {
+            held.reservation = Some(r);
+            return Admission::Admitted;
+        }
+        let Some(m) = self.server.media.get(path) else {
+            return Admission::Refused;
+        };
+        let packet_size = nagare_api::serve::Pacing::default().packet_size;
+        let demand = match self.server.demand(&m, packet_size, None, 1) {
+            Ok(d) => d,
+            Err(e) => {
+                refused(self.peer, path, &e);
+                return Admission::Refused;
+            }
+        };
+        match self.server.admit(demand) {
+            Ok(r) => {
+                held.reservation = Some(r);
+                Admission::Admitted
+            }
+            Err(why) => {
+                refused(self.peer, path, &why);
+                Admission::Refused
+            }
         }
     }
 

@@ -409,7 +409,7 @@ impl RecvConfig {
 }
 
 /// An SDP file's text, refused past 64 KiB (an SDP is a few KiB).
-pub(super) fn read_sdp(path: &Path) -> Result<String> {
+pub(crate) fn read_sdp(path: &Path) -> Result<String> {
     let meta = std::fs::metadata(path)
         .with_context(|| format!("cannot read SDP file '{}'", path.display()))?;
     if meta.len() > 64 * 1024 {

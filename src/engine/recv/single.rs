@@ -1,4 +1,5 @@
-//! `nagare recv` of one stream: receives an RFC 4175 stream (nagare's,
+//! The receive engine's single path (`recv`, `demo`, `analyze --listen`):
+//! receives one RFC 4175 stream (nagare's,
 //! GStreamer's or FFmpeg's) and records its frames on a writer thread in
 //! the raw layout `nagare send` reads. Every decision about packets and
 //! frames is nagare-proto's `video::Receiver`; this driver moves socket
@@ -8,7 +9,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use nagare_api::video::{EndedBy, FrameList, RecvReport, Rival, Take};
 use nagare_proto::video::receiver::{self, Config, Datagram, Event};
 use nagare_proto::video::st2110_21::Monitor;
@@ -16,12 +17,11 @@ use nagare_proto::{BitRate, ByteSize, Nanos, VideoFormat};
 
 use crate::analysis::collect::{Collector, FramePoint};
 use crate::clock::Origin;
-use crate::net::placement::{Placement, Role};
 use crate::net::rtcp::reading::ReaderRtcp;
 use crate::net::udp::Receiver;
 use crate::progress::{Ticker, bitrate};
 
-use super::args::{AnalyzeSpec, RecvArgs, RecvConfig};
+use super::args::{AnalyzeSpec, RecvConfig};
 use super::writer::{ToWriter, Writer};
 
 /// A bound receiver ready to run (binding first lets callers learn the
@@ -496,7 +496,7 @@ pub(crate) fn print_summary(r: &RecvReport) {
 /// mismatch rather than loss: packets whose lines or offsets fall outside
 /// the frame this receiver expects are malformed, and their frames then
 /// count as incomplete or lost.
-pub(super) fn format_hint(r: &RecvReport, f: &VideoFormat) -> Option<String> {
+pub(crate) fn format_hint(r: &RecvReport, f: &VideoFormat) -> Option<String> {
     let seen = r.packets_received + r.packets_malformed;
     let mostly_bad = r.packets_malformed > 0 && r.packets_malformed * 10 >= seen;
     (mostly_bad && r.frames_complete * 2 <= r.frames_incomplete.count + r.frames_lost.count + 1)
@@ -508,43 +508,4 @@ pub(super) fn format_hint(r: &RecvReport, f: &VideoFormat) -> Option<String> {
                 r.packets_malformed, f.width, f.height, f.pixel_format
             )
         })
-}
-
-/// `nagare recv` of one stream on one leg.
-pub(super) fn main(args: RecvArgs) -> Result<std::process::ExitCode> {
-    let cfg = args.config()?;
-    if args.json && cfg.output.as_deref().is_some_and(crate::cli::is_stdio) {
-        bail!("--json prints on stdout, where -o - writes the frames: drop one, or give -o a file");
-    }
-    let bound = Bound::open_noting(&cfg, args.rtcp)?;
-    if let Some(a) = bound.local_addr() {
-        eprintln!("nagare recv: listening on {a}");
-    }
-    // Receive threads take the lowest CPUs and every other thread stays
-    // off the highest, a local sender's (net::placement); the writer
-    // thread, started by `run` after this, goes to the helper CPUs.
-    let placement = Placement::new(args.cpu);
-    placement.apply(Role::Helper { pacers: 0 })?;
-    placement.apply(Role::Receive { index: 0 })?;
-    if args.realtime {
-        crate::net::tuning::realtime()?;
-    }
-    let report = run(&cfg, bound, crate::signal::stop_flag())?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print_summary(&report);
-    }
-    if let Some(h) = format_hint(&report, &cfg.format) {
-        eprintln!("{h}");
-    }
-    if let Some(e) = &report.output_error {
-        eprintln!("nagare recv: error: {e}");
-        return Ok(std::process::ExitCode::from(2));
-    }
-    Ok(if report.all_complete {
-        std::process::ExitCode::SUCCESS
-    } else {
-        std::process::ExitCode::from(1)
-    })
 }

@@ -17,7 +17,7 @@ use super::recording::{Plan, Recording};
 /// One frame slot for the writer. `B` is the receive path's frame buffer
 /// (a `Vec<u8>` of one stream, an `AlignedBuf` of reassembled stripes);
 /// the writer hands each back once written.
-pub(super) enum ToWriter<B> {
+pub(crate) enum ToWriter<B> {
     /// A frame, whole or not.
     Frame { data: B, complete: bool },
     /// Frames of which nothing arrived.
@@ -26,7 +26,7 @@ pub(super) enum ToWriter<B> {
 
 /// How the writer ended.
 #[derive(Debug, Default)]
-pub(super) struct Written {
+pub(crate) struct Written {
     /// Frames written (or counted, without an output file).
     pub frames: u64,
     /// The write error that stopped it: OS error, path, frames so far.
@@ -37,9 +37,9 @@ pub(super) struct Written {
 }
 
 /// The writer thread and its queues.
-pub(super) struct Writer<B> {
+pub(crate) struct Writer<B> {
     tx: ChanTx<ToWriter<B>>,
-    pub(super) recycled: ChanRx<B>,
+    pub(crate) recycled: ChanRx<B>,
     waited: Duration,
     thread: JoinHandle<Written>,
 }
@@ -48,7 +48,7 @@ impl<B: Deref<Target = [u8]> + Send + 'static> Writer<B> {
     /// Opens the recording (if any) and starts the thread, with `queue`
     /// frames in flight. `policy` says what an incomplete or lost frame
     /// leaves in the recording.
-    pub(super) fn start(plan: Option<Plan>, queue: usize, policy: Incomplete) -> Result<Writer<B>> {
+    pub(crate) fn start(plan: Option<Plan>, queue: usize, policy: Incomplete) -> Result<Writer<B>> {
         let recording = plan.map(Recording::open).transpose()?;
         let (tx, rx) = bounded::<ToWriter<B>>(queue);
         let (back, recycled) = bounded::<B>(queue + 4);
@@ -69,7 +69,7 @@ impl<B: Deref<Target = [u8]> + Send + 'static> Writer<B> {
 
     /// Queues a frame slot, waiting while the queue is full (the wait is
     /// counted); false once the writer has stopped at an error.
-    pub(super) fn send(&mut self, msg: ToWriter<B>) -> bool {
+    pub(crate) fn send(&mut self, msg: ToWriter<B>) -> bool {
         match self.tx.try_send(msg) {
             Ok(()) => true,
             Err(TrySendError::Full(msg)) => {
@@ -83,7 +83,7 @@ impl<B: Deref<Target = [u8]> + Send + 'static> Writer<B> {
     }
 
     /// Closes the queue and says how the writer ended.
-    pub(super) fn finish(self) -> Result<Written> {
+    pub(crate) fn finish(self) -> Result<Written> {
         drop(self.tx);
         let mut written = self
             .thread

@@ -37,7 +37,7 @@ pub(crate) enum Segmenting {
 
 /// How a recording is opened.
 #[derive(Debug, Clone)]
-pub(super) struct Plan {
+pub(crate) struct Plan {
     /// The file, or the name segments are numbered after.
     pub path: PathBuf,
     /// Bytes of one frame.
