@@ -74,6 +74,19 @@ pub(crate) fn answer(node: &dyn Node, token: &Token, req: &Request) -> Reply {
         };
         return connection_api::answer(node.connections(), &request);
     }
+    if method == Method::PUT
+        && let ["node", _, "receivers", id, "target"] = segments.as_slice()
+    {
+        // IS-04 v1.3 keeps this deprecated call; 501 is its answer for a
+        // node that connects receivers through IS-05 only.
+        return error(
+            501,
+            &format!(
+                "IS-04's receiver target is not implemented: connect receiver {id} through \
+                 IS-05, PATCH /x-nmos/connection/v1.1/single/receivers/{id}/staged"
+            ),
+        );
+    }
     if method != Method::GET && method != Method::HEAD {
         let mut reply = error(405, &format!("{path} is read-only: use GET"));
         reply.allow = Some("GET, HEAD, OPTIONS");

@@ -105,6 +105,14 @@ fn every_answer_of_recv_nmos_validates_against_the_is04_and_is05_schemas() {
     assert_eq!(receiver["format"], "urn:x-nmos:format:video");
     assert_eq!(receiver["transport"], "urn:x-nmos:transport:rtp");
     assert_eq!(receiver["caps"]["media_types"], json!(["video/raw"]));
+    // BCP-004-01: constraint sets come with the version they last changed
+    // at (nmos-testing IS-04-01 test_27_1).
+    assert_eq!(receiver["caps"]["version"], "0:0");
+    // IS-04's deprecated receiver target: 501, as nmos-testing accepts
+    // (test_13, test_14), naming the IS-05 call to use.
+    let (status, body) = node.request("PUT", &format!("{N}/receivers/{id}/target"), Some("{}"));
+    assert_eq!(status, 501, "{body}");
+    assert!(body.contains("/single/receivers/"), "{body}");
     assert_eq!(
         receiver["subscription"],
         json!({"sender_id": null, "active": false})

@@ -371,6 +371,10 @@ pub struct ReceiverCaps {
     /// object of `urn:x-nmos:cap:…` keys; any set satisfied is enough).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub constraint_sets: Vec<serde_json::Value>,
+    /// When the constraint sets last changed (TAI `seconds:nanoseconds`),
+    /// which BCP-004-01 requires beside them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
 }
 
 /// Any one resource.
