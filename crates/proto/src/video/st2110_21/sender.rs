@@ -48,7 +48,7 @@ pub struct SenderSchedule {
 /// The most lead [`SenderSchedule::with_room_to_lead`] makes room for:
 /// longer than most stalls of a shared 2-vCPU virtual machine (Intel Xeon
 /// @ 2.50 GHz, Firecracker, 2026-11-27: the 5-second demo runs that broke
-/// TROdefault's lead met stalls of 1.3 to 4.2 ms, and a few of 8 to
+/// TROdefault's lead met stalls of 0.9 to 3.4 ms (4.2 ms in all in one run), and a few of 8 to
 /// 15 ms that nothing within VRX_FULL_W survives), and a bound on the
 /// latency the offset adds.
 pub const MAX_ROOM: Nanos = Nanos(4_000_000);
