@@ -48,9 +48,9 @@ pub struct SenderSchedule {
 /// The most lead [`SenderSchedule::with_room_to_lead`] makes room for:
 /// longer than most stalls of a shared 2-vCPU virtual machine (Intel Xeon
 /// @ 2.50 GHz, Firecracker, 2026-11-27: the 5-second demo runs that broke
-/// TROdefault's lead met stalls of 0.9 to 3.4 ms (4.2 ms in all in one run), and a few of 8 to
-/// 15 ms that nothing within VRX_FULL_W survives), and a bound on the
-/// latency the offset adds.
+/// TROdefault's lead met stalls of 0.9 to 3.4 ms, 4.2 ms in all in one
+/// run, and a few of 8 to 15 ms that nothing within VRX_FULL_W
+/// survives), and a bound on the latency the offset adds.
 pub const MAX_ROOM: Nanos = Nanos(4_000_000);
 
 /// The unit of [`SenderSchedule`]'s lead growth: 1/1024 of a read per read.
