@@ -1,6 +1,7 @@
 //! ST 2110 conformance: the SDP nagare writes passes AMWA's sdpoker with
 //! its strictest ST 2110 checks.
 
+use nagare_api::video::{RecvReport, SendReport};
 use nagare_proto::Nanos;
 use nagare_proto::sdp::{RefClock, SdpStream};
 use nagare_proto::video::st2110_21::{Measure, RtpClock, SenderType};
@@ -680,9 +681,39 @@ fn a_corrupt_capture_is_refused_with_the_fix() {
     assert!(err.contains("tcpdump -w FILE"), "{err}");
 }
 
+/// Starts `recv --sdp SDP --analyze` for `frames` frames, sends them with
+/// `send pattern:bars ARGS`, and returns both reports.
+fn send_to_recv_analyze(
+    sdp: &std::path::Path,
+    args: &[&str],
+    frames: u64,
+) -> (SendReport, RecvReport) {
+    let mut recv = nagare();
+    recv.args([
+        "recv",
+        "--sdp",
+        sdp.to_str().unwrap(),
+        "--analyze",
+        "--json",
+    ])
+    .args(["--frames", &frames.to_string(), "--timeout", "5"]);
+    let mut r = crate::common::Running::spawn(recv);
+    r.listening();
+    let out = nagare()
+        .args(["send", "pattern:bars"])
+        .args(args)
+        .args(["--frames", &frames.to_string(), "--json"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let sent = crate::common::parse_report(&String::from_utf8_lossy(&out.stdout));
+    let (status, out, err) = r.finish();
+    assert!(status.success(), "{err}");
+    (sent, crate::common::parse_report(&out))
+}
+
 #[test]
 fn recv_analyze_judges_the_stream_it_records() {
-    use nagare_api::video::{RecvReport, SendReport};
     let s = Scratch::new("recv-analyze");
     let sdp = s.path("s.sdp");
     let frames = 30u64;
@@ -702,28 +733,23 @@ fn recv_analyze_judges_the_stream_it_records() {
         .output()
         .unwrap();
     assert_ok(&out);
-    let mut recv = nagare();
-    recv.args([
-        "recv",
-        "--sdp",
-        sdp.to_str().unwrap(),
-        "--analyze",
-        "--json",
-    ])
-    .args(["--frames", &frames.to_string(), "--timeout", "5"]);
-    let mut r = crate::common::Running::spawn(recv);
-    r.listening();
-    let out = nagare()
-        .args(["send", "pattern:bars", "--to", &format!("127.0.0.1:{port}")])
-        .args(["--size", "320x240", "--pix-fmt", "uyvy422", "--fps", "50"])
-        .args(["--tp", "nl", "--frames", &frames.to_string(), "--json"])
-        .output()
-        .unwrap();
-    assert_ok(&out);
-    let sent: SendReport = crate::common::parse_report(&String::from_utf8_lossy(&out.stdout));
-    let (status, out, err) = r.finish();
-    assert!(status.success(), "{err}");
-    let got: RecvReport = crate::common::parse_report(&out);
+    let to = format!("127.0.0.1:{port}");
+    let (sent, got) = send_to_recv_analyze(
+        &sdp,
+        &[
+            "--to",
+            &to,
+            "--size",
+            "320x240",
+            "--pix-fmt",
+            "uyvy422",
+            "--fps",
+            "50",
+            "--tp",
+            "nl",
+        ],
+        frames,
+    );
     assert_eq!(got.frames_complete, frames);
     assert!(!got.gro, "analysis needs a stamp per datagram");
     let a = got.analysis.expect("recv --analyze reports an analysis");
@@ -763,7 +789,6 @@ fn recv_analyze_judges_the_stream_it_records() {
 
 #[test]
 fn a_wide_sender_declares_the_tr_offset_it_leads_from_and_recv_judges_by_it() {
-    use nagare_api::video::{RecvReport, SendReport};
     let s = Scratch::new("troff");
     let port = free_udp_port();
     let to = format!("127.0.0.1:{port}");
@@ -785,28 +810,7 @@ fn a_wide_sender_declares_the_tr_offset_it_leads_from_and_recv_judges_by_it() {
     // recv reads the offset from the SDP and judges from it, as the
     // sender judges itself.
     let frames = 10u64;
-    let mut recv = nagare();
-    recv.args([
-        "recv",
-        "--sdp",
-        sdp.0.to_str().unwrap(),
-        "--analyze",
-        "--json",
-    ])
-    .args(["--frames", &frames.to_string(), "--timeout", "5"]);
-    let mut r = crate::common::Running::spawn(recv);
-    r.listening();
-    let out = nagare()
-        .args(["send", "pattern:bars"])
-        .args(&args)
-        .args(["--frames", &frames.to_string(), "--json"])
-        .output()
-        .unwrap();
-    assert_ok(&out);
-    let sent: SendReport = crate::common::parse_report(&String::from_utf8_lossy(&out.stdout));
-    let (status, out, err) = r.finish();
-    assert!(status.success(), "{err}");
-    let got: RecvReport = crate::common::parse_report(&out);
+    let (sent, got) = send_to_recv_analyze(&sdp.0, &args, frames);
     let judged = |m: Option<&nagare_api::st2110::StreamModel>| m.map(|m| m.tr_offset_ns);
     let a = got.analysis.expect("recv --analyze reports an analysis");
     assert_eq!(judged(a.model.as_ref()), Some(tro.0 as f64));
