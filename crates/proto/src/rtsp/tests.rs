@@ -952,9 +952,10 @@ fn pipelined_requests_are_answered_in_order() {
     assert_eq!(cseqs, ["1", "2", "3", "4", "5"]);
 }
 
-#[test]
-fn limits_answer_and_close() {
-    let small = Config {
+/// A machine's config with tight limits: 512 header bytes, 8 headers,
+/// 64 body bytes, 3 responses pending.
+fn small_limits() -> Config {
+    Config {
         limits: Limits {
             header_bytes: 512,
             headers: 8,
@@ -962,7 +963,12 @@ fn limits_answer_and_close() {
             pending_responses: 3,
         },
         ..config()
-    };
+    }
+}
+
+#[test]
+fn limits_answer_and_close() {
+    let small = small_limits();
     let new = || machine_with(small, catalog());
 
     let mut m = new();
@@ -1472,15 +1478,7 @@ fn a_restart_waits_for_admission_and_a_timeout_meanwhile_ends_it() {
 
 #[test]
 fn bytes_held_behind_an_admission_are_bounded() {
-    let small = Config {
-        limits: Limits {
-            header_bytes: 512,
-            headers: 8,
-            body_bytes: 64,
-            pending_responses: 3,
-        },
-        ..config()
-    };
+    let small = small_limits();
     let mut m = machine_with(small, catalog());
     m.handle_input(Nanos::ZERO, Input::Bytes(setup_then_play().as_bytes()));
     assert!(m.is_admitting());
