@@ -35,18 +35,22 @@ pub(super) fn sender_id(serve: &Serve, name: &str) -> String {
         .to_string()
 }
 
-/// Parks the sender at `base` (`master_enable` false, at once) and
-/// waits until its stream has left the table.
-pub(super) fn stop_sender(serve: &Serve, base: &str) {
+/// PATCHes `staged` to park its sender: `master_enable` false, at once.
+fn park(serve: &Serve, staged: &str) {
     let stop = json!({"master_enable": false, "activation": {"mode": "activate_immediate"}});
-    let staged = format!("{base}/staged");
     serve.call(
         "PATCH",
-        &staged,
+        staged,
         Some(stop),
         200,
         "sender-response-schema.json",
     );
+}
+
+/// Parks the sender at `base` (`master_enable` false, at once) and
+/// waits until its stream has left the table.
+pub(super) fn stop_sender(serve: &Serve, base: &str) {
+    park(serve, &format!("{base}/staged"));
     wait_until("the stream stops", Duration::from_secs(5), || {
         let (_, text) = serve.api("GET", "/v1/streams", None);
         let list: Value = serde_json::from_str(&text).unwrap();
@@ -352,14 +356,7 @@ fn a_stripe_sender_activated_for_a_frame_begins_on_that_frame() {
         .unwrap_or_else(|| panic!("no stream {label}: {list:#?}"));
     assert_eq!(leg.stripe.map(|s| (s.index, s.count)), Some((1, 2)));
     assert_eq!(leg.ssrc, Some(0x6e61_0001));
-    let stop = json!({"master_enable": false, "activation": {"mode": "activate_immediate"}});
-    serve.call(
-        "PATCH",
-        &staged,
-        Some(stop),
-        200,
-        "sender-response-schema.json",
-    );
+    park(&serve, &staged);
     let list: nagare_api::serve::StreamList = serve.api_json("GET", "/v1/streams", None, 200);
     assert!(
         list.streams
