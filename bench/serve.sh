@@ -19,7 +19,17 @@ NAGARE=${NAGARE:-target/release/nagare}
 [ -x "$NAGARE" ] || cargo build --release --quiet
 tmp=$(mktemp -d)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
+# On a failure, say why before the logs go: under set -e a failing step
+# would otherwise end the script with no output at all.
+cleanup() {
+  status=$?
+  if [ "$status" -ne 0 ]; then
+    echo "bench/serve.sh: failed (exit $status); the logs:" >&2
+    tail -n 20 "$tmp"/*.log >&2 2>/dev/null || true
+  fi
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
 trap cleanup EXIT
 
 # 40 s of MPEG-2 video in a 6 Mbit/s constant-rate multiplex: longer than

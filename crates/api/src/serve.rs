@@ -450,4 +450,9 @@ pub struct LoadReport {
     /// The clean ceiling in words, the same way.
     #[serde(default)]
     pub clean_ceiling_text: String,
+    /// Why the server's admission refused a stream, ending the ramp
+    /// there: the server's own limit (`--max-rate`, `--max-load`, the
+    /// memory budget) came before any measured one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }

@@ -129,14 +129,22 @@ impl RtspClient {
     }
 }
 
-/// One HTTP request to the API at `api`; returns status and body.
+/// An answer of the API.
+pub(super) struct Answer {
+    pub status: u16,
+    pub text: String,
+    /// A 503's `Retry-After` in seconds: a refusal that time alone lifts.
+    pub retry_after: Option<Duration>,
+}
+
+/// One HTTP request to the API at `api`.
 pub(super) fn http(
     api: SocketAddr,
     method: &str,
     path: &str,
     body: &str,
     token: Option<&str>,
-) -> Result<(u16, String)> {
+) -> Result<Answer> {
     let mut req = ureq::request(method, &format!("http://{api}{path}"))
         .timeout(Duration::from_secs(10))
         .set("Content-Type", "application/json");
@@ -153,20 +161,45 @@ pub(super) fn http(
         Err(ureq::Error::Transport(t)) => bail!("the API at {api}: {t}"),
     };
     let status = resp.status();
+    let retry_after = resp
+        .header("Retry-After")
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
     // ureq reads at most 10 MB of a body into a string.
     let text = resp
         .into_string()
         .with_context(|| format!("reading the API's answer to {method} {path}"))?;
-    Ok((status, text))
+    Ok(Answer {
+        status,
+        text,
+        retry_after,
+    })
 }
 
-/// A push stream of `source` to `sink`, through the API; returns its id.
+/// What a push request came to.
+pub(super) enum Push {
+    /// Running, with this id.
+    Started(u64),
+    /// The server's admission said no (503), for a reason that waiting
+    /// does not lift: the server's own limit.
+    Refused(String),
+}
+
+/// The longest a push waits on `Retry-After` answers in all: the server
+/// measures new streams within a second or two, so more means it is
+/// stuck, and the ramp should say so rather than wait on.
+const RETRY_BUDGET: Duration = Duration::from_secs(30);
+
+/// A push stream of `source` to `sink`, through the API. A 503 with
+/// `Retry-After` (streams admitted just before are not yet measured) is
+/// asked again after the time it names, as a client of any
+/// load-measuring server must.
 pub(super) fn push(
     api: SocketAddr,
     source: &str,
     sink: SocketAddr,
     token: Option<&str>,
-) -> Result<u64> {
+) -> Result<Push> {
     let body = serde_json::to_string(&nagare_api::serve::StreamRequest {
         source: source.to_string(),
         destinations: vec![sink.to_string()],
@@ -182,12 +215,29 @@ pub(super) fn push(
         ttl: None,
         idempotency_key: None,
     })?;
-    let (status, text) = http(api, "POST", "/v1/streams", &body, token)?;
-    if status != 201 {
-        bail!("creating a push stream: HTTP {status}: {text}");
+    let started = Instant::now();
+    loop {
+        let a = http(api, "POST", "/v1/streams", &body, token)?;
+        match (a.status, a.retry_after) {
+            (201, _) => {
+                let info: nagare_api::serve::StreamInfo = serde_json::from_str(&a.text)?;
+                return Ok(Push::Started(info.id));
+            }
+            (503, Some(wait)) if started.elapsed() + wait <= RETRY_BUDGET => {
+                std::thread::sleep(wait.min(Duration::from_secs(5)));
+            }
+            (503, _) => return Ok(Push::Refused(refusal_text(&a.text))),
+            (status, _) => bail!("creating a push stream: HTTP {status}: {}", a.text),
+        }
     }
-    let info: nagare_api::serve::StreamInfo = serde_json::from_str(&text)?;
-    Ok(info.id)
+}
+
+/// The `error` of an API error body, or the body itself.
+fn refusal_text(body: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
+        .unwrap_or_else(|| body.trim().to_string())
 }
 
 /// Stops push stream `id`.
@@ -197,7 +247,7 @@ pub(super) fn unpush(api: SocketAddr, id: u64, token: Option<&str>) {
 
 /// `process_cpu_seconds_total` from a server's /metrics.
 pub(super) fn server_cpu(api: SocketAddr, token: Option<&str>) -> Option<f64> {
-    let (status, text) = http(api, "GET", "/metrics", "", token).ok()?;
+    let Answer { status, text, .. } = http(api, "GET", "/metrics", "", token).ok()?;
     (status == 200).then_some(())?;
     text.lines()
         .find(|l| l.starts_with("process_cpu_seconds_total "))

@@ -197,11 +197,20 @@ fn figures(s: &LoadStep) -> StepFigures {
 fn run(test: &Test, args: &LoadtestArgs, counts: &[usize]) -> Result<LoadReport> {
     let stop = crate::signal::stop_flag();
     let mut steps = Vec::new();
+    let mut refused = None;
     for &n in counts {
         if stop.load(std::sync::atomic::Ordering::Relaxed) {
             break;
         }
-        let step = one_step(test, n, args)?;
+        let step = match one_step(test, n, args)? {
+            Outcome::Measured(step) => step,
+            Outcome::Refused { started, reason } => {
+                let why = format!("stream {} of the {n}-stream step: {reason}", started + 1);
+                eprintln!("loadtest: the server's admission refused {why}; the ramp ends here");
+                refused = Some(why);
+                break;
+            }
+        };
         print_step(&step);
         let over = figures(&step).over();
         steps.push(step);
@@ -221,7 +230,17 @@ fn run(test: &Test, args: &LoadtestArgs, counts: &[usize]) -> Result<LoadReport>
         limit_found: ceiling.found(),
         ceiling_text: ceiling.to_string(),
         clean_ceiling_text: clean.to_string(),
+        refused,
     })
+}
+
+/// What a step came to.
+enum Outcome {
+    /// Every stream ran and was measured.
+    Measured(LoadStep),
+    /// The server's admission refused one after `started` had started
+    /// (they are stopped again).
+    Refused { started: usize, reason: String },
 }
 
 /// Which resource ran out at a step past the ceiling.
@@ -240,7 +259,7 @@ fn saturated_by(s: &LoadStep) -> String {
 }
 
 /// Starts `n` streams, measures a window, stops them.
-fn one_step(test: &Test, n: usize, args: &LoadtestArgs) -> Result<LoadStep> {
+fn one_step(test: &Test, n: usize, args: &LoadtestArgs) -> Result<Outcome> {
     let token = test.token.as_deref();
     let running = match &test.mode {
         Mode::Rtsp(url) => {
@@ -253,7 +272,15 @@ fn one_step(test: &Test, n: usize, args: &LoadtestArgs) -> Result<LoadStep> {
         Mode::Push { api, source } => {
             let mut v = Vec::with_capacity(n);
             for _ in 0..n {
-                v.push(clients::push(*api, source, test.sink.addr, token)?);
+                match clients::push(*api, source, test.sink.addr, token)? {
+                    clients::Push::Started(id) => v.push(id),
+                    clients::Push::Refused(reason) => {
+                        let started = v.len();
+                        v.into_iter()
+                            .for_each(|id| clients::unpush(*api, id, token));
+                        return Ok(Outcome::Refused { started, reason });
+                    }
+                }
             }
             Running::Push(v)
         }
@@ -277,7 +304,7 @@ fn one_step(test: &Test, n: usize, args: &LoadtestArgs) -> Result<LoadStep> {
             }
         }
     }
-    Ok(step)
+    Ok(Outcome::Measured(step))
 }
 
 /// Waits out the window, keeping RTSP sessions alive when their client
@@ -381,6 +408,9 @@ fn print(r: &LoadReport, json: bool) -> Result<()> {
         r.saturated
             .as_ref()
             .map_or(String::new(), |s| format!("; ran out: {s}"))
+            + &r.refused.as_ref().map_or(String::new(), |why| {
+                format!("; the server's admission ended the ramp, refusing {why}")
+            })
     );
     Ok(())
 }

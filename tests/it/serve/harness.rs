@@ -227,6 +227,18 @@ pub fn http(
     body: Option<&str>,
     token: Option<&str>,
 ) -> (u16, String) {
+    let (status, _, body) = http_with_head(to, method, path, body, token);
+    (status, body)
+}
+
+/// [`http`], also returning the head (status line and headers).
+pub fn http_with_head(
+    to: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+    token: Option<&str>,
+) -> (u16, String, String) {
     let mut s = TcpStream::connect(to).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let body = body.unwrap_or("");
@@ -245,8 +257,8 @@ pub fn http(
         .nth(1)
         .and_then(|c| c.parse().ok())
         .unwrap_or_else(|| panic!("no status in {text:?}"));
-    let body = text.split_once("\r\n\r\n").map_or("", |b| b.1).to_string();
-    (status, body)
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    (status, head.to_string(), body.to_string())
 }
 
 /// A TCP connection to `to` from the loopback address `from`.

@@ -2,11 +2,11 @@
 //! video streams are measured against their own schedule, and a ramp
 //! that broke nothing says it found no limit.
 
-use nagare_api::serve::LoadReport;
+use nagare_api::serve::{LoadReport, StreamInfo};
 
 use std::time::Duration;
 
-use super::harness::{Media, Serve, start_with_tiny, start_with_tiny_and};
+use super::harness::{Media, Serve, http_with_head, start_with_tiny, start_with_tiny_and};
 use crate::common::{Scratch, nagare, wait_until};
 
 /// Runs `nagare loadtest ARGS --json`, which must succeed; its report and
@@ -123,5 +123,92 @@ fn rtsp_clients_keep_their_sessions_alive_and_tear_them_down() {
     assert!(
         lines.iter().all(|l| l.contains(" ended: TEARDOWN; sent ")),
         "a session was not torn down by its client: {lines:#?}"
+    );
+}
+
+#[test]
+fn a_push_ramp_waits_out_retry_after_and_ends_where_admission_refuses() {
+    // With --max-load 0.05, a quarter of it (1.25 %) may go unmeasured:
+    // a burst of tiny streams passes that, and serve answers 503 with
+    // Retry-After, since the same request fits once they are measured.
+    let media = Media::new("serve-loadtest-retry");
+    let mut serve = start_with_tiny_and(&media, &["--max-load", "0.05"]);
+    let sink = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let body = format!(
+        r#"{{"source": "tiny", "destinations": ["{}"], "loop": true}}"#,
+        sink.local_addr().unwrap()
+    );
+    let mut burst = Vec::new();
+    let (status, head, text) = loop {
+        let (status, head, text) =
+            http_with_head(serve.http, "POST", "/v1/streams", Some(&body), None);
+        if status != 201 {
+            break (status, head, text);
+        }
+        let info: StreamInfo = serde_json::from_str(&text).unwrap();
+        burst.push(info.id);
+        assert!(burst.len() < 500, "never refused");
+    };
+    assert_eq!(status, 503, "{text}");
+    assert!(text.contains("are not yet measured"), "{text}");
+    assert!(head.lines().any(|l| l == "retry-after: 1"), "{head}");
+    for id in &burst {
+        serve.api_json::<StreamInfo>("DELETE", &format!("/v1/streams/{id}"), None, 200);
+    }
+    // loadtest starts more than such a burst: it waits out Retry-After
+    // and asks again, so every stream of the step starts.
+    let said = |serve: &Serve| {
+        let lines = serve.lines().iter();
+        lines.filter(|l| l.contains("are not yet measured")).count()
+    };
+    let before = said(&serve);
+    let n = (burst.len() + 5).to_string();
+    let (r, err) = loadtest(&[
+        &format!("http://{}", serve.http),
+        "--source",
+        "tiny",
+        "--streams",
+        &n,
+        "--duration",
+        "1",
+        "--warmup",
+        "0.5",
+    ]);
+    assert_eq!(r.refused, None, "{err}");
+    assert_eq!(r.steps.len(), 1, "{err}");
+    assert_eq!(r.steps[0].streams_received, burst.len() + 5, "{err}");
+    wait_until(
+        "serve logs the refusal loadtest waited out",
+        Duration::from_secs(10),
+        || {
+            serve.has_said("");
+            (said(&serve) > before).then_some(())
+        },
+    );
+
+    // A limit that time does not lift ends the ramp: clip.yuv is 30.72
+    // Mbit/s, so one fits in --max-rate 40M and the second is refused.
+    let serve = Serve::start(&media, &["--max-rate", "40M"]);
+    let (r, err) = loadtest(&[
+        &format!("http://{}", serve.http),
+        "--source",
+        "clip.yuv",
+        "--ramp",
+        "1:3:1",
+        "--duration",
+        "1",
+        "--warmup",
+        "0.5",
+    ]);
+    assert_eq!(r.steps.len(), 1, "{err}");
+    assert_eq!(r.steps[0].streams_received, 1, "{err}");
+    let refused = r.refused.unwrap_or_default();
+    assert!(
+        refused.starts_with("stream 2 of the 2-stream step: ") && refused.contains("--max-rate"),
+        "{refused}"
+    );
+    assert!(
+        err.contains("loadtest: the server's admission refused stream 2 of the 2-stream step"),
+        "{err}"
     );
 }

@@ -271,6 +271,20 @@ fn unit_name(thread: Thread) -> &'static str {
     }
 }
 
+impl Error {
+    /// How long a client should wait before asking again (HTTP and RTSP
+    /// `Retry-After`), for a refusal that time alone lifts: the streams
+    /// admitted just before are measured within a second, and then the
+    /// same request may fit. `None` for every refusal that stays until
+    /// something changes (a stream stops, the request changes).
+    pub fn retry_after(&self) -> Option<Nanos> {
+        match self {
+            Error::Unproven { .. } => Some(Nanos::from_secs(1)),
+            _ => None,
+        }
+    }
+}
+
 /// A rate as the serve log and progress line print it, so the refusal
 /// and the log agree.
 fn rate(r: BitRate) -> String {

@@ -353,6 +353,8 @@ fn streams_not_yet_measured_take_at_most_a_quarter_of_the_load_limit() {
     assert_eq!(admitted, 29);
     assert!(matches!(refusal, Error::Unproven { .. }), "{refusal:?}");
     assert!(refusal.to_string().contains("--max-load"), "{refusal}");
+    // Time alone lifts it: the client is told when to ask again.
+    assert_eq!(refusal.retry_after(), Some(Nanos::from_secs(1)));
     // Once measured they are no longer new, and more fit.
     w.unproven = Demand::default();
     assert!(b.admit(total, bars(), &w).is_ok());

@@ -40,6 +40,9 @@ pub(crate) struct Reply {
     pub content_type: &'static str,
     /// The methods a 405 names in its `Allow` header (RFC 9110 §15.5.6).
     pub allow: Option<&'static str>,
+    /// Seconds a 503 asks the client to wait (`Retry-After`, RFC 9110
+    /// §10.2.3), when time alone lifts the refusal.
+    pub retry_after: Option<u64>,
 }
 
 impl Reply {
@@ -49,6 +52,7 @@ impl Reply {
             body: serde_json::to_vec_pretty(value).unwrap_or_default(),
             content_type: "application/json",
             allow: None,
+            retry_after: None,
         }
     }
 
@@ -100,6 +104,7 @@ fn route(server: &Server, req: &ApiRequest) -> Reply {
             body: r.body,
             content_type: r.content_type,
             allow: r.allow,
+            retry_after: None,
         };
     }
     match (method, path) {
@@ -126,6 +131,7 @@ fn route(server: &Server, req: &ApiRequest) -> Reply {
             body: metrics::render(server).into_bytes(),
             content_type: "application/openmetrics-text; version=1.0.0; charset=utf-8",
             allow: None,
+            retry_after: None,
         },
         (&Method::GET, "/v3/paths/list") => Reply::json(200, &paths(server)),
         (&Method::GET, p) if p.starts_with(PATH_GET) => one_path(server, &p[PATH_GET.len()..]),
@@ -194,7 +200,10 @@ fn create(server: &Server, body: &[u8], client: IpAddr) -> Reply {
                 status, %client, %source, reason = %message,
                 "refused a push stream of '{source}' from {client} ({status}): {message}"
             );
-            Reply::error(status, message)
+            Reply {
+                retry_after: r.retry_after(),
+                ..Reply::error(status, message)
+            }
         }
     }
 }

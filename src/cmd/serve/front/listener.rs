@@ -166,5 +166,11 @@ async fn handle(
 }
 
 fn reply_response(r: Reply) -> Response<Full<Bytes>> {
-    response(r.status, r.body, r.content_type, r.allow)
+    let retry_after = r.retry_after;
+    let mut resp = response(r.status, r.body, r.content_type, r.allow);
+    if let Some(secs) = retry_after {
+        resp.headers_mut()
+            .insert(hyper::header::RETRY_AFTER, secs.into());
+    }
+    resp
 }

@@ -435,6 +435,15 @@ impl Refusal {
             Refusal::Unplayable(m) => (500, m.clone()),
         }
     }
+
+    /// Seconds a client should wait before asking again, for a refusal
+    /// that time alone lifts (the HTTP `Retry-After` header).
+    pub(crate) fn retry_after(&self) -> Option<u64> {
+        match self {
+            Refusal::Admission(e) => e.retry_after().map(|t| t.as_secs_f64().ceil() as u64),
+            _ => None,
+        }
+    }
 }
 
 /// `ADDR:PORT` with a literal address (no name lookups from requests).
