@@ -27,7 +27,8 @@ use nagare_fuzz::{CountingAlloc, Reader};
 use nagare_proto::Nanos;
 use nagare_proto::rtsp::{
     Admission, Catalog, Config, Connection, Credentials, Event, Guard, Input, Limits,
-    MulticastGroup, NONCE_KEY_LEN, PortPair, SessionId, StreamInfo, Transport,
+    MulticastGroup, NONCE_KEY_LEN, PortPair, Refusal, RefusalKind, SessionId, StreamInfo,
+    Transport,
 };
 use rtsp_types::{Message, Version};
 
@@ -173,7 +174,7 @@ fuzz_target!(|data: &[u8]| {
             model.event(&e);
             if let Event::Admit { .. } = e {
                 let verdict = if c & 0x20 != 0 {
-                    Admission::Refused
+                    Admission::Refused(Refusal::new(RefusalKind::Capacity, "over --max-rate"))
                 } else {
                     Admission::Admitted
                 };

@@ -62,6 +62,7 @@ pub(crate) fn main(args: DemoArgs) -> Result<ExitCode> {
             source: None,
             buffer_bytes: (format.frame_bytes() * 4).clamp(16 << 20, 512 << 20),
         },
+        ttl: None,
         source_filter: None,
         follow_ssrc: false,
         output: None,

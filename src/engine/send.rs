@@ -729,6 +729,8 @@ impl<'a> Driver<'a> {
                 Event::FrameSent { frame, .. } => self.release(frame, ring),
                 Event::Underrun { flow, frame } => self.given_up(flow, frame, ring),
                 Event::Finished { .. } => self.finished += 1,
+                // send never pauses a flow.
+                Event::Dropped { .. } => {}
             }
         }
         any

@@ -682,66 +682,91 @@ impl Datagram<'_> {
     }
 }
 
+/// A socket on multicast group `at` that takes what is sent to the group
+/// (joined as `opts` say) and sends to it on the same interface with
+/// `ttl`: a receiver's RTCP, whose reports go to the session's group
+/// (RFC 3550 §6). Loop is on, so other receivers on this host hear them.
+pub(crate) fn open_group(at: SocketAddr, opts: &ReceiveOptions, ttl: u32) -> Result<UdpSocket> {
+    let opts = ReceiveOptions {
+        buffer_bytes: 0,
+        ..opts.clone()
+    };
+    let (sock, _) = bind_joined(at, &opts)?;
+    let send = SendOptions {
+        interface: opts.interface.clone(),
+        ttl: Some(ttl),
+        buffer_bytes: 0,
+    };
+    prepare(&sock, at, &send)?;
+    Ok(sock.into())
+}
+
+/// A socket bound on `listen`, joined to it when it is a multicast group;
+/// with notices worth one line each.
+fn bind_joined(listen: SocketAddr, opts: &ReceiveOptions) -> Result<(Socket, Vec<String>)> {
+    let sock = Socket::new(
+        Domain::for_address(listen),
+        Type::DGRAM,
+        Some(Protocol::UDP),
+    )
+    .context("creating a UDP socket")?;
+    let group = listen.ip();
+    let mut notices = Vec::new();
+    if group.is_multicast() {
+        // Several receivers of one group on a host share the port.
+        sock.set_reuse_address(true)
+            .context("setting SO_REUSEADDR")?;
+        if listen.is_ipv6() {
+            sock.set_only_v6(true).ok();
+        }
+    }
+    let bind_addr = if group.is_multicast() && listen.is_ipv6() {
+        SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), listen.port())
+    } else {
+        listen
+    };
+    sock.bind(&SockAddr::from(bind_addr)).map_err(|e| {
+        if e.kind() == io::ErrorKind::AddrInUse {
+            anyhow!(
+                "port {} on {} is in use: pick another port, or stop the program using it \
+                     (ss -ulpn | grep {})",
+                listen.port(),
+                bind_addr.ip(),
+                listen.port()
+            )
+        } else if e.kind() == io::ErrorKind::AddrNotAvailable {
+            anyhow!("cannot listen on {listen}: the address is not on this machine")
+        } else {
+            anyhow!("cannot listen on {listen}: {e}")
+        }
+    })?;
+    if group.is_multicast() {
+        join(&sock, group, opts).map_err(|e| {
+            anyhow!(
+                "joining multicast group {group}{} on interface {} failed: {e}; check the \
+                     interface has multicast enabled (ip link set DEV multicast on) and a route \
+                     for the group",
+                opts.source
+                    .map(|s| format!(" from source {s}"))
+                    .unwrap_or_default(),
+                opts.interface
+                    .as_ref()
+                    .map_or("(default route)".to_string(), |i| i.label.clone())
+            )
+        })?;
+        if opts.interface.is_none() {
+            notices.push(
+                "joined the group on the default-route interface; pin it with --interface".into(),
+            );
+        }
+    }
+    Ok((sock, notices))
+}
+
 impl Receiver {
     /// Binds `listen` (joining it when it is a multicast group).
     pub(crate) fn open(listen: SocketAddr, opts: &ReceiveOptions) -> Result<Receiver> {
-        let sock = Socket::new(
-            Domain::for_address(listen),
-            Type::DGRAM,
-            Some(Protocol::UDP),
-        )
-        .context("creating a UDP socket")?;
-        let group = listen.ip();
-        let mut notices = Vec::new();
-        if group.is_multicast() {
-            // Several receivers of one group on a host share the port.
-            sock.set_reuse_address(true)
-                .context("setting SO_REUSEADDR")?;
-            if listen.is_ipv6() {
-                sock.set_only_v6(true).ok();
-            }
-        }
-        let bind_addr = if group.is_multicast() && listen.is_ipv6() {
-            SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), listen.port())
-        } else {
-            listen
-        };
-        sock.bind(&SockAddr::from(bind_addr)).map_err(|e| {
-            if e.kind() == io::ErrorKind::AddrInUse {
-                anyhow!(
-                    "port {} on {} is in use: pick another port, or stop the program using it \
-                     (ss -ulpn | grep {})",
-                    listen.port(),
-                    bind_addr.ip(),
-                    listen.port()
-                )
-            } else if e.kind() == io::ErrorKind::AddrNotAvailable {
-                anyhow!("cannot listen on {listen}: the address is not on this machine")
-            } else {
-                anyhow!("cannot listen on {listen}: {e}")
-            }
-        })?;
-        if group.is_multicast() {
-            join(&sock, group, opts).map_err(|e| {
-                anyhow!(
-                    "joining multicast group {group}{} on interface {} failed: {e}; check the \
-                     interface has multicast enabled (ip link set DEV multicast on) and a route \
-                     for the group",
-                    opts.source
-                        .map(|s| format!(" from source {s}"))
-                        .unwrap_or_default(),
-                    opts.interface
-                        .as_ref()
-                        .map_or("(default route)".to_string(), |i| i.label.clone())
-                )
-            })?;
-            if opts.interface.is_none() {
-                notices.push(
-                    "joined the group on the default-route interface; pin it with --interface"
-                        .into(),
-                );
-            }
-        }
+        let (sock, mut notices) = bind_joined(listen, opts)?;
         if opts.buffer_bytes > 0
             && let Some(w) = size_buffer(&sock, opts.buffer_bytes, true)
         {

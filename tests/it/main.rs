@@ -21,6 +21,7 @@ mod preauth;
 mod probe;
 mod readme;
 mod recv_faults;
+mod recv_rtcp;
 mod report_pages;
 mod send_recv;
 mod serve;

@@ -15,7 +15,7 @@ use crate::common::{
 };
 
 /// A base port with the next `n - 1` free as well (on 127.0.0.1).
-fn consecutive_free_ports(n: u16) -> u16 {
+pub(crate) fn consecutive_free_ports(n: u16) -> u16 {
     loop {
         let p = crate::common::free_udp_port();
         if p < 60000 && (1..n).all(|k| std::net::UdpSocket::bind(("127.0.0.1", p + k)).is_ok()) {

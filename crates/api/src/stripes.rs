@@ -9,7 +9,7 @@ use nagare_proto::BitRate;
 use nagare_proto::video::assembler::StripeCounters;
 use serde::{Deserialize, Serialize};
 
-use crate::video::{EndedBy, FrameList};
+use crate::video::{EndedBy, FrameList, RecvRtcp};
 
 /// A frame that went out with stripes missing or incomplete.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,6 +72,10 @@ pub struct StripeReport {
     pub legs: Vec<LegReport>,
     /// Packets that neither leg delivered (with two legs).
     pub unrecovered: u64,
+    /// Its RTCP with `--rtcp`: the sender's reports read on the stripe's
+    /// RTCP port, and the receiver reports sent back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtcp: Option<RecvRtcp>,
 }
 
 /// What `nagare recv --stripes N` saw.

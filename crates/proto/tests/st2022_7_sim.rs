@@ -74,7 +74,7 @@ impl Node {
                     self.tx.handle_input(now, Input::Frame { flow }).unwrap()
                 }
                 Event::Finished { .. } => self.done = true,
-                Event::FrameSent { .. } | Event::Underrun { .. } => {}
+                Event::FrameSent { .. } | Event::Underrun { .. } | Event::Dropped { .. } => {}
             }
         }
         while let Some(t) = self.tx.poll_transmit(now) {

@@ -110,7 +110,7 @@ fn run_with(schedule: SenderSchedule, into: Nanos, stall: Nanos) -> Run {
                     s.handle_input(now, Input::Frame { flow }).unwrap()
                 }
                 Event::Finished { .. } => waiting += 1,
-                Event::FrameSent { .. } => {}
+                Event::FrameSent { .. } | Event::Dropped { .. } => {}
                 Event::Underrun { .. } => panic!("the frame was in hand"),
             }
         }

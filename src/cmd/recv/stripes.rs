@@ -13,6 +13,15 @@
 //! thread records what the book says. This driver only moves datagrams,
 //! stripe frames, whole frames and the book's events between those
 //! machines and the writer.
+//!
+//! With `--rtcp` each stripe answers its sender's reports with receiver
+//! reports, as a single `recv --rtcp` does: one `rtcp::Reader` per stripe,
+//! on the stripe's own RTCP port, looked at by its receive thread between
+//! reads. One reader per stripe rather than one compound with a block per
+//! SSRC: each stripe is an RTP session of its own (its own port, SSRC and
+//! RTCP port, and its sender reports on that port), so its reports go
+//! where its own sender reports came from, and a stripe's RTCP never
+//! waits on another thread.
 
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsFd;
@@ -44,6 +53,8 @@ use crate::engine::recv::recording::Plan as RecordingPlan;
 use crate::engine::recv::writer::{ToWriter, Writer};
 use crate::engine::recv::{RecvArgs, read_sdp};
 use crate::net::placement::{CpuChoice, Placement, Role};
+use crate::net::rtcp::reading::{ReaderRtcp, next_port};
+use crate::net::rtcp::sending::rtcp_dest;
 use crate::net::udp::{self, ReceiveOptions, Receiver};
 use crate::progress::{Ticker, bitrate};
 
@@ -66,6 +77,8 @@ struct Leg {
     /// The only sender accepted on a multicast group (SSM), from the SDP's
     /// source filter or --source.
     source: Option<IpAddr>,
+    /// The multicast TTL the SDP names, for RTCP to the group.
+    ttl: Option<u8>,
 }
 
 /// Every stripe's legs, in stripe order.
@@ -76,6 +89,8 @@ struct Plan {
     stripes: Stripes,
     /// Per stripe, each leg.
     legs: Legs,
+    /// Per stripe, its RTCP port (`--rtcp`), beside its first leg.
+    rtcp: Vec<Option<SocketAddr>>,
     rate: Option<FrameRate>,
     socket: ReceiveOptions,
     /// Where whole frames are recorded, if anywhere.
@@ -132,6 +147,7 @@ fn plan_from_sdps(args: &RecvArgs) -> Result<(Stripes, Legs, Option<FrameRate>)>
                 .map(|s| Leg {
                     listen: SocketAddr::new(s.address, s.port),
                     source: s.source,
+                    ttl: s.ttl,
                 })
                 .collect(),
         );
@@ -189,6 +205,7 @@ fn plan_from_listen(args: &RecvArgs) -> Result<(Stripes, Legs)> {
     let leg = |listen: SocketAddr| Leg {
         listen,
         source: source.filter(|_| listen.ip().is_multicast()),
+        ttl: None,
     };
     let mut legs = Vec::with_capacity(count);
     for k in 0..count {
@@ -199,6 +216,52 @@ fn plan_from_listen(args: &RecvArgs) -> Result<(Stripes, Legs)> {
         legs.push(l);
     }
     Ok((stripes, legs))
+}
+
+/// Where each stripe's RTCP is read and answered with `--rtcp`, beside
+/// its first leg: the SDP's `a=rtcp` port; from `--listen`, where
+/// `send --stripes` sends it (past every stripe's RTP port, the same rule
+/// as send's); otherwise the RTP port + 1 (RFC 3550 §11).
+fn rtcp_ports(args: &RecvArgs, legs: &Legs) -> Result<Vec<Option<SocketAddr>>> {
+    if !args.rtcp {
+        return Ok(vec![None; legs.len()]);
+    }
+    let from_listen = args.sdp.is_empty() && args.striping.cluster.is_none();
+    let mut out = Vec::with_capacity(legs.len());
+    for (k, l) in legs.iter().enumerate() {
+        let rtp = l[0].listen;
+        let named = match args.sdp.get(k) {
+            Some(path) if args.striping.cluster.is_none() => sdp_rtcp_port(path, rtp.port())?,
+            _ => None,
+        };
+        let at = match named {
+            Some(port) => Some(SocketAddr::new(rtp.ip(), port)),
+            // A port the kernel picks has no known port beside it.
+            None if rtp.port() == 0 => None,
+            None if from_listen => rtcp_dest(rtp, legs.len()),
+            None => next_port(rtp).ok(),
+        };
+        if at.is_none() {
+            eprintln!(
+                "nagare recv: note: stripe {k}: no RTCP: give its RTP port in --listen (not 0), \
+                 one whose RTCP port is not above 65535"
+            );
+        }
+        out.push(at);
+    }
+    Ok(out)
+}
+
+/// The `a=rtcp` port of the media on RTP port `rtp` in the SDP at `path`.
+fn sdp_rtcp_port(path: &Path, rtp: u16) -> Result<Option<u16>> {
+    let text = read_sdp(path)?;
+    let session = nagare_proto::sdp::Session::parse(&text)
+        .map_err(|e| anyhow!("SDP file '{}': {e}", path.display()))?;
+    Ok(session
+        .media
+        .iter()
+        .find(|m| m.port == rtp)
+        .and_then(|m| m.rtcp_port))
 }
 
 /// What a `nagare cluster` config says about receiving.
@@ -250,6 +313,7 @@ fn plan_from_cluster(path: &Path) -> Result<FromCluster> {
             l.push(Leg {
                 listen,
                 source: None,
+                ttl: None,
             });
         }
         legs.push(l);
@@ -303,9 +367,11 @@ impl Plan {
             .unwrap_or(cores)
             .clamp(1, stripes.count());
         let frame = stripes.stripe_format().frame_bytes();
+        let rtcp = rtcp_ports(args, &legs)?;
         Ok(Plan {
             stripes,
             legs,
+            rtcp,
             rate: args.fps.or(sdp_rate),
             socket: ReceiveOptions {
                 interface,
@@ -353,6 +419,8 @@ struct Unit {
     machine: receiver::Receiver,
     recycled: ChanRx<Vec<u8>>,
     report: StripeReport,
+    /// Its sender's reports read and answered (`--rtcp`).
+    rtcp: Option<ReaderRtcp>,
 }
 
 impl Unit {
@@ -406,7 +474,39 @@ impl Unit {
                 stripe: k,
                 ..StripeReport::default()
             },
+            rtcp: None,
         })
+    }
+
+    /// Binds the stripe's RTCP port, if it has one (joined as its first
+    /// leg is, on a multicast group); says why not when that fails.
+    fn bind_rtcp(&mut self, plan: &Plan) {
+        let k = self.stripe;
+        let Some(at) = plan.rtcp[k] else {
+            return;
+        };
+        let first = plan.legs[k][0];
+        let opts = ReceiveOptions {
+            source: first.source,
+            ..plan.socket.clone()
+        };
+        match ReaderRtcp::bind(at, &opts, first.ttl) {
+            Ok(r) => {
+                eprintln!("nagare recv: stripe {k} RTCP on {at}");
+                self.rtcp = Some(r);
+            }
+            Err(why) => eprintln!("nagare recv: note: stripe {k}: {why}"),
+        }
+    }
+
+    /// Reads the stripe sender's reports and answers them when due: a
+    /// clock read per call, and a look at the socket at most every 10 ms
+    /// (`reading::LOOK`), never per packet.
+    fn rtcp(&mut self, origin: Origin) {
+        if let Some(r) = self.rtcp.as_mut() {
+            let machine = &self.machine;
+            r.step(origin.elapsed(), || machine.reception());
+        }
     }
 
     /// Whether any of this unit's sockets has a stream flowing.
@@ -489,6 +589,7 @@ impl Unit {
         r.packets_malformed = s.packets_malformed;
         r.packets_foreign = s.packets_foreign;
         r.bytes = s.bytes;
+        r.rtcp = self.rtcp.as_ref().map(ReaderRtcp::report);
         r.kernel_drops = self
             .sockets
             .iter()
@@ -546,6 +647,9 @@ fn receive_loop(
         .flat_map(|(u, unit)| (0..unit.sockets.len()).map(move |l| (u, l)))
         .collect();
     while !shared.stop.load(Ordering::Relaxed) {
+        for u in &mut units {
+            u.rtcp(shared.origin);
+        }
         // While a stream flows, read every socket on a timer: asleep in
         // poll(), this thread would be woken by the sending CPU for
         // nearly every datagram (see udp::POLL_EVERY).
@@ -748,6 +852,12 @@ fn open_units(plan: &Plan) -> Result<(Vec<Vec<Unit>>, Recycle)> {
         }
         threads[k % plan.threads].push(unit);
         recycle.push(tx);
+    }
+    // RTCP ports once every RTP port is bound: one at an RTP port + 1
+    // then never takes another stripe's RTP port (it is refused, and
+    // noted, instead).
+    for u in threads.iter_mut().flatten() {
+        u.bind_rtcp(plan);
     }
     // Every socket is bound: senders may start (tests wait for this line).
     if let Some(a) = threads[0].first().and_then(|u| u.sockets[0].local_addr()) {
@@ -986,6 +1096,15 @@ fn print_summary(r: &StripesReport) {
             eprintln!(
                 "recv: stripe {} leg {l}: {} received, {} lost, {} duplicates, {} recovered; {} unrecovered",
                 s.stripe, leg.received, leg.lost, leg.duplicates, leg.recovered, s.unrecovered
+            );
+        }
+        if let Some(c) = &s.rtcp {
+            let from = c.sender.map_or("no sender reports".to_owned(), |a| {
+                format!("{} sender reports from {a}", c.sender_reports)
+            });
+            eprintln!(
+                "recv: stripe {} RTCP on port {}: {from}, {} BYE; {} receiver reports sent",
+                s.stripe, c.port, c.byes, c.receiver_reports
             );
         }
     }

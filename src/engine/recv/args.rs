@@ -166,6 +166,9 @@ pub(crate) struct RecvConfig {
     pub rate: Option<FrameRate>,
     /// Socket options.
     pub socket: ReceiveOptions,
+    /// The multicast TTL the SDP's `c=` line names, for RTCP to the
+    /// group (`--rtcp`).
+    pub ttl: Option<u8>,
     /// Only datagrams from here can be the stream.
     pub source_filter: Option<IpAddr>,
     /// Follow a takeover as a new take.
@@ -204,6 +207,8 @@ struct Stream {
     declared: Option<SenderType>,
     /// The SDP's `TROFF`.
     tr_offset: Option<Nanos>,
+    /// The SDP's multicast TTL.
+    ttl: Option<u8>,
 }
 
 impl RecvArgs {
@@ -256,6 +261,7 @@ impl RecvArgs {
             source: source.or(sdp.source),
             declared: sdp.sender_type,
             tr_offset: sdp.tr_offset,
+            ttl: sdp.ttl,
         })
     }
 
@@ -275,6 +281,7 @@ impl RecvArgs {
                     source,
                     declared: None,
                     tr_offset: None,
+                    ttl: None,
                 }
             }
             (None, [path]) => {
@@ -303,6 +310,7 @@ impl RecvArgs {
             source,
             declared,
             tr_offset,
+            ttl,
         } = stream;
         let tr_offset = self.tr_offset.map(Nanos::from_micros).or(tr_offset);
         if self.fps.is_some() {
@@ -338,6 +346,7 @@ impl RecvArgs {
                 source: source.filter(|_| listen.ip().is_multicast()),
                 buffer_bytes,
             },
+            ttl,
             source_filter: source,
             follow_ssrc: self.follow_ssrc,
             output: self.output.clone(),

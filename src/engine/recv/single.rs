@@ -17,7 +17,7 @@ use nagare_proto::{BitRate, ByteSize, Nanos, VideoFormat};
 
 use crate::analysis::collect::{Collector, FramePoint};
 use crate::clock::Origin;
-use crate::net::rtcp::reading::ReaderRtcp;
+use crate::net::rtcp::reading::{ReaderRtcp, next_port};
 use crate::net::udp::Receiver;
 use crate::progress::{Ticker, bitrate};
 
@@ -45,7 +45,7 @@ impl Bound {
     /// there is no RTCP port, if there is none.
     pub(crate) fn open_noting(cfg: &RecvConfig, rtcp: bool) -> Result<Bound> {
         let mut bound = Bound::open(cfg)?;
-        if rtcp && let Err(why) = bound.bind_rtcp(cfg.listen) {
+        if rtcp && let Err(why) = bound.bind_rtcp(cfg) {
             eprintln!("nagare recv: note: {why}");
         }
         for n in bound.notices() {
@@ -54,11 +54,14 @@ impl Bound {
         Ok(bound)
     }
 
-    /// Binds the RTCP port beside the stream's (`recv --rtcp`); `Err`
-    /// says why there is none (a multicast group, the port taken).
-    pub(crate) fn bind_rtcp(&mut self, listen: SocketAddr) -> Result<(), String> {
+    /// Binds the RTCP port beside the stream's (`recv --rtcp`): the RTP
+    /// port + 1, on a multicast group joined as the stream's socket is;
+    /// `Err` says why there is none (the port taken, no port + 1).
+    pub(crate) fn bind_rtcp(&mut self, cfg: &RecvConfig) -> Result<(), String> {
+        let listen = cfg.listen;
         let port = self.rx.local_addr().map_or(listen.port(), |a| a.port());
-        self.rtcp = Some(ReaderRtcp::bind(SocketAddr::new(listen.ip(), port))?);
+        let at = next_port(SocketAddr::new(listen.ip(), port))?;
+        self.rtcp = Some(ReaderRtcp::bind(at, &cfg.socket, cfg.ttl)?);
         Ok(())
     }
 

@@ -138,10 +138,39 @@ fn admission_refuses_what_max_rate_cannot_carry() {
         &[("Transport", "RTP/AVP;unicast;client_port=40000-40001")],
     );
     assert_eq!(r.status, 453, "{r:?}");
+    let why = String::from_utf8_lossy(&r.body);
+    assert!(
+        why.contains("would exceed --max-rate 40.00 Mbit/s"),
+        "{why}"
+    );
     // Stopping the first frees its rate.
     serve.api_json::<StreamInfo>("DELETE", &format!("/v1/streams/{}", first.id), None, 200);
     let again: StreamInfo = serve.api_json("POST", "/v1/streams", Some(&body), 201);
     assert_ne!(again.id, first.id);
+}
+
+#[test]
+fn an_rtsp_setup_over_max_rate_is_453_with_the_reason() {
+    let media = Media::new("serve-admit-rtsp");
+    // clip.yuv is 30.72 Mbit/s, more than the whole --max-rate.
+    let serve = Serve::start(&media, &["--max-rate", "10M"]);
+    let mut c = Rtsp::connect(serve.rtsp);
+    let url = serve.url("clip.yuv");
+    let r = c.request(
+        "SETUP",
+        &format!("{url}/trackID=0"),
+        &[("Transport", "RTP/AVP;unicast;client_port=40000-40001")],
+    );
+    assert_eq!(r.status, 453, "{r:?}");
+    assert_eq!(r.header("Content-Type"), Some("text/plain; charset=utf-8"));
+    // The reason names the stream's rate, what is in use and the limit.
+    let why = String::from_utf8_lossy(&r.body);
+    let want = "a stream of 30.72 Mbit/s on top of the 0.00 bit/s in use would exceed \
+                --max-rate 10.00 Mbit/s\n";
+    assert_eq!(why, want);
+    // The connection goes on: nothing was set up.
+    let r = c.request("OPTIONS", &url, &[]);
+    assert_eq!(r.status, 200, "{r:?}");
 }
 
 /// Pushes of `bars` posted one after another, bounded by this many and

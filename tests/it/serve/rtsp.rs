@@ -152,7 +152,8 @@ fn keepalive_pause_resume_and_a_vanished_client_is_reaped() {
     let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
     let mut c = Rtsp::connect(serve.rtsp);
     let session = c.play(&url, &udp_transport(&rx));
-    assert_eq!(sequences(&rx, 50).len(), 50);
+    let before = sequences(&rx, 50);
+    assert_eq!(before.len(), 50);
     let r = c.request("GET_PARAMETER", &url, &[("Session", &session)]);
     assert_eq!(r.status, 200);
     let r = c.request("PAUSE", &url, &[("Session", &session)]);
@@ -163,7 +164,14 @@ fn keepalive_pause_resume_and_a_vanished_client_is_reaped() {
     });
     let r = c.request("PLAY", &url, &[("Session", &session)]);
     assert_eq!(r.status, 200);
-    assert_eq!(sequences(&rx, 50).len(), 50);
+    let after = sequences(&rx, 50);
+    assert_eq!(after.len(), 50);
+    // The sender's numbers go on across the pause: no gap, no repeat.
+    let all: Vec<u16> = before.iter().chain(&after).copied().collect();
+    assert!(
+        all.windows(2).all(|w| w[1] == w[0].wrapping_add(1)),
+        "{all:?}"
+    );
     assert_eq!(serve.metric("nagare_rtsp_sessions"), 1.0);
     // The client goes quiet: after the timeout its session and stream go.
     wait_until(

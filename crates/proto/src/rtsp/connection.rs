@@ -314,7 +314,7 @@ impl<C: Catalog> Connection<C> {
         };
         let method = asked.method();
         let answered = match (verdict, asked) {
-            (Admission::Refused, _) => Err(Error::NotAdmitted),
+            (Admission::Refused(r), _) => Err((Error::NotAdmitted(r.kind), r.reason)),
             (
                 Admission::Admitted,
                 Asked::Setup {
@@ -323,11 +323,14 @@ impl<C: Catalog> Connection<C> {
                     transport,
                 },
             ) => Ok(self.finish_setup(target, track, transport)),
-            (Admission::Admitted, Asked::Restart { looping }) => self.start_play(true, looping),
+            (Admission::Admitted, Asked::Restart { looping }) => self
+                .start_play(true, looping)
+                .map_err(|e| (e, String::new())),
         };
         match answered {
             Ok(reply) => self.answer(cseq, reply),
-            Err(e) => self.refuse(Some(cseq), Some(method), e, Vec::new()),
+            // A refusal's reason is the driver's, in the response's body.
+            Err((e, reason)) => self.explain(Some(cseq), Some(method), e, reason),
         }
         let held = std::mem::take(&mut self.held);
         self.feed(now, &held);
@@ -809,6 +812,23 @@ impl<C: Catalog> Connection<C> {
         e: Error,
         extra: Vec<(HeaderName, String)>,
     ) {
+        self.refuse_saying(cseq, method, e, extra, String::new());
+    }
+
+    /// Refuses with `reason` as the response's `text/plain` body (none
+    /// when empty): the driver's words on why it refused a stream.
+    fn explain(&mut self, cseq: Option<u32>, method: Option<Method>, e: Error, reason: String) {
+        self.refuse_saying(cseq, method, e, Vec::new(), reason);
+    }
+
+    fn refuse_saying(
+        &mut self,
+        cseq: Option<u32>,
+        method: Option<Method>,
+        e: Error,
+        extra: Vec<(HeaderName, String)>,
+        reason: String,
+    ) {
         self.counters.refused += 1;
         let mut b = Response::builder(Version::V1_0, StatusCode::from(e.status()));
         if let Some(reason) = e.reason() {
@@ -821,7 +841,13 @@ impl<C: Catalog> Connection<C> {
         for (name, value) in extra {
             b = b.header(name, value);
         }
-        self.push(&b.build(Vec::new()));
+        let response = if reason.is_empty() {
+            b.build(Vec::new())
+        } else {
+            b.header(headers::CONTENT_TYPE, "text/plain; charset=utf-8")
+                .build(format!("{reason}\n").into_bytes())
+        };
+        self.push(&response);
         self.events.push_back(Event::Refused { method, error: e });
     }
 

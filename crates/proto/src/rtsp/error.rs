@@ -68,6 +68,55 @@ pub enum AuthFailure {
     StaleNonce,
 }
 
+/// What kind of refusal the driver's admission gave ([`Refusal`]); it
+/// fixes the response's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusalKind {
+    /// Over the server's rate, memory or load budget: 453 Not Enough
+    /// Bandwidth.
+    Capacity,
+    /// The server's policy forbids the stream (a destination outside its
+    /// allow-list): 403 Forbidden, for no capacity would help.
+    Forbidden,
+    /// The stream's path went away since DESCRIBE: 404 Not Found.
+    Gone,
+    /// The server cannot send the path's media as set up: 500.
+    Unplayable,
+}
+
+impl std::fmt::Display for RefusalKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RefusalKind::Capacity => "not enough capacity on this server for another session",
+            RefusalKind::Forbidden => "the server's policy forbids this stream",
+            RefusalKind::Gone => "the stream is no longer offered",
+            RefusalKind::Unplayable => "the server cannot send this stream",
+        })
+    }
+}
+
+/// Why the driver refused a stream ([`super::Admission::Refused`]): the
+/// kind fixes the status, and the reason, which names the value and the
+/// limit as the driver's policy wrote it, is the response's `text/plain`
+/// body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// What kind of refusal, for the status.
+    pub kind: RefusalKind,
+    /// The reason in words, for the client.
+    pub reason: String,
+}
+
+impl Refusal {
+    /// A refusal of `kind` saying `reason`.
+    pub fn new(kind: RefusalKind, reason: impl Into<String>) -> Refusal {
+        Refusal {
+            kind,
+            reason: reason.into(),
+        }
+    }
+}
+
 /// Everything the RTSP machine refuses; each maps to one status code
 /// ([`Error::status`]) and some end the connection
 /// ([`Error::closes_connection`]).
@@ -202,9 +251,10 @@ pub enum Error {
     /// Credentials missing or wrong where the server needs them.
     #[error("unauthorized: {0}")]
     Unauthorized(AuthFailure),
-    /// The server's admission control refused the stream.
-    #[error("not enough capacity on this server for another session")]
-    NotAdmitted,
+    /// The server's admission refused the stream (its reason went to the
+    /// client in the response's body).
+    #[error("stream not admitted: {0}")]
+    NotAdmitted(RefusalKind),
     /// PLAY from a position other than the start.
     #[error("seeking to {start_ms} ms is not supported; play from npt=0")]
     SeekUnsupported {
@@ -238,12 +288,16 @@ impl Error {
             | Error::MissingCSeq
             | Error::InvalidHeader(_) => 400,
             Error::Unauthorized(_) => 401,
-            Error::DestinationForbidden { .. } | Error::DestinationNotAddress => 403,
-            Error::NotFound | Error::TrackNotFound { .. } => 404,
+            Error::DestinationForbidden { .. }
+            | Error::DestinationNotAddress
+            | Error::NotAdmitted(RefusalKind::Forbidden) => 403,
+            Error::NotFound
+            | Error::TrackNotFound { .. }
+            | Error::NotAdmitted(RefusalKind::Gone) => 404,
             Error::MethodNotAllowed(_) => 405,
             Error::NotAcceptable => 406,
             Error::BodyTooLarge { .. } => 413,
-            Error::NotAdmitted => 453,
+            Error::NotAdmitted(RefusalKind::Capacity) => 453,
             Error::SessionNotFound => 454,
             Error::MethodNotValidInState { .. } | Error::OtherStream | Error::SessionExists => 455,
             Error::SeekUnsupported { .. } => 457,
@@ -252,7 +306,7 @@ impl Error {
             | Error::BadClientPort { .. }
             | Error::MulticastUnavailable
             | Error::ChannelInUse { .. } => 461,
-            Error::InterleavedTooLong { .. } => 500,
+            Error::InterleavedTooLong { .. } | Error::NotAdmitted(RefusalKind::Unplayable) => 500,
             Error::NotImplemented => 501,
             Error::UnsupportedVersion => 505,
             Error::OptionNotSupported => 551,

@@ -66,7 +66,7 @@ pub use authorization::{
 };
 pub use client::{Client, ClientConfig, ClientError, ClientEvent, ClientInput};
 pub use connection::{Connection, Counters};
-pub use error::{AuthFailure, Error, Header};
+pub use error::{AuthFailure, Error, Header, Refusal, RefusalKind};
 pub use framing::write_interleaved;
 pub use target::TRACK_PREFIX;
 pub use transport::{MulticastGroup, PortPair, Transport};
@@ -322,7 +322,7 @@ impl<C: Catalog + ?Sized> Catalog for Arc<C> {
 }
 
 /// What the driver hands the machine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Input<'a> {
     /// Bytes read from the client's TCP connection, in order, cut anywhere.
     Bytes(&'a [u8]),
@@ -339,13 +339,14 @@ pub enum Input<'a> {
 }
 
 /// The driver's verdict on a stream the machine asked to admit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Admission {
     /// The stream may start: the driver reserved what it needs.
     Admitted,
-    /// It may not (the budget is spent, or the stream is gone): the
-    /// request gets 453 Not Enough Bandwidth.
-    Refused,
+    /// It may not: the request gets the status of the refusal's kind
+    /// (453 Not Enough Bandwidth when a budget is spent) and its reason
+    /// as a `text/plain` body.
+    Refused(Refusal),
 }
 
 /// Where PLAY starts.

@@ -99,6 +99,13 @@ fn machine() -> Connection<TestCatalog> {
     machine_with(config(), catalog())
 }
 
+/// The tests' driver's refusal: a budget spent, in serve's words.
+fn over_rate() -> Refusal {
+    let why =
+        "a stream of 98.3 Mbit/s on top of the 0 bit/s in use would exceed --max-rate 10 Mbit/s";
+    Refusal::new(RefusalKind::Capacity, why)
+}
+
 /// From now on the tests' driver refuses admission (the budget is gone).
 fn refuse_admission(refuse: bool) {
     REFUSE.set(refuse);
@@ -115,7 +122,7 @@ fn answer_admissions<C: Catalog>(m: &mut Connection<C>, now: Nanos) {
     while let Some(e) = m.poll_event() {
         if let Event::Admit { .. } = e {
             let verdict = if REFUSE.get() {
-                Admission::Refused
+                Admission::Refused(over_rate())
             } else {
                 Admission::Admitted
             };
@@ -526,14 +533,49 @@ fn admission_refusal_is_453_and_sets_nothing_up() {
         ),
     );
     assert_eq!(status(&r), 453);
+    // The driver's reason, with the value and the limit, is the body.
+    let ct = header(&r, "Content-Type");
+    assert_eq!(ct.as_deref(), Some("text/plain; charset=utf-8"));
+    let body = String::from_utf8(r.body().clone()).unwrap();
+    assert_eq!(body, format!("{}\n", over_rate().reason));
     assert_eq!(m.state(), State::Init);
     assert_eq!(
         events(&mut m),
         vec![Event::Refused {
             method: Some(Method::Setup),
-            error: Error::NotAdmitted
+            error: Error::NotAdmitted(RefusalKind::Capacity)
         }]
     );
+}
+
+#[test]
+fn an_admission_refusal_takes_the_status_of_its_kind() {
+    let kinds = [
+        (RefusalKind::Capacity, 453),
+        (RefusalKind::Forbidden, 403),
+        (RefusalKind::Gone, 404),
+        (RefusalKind::Unplayable, 500),
+    ];
+    for (kind, code) in kinds {
+        let mut m = machine();
+        let setup = request(
+            "SETUP",
+            URL,
+            1,
+            "Transport: RTP/AVP;unicast;client_port=6000-6001\r\n",
+        );
+        m.handle_input(Nanos::ZERO, Input::Bytes(setup.as_bytes()));
+        assert!(matches!(m.poll_event(), Some(Event::Admit { .. })));
+        let why = format!("refused as {kind}");
+        let verdict = Admission::Refused(Refusal::new(kind, why.clone()));
+        m.handle_input(Nanos::ZERO, Input::Admission(verdict));
+        let r = responses(&mut m);
+        assert_eq!(r.len(), 1);
+        assert_eq!(status(&r[0]), code, "{kind:?}");
+        assert_eq!(header(&r[0], "CSeq").as_deref(), Some("1"));
+        assert_eq!(r[0].body(), format!("{why}\n").as_bytes());
+        assert_eq!(Error::NotAdmitted(kind).status(), code);
+    }
 }
 
 #[test]
@@ -566,7 +608,7 @@ fn a_play_from_the_start_again_is_admitted_again() {
             },
             Event::Refused {
                 method: Some(Method::Play),
-                error: Error::NotAdmitted
+                error: Error::NotAdmitted(RefusalKind::Capacity)
             },
         ]
     );
@@ -1405,7 +1447,7 @@ fn admission_is_the_drivers_and_holds_the_requests_behind_it() {
     // The session's clock runs from the last request read: t2.
     assert_eq!(m.poll_timeout(), Some(t2 + config().session_timeout));
     // An answer with nothing asked changes nothing.
-    m.handle_input(t2, Input::Admission(Admission::Refused));
+    m.handle_input(t2, Input::Admission(Admission::Refused(over_rate())));
     assert!(m.poll_transmit(t2).is_none());
     assert_eq!(m.state(), State::Playing);
 }
@@ -1415,7 +1457,10 @@ fn a_refused_admission_is_453_and_the_requests_behind_it_find_no_session() {
     let mut m = machine();
     m.handle_input(Nanos::ZERO, Input::Bytes(setup_then_play().as_bytes()));
     assert!(matches!(m.poll_event(), Some(Event::Admit { .. })));
-    m.handle_input(Nanos::from_millis(1), Input::Admission(Admission::Refused));
+    m.handle_input(
+        Nanos::from_millis(1),
+        Input::Admission(Admission::Refused(over_rate())),
+    );
     let got: Vec<u16> = responses(&mut m).iter().map(status).collect();
     assert_eq!(got, [453, 454]);
     assert_eq!(
@@ -1423,7 +1468,7 @@ fn a_refused_admission_is_453_and_the_requests_behind_it_find_no_session() {
         [
             Event::Refused {
                 method: Some(Method::Setup),
-                error: Error::NotAdmitted
+                error: Error::NotAdmitted(RefusalKind::Capacity)
             },
             Event::Refused {
                 method: Some(Method::Play),

@@ -4,6 +4,7 @@
 
 use std::net::IpAddr;
 
+use crate::rtsp::{Refusal, RefusalKind};
 use crate::video::stripe::Rule;
 use crate::{BitRate, ByteSize, Nanos};
 
@@ -252,6 +253,41 @@ pub enum Error {
         /// The stream it names.
         id: u64,
     },
+}
+
+impl Error {
+    /// The RTSP refusal of a stream this error stopped at admission: 453
+    /// for a budget, 403 for the allow-list, with this error's text (the
+    /// value and the limit) as the response's body.
+    pub fn rtsp_refusal(&self) -> Refusal {
+        let kind = match self {
+            Error::LoadOverBudget { .. }
+            | Error::PredictedOverBudget { .. }
+            | Error::CoresOverBudget { .. }
+            | Error::Unproven { .. }
+            | Error::Slipping { .. }
+            | Error::MemoryOverBudget { .. }
+            | Error::RateOverBudget { .. } => RefusalKind::Capacity,
+            Error::DestinationNotAllowed { .. } => RefusalKind::Forbidden,
+            // Refusals of the configuration, a cluster leg or an API key:
+            // no RTSP admission raises them, and a server that did could
+            // not send the stream.
+            Error::BadCidr { .. }
+            | Error::CidrPrefix { .. }
+            | Error::TokenTooShort { .. }
+            | Error::TokenNotPrintable
+            | Error::TokenNeeded
+            | Error::RtspTokenNeeded
+            | Error::RtspAuthWithoutToken
+            | Error::LegOnTs { .. }
+            | Error::StripeSplit { .. }
+            | Error::StripeIndex { .. }
+            | Error::StartTooFar { .. }
+            | Error::BadKey { .. }
+            | Error::KeyReused { .. } => RefusalKind::Unplayable,
+        };
+        Refusal::new(kind, self.to_string())
+    }
 }
 
 /// `--allow` blocks as the refusal lists them.

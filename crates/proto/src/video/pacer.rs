@@ -288,6 +288,30 @@ impl Pacer {
         self.last_release = None;
     }
 
+    /// The first frame whose start is at or after `t` (schedule time, so
+    /// negative times are the first frame's start): where a schedule
+    /// resumed at `t` goes on, on the same epoch grid.
+    pub fn frame_at_or_after(&self, t: Nanos) -> u64 {
+        self.rate
+            .frame_at_or_after_ns(self.base_ns + u128::from(t.as_nanos()))
+            .max(self.first_frame)
+    }
+
+    /// Moves the schedule on to the start of epoch frame `frame` (a later
+    /// one than the current; an earlier one is ignored) without counting
+    /// the frames passed over as underruns: the flow was paused, not
+    /// short of frames.
+    pub fn jump_to(&mut self, frame: u64) {
+        let Some(ahead) = frame.checked_sub(self.first_frame) else {
+            return;
+        };
+        let next = ahead.saturating_mul(self.packets_per_frame);
+        if next > self.next {
+            self.next = next;
+            self.last_release = None;
+        }
+    }
+
     /// Counters so far.
     pub fn stats(&self) -> PacingStats {
         self.stats

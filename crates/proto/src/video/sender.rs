@@ -19,6 +19,17 @@
 //! ends a flow whose input ended with [`Input::End`]. An epoch-aligned
 //! driver lines its ring up with the requests by [`RingFrame`].
 //!
+//! A flow pauses with [`Input::Pause`] and goes on with [`Input::Resume`]
+//! (RTSP PAUSE and PLAY). Raw video's RTP timestamps are its epoch frame
+//! numbers, so unlike a TS flow's timeline a paused flow's grid does not
+//! move: the frame in hand is let go ([`Event::Dropped`]), nothing leaves
+//! and nothing is asked for or counted as an underrun while paused, and
+//! the flow resumes with the first frame of its grid that starts at or
+//! after the time the driver names, its timestamp that frame's and its
+//! sequence numbers going on from the last packet sent, with no gap and
+//! no repeat (an [`FlowSpec::epoch_locked`] flow's numbers follow the
+//! frame, as ever).
+//!
 //! Packet contents stay out of the schedule: a flow made with
 //! [`FlowSpec::new`] has no packetizer (the probe's test stream writes its
 //! own headers), one made with [`FlowSpec::video`] writes RFC 4175 headers
@@ -263,6 +274,25 @@ pub enum Input {
         /// The flow.
         flow: FlowId,
     },
+    /// Hold the flow (RTSP PAUSE): what is left of the frame in hand never
+    /// leaves, and the open request is withdrawn, both told by
+    /// [`Event::Dropped`]; nothing is asked for and no underrun is counted
+    /// until [`Input::Resume`]. Pausing a paused or finished flow changes
+    /// nothing.
+    Pause {
+        /// The flow.
+        flow: FlowId,
+    },
+    /// Go on after a pause with the first frame of the flow's epoch grid
+    /// that starts at or after `at` (the driver's `now` plus the lead it
+    /// needs to fetch a frame); the flow asks for it at once. Resuming a
+    /// flow that is not paused changes nothing.
+    Resume {
+        /// The flow.
+        flow: FlowId,
+        /// The earliest start of the first frame sent again.
+        at: Nanos,
+    },
 }
 
 /// What the sender tells its driver.
@@ -288,6 +318,15 @@ pub enum Event {
     },
     /// Every packet of `frame` has left: its buffer is free for this flow.
     FrameSent {
+        /// The flow.
+        flow: FlowId,
+        /// Epoch frame number.
+        frame: u64,
+    },
+    /// The flow paused: `frame` will not be sent, whether it was asked for
+    /// and not yet given (the request is withdrawn) or given and not yet
+    /// sent whole (its buffer is free for this flow).
+    Dropped {
         /// The flow.
         flow: FlowId,
         /// Epoch frame number.
@@ -421,6 +460,8 @@ struct Flow {
     burst: Nanos,
     max_train: usize,
     state: State,
+    /// Held by [`Input::Pause`]: waiting with no request open.
+    paused: bool,
 }
 
 impl Flow {
@@ -464,6 +505,7 @@ impl Flow {
             burst,
             max_train,
             state: State::Waiting,
+            paused: false,
         }
     }
 
@@ -559,7 +601,7 @@ impl Sender {
         match input {
             Input::Frame { flow: id } => {
                 let flow = self.flow_mut(id).ok_or(Error::NoSuchFlow)?;
-                if flow.state == State::Waiting {
+                if flow.state == State::Waiting && !flow.paused {
                     flow.state = State::Ready;
                     let at = flow.next_release();
                     self.heap.push(Reverse((at, id)));
@@ -572,7 +614,7 @@ impl Sender {
             }
             Input::Underrun { flow: id } => {
                 let flow = self.flow_mut(id).ok_or(Error::NoSuchFlow)?;
-                if flow.state == State::Waiting {
+                if flow.state == State::Waiting && !flow.paused {
                     flow.pacer.skip_frame();
                     self.ask(id);
                 }
@@ -587,7 +629,43 @@ impl Sender {
                     flow.frame_limit = Some(flow.frames_sent + 1);
                 }
             }
+            Input::Pause { flow: id } => self.pause(id)?,
+            Input::Resume { flow: id, at } => self.resume(id, at)?,
         }
+        Ok(())
+    }
+
+    /// Holds a flow: lets its frame go and withdraws its request.
+    fn pause(&mut self, id: FlowId) -> Result<(), Error> {
+        let flow = self.flow_mut(id).ok_or(Error::NoSuchFlow)?;
+        if flow.paused || flow.state == State::Finished {
+            return Ok(());
+        }
+        flow.paused = true;
+        flow.state = State::Waiting;
+        let frame = flow.pacer.frame();
+        // Its train and deadline entries go now, not lazily: after the
+        // resume they would name the flow again (O(flows), and pauses are
+        // rare).
+        self.heap.retain(|Reverse((_, f))| *f != id);
+        self.deadlines.retain(|Reverse((_, f, _))| *f != id);
+        self.events.push_back(Event::Dropped { flow: id, frame });
+        Ok(())
+    }
+
+    /// Puts a paused flow back on its grid at the first frame starting at
+    /// or after `at`, never before the frame after one it began to send.
+    fn resume(&mut self, id: FlowId, at: Nanos) -> Result<(), Error> {
+        let flow = self.flow_mut(id).ok_or(Error::NoSuchFlow)?;
+        if !flow.paused {
+            return Ok(());
+        }
+        flow.paused = false;
+        let begun = u64::from(flow.pacer.index_in_frame() != 0);
+        let earliest = flow.pacer.frame() + begun;
+        let on_grid = flow.pacer.frame_at_or_after(at.saturating_sub(flow.origin));
+        flow.pacer.jump_to(earliest.max(on_grid));
+        self.ask(id);
         Ok(())
     }
 
@@ -608,9 +686,9 @@ impl Sender {
     /// names the earliest open one.
     fn peek_deadline(&mut self) -> Option<(Nanos, FlowId)> {
         while let Some(&Reverse((at, id, frame))) = self.deadlines.peek() {
-            let open = self
-                .flow(id)
-                .is_some_and(|f| f.state == State::Waiting && f.pacer.frame() == frame);
+            let open = self.flow(id).is_some_and(|f| {
+                f.state == State::Waiting && !f.paused && f.pacer.frame() == frame
+            });
             if open {
                 return Some((at, id));
             }
@@ -860,6 +938,138 @@ mod tests {
         }
         events.extend(feed_all(s, now));
         (out, events)
+    }
+
+    /// Runs on virtual time up to `until`, answering every request but
+    /// one for frame `unanswered`; collects trains and events.
+    fn step_until(
+        s: &mut Sender,
+        now: &mut Nanos,
+        until: Nanos,
+        unanswered: Option<u64>,
+        out: &mut (Vec<(Nanos, Transmit)>, Vec<Event>),
+    ) {
+        loop {
+            while let Some(e) = s.poll_event() {
+                if let Event::NeedFrame { flow, frame, .. } = e
+                    && Some(frame) != unanswered
+                {
+                    s.handle_input(*now, Input::Frame { flow }).unwrap();
+                }
+                out.1.push(e);
+            }
+            if let Some(t) = s.poll_transmit(*now) {
+                out.0.push((*now, t));
+                continue;
+            }
+            match s.poll_timeout() {
+                Some(at) if at <= until => *now = (*now).max(at),
+                _ => {
+                    *now = until;
+                    // Whatever falls due at `until` itself.
+                    if s.poll_transmit(until).is_none() && s.poll_event().is_none() {
+                        return;
+                    }
+                    panic!("something happened at {until:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_pause_keeps_numbers_contiguous_and_resumes_on_the_grid() {
+        // 50 fps, 4 packets a frame: one packet every 5 ms, frame 10 at 0.
+        let r = rate(50, 1);
+        let ms = Nanos::from_millis;
+        let mut s = Sender::new();
+        let id = s.add_flow(
+            FlowSpec::new(r, 4, Ssrc(1))
+                .start(Nanos::ZERO, 10)
+                .first_seq(ExtSeq(100)),
+        );
+        let mut now = Nanos::ZERO;
+        let mut out = (Vec::new(), Vec::new());
+        // Frames 10 and 11 whole, and two packets of frame 12 (40, 45 ms).
+        step_until(&mut s, &mut now, ms(47), None, &mut out);
+        assert_eq!(out.0.len(), 10);
+        s.handle_input(now, Input::Pause { flow: id }).unwrap();
+        s.handle_input(now, Input::Pause { flow: id }).unwrap();
+        assert_eq!(
+            s.poll_event(),
+            Some(Event::Dropped {
+                flow: id,
+                frame: 12
+            })
+        );
+        assert_eq!(s.poll_event(), None);
+        // Paused: no train, no request, no deadline; an answer is ignored.
+        assert_eq!(s.poll_timeout(), None);
+        s.handle_input(now, Input::Frame { flow: id }).unwrap();
+        assert_eq!(s.poll_transmit(ms(100)), None);
+        assert_eq!(s.poll_event(), None);
+        // Resumed at 100 ms with a 13 ms lead: frame 16 (at 120 ms) is the
+        // first to start at or after 113 ms. Resuming twice changes nothing.
+        now = ms(100);
+        let at = ms(113);
+        s.handle_input(now, Input::Resume { flow: id, at }).unwrap();
+        let at = ms(200);
+        s.handle_input(now, Input::Resume { flow: id, at }).unwrap();
+        let need = |frame, at| Event::NeedFrame {
+            flow: id,
+            frame,
+            at,
+        };
+        assert_eq!(s.poll_event(), Some(need(16, ms(120))));
+        assert_eq!(s.poll_event(), None);
+        s.handle_input(now, Input::Frame { flow: id }).unwrap();
+        // Frame 16 whole; frame 17 is asked for (due at 140 ms) and not
+        // given; paused at 137 ms, it is no underrun at 140 ms or later.
+        step_until(&mut s, &mut now, ms(137), Some(17), &mut out);
+        s.handle_input(now, Input::Pause { flow: id }).unwrap();
+        step_until(&mut s, &mut now, ms(300), None, &mut out);
+        // Resumed on a frame boundary (300 ms is frame 25's start).
+        s.handle_input(now, Input::Resume { flow: id, at: now })
+            .unwrap();
+        step_until(&mut s, &mut now, ms(316), None, &mut out);
+
+        let (trains, events) = out;
+        let times: Vec<u64> = trains
+            .iter()
+            .map(|(t, _)| t.as_nanos() / 1_000_000)
+            .collect();
+        let want = [
+            0, 5, 10, 15, 20, 25, 30, 35, 40, 45, 120, 125, 130, 135, 300, 305, 310, 315,
+        ];
+        assert_eq!(times, want);
+        for (k, (now, t)) in trains.iter().enumerate() {
+            // Sequence numbers: no gap and no repeat across both pauses.
+            assert_eq!(t.first_seq, ExtSeq(100 + k as u64));
+            assert_eq!(t.at, *now);
+            // Each packet on its frame's grid slot, with that frame's
+            // timestamp.
+            let slot = ms(20 * (t.frame - 10)) + ms(5 * t.packets.start as u64);
+            assert_eq!(t.at, slot, "{t:?}");
+            assert_eq!(t.timestamp, MediaTime(r.rtp_timestamp(t.frame)));
+        }
+        let frames: Vec<u64> = trains.iter().map(|(_, t)| t.frame).collect();
+        assert_eq!(frames[8..12], [12, 12, 16, 16]);
+        assert_eq!(frames[14..], [25, 25, 25, 25]);
+        let dropped: Vec<&Event> = events
+            .iter()
+            .filter(|e| matches!(e, Event::Dropped { .. } | Event::Underrun { .. }))
+            .collect();
+        let want = [Event::Dropped {
+            flow: id,
+            frame: 17,
+        }];
+        assert_eq!(dropped, want.iter().collect::<Vec<_>>());
+        assert!(events.contains(&need(25, ms(300))));
+        let st = s.flow_stats(id).unwrap();
+        assert_eq!(
+            (st.packets, st.underruns, st.frames_sent, st.late),
+            (18, 0, 4, 0)
+        );
+        assert_eq!(s.active_flows(), 1);
     }
 
     #[test]

@@ -15,7 +15,8 @@ use nagare_api::serve::{Encapsulation, ReaderReport, StreamKind};
 use nagare_proto::Nanos;
 use nagare_proto::rtcp::{Feedback, VIDEO_CLOCK_RATE};
 use nagare_proto::rtsp::{
-    self, Admission, Event, PortPair, SessionEnd, SessionId, Start, StreamInfo, Transport,
+    self, Admission, Event, PortPair, Refusal, RefusalKind, SessionEnd, SessionId, Start,
+    StreamInfo, Transport,
 };
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
@@ -274,14 +275,17 @@ impl Session {
             return Admission::Admitted;
         }
         let Some(m) = self.server.media.get(path) else {
-            return Admission::Refused;
+            let why = format!("'{path}' is no longer offered; DESCRIBE the server's paths again");
+            refused(self.peer, path, &why);
+            return Admission::Refused(Refusal::new(RefusalKind::Gone, why));
         };
         let packet_size = nagare_api::serve::Pacing::default().packet_size;
         let demand = match self.server.demand(&m, packet_size, None, 1) {
             Ok(d) => d,
             Err(e) => {
-                refused(self.peer, path, &e);
-                return Admission::Refused;
+                let why = format!("'{path}' cannot be sent in {packet_size}-byte packets: {e}");
+                refused(self.peer, path, &why);
+                return Admission::Refused(Refusal::new(RefusalKind::Unplayable, why));
             }
         };
         match self.server.admit(demand) {
@@ -291,7 +295,7 @@ impl Session {
             }
             Err(why) => {
                 refused(self.peer, path, &why);
-                Admission::Refused
+                Admission::Refused(why.rtsp_refusal())
             }
         }
     }

@@ -307,11 +307,11 @@ impl Pacer {
             Command::Start(s) if s.media.is_ts() => self.ts.start(*s, now + lead),
             Command::Start(s) => self.raw.start(*s, &self.origin, START_LEAD),
             Command::Pause(id) => {
-                self.raw.pause(id);
+                self.raw.pause(id, now);
                 self.ts.pause(id, now);
             }
             Command::Resume(id) => {
-                self.raw.resume(id, &self.origin, START_LEAD);
+                self.raw.resume(id, now + lead);
                 self.ts.resume(id, now + lead);
             }
             Command::Stop(id, done) => {

@@ -39,10 +39,7 @@ struct RawFlow {
     fresh: bool,
     /// A frame has been taken from the ring (its first one primes it).
     fed: bool,
-    /// Sequence number of the next packet (kept across PAUSE).
-    next_seq: u64,
     train: TrainBuf,
-    paused: bool,
     /// A chunk taken ahead of its frame (epoch-aligned flows).
     ahead: Option<Chunk>,
     /// Stripe buffers to split frames into (one-stripe legs).
@@ -116,8 +113,6 @@ pub(crate) struct RawFlows {
     sender: Sender,
     flows: HashMap<FlowId, RawFlow>,
     ids: HashMap<StreamId, FlowId>,
-    /// Paused flows, out of the schedule.
-    paused: HashMap<StreamId, RawFlow>,
     io: TrainIoCell,
     /// Datagrams handed to the kernel since the load meter last took them.
     sent: u64,
@@ -168,9 +163,7 @@ impl RawFlows {
             pending: None,
             fresh: false,
             fed: false,
-            next_seq: u64::from(getrandom::u32().unwrap_or(0)),
             train: TrainBuf::default(),
-            paused: false,
             ahead: None,
             spare: Vec::new(),
             rtcp,
@@ -186,14 +179,14 @@ impl RawFlows {
     fn schedule(&mut self, mut flow: RawFlow, at: EpochStart) {
         let gso = flow.start.outputs.iter().all(|o| o.gso());
         let cap = udp::train_cap(gso, flow.start.pacing.packet_size);
+        let first_seq = u64::from(getrandom::u32().unwrap_or(0));
         let mut spec = FlowSpec::video(flow.rate, flow.packetizer.clone())
             .start(at.at, at.first_frame)
-            .first_seq(ExtSeq(flow.next_seq))
+            .first_seq(ExtSeq(first_seq))
             .trains(Nanos::from_micros(flow.start.pacing.burst_us), cap);
         spec = leg_spec(spec, flow.start.leg);
         let id = self.sender.add_flow(spec);
         flow.train = TrainBuf::for_flow(&self.sender, id);
-        flow.paused = false;
         flow.start.counters.set_state(StreamState::Playing);
         self.ids.insert(flow.start.id, id);
         self.flows.insert(id, flow);
@@ -259,18 +252,30 @@ impl RawFlows {
                         Counters::add(&f.start.counters.underruns, 1);
                     }
                 }
-                Event::FrameSent { flow, frame } => {
+                Event::FrameSent { flow, frame } => self.free(flow, frame),
+                Event::Dropped { flow, frame } => {
+                    // Paused: the request is withdrawn, the frame let go.
                     if let Some(f) = self.flows.get_mut(&flow)
-                        && let Some(pos) = f.held.iter().position(|h| h.0 == frame)
-                        && let Some((_, c)) = f.held.remove(pos)
+                        && f.pending == Some(frame)
                     {
-                        f.release(c);
+                        f.pending = None;
                     }
+                    self.free(flow, frame);
                 }
                 Event::Finished { .. } => {}
             }
         }
         any
+    }
+
+    /// Hands the buffer of `flow`'s `frame` back, if it holds it.
+    fn free(&mut self, flow: FlowId, frame: u64) {
+        if let Some(f) = self.flows.get_mut(&flow)
+            && let Some(pos) = f.held.iter().position(|h| h.0 == frame)
+            && let Some((_, c)) = f.held.remove(pos)
+        {
+            f.release(c);
+        }
     }
 
     /// Answers every pending frame request the ring can (the schedule
@@ -351,7 +356,6 @@ impl RawFlows {
             };
             r.sent(now, t.len() as u64, bytes as u64, anchor, &f.start.outputs);
         }
-        f.next_seq += t.len() as u64;
         self.sent += (t.len() * f.start.outputs.len()) as u64;
         if dropped {
             c.fail(READER_DROPPED);
@@ -384,20 +388,30 @@ impl RawFlows {
         }
     }
 
-    pub(crate) fn pause(&mut self, id: StreamId) {
-        if let Some(&fid) = self.ids.get(&id)
-            && let Some(mut f) = self.unschedule(fid)
+    /// Pauses a flow: the sender holds it (its frame is let go by
+    /// `Event::Dropped`), keeping its place on the epoch grid and its
+    /// sequence numbers.
+    pub(crate) fn pause(&mut self, id: StreamId, now: Nanos) {
+        if let Some(&flow) = self.ids.get(&id)
+            && self.sender.handle_input(now, Input::Pause { flow }).is_ok()
+            && let Some(f) = self.flows.get(&flow)
         {
-            f.paused = true;
             f.start.counters.set_state(StreamState::Paused);
-            self.paused.insert(id, f);
         }
     }
 
-    pub(crate) fn resume(&mut self, id: StreamId, origin: &Origin, lead: Duration) {
-        if let Some(f) = self.paused.remove(&id) {
-            let at = origin.epoch_start(f.rate, lead);
-            self.schedule(f, at);
+    /// Resumes a paused flow with the first frame of its grid that starts
+    /// at or after `at`.
+    pub(crate) fn resume(&mut self, id: StreamId, at: Nanos) {
+        if let Some(&flow) = self.ids.get(&id)
+            && let Some(f) = self.flows.get(&flow)
+            && f.start.counters.state() == StreamState::Paused
+            && self
+                .sender
+                .handle_input(at, Input::Resume { flow, at })
+                .is_ok()
+        {
+            f.start.counters.set_state(StreamState::Playing);
         }
     }
 
@@ -412,18 +426,16 @@ impl RawFlows {
 
     /// Stops every flow as the server stops (their connections close).
     pub(crate) fn stop_all(&mut self) {
-        let ids: Vec<StreamId> = self.ids.keys().chain(self.paused.keys()).copied().collect();
+        let ids: Vec<StreamId> = self.ids.keys().copied().collect();
         for id in ids {
             self.stop(id, StreamState::Finished);
         }
     }
 
-    /// Takes a flow off the schedule or out of the paused ones.
+    /// Takes a flow off the schedule, playing or paused.
     fn take(&mut self, id: StreamId) -> Option<RawFlow> {
-        match self.ids.get(&id) {
-            Some(&fid) => self.unschedule(fid),
-            None => self.paused.remove(&id),
-        }
+        let fid = *self.ids.get(&id)?;
+        self.unschedule(fid)
     }
 }
 

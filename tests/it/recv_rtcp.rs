@@ -1,0 +1,207 @@
+//! Receiver reports from every receiver (RFC 3550 §6.4.2): each stripe of
+//! `recv --stripes N --rtcp` answers its own sender's reports, and a
+//! multicast `recv --rtcp` reports to the group's RTCP port. The senders
+//! are the test's own sockets, so every report block is checked exactly.
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::time::Duration;
+
+use nagare_api::stripes::StripesReport;
+use nagare_api::video::RecvReport;
+use nagare_proto::rtcp::{self, NtpTime, Packet, ReportBlock, SenderInfo};
+use nagare_proto::video::st2110_20::Packetizer;
+use nagare_proto::video::stripe::{Rule, Stripes};
+use nagare_proto::{ExtSeq, FrameRate, MediaTime, PixelFormat, Ssrc, VideoFormat};
+use socket2::{Domain, Protocol, Socket, Type};
+
+use crate::common::{Running, free_udp_port, nagare, parse_report, wait_until};
+use crate::stripes::consecutive_free_ports;
+
+/// Frames each stream sends.
+const FRAMES: u64 = 3;
+/// Extended sequence number of each stream's first packet: just below the
+/// 16-bit wrap, so the highest number reported must count the cycle.
+const FIRST_SEQ: u64 = 0xfffe;
+/// The NTP time of the test senders' reports; a report block names its
+/// middle 32 bits as the last SR heard.
+const SR_NTP: u64 = 0x1234_5678_9abc_def0;
+
+fn rate() -> FrameRate {
+    FrameRate::new(50, 1).unwrap()
+}
+
+fn whole() -> VideoFormat {
+    VideoFormat::new(64, 16, PixelFormat::Uyvy422).unwrap()
+}
+
+/// The datagrams of [`FRAMES`] black frames of `format` from `ssrc`, and
+/// the extended sequence number of the last.
+fn stream(format: VideoFormat, ssrc: u32) -> (Vec<Vec<u8>>, u64) {
+    let p = Packetizer::new(format, 1200, Ssrc(ssrc)).unwrap().uniform();
+    let frame = vec![0u8; format.frame_bytes()];
+    let mut out = Vec::new();
+    let mut seq = FIRST_SEQ;
+    for f in 0..FRAMES {
+        let ts = MediaTime(rate().rtp_timestamp(90_000 + f));
+        for i in 0..p.packets_per_frame() {
+            let mut head = [0u8; 1500];
+            let n = p.write_header(i, ExtSeq(seq), ts, &mut head).unwrap();
+            let mut d = head[..n].to_vec();
+            d.extend_from_slice(&frame[p.data_range(i)]);
+            d.extend_from_slice(p.padding(i));
+            assert_eq!(d.len(), p.packet_len(i));
+            out.push(d);
+            seq += 1;
+        }
+    }
+    (out, seq - 1)
+}
+
+/// A sender report from `ssrc`, as a sender's RTCP port sends it.
+fn sender_report(ssrc: u32) -> Vec<u8> {
+    let info = SenderInfo {
+        ntp: NtpTime(SR_NTP),
+        rtp: MediaTime(rate().rtp_timestamp(90_000)),
+        packets: 3,
+        octets: 3000,
+    };
+    rtcp::sender_report(Ssrc(ssrc), "sender@test", info)
+}
+
+/// Waits (bounded) for a receiver report on `sock` with a block on `ssrc`
+/// up to extended sequence number `highest`; returns that block. An
+/// earlier report may have gone out before the last packets were read.
+fn report_about(sock: &UdpSocket, ssrc: u32, highest: u64) -> ReportBlock {
+    sock.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 2048];
+    let mut seen: Vec<ReportBlock> = Vec::new();
+    let what = format!("a receiver report on SSRC {ssrc:#x} up to {highest:#x}");
+    wait_until(&what, Duration::from_secs(10), || {
+        while let Ok(n) = sock.recv(&mut buf) {
+            for p in rtcp::parse(&buf[..n]).unwrap_or_default() {
+                if let Packet::ReceiverReport { blocks, .. } = p {
+                    seen.extend(blocks.into_iter().filter(|b| b.source == Ssrc(ssrc)));
+                }
+            }
+        }
+        seen.iter()
+            .copied()
+            .find(|b| u64::from(b.highest_seq) == highest)
+    })
+}
+
+/// What every block must say of a clean stream after one SR.
+fn assert_clean(b: &ReportBlock) {
+    assert_eq!((b.cumulative_lost, b.fraction_lost), (0, 0), "{b:?}");
+    assert_eq!(b.last_sr, (SR_NTP >> 16) as u32, "{b:?}");
+}
+
+#[test]
+fn each_stripe_answers_its_own_senders_reports() {
+    // Stripes on base and base + 1; their RTCP past them, on base + 2 and
+    // base + 3, as `send --stripes 2` sends it.
+    let base = consecutive_free_ports(4);
+    let mut recv = nagare();
+    recv.args(["recv", "--listen", &format!("127.0.0.1:{base}")])
+        .args(["--size", "64x16", "--pix-fmt", "uyvy422", "--fps", "50"])
+        .args(["--stripes", "2", "--split", "lines", "--rtcp"])
+        .args(["--timeout", "4", "--json"]);
+    let mut r = Running::spawn(recv);
+    r.listening();
+    for k in 0..2 {
+        let at = format!("stripe {k} RTCP on 127.0.0.1:{}", base + 2 + k);
+        assert!(r.has_said(&at), "{at}: {:#?}", r.stderr);
+    }
+    let stripes = Stripes::new(whole(), Rule::Lines, 2).unwrap();
+    let mut senders = Vec::new();
+    for k in 0..2u16 {
+        let ssrc = 0x5717_0000 + u32::from(k);
+        let (packets, highest) = stream(stripes.stripe_format(), ssrc);
+        let rtp = UdpSocket::bind("127.0.0.1:0").unwrap();
+        for d in &packets {
+            rtp.send_to(d, ("127.0.0.1", base + k)).unwrap();
+        }
+        // The stripe sender's RTCP port: its report goes out from here,
+        // and the stripe's receiver reports come back here.
+        let rtcp = UdpSocket::bind("127.0.0.1:0").unwrap();
+        rtcp.send_to(&sender_report(ssrc), ("127.0.0.1", base + 2 + k))
+            .unwrap();
+        senders.push((rtcp, ssrc, highest));
+    }
+    for (rtcp, ssrc, highest) in &senders {
+        // 3 packets from 0xfffe: the highest, 0x1_0000, is in cycle 1.
+        assert_eq!(*highest, 0x1_0000);
+        assert_clean(&report_about(rtcp, *ssrc, *highest));
+    }
+    let (status, out, err) = r.finish();
+    assert!(status.success(), "{err}");
+    let rep: StripesReport = parse_report(&out);
+    assert_eq!(rep.frames_complete, FRAMES, "{err}");
+    for (k, (rtcp, _, _)) in senders.iter().enumerate() {
+        let got = rep.per_stripe[k].rtcp.as_ref().expect("the stripe's RTCP");
+        assert_eq!(got.port, base + 2 + k as u16);
+        assert_eq!(got.sender, Some(rtcp.local_addr().unwrap()));
+        assert_eq!((got.sender_reports, got.malformed), (1, 0));
+        assert!(got.receiver_reports >= 1, "{got:?}");
+    }
+}
+
+/// A socket on `group`'s port `port`, joined on lo, sending there on lo:
+/// a multicast sender's RTCP port, where RFC 3550 §6 has every
+/// participant's RTCP.
+fn group_socket(group: Ipv4Addr, port: u16) -> UdpSocket {
+    let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).unwrap();
+    s.set_reuse_address(true).unwrap();
+    s.bind(&SocketAddr::V4(SocketAddrV4::new(group, port)).into())
+        .unwrap();
+    s.join_multicast_v4(&group, &Ipv4Addr::LOCALHOST).unwrap();
+    s.set_multicast_if_v4(&Ipv4Addr::LOCALHOST).unwrap();
+    s.set_multicast_loop_v4(true).unwrap();
+    s.into()
+}
+
+#[test]
+fn a_multicast_receiver_reports_to_the_group() {
+    let group = Ipv4Addr::new(239, 255, 78, 5);
+    let port = loop {
+        let p = free_udp_port();
+        if p < u16::MAX {
+            break p;
+        }
+    };
+    let rtcp = group_socket(group, port + 1);
+    let mut recv = nagare();
+    recv.args(["recv", "--listen", &format!("{group}:{port}")])
+        .args([
+            "--interface",
+            "lo",
+            "--size",
+            "64x16",
+            "--pix-fmt",
+            "uyvy422",
+        ])
+        .args(["--fps", "50", "--rtcp", "--timeout", "4", "--json"]);
+    let mut r = Running::spawn(recv);
+    r.listening();
+    let ssrc = 0x6d17_0001;
+    let (packets, highest) = stream(whole(), ssrc);
+    let rtp = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).unwrap();
+    rtp.set_multicast_if_v4(&Ipv4Addr::LOCALHOST).unwrap();
+    let to = SocketAddr::V4(SocketAddrV4::new(group, port)).into();
+    for d in &packets {
+        rtp.send_to(d, &to).unwrap();
+    }
+    rtcp.send_to(&sender_report(ssrc), (group, port + 1))
+        .unwrap();
+    // Bound to the group's address, this socket only hears what goes to
+    // the group: the report went there, not back to a unicast address.
+    assert_clean(&report_about(&rtcp, ssrc, highest));
+    let (status, out, err) = r.finish();
+    assert!(status.success(), "{err}");
+    let rep: RecvReport = parse_report(&out);
+    assert_eq!(rep.frames_complete, FRAMES, "{err}");
+    let got = rep.rtcp.expect("recv's RTCP");
+    assert_eq!(got.port, port + 1);
+    assert_eq!(got.sender_reports, 1, "{got:?}");
+    assert!(got.receiver_reports >= 1, "{got:?}");
+}
