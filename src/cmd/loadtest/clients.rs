@@ -8,8 +8,16 @@ use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
-use nagare_proto::rtsp::{Client, ClientConfig, ClientEvent, ClientInput, PortPair};
+use nagare_proto::rtsp::{Client, ClientConfig, ClientError, ClientEvent, ClientInput, PortPair};
 use nagare_proto::units::Nanos;
+
+/// What asking an RTSP server for a session came to.
+pub(super) enum Admitted {
+    /// The session plays.
+    Playing(RtspClient),
+    /// The server's admission said no, for this reason.
+    Refused(String),
+}
 
 /// One virtual RTSP client: proto's client machine on a blocking socket.
 pub(super) struct RtspClient {
@@ -33,6 +41,40 @@ pub(super) fn authority(url: &str) -> Result<SocketAddr> {
 }
 
 impl RtspClient {
+    /// [`RtspClient::start`], asking again (on a new connection) after a
+    /// `503` with `Retry-After`, as [`push`] does; a refusal that time does
+    /// not lift (`453`, or `503` without `Retry-After`) is the server's
+    /// own limit.
+    pub(super) fn admitted(url: &str, sink: SocketAddr) -> Result<Admitted> {
+        let started = Instant::now();
+        loop {
+            match RtspClient::start(url, sink) {
+                Ok(c) => return Ok(Admitted::Playing(c)),
+                Err(e) => match e.downcast_ref::<ClientError>() {
+                    Some(ClientError::Refused {
+                        status: 503,
+                        retry_after: Some(secs),
+                        ..
+                    }) if started.elapsed() + Duration::from_secs(u64::from(*secs))
+                        <= RETRY_BUDGET =>
+                    {
+                        std::thread::sleep(Duration::from_secs(u64::from(*secs).min(5)));
+                    }
+                    Some(ClientError::Refused {
+                        status: 453 | 503,
+                        body,
+                        reason,
+                        ..
+                    }) => {
+                        let why = if body.is_empty() { reason } else { body };
+                        return Ok(Admitted::Refused(why.clone()));
+                    }
+                    _ => return Err(e),
+                },
+            }
+        }
+    }
+
     /// Connects, DESCRIBEs, SETUPs UDP to `sink`'s port and PLAYs.
     pub(super) fn start(url: &str, sink: SocketAddr) -> Result<RtspClient> {
         let stream =

@@ -265,7 +265,14 @@ fn one_step(test: &Test, n: usize, args: &LoadtestArgs) -> Result<Outcome> {
         Mode::Rtsp(url) => {
             let mut v = Vec::with_capacity(n);
             for _ in 0..n {
-                v.push(RtspClient::start(url, test.sink.addr)?);
+                match RtspClient::admitted(url, test.sink.addr)? {
+                    clients::Admitted::Playing(c) => v.push(c),
+                    clients::Admitted::Refused(reason) => {
+                        let started = v.len();
+                        v.into_iter().for_each(RtspClient::stop);
+                        return Ok(Outcome::Refused { started, reason });
+                    }
+                }
             }
             Running::Rtsp(v)
         }

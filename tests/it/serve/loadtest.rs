@@ -155,36 +155,37 @@ fn a_push_ramp_waits_out_retry_after_and_ends_where_admission_refuses() {
     for id in &burst {
         serve.api_json::<StreamInfo>("DELETE", &format!("/v1/streams/{id}"), None, 200);
     }
-    // loadtest starts more than such a burst: it waits out Retry-After
-    // and asks again, so every stream of the step starts.
-    let said = |serve: &Serve| {
-        let lines = serve.lines().iter();
-        lines.filter(|l| l.contains("are not yet measured")).count()
-    };
-    let before = said(&serve);
+    // loadtest starts more than such a burst, through the API and as
+    // RTSP clients (whose SETUP is answered 503 with Retry-After): it
+    // waits out Retry-After and asks again, so every stream starts.
     let n = (burst.len() + 5).to_string();
-    let (r, err) = loadtest(&[
-        &format!("http://{}", serve.http),
-        "--source",
-        "tiny",
-        "--streams",
-        &n,
-        "--duration",
-        "1",
-        "--warmup",
-        "0.5",
-    ]);
-    assert_eq!(r.refused, None, "{err}");
-    assert_eq!(r.steps.len(), 1, "{err}");
-    assert_eq!(r.steps[0].streams_received, burst.len() + 5, "{err}");
-    wait_until(
-        "serve logs the refusal loadtest waited out",
-        Duration::from_secs(10),
-        || {
-            serve.has_said("");
-            (said(&serve) > before).then_some(())
-        },
-    );
+    let api = format!("http://{}", serve.http);
+    let rtsp = format!("{}?loop=1", serve.url("tiny"));
+    for target in [&[api.as_str(), "--source", "tiny"][..], &[rtsp.as_str()]] {
+        let waited = |serve: &Serve| {
+            let lines = serve.lines().iter();
+            lines.filter(|l| l.contains("are not yet measured")).count()
+        };
+        let before = waited(&serve);
+        let mut args = target.to_vec();
+        args.extend(["--streams", &n, "--duration", "1", "--warmup", "0.5"]);
+        let (r, err) = loadtest(&args);
+        assert_eq!(r.refused, None, "{target:?}: {err}");
+        assert_eq!(r.steps.len(), 1, "{target:?}: {err}");
+        assert_eq!(
+            r.steps[0].streams_received,
+            burst.len() + 5,
+            "{target:?}: {err}"
+        );
+        wait_until(
+            "serve logs a refusal loadtest waited out",
+            Duration::from_secs(10),
+            || {
+                serve.has_said("");
+                (waited(&serve) > before).then_some(())
+            },
+        );
+    }
 
     // A limit that time does not lift ends the ramp: clip.yuv is 30.72
     // Mbit/s, so one fits in --max-rate 40M and the second is refused.
@@ -210,5 +211,21 @@ fn a_push_ramp_waits_out_retry_after_and_ends_where_admission_refuses() {
     assert!(
         err.contains("loadtest: the server's admission refused stream 2 of the 2-stream step"),
         "{err}"
+    );
+    // Over RTSP the refusal is a 453 whose body is the same reason.
+    let (r, err) = loadtest(&[
+        &format!("{}?loop=1", serve.url("clip.yuv")),
+        "--ramp",
+        "1:3:1",
+        "--duration",
+        "1",
+        "--warmup",
+        "0.5",
+    ]);
+    assert_eq!(r.steps.len(), 1, "{err}");
+    let refused = r.refused.unwrap_or_default();
+    assert!(
+        refused.starts_with("stream 2 of the 2-stream step: ") && refused.contains("--max-rate"),
+        "{refused}"
     );
 }

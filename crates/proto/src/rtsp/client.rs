@@ -57,6 +57,20 @@ impl ClientConfig {
     }
 }
 
+/// The most of a refusal's body [`ClientError::Refused`] keeps: a server's
+/// explanation is a sentence or two, and a hostile one must not make the
+/// error (and every log line it goes into) large.
+pub const MAX_EXPLANATION: usize = 1024;
+
+/// `: BODY` after a refusal's status when the server explained it.
+fn said(body: &str) -> String {
+    if body.is_empty() {
+        String::new()
+    } else {
+        format!(": {body}")
+    }
+}
+
 /// Why a client's session failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ClientError {
@@ -64,7 +78,7 @@ pub enum ClientError {
     #[error("'{0}' is not an RTSP URL like rtsp://127.0.0.1:8554/clip.ts")]
     BadUrl(String),
     /// The server refused a request.
-    #[error("{method} {url}: the server answered {status} {reason}")]
+    #[error("{method} {url}: the server answered {status} {reason}{}", said(.body))]
     Refused {
         /// The request.
         method: Method,
@@ -74,6 +88,12 @@ pub enum ClientError {
         status: u16,
         /// The reason phrase.
         reason: String,
+        /// The server's explanation, the reply's body (at most
+        /// [`MAX_EXPLANATION`] bytes of it, trimmed).
+        body: String,
+        /// `Retry-After` in seconds: the server expects the same request
+        /// to succeed after that long.
+        retry_after: Option<u32>,
     },
     /// No reply within the reply timeout.
     #[error("{method} {url}: no reply within {secs} s")]
@@ -380,11 +400,21 @@ impl Client {
         }
         let status = u16::from(reply.status());
         if status != 200 {
+            let body = String::from_utf8_lossy(reply.body());
+            let body = body.trim();
+            let cut = (0..=MAX_EXPLANATION.min(body.len()))
+                .rev()
+                .find(|&i| body.is_char_boundary(i))
+                .unwrap_or(0);
             let e = ClientError::Refused {
                 method: p.method,
                 url: p.url,
                 status,
                 reason: reply.reason_phrase().to_string(),
+                body: body[..cut].to_string(),
+                retry_after: reply
+                    .header(&rtsp_types::headers::RETRY_AFTER)
+                    .and_then(|v| v.as_str().trim().parse().ok()),
             };
             return self.end(ClientEvent::Failed(e));
         }

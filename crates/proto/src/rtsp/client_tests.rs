@@ -343,3 +343,57 @@ fn only_rtsp_urls_are_set_up() {
     ));
     assert_eq!(c.poll_transmit(Nanos::ZERO), None);
 }
+
+#[test]
+fn a_busy_server_says_why_and_when_to_ask_again() {
+    let mut c = client(URL);
+    let mut s = server(Nanos::ZERO);
+    // DESCRIBE and SETUP as usual, the SETUP answered 503 for a while.
+    loop {
+        while let Some(req) = c.poll_transmit(Nanos::ZERO) {
+            s.handle_input(Nanos::ZERO, Input::Bytes(&req));
+        }
+        let mut admit = false;
+        while let Some(e) = s.poll_event() {
+            admit |= matches!(e, Event::Admit { .. });
+        }
+        if admit {
+            let busy = RefusalKind::Busy {
+                retry_after_secs: 1,
+            };
+            let why = Refusal::new(busy, "the streams admitted just now are not yet measured");
+            s.handle_input(Nanos::ZERO, Input::Admission(Admission::Refused(why)));
+        }
+        let mut moved = false;
+        while let Some(reply) = s.poll_transmit(Nanos::ZERO) {
+            c.handle_input(Nanos::ZERO, ClientInput::Bytes(&reply));
+            moved = true;
+        }
+        if !moved {
+            break;
+        }
+    }
+    let got = client_events(&mut c);
+    let [ClientEvent::Failed(e)] = &got[..] else {
+        panic!("{got:?}")
+    };
+    let ClientError::Refused {
+        method,
+        status,
+        body,
+        retry_after,
+        ..
+    } = e
+    else {
+        panic!("{e:?}")
+    };
+    assert_eq!((*method, *status), (Method::Setup, 503));
+    assert_eq!(body, "the streams admitted just now are not yet measured");
+    assert_eq!(*retry_after, Some(1));
+    assert!(
+        e.to_string().ends_with(
+            "503 Service Unavailable: the streams admitted just now are not yet measured"
+        ),
+        "{e}"
+    );
+}

@@ -7,7 +7,7 @@ use rtsp_types::headers::{self, CSeq, HeaderName, NptRange, NptTime, Range, Tran
 use rtsp_types::{Message, Request, Response, StatusCode, Version};
 
 use super::auth::Guard;
-use super::error::AuthFailure;
+use super::error::{AuthFailure, RefusalKind};
 use super::framing::{Frame, Framer, with_star_uri};
 use super::target::{Target, content_base};
 use super::transport::{self, Context};
@@ -330,7 +330,15 @@ impl<C: Catalog> Connection<C> {
         match answered {
             Ok(reply) => self.answer(cseq, reply),
             // A refusal's reason is the driver's, in the response's body.
-            Err((e, reason)) => self.explain(Some(cseq), Some(method), e, reason),
+            Err((e, reason)) => {
+                let extra = match e {
+                    Error::NotAdmitted(RefusalKind::Busy { retry_after_secs }) => {
+                        vec![(headers::RETRY_AFTER, retry_after_secs.to_string())]
+                    }
+                    _ => Vec::new(),
+                };
+                self.refuse_saying(Some(cseq), Some(method), e, extra, reason);
+            }
         }
         let held = std::mem::take(&mut self.held);
         self.feed(now, &held);
@@ -817,10 +825,6 @@ impl<C: Catalog> Connection<C> {
 
     /// Refuses with `reason` as the response's `text/plain` body (none
     /// when empty): the driver's words on why it refused a stream.
-    fn explain(&mut self, cseq: Option<u32>, method: Option<Method>, e: Error, reason: String) {
-        self.refuse_saying(cseq, method, e, Vec::new(), reason);
-    }
-
     fn refuse_saying(
         &mut self,
         cseq: Option<u32>,

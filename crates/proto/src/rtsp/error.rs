@@ -75,6 +75,13 @@ pub enum RefusalKind {
     /// Over the server's rate, memory or load budget: 453 Not Enough
     /// Bandwidth.
     Capacity,
+    /// Busy for a moment only (streams admitted just before are not yet
+    /// measured): 503 Service Unavailable with `Retry-After` (RFC 7826
+    /// §18.44), after which the same request may fit.
+    Busy {
+        /// Seconds to wait before asking again.
+        retry_after_secs: u32,
+    },
     /// The server's policy forbids the stream (a destination outside its
     /// allow-list): 403 Forbidden, for no capacity would help.
     Forbidden,
@@ -88,6 +95,7 @@ impl std::fmt::Display for RefusalKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             RefusalKind::Capacity => "not enough capacity on this server for another session",
+            RefusalKind::Busy { .. } => "the server is busy measuring new sessions: retry shortly",
             RefusalKind::Forbidden => "the server's policy forbids this stream",
             RefusalKind::Gone => "the stream is no longer offered",
             RefusalKind::Unplayable => "the server cannot send this stream",
@@ -298,6 +306,7 @@ impl Error {
             Error::NotAcceptable => 406,
             Error::BodyTooLarge { .. } => 413,
             Error::NotAdmitted(RefusalKind::Capacity) => 453,
+            Error::NotAdmitted(RefusalKind::Busy { .. }) => 503,
             Error::SessionNotFound => 454,
             Error::MethodNotValidInState { .. } | Error::OtherStream | Error::SessionExists => 455,
             Error::SeekUnsupported { .. } => 457,

@@ -64,7 +64,7 @@ pub use auth::{Credentials, Guard, NONCE_KEY_LEN, NONCE_LIFETIME, REALM};
 pub use authorization::{
     Algorithm, Authorization, DigestAnswer, MAX_PARAMS, Qop, parse_authorization,
 };
-pub use client::{Client, ClientConfig, ClientError, ClientEvent, ClientInput};
+pub use client::{Client, ClientConfig, ClientError, ClientEvent, ClientInput, MAX_EXPLANATION};
 pub use connection::{Connection, Counters};
 pub use error::{AuthFailure, Error, Header, Refusal, RefusalKind};
 pub use framing::write_interleaved;

@@ -555,6 +555,12 @@ fn an_admission_refusal_takes_the_status_of_its_kind() {
         (RefusalKind::Forbidden, 403),
         (RefusalKind::Gone, 404),
         (RefusalKind::Unplayable, 500),
+        (
+            RefusalKind::Busy {
+                retry_after_secs: 2,
+            },
+            503,
+        ),
     ];
     for (kind, code) in kinds {
         let mut m = machine();
@@ -575,6 +581,10 @@ fn an_admission_refusal_takes_the_status_of_its_kind() {
         assert_eq!(header(&r[0], "CSeq").as_deref(), Some("1"));
         assert_eq!(r[0].body(), format!("{why}\n").as_bytes());
         assert_eq!(Error::NotAdmitted(kind).status(), code);
+        // Only a refusal that time lifts says when to ask again.
+        let retry = header(&r[0], "Retry-After");
+        let busy = matches!(kind, RefusalKind::Busy { .. });
+        assert_eq!(retry.as_deref(), busy.then_some("2"), "{kind:?}");
     }
 }
 

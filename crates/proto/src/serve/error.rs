@@ -261,10 +261,14 @@ impl Error {
     /// value and the limit) as the response's body.
     pub fn rtsp_refusal(&self) -> Refusal {
         let kind = match self {
+            Error::Unproven { .. } => RefusalKind::Busy {
+                retry_after_secs: self
+                    .retry_after()
+                    .map_or(1, |t| t.as_secs_f64().ceil() as u32),
+            },
             Error::LoadOverBudget { .. }
             | Error::PredictedOverBudget { .. }
             | Error::CoresOverBudget { .. }
-            | Error::Unproven { .. }
             | Error::Slipping { .. }
             | Error::MemoryOverBudget { .. }
             | Error::RateOverBudget { .. } => RefusalKind::Capacity,

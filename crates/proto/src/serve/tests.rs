@@ -355,6 +355,12 @@ fn streams_not_yet_measured_take_at_most_a_quarter_of_the_load_limit() {
     assert!(refusal.to_string().contains("--max-load"), "{refusal}");
     // Time alone lifts it: the client is told when to ask again.
     assert_eq!(refusal.retry_after(), Some(Nanos::from_secs(1)));
+    assert_eq!(
+        refusal.rtsp_refusal().kind,
+        crate::rtsp::RefusalKind::Busy {
+            retry_after_secs: 1
+        }
+    );
     // Once measured they are no longer new, and more fit.
     w.unproven = Demand::default();
     assert!(b.admit(total, bars(), &w).is_ok());
