@@ -10,7 +10,7 @@
 //! `Send`, and this module's public functions hand out `libc::iovec` and
 //! `libc::mmsghdr` batches that other drivers fill.
 
-use std::io;
+use std::io::{self, IoSliceMut};
 use std::mem::{self, MaybeUninit};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6, ToSocketAddrs, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -649,7 +649,7 @@ type Control = [u64; 12];
 /// Datagrams (or GRO batches) taken per receive call.
 const RECV_BATCH: libc::c_uint = 32;
 /// [`RECV_BATCH`] as a count of buffers.
-const RECV_SLOTS: usize = RECV_BATCH as usize;
+pub(crate) const RECV_SLOTS: usize = RECV_BATCH as usize;
 
 /// Index of the drop counter in SO_MEMINFO's array (SK_MEMINFO_DROPS).
 const SK_MEMINFO_DROPS: usize = 8;
@@ -670,6 +670,18 @@ pub(crate) struct Datagram<'a> {
     /// when there is one): what ST 2110 analysis measures frame
     /// boundaries against.
     pub wall: SystemTime,
+}
+
+/// What one [`Receiver::recv_into`] brought.
+pub(crate) struct Read {
+    /// Bytes written across the slices.
+    pub len: usize,
+    /// Segment size when GRO coalesced several datagrams, else `len`.
+    pub segment: usize,
+    /// Sender address.
+    pub from: Option<SocketAddr>,
+    /// When it arrived (see [`Datagram::at`]).
+    pub at: Instant,
 }
 
 impl Datagram<'_> {
@@ -910,6 +922,50 @@ impl Receiver {
     /// waiting; the number of messages read (0 when none).
     pub(crate) fn recv_ready(&mut self, mut each: impl FnMut(Datagram<'_>)) -> io::Result<usize> {
         self.read(libc::MSG_DONTWAIT, &mut each)
+    }
+
+    /// One `recvmsg` of one datagram (or GRO batch) into `slices`, filled
+    /// in order, without waiting: for a caller that aims the bytes where
+    /// they belong (see nagare-proto's `video::landing`). `None` when
+    /// nothing is waiting.
+    pub(crate) fn recv_into(&mut self, slices: &mut [IoSliceMut<'_>]) -> io::Result<Option<Read>> {
+        let mut msg = zeroed_msghdr();
+        // IoSliceMut is ABI-compatible with iovec on Unix.
+        msg.msg_iov = slices.as_mut_ptr().cast();
+        msg.msg_iovlen = slices.len() as _;
+        msg.msg_control = self.ctrl[0].as_mut_ptr().cast();
+        msg.msg_controllen = mem::size_of::<Control>() as _;
+        msg.msg_name = (&raw mut self.names[0]).cast();
+        msg.msg_namelen = socklen_of::<libc::sockaddr_storage>();
+        // SAFETY: `msg` points at `slices` (each a live, writable buffer
+        // borrowed for the call), a control buffer and a name owned by
+        // self; MSG_DONTWAIT returns at once.
+        let n = unsafe { libc::recvmsg(self.sock.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
+        let Ok(len) = usize::try_from(n) else {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock
+                | io::ErrorKind::TimedOut
+                | io::ErrorKind::Interrupted => Ok(None),
+                _ => Err(e),
+            };
+        };
+        let (mono_now, wall_now) = (Instant::now(), SystemTime::now());
+        self.last_data = Some(mono_now);
+        let meta = read_cmsgs(&msg);
+        if let Some(d) = meta.drops {
+            self.kernel_drops = d;
+        }
+        let at = match meta.stamp {
+            Some(ts) if self.stamps => stamp_to_instant(&ts, mono_now, wall_now),
+            _ => mono_now,
+        };
+        Ok(Some(Read {
+            len,
+            segment: meta.segment.filter(|&s| s > 0).unwrap_or(len),
+            from: sockaddr_to_std(&self.names[0]),
+            at,
+        }))
     }
 
     /// One `recvmmsg` with `flags`; notes when data last came.

@@ -445,3 +445,82 @@ fn recv_stripes_takes_cpu_and_refuses_one_out_of_range() {
     assert!(err.contains("--cpu 4096 is out of range"), "{err}");
     assert!(!err.contains("listening on"), "{err}");
 }
+
+/// Four bands of 512x128 sent by one `send --stripes 4` (400-byte
+/// packets, 87 a stripe frame), stripe 0 through `impair` (three packets
+/// dropped, one reordered, one duplicated): the receiver lands packets in
+/// frame memory (`packets_in_place`), loses exactly the dropped ones, and
+/// records the frames they did not touch byte for byte.
+#[test]
+fn stripes_land_in_frame_memory_and_lose_exactly_what_impair_dropped() {
+    let s = Scratch::new("stripes-landing");
+    let (frames, frame) = (6usize, 512 * 128 * 2);
+    let input = noise(frame * frames, 21);
+    std::fs::write(s.path("in.yuv"), &input).unwrap();
+    let base = consecutive_free_ports(4);
+    let send = |extra: &[&str]| {
+        nagare()
+            .args(["send", &path(&s, "in.yuv")])
+            .args(["--to", &format!("127.0.0.1:{base}")])
+            .args(["--size", "512x128", "--pix-fmt", "uyvy422", "--fps", "50"])
+            .args(["--stripes", "4", "--packet-size", "400", "--json"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    assert_ok(&send(&["--frames", "0", "--sdp", &path(&s, "clip.sdp")]));
+    // Stripe 0 arrives from the relay, on a port of its own.
+    let relayed = crate::common::free_udp_port();
+    let sdp0 = std::fs::read_to_string(s.path("clip-0.sdp")).unwrap();
+    let moved = sdp0.replace(&format!("m=video {base} "), &format!("m=video {relayed} "));
+    assert_ne!(moved, sdp0);
+    std::fs::write(s.path("clip-0.sdp"), moved).unwrap();
+    let mut recv = nagare();
+    recv.args(["recv", "--frames", "6", "--timeout", "3", "--json"])
+        .args(["-o", &path(&s, "out.yuv")]);
+    for k in 0..4 {
+        recv.args(["--sdp", &path(&s, &format!("clip-{k}.sdp"))]);
+    }
+    let mut r = Running::spawn(recv);
+    r.listening();
+    let mut relay = nagare();
+    relay
+        .args(["impair", "--listen", &format!("127.0.0.1:{base}")])
+        .args(["--to", &format!("127.0.0.1:{relayed}")])
+        .args(["--drop-nth", "5,100-101", "--reorder-nth", "50"])
+        .args(["--duplicate-nth", "70", "--json"]);
+    let mut relay = Running::spawn(relay);
+    relay.wait_for("port ");
+    let out = send(&["--frames", "6"]);
+    assert_ok(&out);
+    let sent: SendReport = parse_report(&String::from_utf8_lossy(&out.stdout));
+    let (status, stdout, err) = r.finish();
+    crate::common::sigterm(&relay.child);
+    let _ = relay.finish();
+    let rep: StripesReport = parse_report(&stdout);
+    let ppf = sent.packets_per_frame;
+    let hit: std::collections::BTreeSet<u64> = [5u64, 100, 101].iter().map(|i| i / ppf).collect();
+    assert_eq!(status.success(), hit.is_empty(), "{err}");
+    let st0 = &rep.per_stripe[0];
+    assert_eq!(st0.packets_lost, 3, "{err}");
+    assert_eq!(st0.packets_received, 6 * ppf - 3);
+    assert_eq!(rep.frames_complete, (frames - hit.len()) as u64, "{err}");
+    for st in &rep.per_stripe {
+        assert!(
+            st.packets_in_place > 0,
+            "stripe {} landed nothing: {err}",
+            st.stripe
+        );
+    }
+    for st in &rep.per_stripe[1..] {
+        assert_eq!((st.packets_lost, st.packets_received), (0, 6 * ppf));
+    }
+    // Only the complete frames are recorded, in order.
+    let want: Vec<u8> = input
+        .chunks(frame)
+        .enumerate()
+        .filter(|(i, _)| !hit.contains(&(*i as u64)))
+        .flat_map(|(_, f)| f.iter().copied())
+        .collect();
+    assert!(std::fs::read(s.path("out.yuv")).unwrap() == want);
+}

@@ -61,6 +61,10 @@ pub struct StripeReport {
     pub bytes: u64,
     /// Datagrams the kernel dropped on its sockets.
     pub kernel_drops: u64,
+    /// Packets the kernel wrote straight into their frame (the rest were
+    /// copied there from a receive buffer).
+    #[serde(default)]
+    pub packets_in_place: u64,
     /// RTP timestamp of the first and last frame it delivered.
     pub first_timestamp: Option<u32>,
     /// See `first_timestamp`.

@@ -1,8 +1,10 @@
 //! The per-packet cost of the video state machines: `Sender` scheduling
 //! eight striped flows (one train per call, headers written as the driver
-//! does), and `Receiver` taking a 1080p 10-bit frame packet by packet.
+//! does), `Receiver` taking a 1080p 10-bit frame packet by packet, and an
+//! 8K stripe's frame read in GRO batches, copied or landed in place.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use nagare_proto::video::landing::Landed;
 use nagare_proto::video::receiver::{Config, Datagram, Event, Incomplete, Receiver};
 use nagare_proto::video::sender::{self, FlowSpec, Input};
 use nagare_proto::video::st2110_20::Packetizer;
@@ -137,5 +139,109 @@ fn receiver_1080p(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, sender_8_flows, sender_shaped_w, receiver_1080p);
+/// One GRO batch: packets of one frame back to back, as a read brings
+/// them (7 of 8800 bytes, the last maybe shorter).
+struct Batch {
+    bytes: Vec<u8>,
+    segment: usize,
+}
+
+/// Writes frame `frame`'s sequence numbers and timestamp into every
+/// packet of `batches` (the driver's packets are new every frame).
+fn renumber(batches: &mut [Batch], frame: u64, ppf: u64, rate: FrameRate) {
+    let ts = rate.rtp_timestamp(frame).to_be_bytes();
+    let mut i = 0u64;
+    for b in batches {
+        for pk in b.bytes.chunks_mut(b.segment) {
+            let seq = ExtSeq(frame * ppf + i);
+            pk[2..4].copy_from_slice(&seq.wire().to_be_bytes());
+            pk[4..8].copy_from_slice(&ts);
+            pk[12..14].copy_from_slice(&((seq.wire32() >> 16) as u16).to_be_bytes());
+            i += 1;
+        }
+    }
+}
+
+/// An 8K 2SI stripe's frame (3840x1080 10-bit, 8800-byte packets) read
+/// in GRO batches of 7, the kernel's copy included: `copy` reads each
+/// batch into a receive buffer and the machine copies every packet into
+/// its frame; `land` reads each batch straight into the frame
+/// (`Receiver::land`), the headers into scratch.
+fn receiver_landing(c: &mut Criterion) {
+    let format = VideoFormat::new(3840, 1080, PixelFormat::Uyvp).unwrap();
+    let rate = FrameRate::new(30, 1).unwrap();
+    let data: Vec<u8> = (0..format.frame_bytes()).map(|i| (i * 7) as u8).collect();
+    let p = Packetizer::new(format, 8800, Ssrc(1)).unwrap().uniform();
+    let packets = p.frame_packets(&data, ExtSeq(0), MediaTime(0)).unwrap();
+    let ppf = packets.len() as u64;
+    let mut batches: Vec<Batch> = packets
+        .chunks(7)
+        .map(|b| Batch {
+            bytes: b.concat(),
+            segment: b[0].len(),
+        })
+        .collect();
+    let config = Config {
+        format,
+        rate: Some(rate),
+        incomplete: Incomplete::Keep,
+        frame_limit: None,
+    };
+    let mut g = c.benchmark_group("receiver");
+    g.throughput(Throughput::Bytes(format.frame_bytes() as u64));
+    g.sample_size(20);
+    for mode in ["copy", "land"] {
+        let mut r = Receiver::new(config);
+        r.warm(usize::MAX);
+        if mode == "land" {
+            r.enable_landing();
+        }
+        let mut buf = vec![0u8; 65_536];
+        let mut frame = 0u64;
+        g.bench_function(BenchmarkId::new("stripe_8k_gro_frame", mode), |b| {
+            b.iter(|| {
+                renumber(&mut batches, frame, ppf, rate);
+                for (k, batch) in batches.iter().enumerate() {
+                    let at = Nanos(frame * 33_366_667 + k as u64 * 20_000);
+                    if mode == "copy" {
+                        buf[..batch.bytes.len()].copy_from_slice(&batch.bytes);
+                        for bytes in buf[..batch.bytes.len()].chunks(batch.segment) {
+                            r.handle_input(at, Datagram { bytes, from: None });
+                        }
+                        continue;
+                    }
+                    let _ = r.land(|slices| {
+                        let mut done = 0;
+                        for s in slices.iter_mut() {
+                            let n = s.len().min(batch.bytes.len() - done);
+                            s[..n].copy_from_slice(&batch.bytes[done..done + n]);
+                            done += n;
+                        }
+                        Ok::<_, ()>(Some(Landed {
+                            len: done,
+                            segment: batch.segment,
+                            at,
+                            from: None,
+                        }))
+                    });
+                }
+                frame += 1;
+                while let Some(e) = r.poll_event() {
+                    if let Event::Frame(f) = e {
+                        r.recycle(f.data);
+                    }
+                }
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    sender_8_flows,
+    sender_shaped_w,
+    receiver_1080p,
+    receiver_landing
+);
 criterion_main!(benches);

@@ -41,6 +41,7 @@ use nagare_proto::video::assembler::Assembler;
 use nagare_proto::video::book::{
     Config as BookConfig, Event as BookEvent, FrameBook, Input as BookInput,
 };
+use nagare_proto::video::landing::Landed;
 use nagare_proto::video::receiver::{self, Config, Datagram, Event, Incomplete};
 use nagare_proto::video::st2022_7::{self, Arrival, Merger};
 use nagare_proto::video::stripe::Stripes;
@@ -417,6 +418,8 @@ struct Unit {
     drops_at_start: Vec<u32>,
     merger: Option<Merger>,
     machine: receiver::Receiver,
+    /// Reads land in frame memory ([`Unit::land`]).
+    landing: bool,
     recycled: ChanRx<Vec<u8>>,
     report: StripeReport,
     /// Its sender's reports read and answered (`--rtcp`).
@@ -463,12 +466,19 @@ impl Unit {
         }
         // Every buffer it would keep, faulted in before `listening on`.
         machine.warm(usize::MAX);
+        // One leg, with GRO: reads land in frame memory (two legs go
+        // through the merger, which needs every copy in hand).
+        let landing = legs == 1 && sockets[0].gro;
+        if landing {
+            machine.enable_landing();
+        }
         Ok(Unit {
             stripe: k,
             drops_at_start: sockets.iter().map(|s| s.kernel_drops).collect(),
             sockets,
             merger: (legs > 1).then(|| Merger::new(legs, window)),
             machine,
+            landing,
             recycled,
             report: StripeReport {
                 stripe: k,
@@ -516,6 +526,9 @@ impl Unit {
 
     /// Reads what socket `leg` has now (no waiting) and feeds the machines.
     fn read(&mut self, leg: usize, origin: Origin) -> Result<usize> {
+        if self.landing {
+            return self.land(leg, origin);
+        }
         let (merger, machine) = (&mut self.merger, &mut self.machine);
         self.sockets[leg]
             .recv_ready(|d| {
@@ -539,6 +552,32 @@ impl Unit {
                 }
             })
             .with_context(|| format!("receiving stripe {}", self.stripe))
+    }
+
+    /// Reads what socket `leg` has now, one datagram or GRO batch at a
+    /// time (as many as one `recvmmsg` would take), each aimed by the
+    /// machine at the frame bytes its packets should fill.
+    fn land(&mut self, leg: usize, origin: Origin) -> Result<usize> {
+        let (sockets, machine) = (&mut self.sockets, &mut self.machine);
+        let sock = &mut sockets[leg];
+        let mut n = 0;
+        while n < udp::RECV_SLOTS {
+            let got = machine
+                .land(|slices| {
+                    Ok::<_, std::io::Error>(sock.recv_into(slices)?.map(|r| Landed {
+                        len: r.len,
+                        segment: r.segment,
+                        at: origin.nanos(r.at),
+                        from: r.from,
+                    }))
+                })
+                .with_context(|| format!("receiving stripe {}", self.stripe))?;
+            if got.is_none() {
+                break;
+            }
+            n += 1;
+        }
+        Ok(n)
     }
 
     /// Hands the machine's frames to the assembler.
@@ -590,6 +629,7 @@ impl Unit {
         r.packets_foreign = s.packets_foreign;
         r.bytes = s.bytes;
         r.rtcp = self.rtcp.as_ref().map(ReaderRtcp::report);
+        r.packets_in_place = self.machine.landing_stats().in_place;
         r.kernel_drops = self
             .sockets
             .iter()

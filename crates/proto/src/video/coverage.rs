@@ -83,6 +83,12 @@ impl Coverage {
         self.spans.remove(i + 1);
     }
 
+    /// Whether no byte of `r` is written yet.
+    pub fn is_clear(&self, r: Range<usize>) -> bool {
+        let first = self.spans.partition_point(|s| s.end <= r.start);
+        self.spans.get(first).is_none_or(|s| s.start >= r.end)
+    }
+
     /// Whether bytes `0..len` are all written.
     pub fn covers(&self, len: usize) -> bool {
         len == 0 || matches!(self.spans.as_slice(), [s] if s.start == 0 && s.end >= len)

@@ -10,6 +10,7 @@ pub mod book;
 pub mod coverage;
 mod error;
 pub mod format;
+pub mod landing;
 pub mod pacer;
 pub mod pattern;
 pub mod receiver;

@@ -22,10 +22,12 @@
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::io::IoSliceMut;
 use std::net::SocketAddr;
 use std::str::FromStr;
 
 use super::format::{FrameRate, VIDEO_CLOCK_RATE, VideoFormat};
+use super::landing::{Landed, Landing, LandingStats, Plan};
 use super::selector::{Admission, HeldPacket, Lock, RivalNotice, Selector, SelectorConfig};
 use super::st2110_20::{Depacketizer, Frame, Output, Prepared};
 use crate::rtp::RtpPacket;
@@ -292,6 +294,8 @@ pub struct Receiver {
     accounted: u64,
     events: VecDeque<Event>,
     stats: Stats,
+    /// Reads planned into frame memory ([`Receiver::land`]), once asked for.
+    landing: Option<Box<Landing>>,
 }
 
 impl Receiver {
@@ -308,6 +312,7 @@ impl Receiver {
             accounted: 0,
             events: VecDeque::new(),
             stats: Stats::default(),
+            landing: None,
         }
     }
 
@@ -339,10 +344,155 @@ impl Receiver {
             .selector
             .admit(now, ssrc, seq, datagram.from, datagram.bytes)
         {
-            Admission::Stream => self.commit(now, &pkt, prepared, datagram.bytes.len()),
+            Admission::Stream => self.commit(now, &pkt, prepared, datagram.bytes),
             Admission::Foreign | Admission::Held => {}
             Admission::Locked(lock) => self.lock(lock),
         }
+        self.rivals();
+    }
+
+    /// Plans reads into frame memory from now on (see
+    /// [`crate::video::landing`]): [`Receiver::land`] works without it
+    /// too, but only learns the stream's layout once asked to.
+    pub fn enable_landing(&mut self) {
+        self.landing.get_or_insert_with(|| Box::new(Landing::new()));
+    }
+
+    /// Counters of the reads planned into frame memory (zeros until
+    /// [`Receiver::enable_landing`]).
+    pub fn landing_stats(&self) -> LandingStats {
+        self.landing
+            .as_deref()
+            .map(Landing::stats)
+            .unwrap_or_default()
+    }
+
+    /// One read planned into frame memory. `read` fills the slices it is
+    /// given in order, as `recvmsg` fills its iovecs with one datagram or
+    /// GRO batch, and says what came (`None`: nothing to read). Packets
+    /// that landed where the plan put them are booked in place; the rest
+    /// are taken as [`Receiver::handle_input`] takes datagrams. Returns
+    /// what `read` returned.
+    pub fn land<E>(
+        &mut self,
+        read: impl FnOnce(&mut [IoSliceMut<'_>]) -> Result<Option<Landed>, E>,
+    ) -> Result<Option<Landed>, E> {
+        let landing = self.landing.get_or_insert_with(|| Box::new(Landing::new()));
+        let plan = landing.plan(self.selector.stream());
+        let region = plan.map(|p| landing.region(&p));
+        let target = match (plan, region) {
+            (Some(p), Some(r)) => self
+                .take
+                .depack
+                .landing_region(p.timestamp, r)
+                .map(|r| (p, r)),
+            _ => None,
+        };
+        let plan = target.as_ref().map(|(p, _)| *p);
+        let mut slices = landing.slices(plan.as_ref(), target.map(|(_, r)| r));
+        let Some(landed) = read(&mut slices)? else {
+            return Ok(None);
+        };
+        drop(slices);
+        self.settle(plan, &landed);
+        Ok(Some(landed))
+    }
+
+    /// Books what one planned read brought (see [`Receiver::land`]).
+    fn settle(&mut self, plan: Option<Plan>, landed: &Landed) {
+        let Some(landing) = self.landing.as_deref_mut() else {
+            return;
+        };
+        let stream = plan.is_some_and(|_| {
+            self.selector
+                .stream()
+                .is_some_and(|s| self.selector.is_stream(s, landed.from))
+        });
+        landing.note_read(plan.is_some());
+        let (count, at) = match &plan {
+            Some(p) if stream => landing.verify(p, landed),
+            _ => (0, 0),
+        };
+        // What did not land as planned is gathered first: booking the
+        // packets that did may zero gaps of their frame (coverage).
+        if at < landed.len || landed.len == 0 {
+            let region = plan.and_then(|p| {
+                let r = landing.region(&p);
+                self.take.depack.region(p.timestamp, r)
+            });
+            landing.gather(plan.as_ref(), region, at, landed.len);
+        }
+        if let Some(p) = &plan {
+            for j in 0..count {
+                self.commit_landed(p, j, landed);
+            }
+        }
+        if at < landed.len || landed.len == 0 {
+            self.copy_gathered(landed);
+        }
+    }
+
+    /// The datagrams of a read that did not land as planned, through
+    /// the copying path.
+    fn copy_gathered(&mut self, landed: &Landed) {
+        let Some(landing) = self.landing.as_deref_mut() else {
+            return;
+        };
+        let segment = if landed.segment == 0 {
+            landed.len
+        } else {
+            landed.segment
+        };
+        let gathered = landing.take_gathered(segment);
+        // A zero-length datagram is one (empty) datagram, counted malformed.
+        let empty = gathered.is_empty().then_some(&gathered[..]);
+        for bytes in gathered.chunks(segment.max(1)).chain(empty) {
+            let from = landed.from;
+            self.handle_input(landed.at, Datagram { bytes, from });
+        }
+        if let Some(l) = self.landing.as_deref_mut() {
+            l.put_gathered(gathered);
+        }
+    }
+
+    /// Books packet `j` of `plan`, which landed in place and verified,
+    /// as [`Receiver::handle_input`] and `commit` book a copied one.
+    fn commit_landed(&mut self, plan: &Plan, j: usize, landed: &Landed) {
+        let Some(v) = self.landing.as_deref().and_then(|l| l.verified(plan, j)) else {
+            return;
+        };
+        let now = landed.at;
+        self.stats.first_at.get_or_insert(now);
+        self.stats.last_at = Some(now);
+        let Some(ssrc) = self.selector.stream() else {
+            return;
+        };
+        // Checked by `settle`: the stream's SSRC, from an allowed source.
+        if !matches!(
+            self.selector
+                .admit(now, ssrc, v.wire as u16, landed.from, &[]),
+            Admission::Stream
+        ) {
+            return;
+        }
+        self.rivals();
+        let t = &mut self.take;
+        let seq = t.ext.extend(v.wire as u16, Some((v.wire >> 16) as u16));
+        if matches!(t.tracker.record(seq), Arrival::Duplicate | Arrival::TooOld) {
+            return;
+        }
+        self.stats.bytes += v.len as u64;
+        let ticks = MediaTime::nanos_to_ticks(now) as i64;
+        t.jitter.record(ticks, v.timestamp);
+        if t.depack.commit_in_place(v.timestamp, v.range).is_ok()
+            && let Some(l) = self.landing.as_deref_mut()
+        {
+            l.advance(plan, j);
+        }
+        self.drain();
+    }
+
+    fn rivals(&mut self) {
         while let Some(RivalNotice { rival, took_over }) = self.selector.poll_rival() {
             self.events.push_back(Event::Rival {
                 ssrc: rival.ssrc,
@@ -366,6 +516,9 @@ impl Receiver {
             for buf in spares {
                 self.take.depack.recycle(buf);
             }
+            if let Some(l) = self.landing.as_deref_mut() {
+                l.reset();
+            }
         }
         self.events.push_back(Event::Stream {
             ssrc: lock.ssrc,
@@ -379,7 +532,7 @@ impl Receiver {
                 continue;
             };
             if let Ok(prepared) = self.take.depack.prepare(&pkt) {
-                self.commit(at, &pkt, prepared, bytes.len());
+                self.commit(at, &pkt, prepared, &bytes);
             }
         }
     }
@@ -397,9 +550,8 @@ impl Receiver {
         c.late += depack.late + seq.too_old;
     }
 
-    /// One packet of the stream (`len` bytes): sequence, jitter,
-    /// reassembly.
-    fn commit(&mut self, now: Nanos, pkt: &RtpPacket<&[u8]>, prepared: Prepared<'_>, len: usize) {
+    /// One packet of the stream (`bytes`): sequence, jitter, reassembly.
+    fn commit(&mut self, now: Nanos, pkt: &RtpPacket<&[u8]>, prepared: Prepared<'_>, bytes: &[u8]) {
         let t = &mut self.take;
         // `prepare` checked that the payload holds the ESN and an SRD.
         let esn = pkt
@@ -407,9 +559,17 @@ impl Receiver {
             .get(..2)
             .map(|b| u16::from_be_bytes([b[0], b[1]]));
         let seq = t.ext.extend(pkt.sequence_number(), esn);
-        if matches!(t.tracker.record(seq), Arrival::Duplicate | Arrival::TooOld) {
-            return;
+        match t.tracker.record(seq) {
+            Arrival::Duplicate | Arrival::TooOld => return,
+            // The newest packet says which one comes next.
+            Arrival::InOrder | Arrival::Ahead { .. } => {
+                if let Some(l) = self.landing.as_deref_mut() {
+                    l.learn(self.config.format, Ssrc(pkt.ssrc()), bytes);
+                }
+            }
+            Arrival::Reordered => {}
         }
+        let len = bytes.len();
         self.stats.bytes += len as u64;
         let ticks = MediaTime::nanos_to_ticks(now) as i64;
         t.jitter.record(ticks, pkt.timestamp());

@@ -307,6 +307,16 @@ impl Selector {
         })
     }
 
+    /// Whether [`Selector::admit`] would take a packet of `ssrc` from
+    /// `from` as the stream's.
+    pub fn is_stream(&self, ssrc: Ssrc, from: Option<SocketAddr>) -> bool {
+        let allowed = self
+            .config
+            .source
+            .is_none_or(|a| from.is_some_and(|f| f.ip() == a));
+        allowed && self.stream.is_some_and(|(s, _)| s == ssrc)
+    }
+
     /// The stream's SSRC, once locked.
     pub fn stream(&self) -> Option<Ssrc> {
         self.stream.map(|(s, _)| s)

@@ -195,6 +195,13 @@ impl Packetizer {
             .map_or(0..0, |s| s.data_start..s.data_start + s.data_len as usize)
     }
 
+    /// The packet whose data starts at frame byte `start`, if any.
+    pub fn packet_at(&self, start: usize) -> Option<usize> {
+        self.slots
+            .binary_search_by_key(&start, |s| s.data_start)
+            .ok()
+    }
+
     /// Total length of packet `index`, padding included.
     pub fn packet_len(&self, index: usize) -> usize {
         self.header_len(index) + self.data_range(index).len() + self.padding(index).len()
@@ -606,15 +613,44 @@ impl Depacketizer {
     /// its frame.
     pub fn commit(&mut self, prepared: Prepared<'_>) -> Result<(), Error> {
         let scratch = std::mem::take(&mut self.scratch);
-        let result = self.place(prepared.timestamp, prepared.data, &scratch);
+        let result = self.place(prepared.timestamp, Some(prepared.data), &scratch);
         self.scratch = scratch;
         result
     }
 
+    /// Frame bytes `r` of the frame at `timestamp` being assembled, when
+    /// no packet has written any of them yet: where a read may land
+    /// packets of it straight away (see [`crate::video::landing`]).
+    pub fn landing_region(&mut self, timestamp: u32, r: Range<usize>) -> Option<&mut [u8]> {
+        let a = self
+            .assemblies
+            .iter_mut()
+            .find(|a| a.timestamp == timestamp)?;
+        if !a.coverage.is_clear(r.clone()) {
+            return None;
+        }
+        a.data.get_mut(r)
+    }
+
+    /// The same bytes, to read what landed there.
+    pub fn region(&self, timestamp: u32, r: Range<usize>) -> Option<&[u8]> {
+        let a = self.assemblies.iter().find(|a| a.timestamp == timestamp)?;
+        a.data.get(r)
+    }
+
+    /// Books a packet of the frame at `timestamp` whose data already lies
+    /// at frame bytes `r` (it landed there), as [`Depacketizer::commit`]
+    /// would after copying it.
+    pub fn commit_in_place(&mut self, timestamp: u32, r: Range<usize>) -> Result<(), Error> {
+        self.place(timestamp, None, &[(r.start, 0..r.len())])
+    }
+
+    /// Books a packet's `placements` in its frame, copying them from
+    /// `data` unless they are in place already.
     fn place(
         &mut self,
         ts: u32,
-        data: &[u8],
+        data: Option<&[u8]>,
         placements: &[(usize, Range<usize>)],
     ) -> Result<(), Error> {
         if let Some((last_ts, _)) = self.last
@@ -640,7 +676,9 @@ impl Depacketizer {
         let a = &mut self.assemblies[pos];
         let mut bytes = 0;
         for (dst, src) in placements {
-            a.data[*dst..*dst + src.len()].copy_from_slice(&data[src.clone()]);
+            if let Some(data) = data {
+                a.data[*dst..*dst + src.len()].copy_from_slice(&data[src.clone()]);
+            }
             a.coverage.add(*dst..*dst + src.len(), &mut a.data);
             bytes += src.len();
         }
