@@ -127,6 +127,12 @@ pub(crate) struct ServeArgs {
     /// Interface for multicast sends, by address (127.0.0.1) or name (lo).
     #[arg(long, value_parser = cli::parse_interface)]
     pub multicast_interface: Option<Interface>,
+    /// The legs of each path's IS-05 sender: 2 offers an ST 2022-7 pair
+    /// (two transport_params entries; an activation sends every packet
+    /// to both, and the transport file has a=group:DUP). Stripe senders
+    /// keep one: a cluster's second leg is another node's.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2), value_name = "1|2")]
+    pub nmos_legs: u8,
     /// Print the final report as JSON on stdout when stopped.
     #[arg(long)]
     pub json: bool,
@@ -317,7 +323,14 @@ fn nmos_node(args: &ServeArgs, http: SocketAddr, token: &Token) -> Result<nmos::
     // The port asked for, not the one bound: 0 names no lasting node.
     let id = crate::nmos::identity::node_id(dir.as_deref(), args.http.port())?;
     let interface = args.multicast_interface.as_ref().map(|i| i.index);
-    Ok(nmos::Node::new(id, http, !token.admits(None), interface))
+    let legs = usize::from(args.nmos_legs);
+    Ok(nmos::Node::new(
+        id,
+        http,
+        !token.admits(None),
+        interface,
+        legs,
+    ))
 }
 
 /// Starts NMOS registration when `--registry` or `--nmos-dns` asks for it.

@@ -29,12 +29,14 @@ fn spec(streams: Vec<StreamSpec>) -> NodeSpec {
                 },
                 subscription: idle(),
                 stripes: Vec::new(),
+                legs: 1,
             },
             PathSpec {
                 name: "clip.ts".into(),
                 track: Track::Ts,
                 subscription: idle(),
                 stripes: Vec::new(),
+                legs: 1,
             },
         ],
         streams,
@@ -116,6 +118,23 @@ fn the_connection_api_shows_in_the_device_and_the_path_senders() {
             .as_str()
         )
     );
+}
+
+#[test]
+fn a_two_leg_path_sender_is_bound_to_an_interface_per_leg() {
+    let mut s = spec(vec![]);
+    s.paths[0].legs = 2;
+    let all = s.resources();
+    let bindings = |name: &str| {
+        let (_, _, id) = model::path_ids(node_id(), name);
+        match all.iter().find(|r| r.id() == id) {
+            Some(Resource::Sender(sender)) => sender.interface_bindings.clone(),
+            _ => panic!("{name}'s sender"),
+        }
+    };
+    // IS-05: one interface binding per transport_params entry.
+    assert_eq!(bindings("bars"), ["lo", "lo"]);
+    assert_eq!(bindings("clip.ts"), ["lo"]);
 }
 
 #[test]
