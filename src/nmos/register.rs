@@ -4,6 +4,10 @@
 //! stopped stream is re-POSTed within one), the HTTP answers and the
 //! time, and carries out its requests with ureq. Any node registers
 //! this way: it hands over how to read its resources and when to stop.
+//! On a clean stop it deregisters (the machine's `Input::Leave`: DELETEs,
+//! children first) within the machine's time for it, and
+//! [`Registration::finish`] waits for that no longer than
+//! [`FINISH_WAIT`], so a hung registry cannot hold the exit.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -23,6 +27,34 @@ const REFRESH: Duration = Duration::from_secs(1);
 /// (a new one of better priority is still noticed).
 const REBROWSE_EMPTY: Duration = Duration::from_secs(5);
 const REBROWSE: Duration = Duration::from_secs(30);
+/// How long a stopping node waits for deregistration at most: the
+/// machine's 2 s (`Config::leave`) and a little.
+pub(crate) const FINISH_WAIT: Duration = Duration::from_millis(2500);
+
+/// A running registration thread.
+pub(crate) struct Registration(std::thread::JoinHandle<()>);
+
+impl Registration {
+    /// Waits for the thread to deregister and end (once the node's stop
+    /// flag is set), at most [`FINISH_WAIT`]: a request already blocked
+    /// on a silent registry is left behind, and the registry expires
+    /// the node itself.
+    pub(crate) fn finish(self) {
+        let end = Instant::now() + FINISH_WAIT;
+        while !self.0.is_finished() && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if self.0.is_finished() {
+            let _ = self.0.join();
+        } else {
+            warn!(
+                "NMOS: the registry did not answer the deregistration within {} ms; \
+                 it will expire the node",
+                FINISH_WAIT.as_millis()
+            );
+        }
+    }
+}
 
 /// Where the registries come from.
 #[derive(Debug, Clone)]
@@ -89,7 +121,7 @@ pub(crate) fn start(
     thread: &str,
     stopping: impl Fn() -> bool + Send + 'static,
     resources: impl Fn() -> Vec<Resource> + Send + 'static,
-) -> std::io::Result<Option<std::thread::JoinHandle<()>>> {
+) -> std::io::Result<Option<Registration>> {
     let Some(source) = args.source() else {
         return Ok(None);
     };
@@ -103,10 +135,10 @@ pub(crate) fn start(
     std::thread::Builder::new()
         .name(thread.into())
         .spawn(move || run(&stopping, &resources, &source))
-        .map(Some)
+        .map(|t| Some(Registration(t)))
 }
 
-/// Registers the node until `stopping`.
+/// Registers the node until `stopping`, then deregisters it.
 fn run(stopping: &dyn Fn() -> bool, resources: &dyn Fn() -> Vec<Resource>, source: &Source) {
     let origin = Instant::now();
     let now = || Nanos(u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX));
@@ -134,7 +166,7 @@ fn run(stopping: &dyn Fn() -> bool, resources: &dyn Fn() -> Vec<Resource>, sourc
             reg.handle_input(now(), Input::Timer);
         }
         while let Some(req) = reg.poll_transmit(now()) {
-            let answer = send(&agent, &req);
+            let answer = send(&agent, &req, reg.request_budget(now()));
             reg.handle_input(now(), answer);
         }
         while let Some(e) = reg.poll_event() {
@@ -149,6 +181,32 @@ fn run(stopping: &dyn Fn() -> bool, resources: &dyn Fn() -> Vec<Resource>, sourc
         });
         // Short sleeps: the stop flag is looked at every 50 ms.
         std::thread::sleep(wake.min(REFRESH).min(Duration::from_millis(50)));
+    }
+    leave(&agent, &mut reg, &now);
+}
+
+/// Deregisters: the machine's DELETEs, each waiting no longer than the
+/// stop's time left, until it says it has left.
+fn leave(agent: &ureq::Agent, reg: &mut Registrar, now: &dyn Fn() -> Nanos) {
+    reg.handle_input(now(), Input::Leave);
+    while !reg.has_left() {
+        if reg.poll_timeout().is_some_and(|t| now() >= t) {
+            reg.handle_input(now(), Input::Timer);
+        }
+        while let Some(req) = reg.poll_transmit(now()) {
+            let answer = send(agent, &req, reg.request_budget(now()));
+            reg.handle_input(now(), answer);
+        }
+        while let Some(e) = reg.poll_event() {
+            report(&e);
+        }
+        let wake = reg.poll_timeout().map_or(Duration::ZERO, |t| {
+            Duration::from_nanos(t.0.saturating_sub(now().0))
+        });
+        std::thread::sleep(wake.min(Duration::from_millis(10)));
+    }
+    while let Some(e) = reg.poll_event() {
+        report(&e);
     }
 }
 
@@ -189,16 +247,20 @@ fn registries(source: &Source, said_empty: &mut bool) -> Option<Vec<Registry>> {
     }
 }
 
-/// Carries out one request; the answer as the registrar's input.
-fn send(agent: &ureq::Agent, req: &Request) -> Input {
+/// Carries out one request, waiting at most `budget` for the answer;
+/// the answer as the registrar's input.
+fn send(agent: &ureq::Agent, req: &Request, budget: Nanos) -> Input {
+    // Never 0, which ureq would read as no limit.
+    let timeout = Duration::from_nanos(budget.0).max(Duration::from_millis(1));
     let result = match (req.method, &req.body) {
         (Method::Post, Some(body)) => agent
             .post(&req.url)
+            .timeout(timeout)
             .set("Content-Type", "application/json")
             .send_string(body),
         // A heartbeat has no body, but says so (`Content-Length: 0`).
-        (Method::Post, None) => agent.post(&req.url).send_bytes(&[]),
-        (Method::Delete, _) => agent.delete(&req.url).call(),
+        (Method::Post, None) => agent.post(&req.url).timeout(timeout).send_bytes(&[]),
+        (Method::Delete, _) => agent.delete(&req.url).timeout(timeout).call(),
     };
     match result {
         Ok(r) => Input::Response {
@@ -234,5 +296,18 @@ fn report(e: &Event) {
         Event::Unreachable { reason } => {
             warn!(%reason, "NMOS: no registry answers (last: {reason}); trying again");
         }
+        Event::Left {
+            registry: Some(registry),
+            remaining: 0,
+        } => info!(%registry, "NMOS: deregistered from {registry}"),
+        Event::Left {
+            registry: Some(registry),
+            remaining,
+        } => warn!(
+            %registry, remaining,
+            "NMOS: deregistering from {registry} stopped with {remaining} resources left; \
+             it will expire them"
+        ),
+        Event::Left { registry: None, .. } => {}
     }
 }

@@ -192,14 +192,17 @@ pub(crate) fn main(args: ServeArgs) -> Result<ExitCode> {
     // that cannot start ends serve before a client could connect.
     start_configured(&server, &config)?;
     announce(&server, rtsp_addr, http_addr, credentials.is_some());
-    let mut threads = spawn(&server, rtsp_listener, http, credentials)?;
-    threads.extend(nmos_registration(&server, &args)?);
+    let threads = spawn(&server, rtsp_listener, http, credentials)?;
+    let registration = nmos_registration(&server, &args)?;
     while !server.stopping() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let report = shut_down(&server);
     for t in threads {
         let _ = t.join();
+    }
+    if let Some(r) = registration {
+        r.finish();
     }
     print_report(&report, args.json)?;
     Ok(ExitCode::SUCCESS)
@@ -337,7 +340,7 @@ fn nmos_node(args: &ServeArgs, http: SocketAddr, token: &Token) -> Result<nmos::
 fn nmos_registration(
     server: &Arc<Server>,
     args: &ServeArgs,
-) -> Result<Option<std::thread::JoinHandle<()>>> {
+) -> Result<Option<crate::nmos::register::Registration>> {
     let (s, r) = (server.clone(), server.clone());
     let t = crate::nmos::register::start(
         &args.registration,

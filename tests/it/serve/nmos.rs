@@ -202,6 +202,8 @@ enum Mode {
     LoseNode,
     /// 503 to everything.
     Down,
+    /// No answer to a DELETE (the connection held open).
+    HangDeletes,
 }
 
 /// A Registration API that records each request as `POST node`,
@@ -222,9 +224,12 @@ impl MockRegistry {
         let (l, m) = (log.clone(), mode.clone());
         std::thread::spawn(move || {
             let mut known = false;
+            let mut unanswered = Vec::new();
             for conn in listener.incoming() {
                 let Ok(conn) = conn else { return };
-                let _ = answer_one(conn, &l, &m, &mut known);
+                if let Ok(Some(held)) = answer_one(conn, &l, &m, &mut known) {
+                    unanswered.push(held);
+                }
             }
         });
         MockRegistry { addr, log, mode }
@@ -253,13 +258,14 @@ impl MockRegistry {
     }
 }
 
-/// Reads one request from `conn`, logs it and answers as `mode` says.
+/// Reads one request from `conn`, logs it and answers as `mode` says;
+/// the connection back when it is to be held unanswered.
 fn answer_one(
     conn: std::net::TcpStream,
     log: &std::sync::Mutex<Vec<String>>,
     mode: &std::sync::Mutex<Mode>,
     known: &mut bool,
-) -> std::io::Result<()> {
+) -> std::io::Result<Option<std::net::TcpStream>> {
     use std::io::{BufRead, BufReader, Read, Write};
     conn.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
     let mut reader = BufReader::new(conn.try_clone()?);
@@ -297,6 +303,7 @@ fn answer_one(
     let mut m = mode.lock().unwrap();
     let status = match (*m, what.as_str()) {
         (Mode::Down, _) => 503,
+        (Mode::HangDeletes, _) if method == "DELETE" => return Ok(Some(conn)),
         (Mode::LoseNode, "heartbeat") => {
             *m = Mode::Normal;
             *known = false;
@@ -317,7 +324,7 @@ fn answer_one(
         conn,
         "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
     )?;
-    Ok(())
+    Ok(None)
 }
 
 #[test]
@@ -368,6 +375,66 @@ fn registers_heartbeats_reregisters_after_a_404_and_fails_over() {
     b.wait_for(0, "POST heartbeat", 2);
     let (status, stderr_tail, _) = serve.terminate();
     assert!(status.success(), "{stderr_tail}");
+}
+
+#[test]
+fn a_clean_stop_deletes_the_resources_children_first_and_the_node_last() {
+    let registry = MockRegistry::start([127, 0, 0, 7]);
+    let media = Media::new("nmos-deregister");
+    let mut serve = Serve::start(&media, &["--registry", &registry.url()]);
+    registry.wait_for(0, "POST heartbeat", 1);
+    serve.wait_for_log(&format!("NMOS: registered with {}", registry.url()));
+    let (status, _, stderr) = serve.terminate();
+    assert!(status.success(), "{stderr}");
+    // By the time serve has exited, the registry has heard every DELETE.
+    let deletes: Vec<String> = registry
+        .log()
+        .into_iter()
+        .filter(|l| l.starts_with("DELETE"))
+        .collect();
+    assert_eq!(
+        deletes,
+        [
+            "DELETE senders",
+            "DELETE senders",
+            "DELETE flows",
+            "DELETE flows",
+            "DELETE sources",
+            "DELETE sources",
+            "DELETE devices",
+            "DELETE nodes"
+        ],
+        "{stderr}"
+    );
+    let log = registry.log();
+    assert_eq!(log.last().map(String::as_str), Some("DELETE nodes"));
+    assert!(stderr.contains("deregistered from"), "{stderr}");
+}
+
+#[test]
+fn a_registry_that_does_not_answer_holds_a_clean_stop_about_2_s_at_most() {
+    let registry = MockRegistry::start([127, 0, 0, 8]);
+    let media = Media::new("nmos-deregister-hung");
+    let mut serve = Serve::start(&media, &["--registry", &registry.url()]);
+    registry.wait_for(0, "POST heartbeat", 1);
+    serve.wait_for_log(&format!("NMOS: registered with {}", registry.url()));
+    registry.set(Mode::HangDeletes);
+    let asked = std::time::Instant::now();
+    let (status, _, stderr) = serve.terminate();
+    let took = asked.elapsed();
+    assert!(status.success(), "{stderr}");
+    // The first DELETE hangs: the stop gives up on it after 2 s.
+    let deletes = registry
+        .log()
+        .iter()
+        .filter(|l| l.starts_with("DELETE"))
+        .count();
+    assert_eq!(deletes, 1, "{:?}", registry.log());
+    assert!(
+        took < std::time::Duration::from_secs(5),
+        "serve took {took:?} to stop: {stderr}"
+    );
+    assert!(stderr.contains("resources left"), "{stderr}");
 }
 
 /// A name in DNS wire form (no compression).
