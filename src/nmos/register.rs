@@ -12,12 +12,15 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+
+use anyhow::Result;
 use tracing::{info, warn};
 
 use nagare_proto::Nanos;
 use nagare_proto::nmos::registration::{Config, Event, Input, Method, Registrar, Request};
 use nagare_proto::nmos::{Registry, Resource, ResourceId};
 
+use crate::net::udp::Interface;
 use crate::nmos::{dns, parse_dns_server, parse_registry_url};
 
 /// How resources are read again for changes.
@@ -68,6 +71,8 @@ pub(crate) enum Source {
         /// The browse domain.
         domain: String,
     },
+    /// `--nmos-mdns IFACE`: multicast DNS on that interface.
+    Mdns(Interface),
 }
 
 /// The flags of a node that may register (serve's, `recv --nmos`'s).
@@ -89,6 +94,11 @@ pub(crate) struct RegistrationArgs {
     /// DNS-SD browse domain for --nmos-dns (e.g. studio.example.com).
     #[arg(long, value_name = "DOMAIN", requires = "nmos_dns")]
     pub nmos_domain: Option<String>,
+    /// Interface (name or address) to browse for NMOS registries on
+    /// with multicast DNS (_nmos-register._tcp.local), where the plant
+    /// has no unicast DNS-SD.
+    #[arg(long, value_name = "IFACE", value_parser = crate::cli::parse_interface, conflicts_with_all = ["registry", "nmos_dns"])]
+    pub nmos_mdns: Option<Interface>,
 }
 
 impl RegistrationArgs {
@@ -100,7 +110,7 @@ impl RegistrationArgs {
                 domain: self.nmos_domain.clone().unwrap_or_else(|| "local".into()),
             }),
             (None, false) => Some(Source::Fixed(self.registry.clone())),
-            (None, true) => None,
+            (None, true) => self.nmos_mdns.clone().map(Source::Mdns),
         }
     }
 
@@ -130,6 +140,7 @@ pub(crate) fn start(
         Source::DnsSd { server, domain } => {
             format!("the registries DNS-SD finds in {domain} at {server}")
         }
+        Source::Mdns(i) => format!("the registries multicast DNS finds on {}", i.label),
     };
     info!(%node, "NMOS node {node} registering with {from}");
     std::thread::Builder::new()
@@ -223,27 +234,44 @@ fn registries(source: &Source, said_empty: &mut bool) -> Option<Vec<Registry>> {
                 })
                 .collect(),
         ),
-        Source::DnsSd { server, domain } => match dns::browse(*server, domain) {
-            Ok(list) if list.is_empty() => {
-                if std::mem::replace(said_empty, true) {
-                    return None;
-                }
-                warn!(
-                    "NMOS: no v1.3 HTTP registry under _nmos-register._tcp.{domain} \
-                     at --nmos-dns {server}; browsing again every {} s",
-                    REBROWSE_EMPTY.as_secs()
-                );
-                None
+        Source::DnsSd { server, domain } => found(
+            dns::browse(*server, domain),
+            &format!("_nmos-register._tcp.{domain} at --nmos-dns {server}"),
+            said_empty,
+        ),
+        Source::Mdns(i) => found(
+            dns::browse_mdns(i),
+            &format!("_nmos-register._tcp.local by mDNS on {}", i.label),
+            said_empty,
+        ),
+    }
+}
+
+/// A browse's registries, if it found any; `said_empty` as above.
+fn found(
+    browse: Result<Vec<Registry>>,
+    where_: &str,
+    said_empty: &mut bool,
+) -> Option<Vec<Registry>> {
+    match browse {
+        Ok(list) if list.is_empty() => {
+            if std::mem::replace(said_empty, true) {
+                return None;
             }
-            Ok(list) => {
-                *said_empty = false;
-                Some(list)
-            }
-            Err(e) => {
-                warn!("NMOS: DNS-SD browse failed: {e:#}");
-                None
-            }
-        },
+            warn!(
+                "NMOS: no v1.3 HTTP registry under {where_}; browsing again every {} s",
+                REBROWSE_EMPTY.as_secs()
+            );
+            None
+        }
+        Ok(list) => {
+            *said_empty = false;
+            Some(list)
+        }
+        Err(e) => {
+            warn!("NMOS: DNS-SD browse failed: {e:#}");
+            None
+        }
     }
 }
 
