@@ -25,7 +25,8 @@ enum Engine {
     /// One leg.
     Single {
         thread: JoinHandle<Result<RecvReport>>,
-        cfg: RecvConfig,
+        /// Boxed: the config is large beside the other variant.
+        cfg: Box<RecvConfig>,
     },
     /// Two legs merged.
     Legs(JoinHandle<Result<StripesReport>>),
@@ -58,7 +59,10 @@ impl Session {
             .context("starting the receive thread")?;
         Ok(Session {
             stop,
-            engine: Engine::Single { thread, cfg },
+            engine: Engine::Single {
+                thread,
+                cfg: Box::new(cfg),
+            },
             json: args.json,
         })
     }
