@@ -1,13 +1,23 @@
-//! The unicast DNS-SD browse for registries: UDP queries to
-//! `--nmos-dns`, answers read into nagare-proto's `nmos::discovery`,
-//! which decides what they mean.
+//! The DNS-SD browse for registries: UDP queries to `--nmos-dns`
+//! (unicast), or to the mDNS group on `--nmos-mdns`'s interface
+//! (multicast), answers read into nagare-proto's `nmos::discovery`,
+//! which decides what they mean either way.
 
-use std::net::{SocketAddr, UdpSocket};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, anyhow};
 use nagare_proto::nmos::Registry;
 use nagare_proto::nmos::discovery::{self, Discovery};
+
+use crate::net::udp::Interface;
+
+/// mDNS's group and port (RFC 6762).
+const MDNS: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(224, 0, 0, 251), 5353);
+/// How long the answers to one round of mDNS questions are gathered:
+/// every responder on the link may answer, each after up to 120 ms
+/// (RFC 6762 §6).
+const MDNS_WAIT: Duration = Duration::from_millis(500);
 
 /// Rounds of questions (PTR, then SRV and TXT, then A): three suffice;
 /// the fourth takes a server that answers in pieces.
@@ -47,6 +57,65 @@ pub(crate) fn browse(server: SocketAddr, domain: &str) -> Result<Vec<Registry>> 
         }
     }
     Ok(found.registries())
+}
+
+/// The registries multicast DNS finds on `interface`
+/// (`_nmos-register._tcp.local`), best first. The questions are one-shot
+/// queries from an ephemeral port (RFC 6762 §5.1), which every responder
+/// answers by unicast to that port (§6.7); all answers within the wait
+/// are read, since several responders may answer.
+pub(crate) fn browse_mdns(interface: &Interface) -> Result<Vec<Registry>> {
+    let ip = interface.ipv4.ok_or_else(|| {
+        anyhow!(
+            "--nmos-mdns {}: the interface has no IPv4 address to ask from",
+            interface.label
+        )
+    })?;
+    let socket = UdpSocket::bind((ip, 0)).context("binding a socket for mDNS")?;
+    socket2::SockRef::from(&socket)
+        .set_multicast_if_v4(&ip)
+        .with_context(|| format!("sending mDNS on --nmos-mdns {}", interface.label))?;
+    // RFC 6762 §11: link-local, TTL 255.
+    socket.set_multicast_ttl_v4(255)?;
+    let mut found = Discovery::new("local");
+    let mut id: u16 = (std::process::id() & 0xffff) as u16;
+    for _ in 0..ROUNDS {
+        let questions = found.queries();
+        if questions.is_empty() {
+            break;
+        }
+        for (name, ask) in questions {
+            id = id.wrapping_add(1);
+            let query = discovery::query(id, &name, ask)?;
+            socket
+                .send_to(&query, MDNS)
+                .with_context(|| format!("sending mDNS on --nmos-mdns {}", interface.label))?;
+        }
+        gather(&socket, &mut found);
+        if found.complete() {
+            break;
+        }
+    }
+    Ok(found.registries())
+}
+
+/// Reads every answer for [`MDNS_WAIT`].
+fn gather(socket: &UdpSocket, found: &mut Discovery) {
+    let deadline = Instant::now() + MDNS_WAIT;
+    let mut buf = vec![0u8; MAX_ANSWER];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || socket.set_read_timeout(Some(left)).is_err() {
+            return;
+        }
+        match socket.recv(&mut buf) {
+            // One that does not parse tells nothing.
+            Ok(n) => {
+                let _ = found.absorb(&buf[..n]);
+            }
+            Err(_) => return,
+        }
+    }
 }
 
 /// Reads answers until the one to `id` (others are stale) or the wait

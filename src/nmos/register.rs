@@ -4,16 +4,23 @@
 //! stopped stream is re-POSTed within one), the HTTP answers and the
 //! time, and carries out its requests with ureq. Any node registers
 //! this way: it hands over how to read its resources and when to stop.
+//! On a clean stop it deregisters (the machine's `Input::Leave`: DELETEs,
+//! children first) within the machine's time for it, and
+//! [`Registration::finish`] waits for that no longer than
+//! [`FINISH_WAIT`], so a hung registry cannot hold the exit.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+
+use anyhow::Result;
 use tracing::{info, warn};
 
 use nagare_proto::Nanos;
 use nagare_proto::nmos::registration::{Config, Event, Input, Method, Registrar, Request};
 use nagare_proto::nmos::{Registry, Resource, ResourceId};
 
+use crate::net::udp::Interface;
 use crate::nmos::{dns, parse_dns_server, parse_registry_url};
 
 /// How resources are read again for changes.
@@ -23,6 +30,34 @@ const REFRESH: Duration = Duration::from_secs(1);
 /// (a new one of better priority is still noticed).
 const REBROWSE_EMPTY: Duration = Duration::from_secs(5);
 const REBROWSE: Duration = Duration::from_secs(30);
+/// How long a stopping node waits for deregistration at most: the
+/// machine's 2 s (`Config::leave`) and a little.
+pub(crate) const FINISH_WAIT: Duration = Duration::from_millis(2500);
+
+/// A running registration thread.
+pub(crate) struct Registration(std::thread::JoinHandle<()>);
+
+impl Registration {
+    /// Waits for the thread to deregister and end (once the node's stop
+    /// flag is set), at most [`FINISH_WAIT`]: a request already blocked
+    /// on a silent registry is left behind, and the registry expires
+    /// the node itself.
+    pub(crate) fn finish(self) {
+        let end = Instant::now() + FINISH_WAIT;
+        while !self.0.is_finished() && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if self.0.is_finished() {
+            let _ = self.0.join();
+        } else {
+            warn!(
+                "NMOS: the registry did not answer the deregistration within {} ms; \
+                 it will expire the node",
+                FINISH_WAIT.as_millis()
+            );
+        }
+    }
+}
 
 /// Where the registries come from.
 #[derive(Debug, Clone)]
@@ -36,6 +71,8 @@ pub(crate) enum Source {
         /// The browse domain.
         domain: String,
     },
+    /// `--nmos-mdns IFACE`: multicast DNS on that interface.
+    Mdns(Interface),
 }
 
 /// The flags of a node that may register (serve's, `recv --nmos`'s).
@@ -57,6 +94,11 @@ pub(crate) struct RegistrationArgs {
     /// DNS-SD browse domain for --nmos-dns (e.g. studio.example.com).
     #[arg(long, value_name = "DOMAIN", requires = "nmos_dns")]
     pub nmos_domain: Option<String>,
+    /// Interface (name or address) to browse for NMOS registries on
+    /// with multicast DNS (_nmos-register._tcp.local), where the plant
+    /// has no unicast DNS-SD.
+    #[arg(long, value_name = "IFACE", value_parser = crate::cli::parse_interface, conflicts_with_all = ["registry", "nmos_dns"])]
+    pub nmos_mdns: Option<Interface>,
 }
 
 impl RegistrationArgs {
@@ -68,7 +110,7 @@ impl RegistrationArgs {
                 domain: self.nmos_domain.clone().unwrap_or_else(|| "local".into()),
             }),
             (None, false) => Some(Source::Fixed(self.registry.clone())),
-            (None, true) => None,
+            (None, true) => self.nmos_mdns.clone().map(Source::Mdns),
         }
     }
 
@@ -89,7 +131,7 @@ pub(crate) fn start(
     thread: &str,
     stopping: impl Fn() -> bool + Send + 'static,
     resources: impl Fn() -> Vec<Resource> + Send + 'static,
-) -> std::io::Result<Option<std::thread::JoinHandle<()>>> {
+) -> std::io::Result<Option<Registration>> {
     let Some(source) = args.source() else {
         return Ok(None);
     };
@@ -98,15 +140,16 @@ pub(crate) fn start(
         Source::DnsSd { server, domain } => {
             format!("the registries DNS-SD finds in {domain} at {server}")
         }
+        Source::Mdns(i) => format!("the registries multicast DNS finds on {}", i.label),
     };
     info!(%node, "NMOS node {node} registering with {from}");
     std::thread::Builder::new()
         .name(thread.into())
         .spawn(move || run(&stopping, &resources, &source))
-        .map(Some)
+        .map(|t| Some(Registration(t)))
 }
 
-/// Registers the node until `stopping`.
+/// Registers the node until `stopping`, then deregisters it.
 fn run(stopping: &dyn Fn() -> bool, resources: &dyn Fn() -> Vec<Resource>, source: &Source) {
     let origin = Instant::now();
     let now = || Nanos(u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX));
@@ -134,7 +177,7 @@ fn run(stopping: &dyn Fn() -> bool, resources: &dyn Fn() -> Vec<Resource>, sourc
             reg.handle_input(now(), Input::Timer);
         }
         while let Some(req) = reg.poll_transmit(now()) {
-            let answer = send(&agent, &req);
+            let answer = send(&agent, &req, reg.request_budget(now()));
             reg.handle_input(now(), answer);
         }
         while let Some(e) = reg.poll_event() {
@@ -149,6 +192,32 @@ fn run(stopping: &dyn Fn() -> bool, resources: &dyn Fn() -> Vec<Resource>, sourc
         });
         // Short sleeps: the stop flag is looked at every 50 ms.
         std::thread::sleep(wake.min(REFRESH).min(Duration::from_millis(50)));
+    }
+    leave(&agent, &mut reg, &now);
+}
+
+/// Deregisters: the machine's DELETEs, each waiting no longer than the
+/// stop's time left, until it says it has left.
+fn leave(agent: &ureq::Agent, reg: &mut Registrar, now: &dyn Fn() -> Nanos) {
+    reg.handle_input(now(), Input::Leave);
+    while !reg.has_left() {
+        if reg.poll_timeout().is_some_and(|t| now() >= t) {
+            reg.handle_input(now(), Input::Timer);
+        }
+        while let Some(req) = reg.poll_transmit(now()) {
+            let answer = send(agent, &req, reg.request_budget(now()));
+            reg.handle_input(now(), answer);
+        }
+        while let Some(e) = reg.poll_event() {
+            report(&e);
+        }
+        let wake = reg.poll_timeout().map_or(Duration::ZERO, |t| {
+            Duration::from_nanos(t.0.saturating_sub(now().0))
+        });
+        std::thread::sleep(wake.min(Duration::from_millis(10)));
+    }
+    while let Some(e) = reg.poll_event() {
+        report(&e);
     }
 }
 
@@ -165,40 +234,61 @@ fn registries(source: &Source, said_empty: &mut bool) -> Option<Vec<Registry>> {
                 })
                 .collect(),
         ),
-        Source::DnsSd { server, domain } => match dns::browse(*server, domain) {
-            Ok(list) if list.is_empty() => {
-                if std::mem::replace(said_empty, true) {
-                    return None;
-                }
-                warn!(
-                    "NMOS: no v1.3 HTTP registry under _nmos-register._tcp.{domain} \
-                     at --nmos-dns {server}; browsing again every {} s",
-                    REBROWSE_EMPTY.as_secs()
-                );
-                None
-            }
-            Ok(list) => {
-                *said_empty = false;
-                Some(list)
-            }
-            Err(e) => {
-                warn!("NMOS: DNS-SD browse failed: {e:#}");
-                None
-            }
-        },
+        Source::DnsSd { server, domain } => found(
+            dns::browse(*server, domain),
+            &format!("_nmos-register._tcp.{domain} at --nmos-dns {server}"),
+            said_empty,
+        ),
+        Source::Mdns(i) => found(
+            dns::browse_mdns(i),
+            &format!("_nmos-register._tcp.local by mDNS on {}", i.label),
+            said_empty,
+        ),
     }
 }
 
-/// Carries out one request; the answer as the registrar's input.
-fn send(agent: &ureq::Agent, req: &Request) -> Input {
+/// A browse's registries, if it found any; `said_empty` as above.
+fn found(
+    browse: Result<Vec<Registry>>,
+    where_: &str,
+    said_empty: &mut bool,
+) -> Option<Vec<Registry>> {
+    match browse {
+        Ok(list) if list.is_empty() => {
+            if std::mem::replace(said_empty, true) {
+                return None;
+            }
+            warn!(
+                "NMOS: no v1.3 HTTP registry under {where_}; browsing again every {} s",
+                REBROWSE_EMPTY.as_secs()
+            );
+            None
+        }
+        Ok(list) => {
+            *said_empty = false;
+            Some(list)
+        }
+        Err(e) => {
+            warn!("NMOS: DNS-SD browse failed: {e:#}");
+            None
+        }
+    }
+}
+
+/// Carries out one request, waiting at most `budget` for the answer;
+/// the answer as the registrar's input.
+fn send(agent: &ureq::Agent, req: &Request, budget: Nanos) -> Input {
+    // Never 0, which ureq would read as no limit.
+    let timeout = Duration::from_nanos(budget.0).max(Duration::from_millis(1));
     let result = match (req.method, &req.body) {
         (Method::Post, Some(body)) => agent
             .post(&req.url)
+            .timeout(timeout)
             .set("Content-Type", "application/json")
             .send_string(body),
         // A heartbeat has no body, but says so (`Content-Length: 0`).
-        (Method::Post, None) => agent.post(&req.url).send_bytes(&[]),
-        (Method::Delete, _) => agent.delete(&req.url).call(),
+        (Method::Post, None) => agent.post(&req.url).timeout(timeout).send_bytes(&[]),
+        (Method::Delete, _) => agent.delete(&req.url).timeout(timeout).call(),
     };
     match result {
         Ok(r) => Input::Response {
@@ -234,5 +324,18 @@ fn report(e: &Event) {
         Event::Unreachable { reason } => {
             warn!(%reason, "NMOS: no registry answers (last: {reason}); trying again");
         }
+        Event::Left {
+            registry: Some(registry),
+            remaining: 0,
+        } => info!(%registry, "NMOS: deregistered from {registry}"),
+        Event::Left {
+            registry: Some(registry),
+            remaining,
+        } => warn!(
+            %registry, remaining,
+            "NMOS: deregistering from {registry} stopped with {remaining} resources left; \
+             it will expire them"
+        ),
+        Event::Left { registry: None, .. } => {}
     }
 }

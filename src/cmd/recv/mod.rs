@@ -21,7 +21,7 @@ pub(crate) fn main(args: RecvArgs) -> Result<std::process::ExitCode> {
     }
     if args.registration.source().is_some() || args.registration.state_dir.is_some() {
         anyhow::bail!(
-            "--registry, --nmos-dns and --state-dir are for an NMOS receiver: add --nmos"
+            "--registry, --nmos-dns, --nmos-mdns and --state-dir are for an NMOS receiver: add --nmos"
         );
     }
     if stripes::wanted(&args)? {

@@ -35,6 +35,7 @@ use crossbeam_channel::{Receiver as ChanRx, RecvTimeoutError, Sender as ChanTx, 
 use nagare_api::cluster::ClusterConfig;
 use nagare_api::stripes::{FrameFailure, LegReport, StripeReport, StripesReport};
 use nagare_api::video::{EndedBy, FrameList};
+use nagare_proto::nmos::connection::Listen;
 use nagare_proto::sdp::SdpStream;
 use nagare_proto::video::aligned::AlignedBuf;
 use nagare_proto::video::assembler::Assembler;
@@ -56,7 +57,7 @@ use crate::engine::recv::{RecvArgs, read_sdp};
 use crate::net::placement::{CpuChoice, Placement, Role};
 use crate::net::rtcp::reading::{ReaderRtcp, next_port};
 use crate::net::rtcp::sending::rtcp_dest;
-use crate::net::udp::{self, ReceiveOptions, Receiver};
+use crate::net::udp::{self, Interface, ReceiveOptions, Receiver};
 use crate::progress::{Ticker, bitrate};
 
 /// Whether `args` ask for stripes or a second leg (this module's work).
@@ -72,7 +73,7 @@ pub(super) fn wanted(args: &RecvArgs) -> Result<bool> {
 }
 
 /// Where one leg of one stripe arrives.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Leg {
     listen: SocketAddr,
     /// The only sender accepted on a multicast group (SSM), from the SDP's
@@ -80,13 +81,16 @@ struct Leg {
     source: Option<IpAddr>,
     /// The multicast TTL the SDP names, for RTCP to the group.
     ttl: Option<u8>,
+    /// The interface this leg's group is joined on, when it is not the
+    /// plan's (`recv --nmos`: each leg's `interface_ip`).
+    interface: Option<Interface>,
 }
 
 /// Every stripe's legs, in stripe order.
 type Legs = Vec<Vec<Leg>>;
 
 /// A validated striped receive.
-struct Plan {
+pub(super) struct Plan {
     stripes: Stripes,
     /// Per stripe, each leg.
     legs: Legs,
@@ -149,6 +153,7 @@ fn plan_from_sdps(args: &RecvArgs) -> Result<(Stripes, Legs, Option<FrameRate>)>
                     listen: SocketAddr::new(s.address, s.port),
                     source: s.source,
                     ttl: s.ttl,
+                    interface: None,
                 })
                 .collect(),
         );
@@ -207,6 +212,7 @@ fn plan_from_listen(args: &RecvArgs) -> Result<(Stripes, Legs)> {
         listen,
         source: source.filter(|_| listen.ip().is_multicast()),
         ttl: None,
+        interface: None,
     };
     let mut legs = Vec::with_capacity(count);
     for k in 0..count {
@@ -315,6 +321,7 @@ fn plan_from_cluster(path: &Path) -> Result<FromCluster> {
                 listen,
                 source: None,
                 ttl: None,
+                interface: None,
             });
         }
         legs.push(l);
@@ -354,6 +361,51 @@ impl Plan {
             }
             None => plan_from_sdps(args)?,
         };
+        Plan::build(args, stripes, legs, sdp_rate, interface)
+    }
+
+    /// One stream on the legs `listens` (an ST 2022-7 pair), of the
+    /// format the SDP `text` says: what `recv --nmos` activates with two
+    /// legs. `what` names the SDP in errors.
+    pub(super) fn for_legs(
+        args: &RecvArgs,
+        text: &str,
+        what: &str,
+        listens: &[Listen],
+    ) -> Result<Plan> {
+        let streams = SdpStream::parse_legs(text).map_err(|e| anyhow!("{what}: {e}"))?;
+        let first = &streams[0];
+        let stripes = Stripes::from_stripe(first.format, args.striping.split, 1)
+            .map_err(|e| anyhow!("{what}: {e}"))?;
+        let mut legs = Vec::with_capacity(listens.len());
+        for (k, l) in listens.iter().enumerate() {
+            legs.push(Leg {
+                listen: l.address,
+                source: l.source.filter(|_| l.address.ip().is_multicast()),
+                ttl: streams.get(k).and_then(|s| s.ttl),
+                interface: l
+                    .interface
+                    .map(|ip| udp::parse_interface(&ip.to_string()))
+                    .transpose()?,
+            });
+        }
+        Plan::build(
+            args,
+            stripes,
+            vec![legs],
+            first.rate,
+            args.interface.clone(),
+        )
+    }
+
+    /// The plan of `legs` of `stripes`, every other flag from `args`.
+    fn build(
+        args: &RecvArgs,
+        stripes: Stripes,
+        legs: Legs,
+        sdp_rate: Option<FrameRate>,
+        interface: Option<Interface>,
+    ) -> Result<Plan> {
         // Pinned to one CPU, a second receive thread would only take turns;
         // placed, receive threads share every CPU but a sender's.
         let all = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -432,6 +484,10 @@ impl Unit {
         for (leg, l) in plan.legs[k].iter().enumerate() {
             let opts = ReceiveOptions {
                 source: l.source,
+                interface: l
+                    .interface
+                    .clone()
+                    .or_else(|| plan.socket.interface.clone()),
                 ..plan.socket.clone()
             };
             let addr = l.listen;
@@ -495,9 +551,13 @@ impl Unit {
         let Some(at) = plan.rtcp[k] else {
             return;
         };
-        let first = plan.legs[k][0];
+        let first = &plan.legs[k][0];
         let opts = ReceiveOptions {
             source: first.source,
+            interface: first
+                .interface
+                .clone()
+                .or_else(|| plan.socket.interface.clone()),
             ..plan.socket.clone()
         };
         match ReaderRtcp::bind(at, &opts, first.ttl) {
@@ -915,22 +975,65 @@ fn assembly_depth(plan: &Plan) -> usize {
 
 /// Receives until the frame limit, the idle timeout or `stop`.
 fn run(plan: &Plan, stop: &AtomicBool) -> Result<StripesReport> {
-    // A bad --cpu is refused here, before anything listens. Then this
-    // thread (reassembly), the writer and any thread already running go to
-    // the helper CPUs, off a local sender's; each receive thread places
-    // itself, and inherits --realtime from here.
+    // A bad --cpu is refused here, before anything listens.
+    let placement = place(plan)?;
+    let assembler = assembler(plan);
+    let opened = open(plan)?;
+    receive(plan, assembler, opened, &placement, stop)
+}
+
+/// Every socket of a plan, bound and joined ([`open`]).
+pub(super) struct Opened {
+    groups: Vec<Vec<Unit>>,
+    recycle: Recycle,
+}
+
+/// Binds and joins every socket of `plan` (`recv --nmos`: before the
+/// activation is answered, so a port taken refuses it).
+pub(super) fn open(plan: &Plan) -> Result<Opened> {
+    let (groups, recycle) = open_units(plan)?;
+    Ok(Opened { groups, recycle })
+}
+
+/// [`run`] on sockets already [`open`]ed.
+pub(super) fn run_opened(plan: &Plan, opened: Opened, stop: &AtomicBool) -> Result<StripesReport> {
+    let placement = place(plan)?;
+    let assembler = assembler(plan);
+    receive(plan, assembler, opened, &placement, stop)
+}
+
+/// Places this thread (reassembly), the writer and any thread already
+/// running on the helper CPUs, off a local sender's; each receive thread
+/// places itself, and inherits --realtime from here.
+fn place(plan: &Plan) -> Result<Placement> {
     let placement = Placement::new(plan.cpu);
     placement.apply(Role::Receive { index: 0 })?;
     placement.apply(Role::Helper { pacers: 0 })?;
     if plan.realtime {
         crate::net::tuning::realtime()?;
     }
+    Ok(placement)
+}
+
+/// The plan's assembler, its first frames faulted in.
+fn assembler(plan: &Plan) -> Assembler {
     let mut assembler = Assembler::new(plan.stripes, assembly_depth(plan));
     // One frame being filled, one being written, one on its way back:
     // with fewer made ahead, an 8K receiver faulted fresh 83 MB frames in
     // as the stream started, and its 2-core sender fell 5-40 ms behind.
     assembler.warm(3);
-    let (groups, recycle) = open_units(plan)?;
+    assembler
+}
+
+/// Receives on the opened sockets until the frame limit, the idle
+/// timeout or `stop`.
+fn receive(
+    plan: &Plan,
+    assembler: Assembler,
+    Opened { groups, recycle }: Opened,
+    placement: &Placement,
+    stop: &AtomicBool,
+) -> Result<StripesReport> {
     let shared = Arc::new(Shared {
         stop: AtomicBool::new(false),
         last_packet: AtomicU64::new(0),
@@ -1094,7 +1197,7 @@ fn finish_report(
 }
 
 /// Prints the human summary.
-fn print_summary(r: &StripesReport) {
+pub(super) fn print_summary(r: &StripesReport) {
     eprintln!(
         "recv: {} stripes ({}) on {} threads: {} frames complete, {} incomplete{}, {} lost; {} written{}",
         r.stripes,

@@ -127,6 +127,12 @@ pub(crate) struct ServeArgs {
     /// Interface for multicast sends, by address (127.0.0.1) or name (lo).
     #[arg(long, value_parser = cli::parse_interface)]
     pub multicast_interface: Option<Interface>,
+    /// The legs of each path's IS-05 sender: 2 offers an ST 2022-7 pair
+    /// (two transport_params entries; an activation sends every packet
+    /// to both, and the transport file has a=group:DUP). Stripe senders
+    /// keep one: a cluster's second leg is another node's.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2), value_name = "1|2")]
+    pub nmos_legs: u8,
     /// Print the final report as JSON on stdout when stopped.
     #[arg(long)]
     pub json: bool,
@@ -186,14 +192,17 @@ pub(crate) fn main(args: ServeArgs) -> Result<ExitCode> {
     // that cannot start ends serve before a client could connect.
     start_configured(&server, &config)?;
     announce(&server, rtsp_addr, http_addr, credentials.is_some());
-    let mut threads = spawn(&server, rtsp_listener, http, credentials)?;
-    threads.extend(nmos_registration(&server, &args)?);
+    let threads = spawn(&server, rtsp_listener, http, credentials)?;
+    let registration = nmos_registration(&server, &args)?;
     while !server.stopping() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let report = shut_down(&server);
     for t in threads {
         let _ = t.join();
+    }
+    if let Some(r) = registration {
+        r.finish();
     }
     print_report(&report, args.json)?;
     Ok(ExitCode::SUCCESS)
@@ -317,14 +326,21 @@ fn nmos_node(args: &ServeArgs, http: SocketAddr, token: &Token) -> Result<nmos::
     // The port asked for, not the one bound: 0 names no lasting node.
     let id = crate::nmos::identity::node_id(dir.as_deref(), args.http.port())?;
     let interface = args.multicast_interface.as_ref().map(|i| i.index);
-    Ok(nmos::Node::new(id, http, !token.admits(None), interface))
+    let legs = usize::from(args.nmos_legs);
+    Ok(nmos::Node::new(
+        id,
+        http,
+        !token.admits(None),
+        interface,
+        legs,
+    ))
 }
 
 /// Starts NMOS registration when `--registry` or `--nmos-dns` asks for it.
 fn nmos_registration(
     server: &Arc<Server>,
     args: &ServeArgs,
-) -> Result<Option<std::thread::JoinHandle<()>>> {
+) -> Result<Option<crate::nmos::register::Registration>> {
     let (s, r) = (server.clone(), server.clone());
     let t = crate::nmos::register::start(
         &args.registration,

@@ -134,6 +134,11 @@ pub(crate) struct RecvArgs {
     /// needs --token; port 0 picks a free one).
     #[arg(long, default_value = "127.0.0.1:8081", value_parser = cli::parse_listen_address, value_name = "ADDR:PORT")]
     pub nmos_http: SocketAddr,
+    /// The --nmos receiver's legs: 2 is an ST 2022-7 pair (two
+    /// transport_params entries; a transport file with a=group:DUP fills
+    /// both, and the legs are merged as with --dup).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2), value_name = "1|2", requires = "nmos")]
+    pub nmos_legs: u8,
     /// Token of the --nmos APIs (or NAGARE_TOKEN): required when
     /// --nmos-http is not loopback; controllers send 'Authorization:
     /// Bearer TOKEN'.

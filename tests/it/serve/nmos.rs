@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::harness::{Media, Serve, http};
-use crate::common::{Scratch, wait_until};
+use crate::common::{Netns, Running, Scratch, sigterm, wait_until};
 use crate::nmos_schema::{assert_valid, schema_dir, validate_node_api, validator};
 
 fn get(serve: &Serve, path: &str) -> Value {
@@ -202,6 +202,8 @@ enum Mode {
     LoseNode,
     /// 503 to everything.
     Down,
+    /// No answer to a DELETE (the connection held open).
+    HangDeletes,
 }
 
 /// A Registration API that records each request as `POST node`,
@@ -222,9 +224,12 @@ impl MockRegistry {
         let (l, m) = (log.clone(), mode.clone());
         std::thread::spawn(move || {
             let mut known = false;
+            let mut unanswered = Vec::new();
             for conn in listener.incoming() {
                 let Ok(conn) = conn else { return };
-                let _ = answer_one(conn, &l, &m, &mut known);
+                if let Ok(Some(held)) = answer_one(conn, &l, &m, &mut known) {
+                    unanswered.push(held);
+                }
             }
         });
         MockRegistry { addr, log, mode }
@@ -253,13 +258,14 @@ impl MockRegistry {
     }
 }
 
-/// Reads one request from `conn`, logs it and answers as `mode` says.
+/// Reads one request from `conn`, logs it and answers as `mode` says;
+/// the connection back when it is to be held unanswered.
 fn answer_one(
     conn: std::net::TcpStream,
     log: &std::sync::Mutex<Vec<String>>,
     mode: &std::sync::Mutex<Mode>,
     known: &mut bool,
-) -> std::io::Result<()> {
+) -> std::io::Result<Option<std::net::TcpStream>> {
     use std::io::{BufRead, BufReader, Read, Write};
     conn.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
     let mut reader = BufReader::new(conn.try_clone()?);
@@ -297,6 +303,7 @@ fn answer_one(
     let mut m = mode.lock().unwrap();
     let status = match (*m, what.as_str()) {
         (Mode::Down, _) => 503,
+        (Mode::HangDeletes, _) if method == "DELETE" => return Ok(Some(conn)),
         (Mode::LoseNode, "heartbeat") => {
             *m = Mode::Normal;
             *known = false;
@@ -317,7 +324,7 @@ fn answer_one(
         conn,
         "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
     )?;
-    Ok(())
+    Ok(None)
 }
 
 #[test]
@@ -370,6 +377,66 @@ fn registers_heartbeats_reregisters_after_a_404_and_fails_over() {
     assert!(status.success(), "{stderr_tail}");
 }
 
+#[test]
+fn a_clean_stop_deletes_the_resources_children_first_and_the_node_last() {
+    let registry = MockRegistry::start([127, 0, 0, 7]);
+    let media = Media::new("nmos-deregister");
+    let mut serve = Serve::start(&media, &["--registry", &registry.url()]);
+    registry.wait_for(0, "POST heartbeat", 1);
+    serve.wait_for_log(&format!("NMOS: registered with {}", registry.url()));
+    let (status, _, stderr) = serve.terminate();
+    assert!(status.success(), "{stderr}");
+    // By the time serve has exited, the registry has heard every DELETE.
+    let deletes: Vec<String> = registry
+        .log()
+        .into_iter()
+        .filter(|l| l.starts_with("DELETE"))
+        .collect();
+    assert_eq!(
+        deletes,
+        [
+            "DELETE senders",
+            "DELETE senders",
+            "DELETE flows",
+            "DELETE flows",
+            "DELETE sources",
+            "DELETE sources",
+            "DELETE devices",
+            "DELETE nodes"
+        ],
+        "{stderr}"
+    );
+    let log = registry.log();
+    assert_eq!(log.last().map(String::as_str), Some("DELETE nodes"));
+    assert!(stderr.contains("deregistered from"), "{stderr}");
+}
+
+#[test]
+fn a_registry_that_does_not_answer_holds_a_clean_stop_about_2_s_at_most() {
+    let registry = MockRegistry::start([127, 0, 0, 8]);
+    let media = Media::new("nmos-deregister-hung");
+    let mut serve = Serve::start(&media, &["--registry", &registry.url()]);
+    registry.wait_for(0, "POST heartbeat", 1);
+    serve.wait_for_log(&format!("NMOS: registered with {}", registry.url()));
+    registry.set(Mode::HangDeletes);
+    let asked = std::time::Instant::now();
+    let (status, _, stderr) = serve.terminate();
+    let took = asked.elapsed();
+    assert!(status.success(), "{stderr}");
+    // The first DELETE hangs: the stop gives up on it after 2 s.
+    let deletes = registry
+        .log()
+        .iter()
+        .filter(|l| l.starts_with("DELETE"))
+        .count();
+    assert_eq!(deletes, 1, "{:?}", registry.log());
+    assert!(
+        took < std::time::Duration::from_secs(5),
+        "serve took {took:?} to stop: {stderr}"
+    );
+    assert!(stderr.contains("resources left"), "{stderr}");
+}
+
 /// A name in DNS wire form (no compression).
 fn dns_name(name: &str) -> Vec<u8> {
     let mut out = Vec::new();
@@ -416,33 +483,42 @@ fn mock_dns(
                 continue;
             }
             seen.fetch_add(1, Ordering::Relaxed);
-            let service = "_nmos-register._tcp.test.local";
-            let instance = format!("reg.{service}");
-            let mut srv = vec![0, 0, 0, 0];
-            srv.extend_from_slice(&registry.port().to_be_bytes());
-            srv.extend_from_slice(&dns_name("reg.test.local"));
-            let mut txt = Vec::new();
-            for kv in [
-                "api_proto=http",
-                "api_ver=v1.2,v1.3",
-                "api_auth=false",
-                "pri=10",
-            ] {
-                txt.push(kv.len() as u8);
-                txt.extend_from_slice(kv.as_bytes());
-            }
-            let mut out = Vec::new();
-            out.extend_from_slice(&buf[..2]); // the query's id
-            out.extend_from_slice(&[0x81, 0x80, 0, 1, 0, 1, 0, 0, 0, 3]);
-            out.extend_from_slice(&buf[12..n]); // its question
-            out.extend(dns_record(service, 12, &dns_name(&instance)));
-            out.extend(dns_record(&instance, 33, &srv));
-            out.extend(dns_record(&instance, 16, &txt));
-            out.extend(dns_record("reg.test.local", 1, &ip.octets()));
+            let out = dns_sd_answer(&buf[..n], ip, registry.port(), "test.local");
             let _ = socket.send_to(&out, from);
         }
     });
     (addr, queries)
+}
+
+/// The answer to DNS `query` naming one registry at `ip`:`port` as
+/// `_nmos-register._tcp.DOMAIN` (PTR in the answer; SRV, TXT and A as
+/// additional records).
+fn dns_sd_answer(query: &[u8], ip: std::net::Ipv4Addr, port: u16, domain: &str) -> Vec<u8> {
+    let service = format!("_nmos-register._tcp.{domain}");
+    let instance = format!("reg.{service}");
+    let target = format!("reg.{domain}");
+    let mut srv = vec![0, 0, 0, 0];
+    srv.extend_from_slice(&port.to_be_bytes());
+    srv.extend_from_slice(&dns_name(&target));
+    let mut txt = Vec::new();
+    for kv in [
+        "api_proto=http",
+        "api_ver=v1.2,v1.3",
+        "api_auth=false",
+        "pri=10",
+    ] {
+        txt.push(kv.len() as u8);
+        txt.extend_from_slice(kv.as_bytes());
+    }
+    let mut out = Vec::new();
+    out.extend_from_slice(&query[..2]); // the query's id
+    out.extend_from_slice(&[0x81, 0x80, 0, 1, 0, 1, 0, 0, 0, 3]);
+    out.extend_from_slice(&query[12..]); // its question
+    out.extend(dns_record(&service, 12, &dns_name(&instance)));
+    out.extend(dns_record(&instance, 33, &srv));
+    out.extend(dns_record(&instance, 16, &txt));
+    out.extend(dns_record(&target, 1, &ip.octets()));
+    out
 }
 
 #[test]
@@ -457,4 +533,89 @@ fn finds_its_registry_by_unicast_dns_sd() {
     assert!(queries.load(std::sync::atomic::Ordering::Relaxed) >= 1);
     let log = registry.log();
     assert_eq!(log[0], "POST node", "{log:?}");
+}
+
+/// Runs `f` on a thread inside network namespace `ns`: the sockets it
+/// opens belong to the namespace, whichever thread then uses them.
+fn in_netns<T: Send + 'static>(ns: &Netns, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let path = format!("/run/netns/{}", ns.0);
+    std::thread::spawn(move || {
+        let file = std::fs::File::open(&path).unwrap();
+        nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+        f()
+    })
+    .join()
+    .unwrap()
+}
+
+/// An mDNS responder on the interface with address `on`: every query to
+/// 224.0.0.251:5353 is answered, by unicast to its sender (RFC 6762
+/// §6.7), with the one registry at `registry`; counts the queries.
+fn mdns_responder(
+    on: std::net::Ipv4Addr,
+    registry: std::net::SocketAddr,
+) -> std::sync::Arc<std::sync::atomic::AtomicUsize> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let socket = std::net::UdpSocket::bind((std::net::Ipv4Addr::UNSPECIFIED, 5353)).unwrap();
+    socket
+        .join_multicast_v4(&std::net::Ipv4Addr::new(224, 0, 0, 251), &on)
+        .unwrap();
+    let queries = std::sync::Arc::new(AtomicUsize::new(0));
+    let seen = queries.clone();
+    let std::net::IpAddr::V4(ip) = registry.ip() else {
+        panic!("IPv4")
+    };
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 512];
+        while let Ok((n, from)) = socket.recv_from(&mut buf) {
+            // Queries only (QR clear); the answers of others pass by.
+            if n < 12 || buf[2] & 0x80 != 0 {
+                continue;
+            }
+            seen.fetch_add(1, Ordering::Relaxed);
+            let out = dns_sd_answer(&buf[..n], ip, registry.port(), "local");
+            let _ = socket.send_to(&out, from);
+        }
+    });
+    queries
+}
+
+#[test]
+fn finds_its_registry_by_multicast_dns_on_the_named_interface() {
+    let Some(ns) = Netns::new("mdns") else { return };
+    // An IPv4 address on the namespace's v0: the registry and the mDNS
+    // responder live there, and the node asks on it by name. The
+    // namespace has no default route: nothing leaves the machine.
+    let status = std::process::Command::new("ip")
+        .args(["-n", &ns.0, "addr", "add", "10.77.0.1/24", "dev", "v0"])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let on = std::net::Ipv4Addr::new(10, 77, 0, 1);
+    let (registry, queries) = in_netns(&ns, move || {
+        let registry = MockRegistry::start(on.octets());
+        let queries = mdns_responder(on, registry.addr);
+        (registry, queries)
+    });
+    let mut cmd = ns.nagare();
+    cmd.args([
+        "recv",
+        "--nmos",
+        "--nmos-http",
+        "127.0.0.1:0",
+        "--nmos-mdns",
+        "v0",
+    ]);
+    let mut node = Running::spawn(cmd);
+    node.wait_for(&format!("NMOS: registered with {}", registry.url()));
+    assert!(queries.load(std::sync::atomic::Ordering::Relaxed) >= 1);
+    let log = registry.log();
+    assert_eq!(
+        &log[..3],
+        ["POST node", "POST device", "POST receiver"],
+        "{log:?}"
+    );
+    sigterm(&node.child);
+    let (status, _, stderr) = node.finish();
+    assert!(status.success(), "{stderr}");
 }

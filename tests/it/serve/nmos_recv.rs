@@ -336,3 +336,134 @@ fn recv_nmos_off_loopback_needs_a_token_and_then_asks_for_it() {
     let (status, stderr) = node.stop();
     assert!(status.success(), "{stderr}");
 }
+
+/// A GET of `serve`'s API, as JSON.
+fn serve_get(serve: &Serve, path: &str) -> Value {
+    let (status, body) = serve.api("GET", path, None);
+    assert_eq!(status, 200, "GET {path}: {body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
+}
+
+/// Every Connection API answer of a sender or receiver under `base`,
+/// validated; its `/active`.
+fn validate_connection(api: &impl NmosApi, base: &str, role: &str) -> Value {
+    api.call(
+        "GET",
+        &format!("{base}/constraints"),
+        None,
+        200,
+        "constraints-schema.json",
+    );
+    let schema = format!("{role}-response-schema.json");
+    api.call("GET", &format!("{base}/staged"), None, 200, &schema);
+    api.call("GET", &format!("{base}/active"), None, 200, &schema)
+}
+
+#[test]
+fn a_two_leg_sender_reaches_a_two_leg_recv_nmos_on_both_legs_byte_identical() {
+    let media = Media::new("nmos-recv-dup");
+    let serve = Serve::start(&media, &["--nmos-legs", "2"]);
+    let out = media.dir.path("out.yuv");
+    let mut node = RecvNode::start(&["--nmos-legs", "2", "--json", "-o", out.to_str().unwrap()]);
+    let receiver = node.receiver_id();
+    let sender = sender_id(&serve, "clip.yuv");
+    let sender_base = format!("{C}/single/senders/{sender}");
+    let receiver_base = format!("{C}/single/receivers/{receiver}");
+
+    // Both nodes validate with two legs: two interface bindings, two
+    // constraints, staged and active entries.
+    validate_node_api(|path| node.get(path));
+    validate_node_api(|path| serve_get(&serve, path));
+    let shown = node.get(&format!("{N}/receivers/{receiver}"));
+    let bindings = shown["interface_bindings"].as_array().unwrap().len();
+    let shown = serve_get(&serve, &format!("{N}/senders/{sender}"));
+    assert_eq!(
+        shown["interface_bindings"].as_array().unwrap().len(),
+        bindings
+    );
+    let active = validate_connection(&node, &receiver_base, "receiver");
+    assert_eq!(active["transport_params"].as_array().unwrap().len(), 2);
+    let active = validate_connection(&serve, &sender_base, "sender");
+    assert_eq!(active["transport_params"].as_array().unwrap().len(), 2);
+    let (status, constraints) = serve.api("GET", &format!("{sender_base}/constraints"), None);
+    assert_eq!(status, 200);
+    let constraints: Value = serde_json::from_str(&constraints).unwrap();
+    assert_eq!(constraints.as_array().unwrap().len(), 2);
+
+    // The sender aimed at two ports, parked: its transport file is an
+    // ST 2022-7 pair.
+    let ports = [free_udp_port(), free_udp_port()];
+    let aim = json!({"receiver_id": receiver, "master_enable": false,
+        "transport_params": [
+            {"destination_ip": "127.0.0.1", "destination_port": ports[0]},
+            {"destination_ip": "127.0.0.1", "destination_port": ports[1]}],
+        "activation": {"mode": "activate_immediate"}});
+    serve.call(
+        "PATCH",
+        &format!("{sender_base}/staged"),
+        Some(aim),
+        200,
+        "sender-response-schema.json",
+    );
+    let (status, sdp) = serve.api("GET", &format!("{sender_base}/transportfile"), None);
+    assert_eq!(status, 200, "{sdp}");
+    assert!(sdp.contains("a=group:DUP primary secondary"), "{sdp}");
+    for p in ports {
+        assert!(sdp.contains(&format!("m=video {p} ")), "{sdp}");
+    }
+
+    // The receiver takes the SDP: both legs filled, both listening.
+    let connect = json!({"sender_id": sender, "master_enable": true,
+        "transport_file": {"data": sdp, "type": "application/sdp"},
+        "activation": {"mode": "activate_immediate"}});
+    let r = node.call(
+        "PATCH",
+        &format!("{receiver_base}/staged"),
+        Some(connect),
+        200,
+        "receiver-response-schema.json",
+    );
+    assert_eq!(r["master_enable"], true);
+    for (k, p) in ports.iter().enumerate() {
+        assert_eq!(r["transport_params"][k]["destination_port"], *p, "{r}");
+        node.run.wait_for(&format!("receiving on 127.0.0.1:{p}"));
+    }
+
+    // The sender starts: every packet goes to both legs.
+    let go = json!({"master_enable": true, "activation": {"mode": "activate_immediate"}});
+    serve.call(
+        "PATCH",
+        &format!("{sender_base}/staged"),
+        Some(go),
+        200,
+        "sender-response-schema.json",
+    );
+    let want = (2 * FRAMES * FRAME_BYTES) as u64;
+    wait_for_file_size(&out, want, Duration::from_secs(30));
+    stop_sender(&serve, &sender_base);
+    let stop = json!({"master_enable": false, "activation": {"mode": "activate_immediate"}});
+    // The receive has ended, its recording flushed, when this answers.
+    node.call(
+        "PATCH",
+        &format!("{receiver_base}/staged"),
+        Some(stop),
+        200,
+        "receiver-response-schema.json",
+    );
+    let got = std::fs::read(&out).unwrap();
+    assert!(got.len() as u64 >= want, "{} bytes", got.len());
+    assert_clip_frames(&media.clip, &got);
+
+    // The report (--json, on stdout): both legs delivered, and the
+    // second's packets were copies of the first's.
+    sigterm(&node.run.child);
+    let (status, stdout, stderr) = node.run.finish();
+    assert!(status.success(), "{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let legs = &report["per_stripe"][0]["legs"];
+    let received = |k: usize| legs[k]["received"].as_u64().unwrap();
+    assert!(received(0) > 0 && received(1) > 0, "{report:#}");
+    let copies = legs[0]["duplicates"].as_u64().unwrap() + legs[1]["duplicates"].as_u64().unwrap();
+    assert!(copies > 0, "{report:#}");
+    assert_eq!(report["per_stripe"][0]["unrecovered"], 0, "{report:#}");
+}

@@ -96,6 +96,9 @@ pub struct PathSpec {
     pub subscription: SenderSubscription,
     /// One sender per stripe it offers (empty: none).
     pub stripes: Vec<StripeSenderSpec>,
+    /// The legs its own sender offers: 1, or 2 for an ST 2022-7 pair
+    /// (IS-05 wants one interface binding per `transport_params` entry).
+    pub legs: usize,
 }
 
 /// The sender of one stripe of a path: stripe `index` of `count` by
@@ -207,6 +210,10 @@ impl NodeSpec {
                 p.subscription.active,
             );
             s.subscription.receiver_id = p.subscription.receiver_id;
+            s.interface_bindings = std::iter::repeat_n(&self.bindings, p.legs)
+                .flatten()
+                .cloned()
+                .collect();
             s.manifest_href = self.connection_api.then(|| {
                 format!(
                     "{}single/senders/{sender}/transportfile",
@@ -276,6 +283,7 @@ impl NodeSpec {
             },
             subscription: st.subscription.clone(),
             stripes: Vec::new(),
+            legs: 1,
         };
         let mut flow = flow_of(flow_id, source, device, &stripe);
         flow.core.description = "a stripe of a path of nagare serve".into();

@@ -18,6 +18,11 @@
 //! - A node POST answered 200 on the first registration: the registry
 //!   kept an old record; DELETE it and register afresh (IS-04 "Registry
 //!   Interactions").
+//! - [`Input::Leave`] (a clean stop): DELETE everything the registry
+//!   holds, children first and the node last, no heartbeats or POSTs,
+//!   and give up on the first failure or after [`Config::leave`], so a
+//!   registry that does not answer cannot hold the exit;
+//!   [`Registrar::has_left`] says when it is over.
 //!
 //! Polling order: feed (responses, new resources, registries, the timer)
 //! → transmit (at most one request is in flight) → events → wait until
@@ -39,6 +44,8 @@ pub struct Config {
     pub request_timeout: Nanos,
     /// After every registry failed, the pause before starting over.
     pub retry: Nanos,
+    /// How long a clean stop may spend deregistering ([`Input::Leave`]).
+    pub leave: Nanos,
 }
 
 impl Default for Config {
@@ -47,6 +54,7 @@ impl Default for Config {
             heartbeat: Nanos::from_secs(5),
             request_timeout: Nanos::from_secs(3),
             retry: Nanos::from_secs(5),
+            leave: Nanos::from_secs(2),
         }
     }
 }
@@ -107,6 +115,9 @@ pub enum Input {
     },
     /// `now` reached `poll_timeout()`.
     Timer,
+    /// The node is stopping cleanly: deregister (children first, the
+    /// node last) within [`Config::leave`].
+    Leave,
 }
 
 /// What happened.
@@ -145,6 +156,14 @@ pub enum Event {
     Unreachable {
         /// What went wrong last.
         reason: String,
+    },
+    /// A clean stop is over ([`Input::Leave`]).
+    Left {
+        /// The registry, if there was one.
+        registry: Option<String>,
+        /// Resources it still holds (a failure or the time ran out; it
+        /// expires them itself).
+        remaining: usize,
     },
 }
 
@@ -194,6 +213,10 @@ pub struct Registrar {
     resume_at: Option<Nanos>,
     next_id: u64,
     events: VecDeque<Event>,
+    /// Deregistering ([`Input::Leave`]): until when.
+    leaving: Option<Nanos>,
+    /// The clean stop is over.
+    left: bool,
 }
 
 impl Registrar {
@@ -215,12 +238,16 @@ impl Registrar {
             resume_at: None,
             next_id: 0,
             events: VecDeque::new(),
+            leaving: None,
+            left: false,
         }
     }
 
     /// Takes one input.
     pub fn handle_input(&mut self, now: Nanos, input: Input) {
         match input {
+            // A stopping node keeps its registry and resources as they were.
+            Input::Discovered(_) | Input::Resources(_) if self.leaving.is_some() => {}
             Input::Discovered(list) => self.discovered(list),
             Input::Resources(mut list) => {
                 list.sort_by_key(Resource::kind);
@@ -236,6 +263,8 @@ impl Registrar {
                     self.fail_over(now, "no answer (connection failed)".into());
                 }
             }
+            Input::Leave => self.leave(now),
+            Input::Timer if self.leaving.is_some_and(|t| now >= t) => self.finish_leaving(),
             Input::Timer => {
                 if let Some(f) = self.in_flight.filter(|f| now >= f.deadline) {
                     self.in_flight = None;
@@ -249,7 +278,7 @@ impl Registrar {
 
     /// The next request to send, if one is due.
     pub fn poll_transmit(&mut self, now: Nanos) -> Option<Request> {
-        if self.in_flight.is_some() || self.registries.is_empty() {
+        if self.in_flight.is_some() || self.registries.is_empty() || self.left {
             return None;
         }
         if let Some(at) = self.resume_at {
@@ -263,11 +292,15 @@ impl Registrar {
         let step = self.next_step(now, node)?;
         let id = RequestId(self.next_id);
         self.next_id += 1;
+        let mut deadline = Nanos(now.0.saturating_add(self.config.request_timeout.0));
+        if let Some(end) = self.leaving {
+            deadline = deadline.min(end);
+        }
         self.in_flight = Some(InFlight {
             id,
             step,
             sent: now,
-            deadline: Nanos(now.0.saturating_add(self.config.request_timeout.0)),
+            deadline,
         });
         Some(self.request(id, step, node))
     }
@@ -280,10 +313,36 @@ impl Registrar {
     /// When to call again at the latest (with [`Input::Timer`] once
     /// reached, then `poll_transmit`).
     pub fn poll_timeout(&self) -> Option<Nanos> {
+        if self.left {
+            return None;
+        }
         if let Some(f) = self.in_flight {
             return Some(f.deadline);
         }
+        if self.leaving.is_some() {
+            return self.leaving;
+        }
         self.resume_at.or(self.next_heartbeat)
+    }
+
+    /// Whether a clean stop ([`Input::Leave`]) is over: everything
+    /// deregistered, or a failure or the time ended it.
+    pub fn has_left(&self) -> bool {
+        self.left
+    }
+
+    /// How long a request may wait for its answer now: the request
+    /// timeout, or what is left of a clean stop's time (a driver that
+    /// blocks on a request bounds it by this).
+    pub fn request_budget(&self, now: Nanos) -> Nanos {
+        match self.leaving {
+            Some(end) => Nanos(
+                end.0
+                    .saturating_sub(now.0)
+                    .min(self.config.request_timeout.0),
+            ),
+            None => self.config.request_timeout,
+        }
     }
 
     /// The registry in use, if any.
@@ -354,6 +413,15 @@ impl Registrar {
     }
 
     fn next_step(&self, now: Nanos, node: ResourceId) -> Option<Step> {
+        if self.leaving.is_some() {
+            // Children first: receivers and senders, flows, sources,
+            // devices, the node last.
+            return self
+                .held
+                .iter()
+                .max_by_key(|(_, (kind, _))| *kind)
+                .map(|(id, (kind, _))| Step::Delete(*kind, *id));
+        }
         if self.phase == Phase::Probing {
             return Some(Step::Heartbeat);
         }
@@ -392,6 +460,9 @@ impl Registrar {
     }
 
     fn answered(&mut self, now: Nanos, f: InFlight, status: u16) {
+        if self.leaving.is_some() {
+            return self.answered_leaving(f, status);
+        }
         if status >= 500 {
             return self.fail_over(now, format!("answered {status}"));
         }
@@ -460,6 +531,58 @@ impl Registrar {
         }
     }
 
+    /// Starts a clean stop: what is in flight is still answered, then
+    /// DELETEs only.
+    fn leave(&mut self, now: Nanos) {
+        if self.leaving.is_some() || self.left {
+            return;
+        }
+        self.leaving = Some(Nanos(now.0.saturating_add(self.config.leave.0)));
+        self.clear_node = false;
+        // Unreachable registries (waiting to start over) get nothing.
+        if self.registries.is_empty() || self.resume_at.is_some() {
+            self.held.clear();
+        }
+        self.done_leaving();
+    }
+
+    fn answered_leaving(&mut self, f: InFlight, status: u16) {
+        match (f.step, status) {
+            (Step::Delete(_, id), 200..=299 | 404) => {
+                self.held.remove(&id);
+            }
+            // A registry refusing a DELETE will not take the others.
+            (Step::Delete(..), _) => return self.finish_leaving(),
+            // A POST answered as the stop began: it is held, so deleted.
+            (Step::Post(id, version), 200..=299) => {
+                if let Some(r) = self.wanted.iter().find(|r| r.id() == id) {
+                    self.held.insert(id, (r.kind(), version));
+                }
+            }
+            _ => {}
+        }
+        self.done_leaving();
+    }
+
+    /// Ends the clean stop once nothing is held and nothing in flight.
+    fn done_leaving(&mut self) {
+        if self.held.is_empty() && self.in_flight.is_none() {
+            self.finish_leaving();
+        }
+    }
+
+    fn finish_leaving(&mut self) {
+        if self.left {
+            return;
+        }
+        self.left = true;
+        self.in_flight = None;
+        self.events.push_back(Event::Left {
+            registry: self.registry().map(str::to_string),
+            remaining: self.held.len(),
+        });
+    }
+
     fn start_fresh(&mut self) {
         self.phase = Phase::Active;
         self.held.clear();
@@ -471,6 +594,10 @@ impl Registrar {
     }
 
     fn fail_over(&mut self, now: Nanos, reason: String) {
+        if self.leaving.is_some() {
+            // No other registry while stopping: this one expires the rest.
+            return self.finish_leaving();
+        }
         self.in_flight = None;
         self.announced = false;
         self.next_heartbeat = None;
@@ -493,6 +620,9 @@ impl Registrar {
     }
 
     fn announce(&mut self) {
+        if self.leaving.is_some() {
+            return;
+        }
         if !self.announced && self.in_flight.is_none() && self.held_node() && self.is_registered() {
             self.announced = true;
             if let Some(r) = self.registries.get(self.current) {

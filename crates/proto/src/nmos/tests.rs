@@ -29,12 +29,14 @@ fn spec(streams: Vec<StreamSpec>) -> NodeSpec {
                 },
                 subscription: idle(),
                 stripes: Vec::new(),
+                legs: 1,
             },
             PathSpec {
                 name: "clip.ts".into(),
                 track: Track::Ts,
                 subscription: idle(),
                 stripes: Vec::new(),
+                legs: 1,
             },
         ],
         streams,
@@ -116,6 +118,23 @@ fn the_connection_api_shows_in_the_device_and_the_path_senders() {
             .as_str()
         )
     );
+}
+
+#[test]
+fn a_two_leg_path_sender_is_bound_to_an_interface_per_leg() {
+    let mut s = spec(vec![]);
+    s.paths[0].legs = 2;
+    let all = s.resources();
+    let bindings = |name: &str| {
+        let (_, _, id) = model::path_ids(node_id(), name);
+        match all.iter().find(|r| r.id() == id) {
+            Some(Resource::Sender(sender)) => sender.interface_bindings.clone(),
+            _ => panic!("{name}'s sender"),
+        }
+    };
+    // IS-05: one interface binding per transport_params entry.
+    assert_eq!(bindings("bars"), ["lo", "lo"]);
+    assert_eq!(bindings("clip.ts"), ["lo"]);
 }
 
 #[test]
@@ -446,6 +465,96 @@ fn a_silent_registry_times_out_and_the_next_registers_all() {
         registry: "http://b:80".into()
     }));
     assert!(w.reg.is_registered());
+}
+
+#[test]
+fn a_clean_stop_deletes_children_first_and_the_node_last() {
+    let store = store_at(100, vec![]);
+    let mut w = World::new(&["http://a:80"], &store);
+    w.run(Nanos::from_secs(1), ok_post);
+    w.log.clear();
+    w.reg.handle_input(w.now, Input::Leave);
+    let events = w.run(Nanos::from_secs(30), |req| {
+        Some(if req.method == Method::Delete {
+            204
+        } else {
+            200
+        })
+    });
+    let kinds: Vec<&str> = w.log.iter().map(|l| l.2.as_str()).collect();
+    // No heartbeat, no POST: DELETEs only, the node last.
+    assert_eq!(
+        kinds,
+        [
+            "delete senders",
+            "delete senders",
+            "delete flows",
+            "delete flows",
+            "delete sources",
+            "delete sources",
+            "delete devices",
+            "delete nodes"
+        ]
+    );
+    assert_eq!(
+        events,
+        [Event::Left {
+            registry: Some("http://a:80".into()),
+            remaining: 0
+        }]
+    );
+    assert!(w.reg.has_left());
+    assert_eq!(w.reg.poll_timeout(), None);
+}
+
+#[test]
+fn a_silent_registry_cannot_hold_a_clean_stop_past_its_time() {
+    let store = store_at(100, vec![]);
+    let mut w = World::new(&["http://a:80"], &store);
+    w.run(Nanos::from_secs(1), ok_post);
+    w.log.clear();
+    let stop = w.now;
+    w.reg.handle_input(stop, Input::Leave);
+    // The registry hangs: the first DELETE may wait only the stop's 2 s,
+    // not the 3 s of a request.
+    assert_eq!(w.reg.request_budget(stop), Nanos::from_secs(2));
+    let events = w.run(Nanos::from_secs(30), |_| None);
+    assert_eq!(w.log.len(), 1, "{:?}", w.log);
+    assert_eq!(w.log[0].2, "delete senders");
+    assert_eq!(
+        events,
+        [Event::Left {
+            registry: Some("http://a:80".into()),
+            remaining: 8
+        }]
+    );
+    assert!(w.reg.has_left());
+    // Over at stop + 2 s, not a nanosecond before.
+    let mut again = World::new(&["http://a:80"], &store);
+    again.run(Nanos::from_secs(1), ok_post);
+    again.reg.handle_input(again.now, Input::Leave);
+    again.run(Nanos::from_secs(3) - Nanos(1), |_| None);
+    assert!(!again.reg.has_left());
+    again.run(Nanos::from_secs(3), |_| None);
+    assert!(again.reg.has_left());
+}
+
+#[test]
+fn a_failing_delete_or_nothing_registered_ends_a_clean_stop_at_once() {
+    let store = store_at(100, vec![]);
+    let mut w = World::new(&["http://a:80"], &store);
+    w.run(Nanos::from_secs(1), ok_post);
+    w.log.clear();
+    w.reg.handle_input(w.now, Input::Leave);
+    let events = w.run(Nanos::from_secs(30), |_| Some(503));
+    assert_eq!(w.log.len(), 1);
+    assert!(matches!(events[..], [Event::Left { remaining: 8, .. }]));
+    // A node that never registered has nothing to delete.
+    let mut fresh = Registrar::new(Config::default());
+    fresh.handle_input(Nanos::ZERO, Input::Resources(store.all().to_vec()));
+    fresh.handle_input(Nanos::ZERO, Input::Leave);
+    assert!(fresh.has_left());
+    assert_eq!(fresh.poll_transmit(Nanos::ZERO), None);
 }
 
 /// The scripted registry b: its first heartbeat is a 404 (it never saw

@@ -92,8 +92,8 @@ pub(crate) fn main(args: RecvArgs) -> Result<ExitCode> {
     }
     node.shut_down();
     let _ = api_thread.join();
-    if let Some(t) = registration {
-        let _ = t.join();
+    if let Some(r) = registration {
+        r.finish();
     }
     Ok(ExitCode::SUCCESS)
 }

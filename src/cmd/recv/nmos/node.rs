@@ -49,17 +49,21 @@ impl RecvNode {
     /// The node on `host`, receiving as `args` say.
     pub(super) fn new(args: RecvArgs, host: Host) -> RecvNode {
         let receiver = receiver_id(host.spec.node_id, RECEIVER);
-        // "auto" is the node's own address and RFC 3551's port.
-        let mut auto = Leg::defaults(Role::Receiver);
-        auto.set("interface_ip", Param::Ip(host.address));
-        auto.set(
-            "destination_port",
-            Param::Port(nagare_proto::nmos::connection::DEFAULT_PORT),
+        let legs = usize::from(args.nmos_legs);
+        let conn = Connection::new(
+            Role::Receiver,
+            vec![Constraints::default(); legs],
+            (0..legs).map(|k| auto_leg(host.address, k)).collect(),
         );
-        let conn = Connection::new(Role::Receiver, vec![Constraints::default()], vec![auto]);
+        let mut spec = host.spec;
+        // IS-05: one transport_params entry per interface binding.
+        spec.bindings = std::iter::repeat_n(&spec.bindings, legs)
+            .flatten()
+            .cloned()
+            .collect();
         RecvNode {
             args,
-            spec: host.spec,
+            spec,
             receiver,
             state: Mutex::new(State {
                 conn,
@@ -145,15 +149,17 @@ impl RecvNode {
         let stopped = st.session.is_some();
         finish(st.session.take());
         let setting = &activation.setting;
-        let Some(listen) = setting.legs.first().and_then(Leg::listen) else {
-            return Ok(());
-        };
-        if !setting.master_enable {
+        let listens: Vec<Listen> = setting.legs.iter().filter_map(Leg::listen).collect();
+        if !setting.master_enable || listens.is_empty() {
             return Ok(());
         }
-        let start = self
-            .config(setting, listen)
-            .and_then(|cfg| Session::start(cfg, &self.args));
+        let start = match listens[..] {
+            [one] => self
+                .config(setting, one)
+                .and_then(|cfg| Session::start(cfg, &self.args)),
+            _ => transport_file(setting)
+                .and_then(|text| Session::start_legs(text, &listens, &self.args)),
+        };
         match start {
             Ok(s) => {
                 st.session = Some(s);
@@ -172,15 +178,9 @@ impl RecvNode {
     /// What `recv --sdp` would do with the staged transport file, where
     /// the activated parameters say.
     fn config(&self, setting: &Setting, listen: Listen) -> Result<RecvConfig> {
-        let Some(file) = &setting.transport_file else {
-            bail!(
-                "recv needs the sender's SDP to know the frame format: stage it as \
-                 \"transport_file\": {{\"data\": SDP, \"type\": \"application/sdp\"}}"
-            );
-        };
         let mut cfg = self
             .args
-            .config_for_sdp(&file.data, "the staged transport_file")?;
+            .config_for_sdp(transport_file(setting)?, "the staged transport_file")?;
         cfg.listen = listen.address;
         cfg.source_filter = listen.source.or(cfg.source_filter);
         let multicast = listen.address.ip().is_multicast();
@@ -189,6 +189,28 @@ impl RecvNode {
             cfg.socket.interface = Some(parse_interface(&ip.to_string())?);
         }
         Ok(cfg)
+    }
+}
+
+/// What the receiver leg `k` (0-based) takes for `"auto"`: the node's
+/// own address, and RFC 3551's port (the second leg the next even one,
+/// so two unicast legs on one address do not collide).
+fn auto_leg(address: IpAddr, k: usize) -> Leg {
+    let port = nagare_proto::nmos::connection::DEFAULT_PORT + 2 * k as u16;
+    let mut auto = Leg::defaults(Role::Receiver);
+    auto.set("interface_ip", Param::Ip(address));
+    auto.set("destination_port", Param::Port(port));
+    auto
+}
+
+/// The staged SDP, which says the frame format.
+fn transport_file(setting: &Setting) -> Result<&str> {
+    match &setting.transport_file {
+        Some(file) => Ok(&file.data),
+        None => bail!(
+            "recv needs the sender's SDP to know the frame format: stage it as \
+             \"transport_file\": {{\"data\": SDP, \"type\": \"application/sdp\"}}"
+        ),
     }
 }
 

@@ -34,18 +34,20 @@ pub(crate) struct Node {
 impl Node {
     /// The node with id `id` whose API listens on `http`, needing a token
     /// when `authorization`; senders are bound to `multicast_interface`
-    /// (by kernel index) when given.
+    /// (by kernel index) when given; each path's sender offers
+    /// `path_legs` legs (2: an ST 2022-7 pair).
     pub(crate) fn new(
         id: ResourceId,
         http: SocketAddr,
         authorization: bool,
         multicast_interface: Option<u32>,
+        path_legs: usize,
     ) -> Node {
         let host = Host::read(id, "nagare serve", http, authorization, multicast_interface);
         Node {
             spec: host.spec,
             store: Mutex::new(Store::default()),
-            senders: Senders::default(),
+            senders: Senders::new(path_legs),
             source_ip: host.address,
             clock_mac: host.clock_mac,
         }
@@ -150,6 +152,7 @@ impl Node {
                     track: track_of(m),
                     subscription: subscription(&subscriptions, id),
                     stripes,
+                    legs: self.senders.path_legs(),
                 }
             })
             .collect();

@@ -60,18 +60,19 @@ pub(crate) struct Subscription {
 }
 
 /// Every sender's IS-05 state, by sender id.
-#[derive(Default)]
 pub(crate) struct Senders {
     table: Mutex<BTreeMap<ResourceId, Sender>>,
+    /// The legs a path's sender offers (`serve --nmos-legs`).
+    path_legs: usize,
 }
 
 pub(crate) use crate::nmos::tai_now;
 
-/// What `"auto"` means on this node: the sender's address is the node's;
-/// its destination a multicast group of the administratively scoped
-/// range named by the sender id, so two senders never share one; port
-/// 5004.
-fn auto_leg(id: ResourceId, source: IpAddr) -> Leg {
+/// What `"auto"` means for leg `k` (0-based) on this node: the sender's
+/// address is the node's; its destination a multicast group of the
+/// administratively scoped range named by the sender id, so two senders
+/// never share one (239.255.X.Y; a second leg's 239.254.X.Y); port 5004.
+fn auto_leg(id: ResourceId, source: IpAddr, k: usize) -> Leg {
     let text = id.to_string();
     let hash = text
         .bytes()
@@ -81,7 +82,7 @@ fn auto_leg(id: ResourceId, source: IpAddr) -> Leg {
     auto.set("source_ip", Param::Ip(source));
     auto.set(
         "destination_ip",
-        Param::Ip(IpAddr::from([239, 255, hi, lo])),
+        Param::Ip(IpAddr::from([239, 255 - (k as u8), hi, lo])),
     );
     auto.set(
         "source_port",
@@ -94,8 +95,8 @@ fn auto_leg(id: ResourceId, source: IpAddr) -> Leg {
     auto
 }
 
-/// A fresh sender machine: one leg, its source address the node's.
-fn new_connection(id: ResourceId, source: IpAddr) -> Connection {
+/// A fresh sender machine of `legs` legs, its source address the node's.
+fn new_connection(id: ResourceId, source: IpAddr, legs: usize) -> Connection {
     let limits = Constraints::default().with(
         Role::Sender,
         "source_ip",
@@ -104,10 +105,27 @@ fn new_connection(id: ResourceId, source: IpAddr) -> Connection {
             ..Constraint::default()
         },
     );
-    Connection::new(Role::Sender, vec![limits], vec![auto_leg(id, source)])
+    Connection::new(
+        Role::Sender,
+        vec![limits; legs],
+        (0..legs).map(|k| auto_leg(id, source, k)).collect(),
+    )
 }
 
 impl Senders {
+    /// No senders yet; a path's offers `path_legs` legs.
+    pub(crate) fn new(path_legs: usize) -> Senders {
+        Senders {
+            table: Mutex::default(),
+            path_legs,
+        }
+    }
+
+    /// The legs a path's sender offers.
+    pub(crate) fn path_legs(&self) -> usize {
+        self.path_legs
+    }
+
     /// Runs `f` on the table after bringing it in line with `senders`
     /// (every sender the Node API lists now, with what it sends): new
     /// ones get a machine, gone ones are dropped, a push stream's shows
@@ -122,7 +140,11 @@ impl Senders {
         table.retain(|id, _| senders.iter().any(|(s, _, _)| s == id));
         for (id, target, destinations) in senders {
             table.entry(*id).or_insert_with(|| {
-                let mut conn = new_connection(*id, source);
+                let legs = match target {
+                    Target::Path(_) => self.path_legs,
+                    Target::Stripe { .. } | Target::Push(..) => 1,
+                };
+                let mut conn = new_connection(*id, source, legs);
                 match target {
                     Target::Push(..) => conn.assume(running(&conn, destinations)),
                     // Its stream must hold its first frame before the
