@@ -13,8 +13,9 @@ use nagare_proto::units::Nanos;
 
 /// What asking an RTSP server for a session came to.
 pub(super) enum Admitted {
-    /// The session plays.
-    Playing(RtspClient),
+    /// The session plays (boxed: the client machine is large, a refusal
+    /// a string).
+    Playing(Box<RtspClient>),
     /// The server's admission said no, for this reason.
     Refused(String),
 }
@@ -49,7 +50,7 @@ impl RtspClient {
         let started = Instant::now();
         loop {
             match RtspClient::start(url, sink) {
-                Ok(c) => return Ok(Admitted::Playing(c)),
+                Ok(c) => return Ok(Admitted::Playing(Box::new(c))),
                 Err(e) => match e.downcast_ref::<ClientError>() {
                     Some(ClientError::Refused {
                         status: 503,

@@ -266,7 +266,7 @@ fn one_step(test: &Test, n: usize, args: &LoadtestArgs) -> Result<Outcome> {
             let mut v = Vec::with_capacity(n);
             for _ in 0..n {
                 match RtspClient::admitted(url, test.sink.addr)? {
-                    clients::Admitted::Playing(c) => v.push(c),
+                    clients::Admitted::Playing(c) => v.push(*c),
                     clients::Admitted::Refused(reason) => {
                         let started = v.len();
                         v.into_iter().for_each(RtspClient::stop);
