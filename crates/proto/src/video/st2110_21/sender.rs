@@ -111,8 +111,8 @@ impl SenderSchedule {
 
     /// The same schedule with room to lead: its model's TRoffset raised,
     /// when TROdefault is too short, to the least whole microsecond that
-    /// lets a frame's first train leave [`lead`](Self::lead)'s centred
-    /// lead ahead of its first read without leaving before its own epoch
+    /// lets a frame's first train leave [`roomy_lead`](Self::roomy_lead)
+    /// reads ahead of its first read without leaving before its own epoch
     /// frame (see [`max_lead`]). The raised offset is what the sender
     /// declares (ST 2110-21 § 8.2, `TROFF=` in microseconds); a receiver
     /// that reads the SDP judges by it, and its only cost is that much
@@ -125,22 +125,13 @@ impl SenderSchedule {
     /// TRoffset moves the reads, not the sends, so the lead the type
     /// allows is usable from the first packet on.
     pub fn with_room_to_lead(self) -> Result<SenderSchedule, Error> {
-        // A raster of few packets a frame has a VRX_FULL_W longer than the
-        // frame, and a slow one a VRX_FULL_W of many milliseconds: half a
-        // frame, and MAX_ROOM, are lead enough there, and each read of
-        // lead is latency.
-        let half_frame = u64::from(self.model.packets()) / 2;
-        let trs = self.trs();
-        let most = u64::try_from(u128::from(MAX_ROOM.0) * trs.den() / trs.num().max(1))
-            .unwrap_or(u64::MAX);
-        let centred = (self.vrx_full().saturating_sub(self.train) / 2)
-            .min(half_frame)
-            .min(most);
-        if centred <= self.max_lead {
+        let wanted = self.roomy_lead();
+        if wanted <= self.max_lead {
             return Ok(self);
         }
-        // max_lead(r) = r − ⌈r / 8⌉ ≥ centred for r = centred + ⌈centred / 7⌉ + 1.
-        let reads = centred + centred.div_ceil(7) + 1;
+        // max_lead(r) = r − ⌈r / 8⌉ ≥ wanted for r = wanted + ⌈wanted / 7⌉ + 1.
+        let reads = wanted + wanted.div_ceil(7) + 1;
+        let trs = self.trs();
         let ns = (trs.num() * u128::from(reads)).div_ceil(trs.den().max(1));
         let micros = u64::try_from(ns.div_ceil(1000)).unwrap_or(u64::MAX / 1000);
         let model = self.model.with_tr_offset(Nanos(micros * 1000))?;
@@ -216,10 +207,41 @@ impl SenderSchedule {
     }
 
     /// Read periods by which a frame's first train leaves ahead of its
-    /// first read.
+    /// first read: centred in the virtual receiver, (VRX_FULL − train) /
+    /// 2, for a sender at TROdefault; for one that declares its own
+    /// TRoffset (room to lead), [`roomy_lead`](Self::roomy_lead). Never
+    /// more than the offset allows ([`max_lead`]).
     pub fn lead(&self) -> u64 {
-        let centred = self.vrx_full().saturating_sub(self.train) / 2;
-        centred.min(self.max_lead)
+        let wanted = if self.declared_tr_offset().is_some() {
+            self.roomy_lead()
+        } else {
+            self.vrx_full().saturating_sub(self.train) / 2
+        };
+        wanted.min(self.max_lead)
+    }
+
+    /// The lead a sender with room to lead keeps from a frame's first
+    /// train on: as much as the virtual receiver holds with a CMAX to
+    /// spare, VRX_FULL − train − CMAX (the level [`lead_cap`]
+    /// (Self::lead_cap) lets the lead grow to later in a frame), so a
+    /// stall of up to that many reads anywhere in a frame is held. Only
+    /// lateness eats into it: a sender never runs ahead of its schedule,
+    /// so the early side needs no more than the CMAX left, and a receiver
+    /// on the same PTP time reads where the model does. Capped at half a
+    /// frame and at [`MAX_ROOM`]: a raster of few packets a frame has a
+    /// VRX_FULL_W longer than the frame, a slow one a VRX_FULL_W of many
+    /// milliseconds, and each read of lead is latency.
+    pub fn roomy_lead(&self) -> u64 {
+        let half_frame = u64::from(self.model.packets()) / 2;
+        let trs = self.trs();
+        let most = u64::try_from(u128::from(MAX_ROOM.0) * trs.den() / trs.num().max(1))
+            .unwrap_or(u64::MAX);
+        self.vrx_full()
+            .saturating_sub(self.train)
+            .saturating_sub(self.cmax())
+            .max(1)
+            .min(half_frame)
+            .min(most)
     }
 
     /// The most read periods a train may lead by: the virtual receiver then
@@ -519,19 +541,19 @@ mod tests {
     fn the_tightest_type_a_host_holds_follows_each_types_slack() {
         let m = p5994();
         let slack = |t| SenderSchedule::software(&m, t).stall_slack();
-        // N: 3 reads ahead, 11 µs; NL: 3 linear reads, 11.6 µs; W: 427
-        // reads from its declared TRoffset, 1.58 ms (150, 557 µs, from
-        // TROdefault).
+        // N: 3 reads ahead, 11 µs; NL: 3 linear reads, 11.6 µs; W: 839
+        // reads (VRX_FULL_W 863 − train 8 − CMAX_W 16) from its declared
+        // TRoffset, 3.11 ms (150, 557 µs, from TROdefault).
         assert_eq!(slack(SenderType::N), Nanos(11_122));
-        assert_eq!(slack(SenderType::W), Nanos(1_583_062));
+        assert_eq!(slack(SenderType::W), Nanos(3_110_514));
         let plain = SenderSchedule::with_jitter_margin(&m, SenderType::W);
         assert_eq!(plain.stall_slack(), Nanos(556_111));
         let holds = |us| SenderSchedule::tightest_holdable(&m, Nanos::from_micros(us));
         assert_eq!(holds(5), Some(SenderType::N));
         assert_eq!(holds(11), Some(SenderType::N));
         assert_eq!(holds(12), Some(SenderType::W));
-        assert_eq!(holds(1_583), Some(SenderType::W));
-        assert_eq!(holds(1_584), None);
+        assert_eq!(holds(3_110), Some(SenderType::W));
+        assert_eq!(holds(3_111), None);
     }
 
     #[test]
