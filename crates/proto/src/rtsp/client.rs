@@ -392,6 +392,15 @@ impl Client {
         let Some(p) = self.pending.clone() else {
             return self.malformed("a reply to no request".into());
         };
+        // A server cannot answer what it has not been sent: the bytes of a
+        // read may hold a reply and then more, and a reply matching the
+        // request just queued would set two requests in flight at once.
+        if !self.out.is_empty() {
+            return self.malformed(format!(
+                "a reply to {} (CSeq {}) before it was sent",
+                p.method, p.cseq
+            ));
+        }
         let cseq = reply
             .header(&CSEQ)
             .and_then(|v| v.as_str().trim().parse::<u32>().ok());

@@ -397,3 +397,29 @@ fn a_busy_server_says_why_and_when_to_ask_again() {
         "{e}"
     );
 }
+
+/// Found by the `rtsp_client_reply` fuzz target: a DESCRIBE reply and a
+/// "reply" to the SETUP that reply makes the client queue, in one read,
+/// set two requests in flight. A reply before its request was sent is
+/// malformed.
+#[test]
+fn a_reply_to_a_request_not_yet_sent_is_malformed() {
+    let mut c = client(URL);
+    assert!(c.poll_transmit(Nanos::ZERO).is_some());
+    let sdp = "v=0\r\ns=clip\r\nt=0 0\r\nm=video 0 RTP/AVP 33\r\na=control:trackID=0\r\n";
+    let both = format!(
+        "RTSP/1.0 200 OK\r\nCSeq: 1\r\nContent-Base: {URL}/\r\nContent-Length: {}\r\n\r\n{sdp}\
+         RTSP/1.0 200 OK\r\nCSeq: 2\r\nSession: 12345678\r\n\r\n",
+        sdp.len()
+    );
+    c.handle_input(Nanos::ZERO, ClientInput::Bytes(both.as_bytes()));
+    // The SETUP was queued, and nothing after it.
+    assert!(c.poll_transmit(Nanos::ZERO).is_some());
+    assert_eq!(c.poll_transmit(Nanos::ZERO), None);
+    let got = client_events(&mut c);
+    let [ClientEvent::Failed(ClientError::Malformed { method, cseq, what })] = &got[..] else {
+        panic!("{got:?}")
+    };
+    assert_eq!((*method, *cseq), (Method::Setup, 2));
+    assert!(what.contains("before it was sent"), "{what}");
+}
