@@ -38,25 +38,45 @@ pub(crate) fn browse(server: SocketAddr, domain: &str) -> Result<Vec<Registry>> 
     socket.connect(server)?;
     socket.set_read_timeout(Some(ANSWER_WAIT))?;
     let mut found = Discovery::new(domain);
+    ask_in_rounds(
+        &mut found,
+        |id, query, found| {
+            socket
+                .send(query)
+                .with_context(|| format!("sending a DNS query to --nmos-dns {server}"))?;
+            await_answer(&socket, id, found);
+            Ok(())
+        },
+        |_| {},
+    )?;
+    Ok(found.registries())
+}
+
+/// Asks `found`'s questions, round by round, until it has its answers or
+/// [`ROUNDS`] have passed: `ask` sends one query (and may read its answer),
+/// `after_round` reads what a round's queries brought.
+fn ask_in_rounds(
+    found: &mut Discovery,
+    mut ask: impl FnMut(u16, &[u8], &mut Discovery) -> Result<()>,
+    mut after_round: impl FnMut(&mut Discovery),
+) -> Result<()> {
     let mut id: u16 = (std::process::id() & 0xffff) as u16;
     for _ in 0..ROUNDS {
         let questions = found.queries();
         if questions.is_empty() {
             break;
         }
-        for (name, ask) in questions {
+        for (name, kind) in questions {
             id = id.wrapping_add(1);
-            let query = discovery::query(id, &name, ask)?;
-            socket
-                .send(&query)
-                .with_context(|| format!("sending a DNS query to --nmos-dns {server}"))?;
-            await_answer(&socket, id, &mut found);
+            let query = discovery::query(id, &name, kind)?;
+            ask(id, &query, found)?;
         }
+        after_round(found);
         if found.complete() {
             break;
         }
     }
-    Ok(found.registries())
+    Ok(())
 }
 
 /// The registries multicast DNS finds on `interface`
@@ -78,24 +98,16 @@ pub(crate) fn browse_mdns(interface: &Interface) -> Result<Vec<Registry>> {
     // RFC 6762 §11: link-local, TTL 255.
     socket.set_multicast_ttl_v4(255)?;
     let mut found = Discovery::new("local");
-    let mut id: u16 = (std::process::id() & 0xffff) as u16;
-    for _ in 0..ROUNDS {
-        let questions = found.queries();
-        if questions.is_empty() {
-            break;
-        }
-        for (name, ask) in questions {
-            id = id.wrapping_add(1);
-            let query = discovery::query(id, &name, ask)?;
+    ask_in_rounds(
+        &mut found,
+        |_, query, _| {
             socket
-                .send_to(&query, MDNS)
+                .send_to(query, MDNS)
                 .with_context(|| format!("sending mDNS on --nmos-mdns {}", interface.label))?;
-        }
-        gather(&socket, &mut found);
-        if found.complete() {
-            break;
-        }
-    }
+            Ok(())
+        },
+        |found| gather(&socket, found),
+    )?;
     Ok(found.registries())
 }
 
