@@ -398,6 +398,19 @@ impl Plan {
         )
     }
 
+    /// The socket options of `leg`: the plan's, with the leg's source
+    /// filter and, where it has its own, its interface.
+    fn leg_options(&self, leg: &Leg) -> ReceiveOptions {
+        ReceiveOptions {
+            source: leg.source,
+            interface: leg
+                .interface
+                .clone()
+                .or_else(|| self.socket.interface.clone()),
+            ..self.socket.clone()
+        }
+    }
+
     /// The plan of `legs` of `stripes`, every other flag from `args`.
     fn build(
         args: &RecvArgs,
@@ -482,14 +495,7 @@ impl Unit {
     fn open(plan: &Plan, k: usize, recycled: ChanRx<Vec<u8>>) -> Result<Unit> {
         let mut sockets = Vec::new();
         for (leg, l) in plan.legs[k].iter().enumerate() {
-            let opts = ReceiveOptions {
-                source: l.source,
-                interface: l
-                    .interface
-                    .clone()
-                    .or_else(|| plan.socket.interface.clone()),
-                ..plan.socket.clone()
-            };
+            let opts = plan.leg_options(l);
             let addr = l.listen;
             if let Some(s) = l.source {
                 udp::check_family(addr.ip(), Some(s))?;
@@ -552,14 +558,7 @@ impl Unit {
             return;
         };
         let first = &plan.legs[k][0];
-        let opts = ReceiveOptions {
-            source: first.source,
-            interface: first
-                .interface
-                .clone()
-                .or_else(|| plan.socket.interface.clone()),
-            ..plan.socket.clone()
-        };
+        let opts = plan.leg_options(first);
         match ReaderRtcp::bind(at, &opts, first.ttl) {
             Ok(r) => {
                 eprintln!("nagare recv: stripe {k} RTCP on {at}");
