@@ -190,42 +190,30 @@ fn a_push_ramp_waits_out_retry_after_and_ends_where_admission_refuses() {
     // A limit that time does not lift ends the ramp: clip.yuv is 30.72
     // Mbit/s, so one fits in --max-rate 40M and the second is refused.
     let serve = Serve::start(&media, &["--max-rate", "40M"]);
-    let (r, err) = loadtest(&[
-        &format!("http://{}", serve.http),
-        "--source",
-        "clip.yuv",
-        "--ramp",
-        "1:3:1",
-        "--duration",
-        "1",
-        "--warmup",
-        "0.5",
-    ]);
+    let ramp = |target: &[&str]| {
+        let mut args = target.to_vec();
+        args.extend(["--ramp", "1:3:1", "--duration", "1", "--warmup", "0.5"]);
+        loadtest(&args)
+    };
+    let refused_second = |refused: Option<String>| {
+        let refused = refused.unwrap_or_default();
+        assert!(
+            refused.starts_with("stream 2 of the 2-stream step: ")
+                && refused.contains("--max-rate"),
+            "{refused}"
+        );
+    };
+    let api = format!("http://{}", serve.http);
+    let (r, err) = ramp(&[&api, "--source", "clip.yuv"]);
     assert_eq!(r.steps.len(), 1, "{err}");
     assert_eq!(r.steps[0].streams_received, 1, "{err}");
-    let refused = r.refused.unwrap_or_default();
-    assert!(
-        refused.starts_with("stream 2 of the 2-stream step: ") && refused.contains("--max-rate"),
-        "{refused}"
-    );
+    refused_second(r.refused);
     assert!(
         err.contains("loadtest: the server's admission refused stream 2 of the 2-stream step"),
         "{err}"
     );
     // Over RTSP the refusal is a 453 whose body is the same reason.
-    let (r, err) = loadtest(&[
-        &format!("{}?loop=1", serve.url("clip.yuv")),
-        "--ramp",
-        "1:3:1",
-        "--duration",
-        "1",
-        "--warmup",
-        "0.5",
-    ]);
+    let (r, err) = ramp(&[&format!("{}?loop=1", serve.url("clip.yuv"))]);
     assert_eq!(r.steps.len(), 1, "{err}");
-    let refused = r.refused.unwrap_or_default();
-    assert!(
-        refused.starts_with("stream 2 of the 2-stream step: ") && refused.contains("--max-rate"),
-        "{refused}"
-    );
+    refused_second(r.refused);
 }
