@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use nagare_api::serve::{PathList, ServeReport, StreamInfo, StreamList, StreamState};
 
-use super::harness::{FRAMES, Media, Rtsp, Serve, http};
+use super::harness::{FRAMES, Media, Reply, Rtsp, Serve, http};
 use crate::common::{Running, nagare, wait_until};
 
 /// Receives datagrams until `count` arrived or `quiet` passes without one
@@ -116,6 +116,15 @@ fn config_streams_start_with_the_server_and_sigterm_prints_final_counters() {
     assert!(report.streams[0].counters.packets >= 10);
 }
 
+/// An RTSP SETUP of `clip.yuv`'s track over UDP on `c`.
+fn setup_clip(c: &mut Rtsp, serve: &Serve) -> Reply {
+    c.request(
+        "SETUP",
+        &format!("{}/trackID=0", serve.url("clip.yuv")),
+        &[("Transport", "RTP/AVP;unicast;client_port=40000-40001")],
+    )
+}
+
 #[test]
 fn admission_refuses_what_max_rate_cannot_carry() {
     let media = Media::new("serve-admit");
@@ -131,12 +140,7 @@ fn admission_refuses_what_max_rate_cannot_carry() {
     assert!(text.contains("--max-rate"), "{text}");
     // RTSP SETUP is refused too, with 453.
     let mut c = Rtsp::connect(serve.rtsp);
-    let url = serve.url("clip.yuv");
-    let r = c.request(
-        "SETUP",
-        &format!("{url}/trackID=0"),
-        &[("Transport", "RTP/AVP;unicast;client_port=40000-40001")],
-    );
+    let r = setup_clip(&mut c, &serve);
     assert_eq!(r.status, 453, "{r:?}");
     let why = String::from_utf8_lossy(&r.body);
     assert!(
@@ -155,12 +159,7 @@ fn an_rtsp_setup_over_max_rate_is_453_with_the_reason() {
     // clip.yuv is 30.72 Mbit/s, more than the whole --max-rate.
     let serve = Serve::start(&media, &["--max-rate", "10M"]);
     let mut c = Rtsp::connect(serve.rtsp);
-    let url = serve.url("clip.yuv");
-    let r = c.request(
-        "SETUP",
-        &format!("{url}/trackID=0"),
-        &[("Transport", "RTP/AVP;unicast;client_port=40000-40001")],
-    );
+    let r = setup_clip(&mut c, &serve);
     assert_eq!(r.status, 453, "{r:?}");
     assert_eq!(r.header("Content-Type"), Some("text/plain; charset=utf-8"));
     // The reason names the stream's rate, what is in use and the limit.
@@ -169,7 +168,7 @@ fn an_rtsp_setup_over_max_rate_is_453_with_the_reason() {
                 --max-rate 10.00 Mbit/s\n";
     assert_eq!(why, want);
     // The connection goes on: nothing was set up.
-    let r = c.request("OPTIONS", &url, &[]);
+    let r = c.request("OPTIONS", &serve.url("clip.yuv"), &[]);
     assert_eq!(r.status, 200, "{r:?}");
 }
 
