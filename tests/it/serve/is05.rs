@@ -37,14 +37,25 @@ pub(super) fn sender_id(serve: &Serve, name: &str) -> String {
 
 /// PATCHes `staged` to park its sender: `master_enable` false, at once.
 fn park(serve: &Serve, staged: &str) {
-    let stop = json!({"master_enable": false, "activation": {"mode": "activate_immediate"}});
+    enable(serve, staged, false);
+}
+
+/// PATCHes `master_enable` to `on` at `staged`, at once; the sender's
+/// (schema-checked) answer.
+fn enable(serve: &Serve, staged: &str, on: bool) -> Value {
+    let patch = json!({"master_enable": on, "activation": {"mode": "activate_immediate"}});
     serve.call(
         "PATCH",
         staged,
-        Some(stop),
+        Some(patch),
         200,
         "sender-response-schema.json",
-    );
+    )
+}
+
+/// Starts the sender at `base` (`master_enable` true, at once); its answer.
+pub(super) fn start_sender(serve: &Serve, base: &str) -> Value {
+    enable(serve, &format!("{base}/staged"), true)
 }
 
 /// Parks the sender at `base` (`master_enable` false, at once) and
@@ -268,14 +279,7 @@ fn an_activation_streams_a_path_to_recv_byte_identical_and_master_enable_false_s
     let mut recv = Running::spawn(cmd);
     recv.listening();
 
-    let go = json!({"master_enable": true, "activation": {"mode": "activate_immediate"}});
-    let r = serve.call(
-        "PATCH",
-        &format!("{base}/staged"),
-        Some(go),
-        200,
-        "sender-response-schema.json",
-    );
+    let r = start_sender(&serve, &base);
     assert_eq!(r["master_enable"], true);
     let (status, _, stderr) = recv.finish();
     assert!(status.success(), "{stderr}");

@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::harness::{FRAME_BYTES, FRAMES, Media, Serve, assert_clip_frames, http};
-use super::is05::{sender_id, stop_sender};
+use super::is05::{sender_id, start_sender, stop_sender};
 use crate::common::{Running, free_udp_port, nagare, sigterm, wait_for_file_size};
 use crate::nmos_schema::{NmosApi, validate_node_api};
 
@@ -277,14 +277,7 @@ fn an_is05_activation_connects_serve_to_recv_nmos_byte_identical_and_master_enab
     assert_ne!(shown["version"], version, "an activation moves the version");
 
     // The sender starts: frames arrive.
-    let go = json!({"master_enable": true, "activation": {"mode": "activate_immediate"}});
-    serve.call(
-        "PATCH",
-        &format!("{sender_base}/staged"),
-        Some(go),
-        200,
-        "sender-response-schema.json",
-    );
+    start_sender(&serve, &sender_base);
     let want = (2 * FRAMES * FRAME_BYTES) as u64;
     wait_for_file_size(&out, want, Duration::from_secs(30));
 
@@ -430,14 +423,7 @@ fn a_two_leg_sender_reaches_a_two_leg_recv_nmos_on_both_legs_byte_identical() {
     }
 
     // The sender starts: every packet goes to both legs.
-    let go = json!({"master_enable": true, "activation": {"mode": "activate_immediate"}});
-    serve.call(
-        "PATCH",
-        &format!("{sender_base}/staged"),
-        Some(go),
-        200,
-        "sender-response-schema.json",
-    );
+    start_sender(&serve, &sender_base);
     let want = (2 * FRAMES * FRAME_BYTES) as u64;
     wait_for_file_size(&out, want, Duration::from_secs(30));
     stop_sender(&serve, &sender_base);
