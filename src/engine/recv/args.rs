@@ -216,6 +216,21 @@ struct Stream {
     ttl: Option<u8>,
 }
 
+impl Stream {
+    /// A stream of `format` at `listen` that no SDP describes.
+    fn of_format(listen: SocketAddr, format: VideoFormat, source: Option<IpAddr>) -> Stream {
+        Stream {
+            listen,
+            format,
+            rate: None,
+            source,
+            declared: None,
+            tr_offset: None,
+            ttl: None,
+        }
+    }
+}
+
 impl RecvArgs {
     /// With --sdp, a --size or --pix-fmt given too must say what the SDP
     /// (`what`) says: silently preferring one would record the wrong
@@ -276,18 +291,10 @@ impl RecvArgs {
         let stream = match (&self.listen, self.sdp.as_slice()) {
             (Some(l), []) => {
                 let listen = udp::parse_addr(l, "listen address")?;
-                let (Some(size), Some(pf)) = (self.size, self.pix_fmt) else {
+                let Some(format) = self.fixed_format()? else {
                     bail!("--listen needs --size and --pix-fmt (or use --sdp FILE)");
                 };
-                Stream {
-                    listen,
-                    format: cli::video_format(size, pf)?,
-                    rate: None,
-                    source,
-                    declared: None,
-                    tr_offset: None,
-                    ttl: None,
-                }
+                Stream::of_format(listen, format, source)
             }
             (None, [path]) => {
                 let what = format!("the SDP '{}'", path.display());
@@ -304,6 +311,29 @@ impl RecvArgs {
     pub(crate) fn config_for_sdp(&self, text: &str, what: &str) -> Result<RecvConfig> {
         let stream = self.sdp_stream(text, what, self.source_flag()?)?;
         self.finish(stream)
+    }
+
+    /// The configuration for a stream of the format `--size` and
+    /// `--pix-fmt` fix arriving at `listen` (`recv --nmos` activated
+    /// without a transport file); `what` names the missing SDP in the
+    /// error when they fix none.
+    pub(crate) fn config_for_format(&self, listen: SocketAddr, what: &str) -> Result<RecvConfig> {
+        let Some(format) = self.fixed_format()? else {
+            bail!(
+                "{what}: recv needs the sender's SDP to know the frame format: stage it as \
+                 \"transport_file\": {{\"data\": SDP, \"type\": \"application/sdp\"}}, or \
+                 start recv with --size and --pix-fmt (and --fps) to fix one format"
+            );
+        };
+        self.finish(Stream::of_format(listen, format, self.source_flag()?))
+    }
+
+    /// The format `--size` and `--pix-fmt` fix, if both are given.
+    pub(crate) fn fixed_format(&self) -> Result<Option<VideoFormat>> {
+        match (self.size, self.pix_fmt) {
+            (Some(size), Some(pf)) => cli::video_format(size, pf).map(Some),
+            _ => Ok(None),
+        }
     }
 
     /// The configuration of `stream` with every other flag.

@@ -310,6 +310,88 @@ fn an_is05_activation_connects_serve_to_recv_nmos_byte_identical_and_master_enab
     assert!(status.success(), "{stderr}");
 }
 
+/// A controller that connects a receiver with transport parameters
+/// alone, staging no SDP (nmos-testing's IS-05-02 `test_07`, many
+/// controllers): a `recv --nmos` whose operator fixed the format takes
+/// it, says so in its caps, and receives byte-identical frames; one
+/// with no format fixed refuses with the two ways out.
+#[test]
+fn recv_nmos_with_a_fixed_format_is_connected_without_a_transport_file() {
+    let media = Media::new("nmos-recv-fixed");
+    let serve = Serve::start(&media, &[]);
+    let out = media.dir.path("out.yuv");
+    let fixed = ["--size", "320x240", "--pix-fmt", "uyvy422", "--fps", "25"];
+    let mut node = RecvNode::start(&[&fixed[..], &["-o", out.to_str().unwrap()]].concat());
+    let receiver = node.receiver_id();
+    let caps = node.get(&format!("{N}/receivers/{receiver}"))["caps"].clone();
+    let sets = caps["constraint_sets"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(sets.len(), 1, "{caps}");
+    assert_eq!(
+        sets[0]["urn:x-nmos:cap:format:frame_width"]["enum"],
+        json!([320])
+    );
+    assert_eq!(
+        sets[0]["urn:x-nmos:cap:format:frame_height"]["enum"],
+        json!([240])
+    );
+    assert_eq!(
+        sets[0]["urn:x-nmos:cap:format:grain_rate"]["enum"],
+        json!([{"numerator": 25, "denominator": 1}])
+    );
+
+    let port = free_udp_port();
+    let sender = sender_id(&serve, "clip.yuv");
+    let sender_base = format!("{C}/single/senders/{sender}");
+    let receiver_base = format!("{C}/single/receivers/{receiver}");
+    let connect = json!({"sender_id": sender, "master_enable": true,
+        "transport_params": [{"interface_ip": "127.0.0.1", "destination_port": port}],
+        "activation": {"mode": "activate_immediate"}});
+    let r = node.call(
+        "PATCH",
+        &format!("{receiver_base}/staged"),
+        Some(connect.clone()),
+        200,
+        "receiver-response-schema.json",
+    );
+    assert_eq!(r["master_enable"], true);
+    node.run.wait_for(&format!("receiving on 127.0.0.1:{port}"));
+    let aim = json!({"receiver_id": receiver, "master_enable": false,
+        "transport_params": [{"destination_ip": "127.0.0.1", "destination_port": port}],
+        "activation": {"mode": "activate_immediate"}});
+    serve.call(
+        "PATCH",
+        &format!("{sender_base}/staged"),
+        Some(aim),
+        200,
+        "sender-response-schema.json",
+    );
+    start_sender(&serve, &sender_base);
+    let want = (2 * FRAMES * FRAME_BYTES) as u64;
+    wait_for_file_size(&out, want, Duration::from_secs(30));
+    stop_sender(&serve, &sender_base);
+    let (status, stderr) = node.stop();
+    assert!(status.success(), "{stderr}");
+    assert_clip_frames(&media.clip, &std::fs::read(&out).unwrap());
+
+    // No format fixed: the same PATCH is refused, naming both ways out.
+    let bare = RecvNode::start(&["-o", "/dev/null"]);
+    let receiver = bare.receiver_id();
+    let (status, body) = bare.request(
+        "PATCH",
+        &format!("{C}/single/receivers/{receiver}/staged"),
+        Some(&connect.to_string()),
+    );
+    assert_eq!(status, 400, "{body}");
+    for words in ["transport_file", "--size and --pix-fmt"] {
+        assert!(body.contains(words), "{words}: {body}");
+    }
+    let (status, stderr) = bare.stop();
+    assert!(status.success(), "{stderr}");
+}
+
 #[test]
 fn recv_nmos_off_loopback_needs_a_token_and_then_asks_for_it() {
     let out = nagare()

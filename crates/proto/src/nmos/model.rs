@@ -82,6 +82,10 @@ pub struct ReceiverSpec {
     /// Its IS-05 state: the sender it was connected to and whether it
     /// is receiving.
     pub subscription: ReceiverSubscription,
+    /// The one format it takes without a transport file, when its
+    /// operator fixed one (`recv --nmos --size --pix-fmt [--fps]`): its
+    /// caps then name exactly that.
+    pub fixed: Option<(VideoFormat, Option<FrameRate>)>,
 }
 
 /// One path of the catalog.
@@ -415,7 +419,10 @@ impl NodeSpec {
             interface_bindings: self.bindings.clone(),
             subscription: r.subscription.clone(),
             format: FORMAT_VIDEO.into(),
-            caps: raw_video_caps(),
+            caps: match r.fixed {
+                Some((format, rate)) => fixed_video_caps(format, rate),
+                None => raw_video_caps(),
+            },
         }
     }
 }
@@ -438,6 +445,31 @@ pub fn raw_video_caps() -> ReceiverCaps {
         // The sets are fixed in the program and never change while any
         // node runs, so their version is the TAI epoch: a controller
         // comparing versions never sees a change, which is the truth.
+        version: Some("0:0".into()),
+    }
+}
+
+/// What a receiver fixed to one `format` (and frame `rate`, if given)
+/// takes: one BCP-004-01 constraint set naming its size, sampling,
+/// depth and rate, so a controller sees it cannot take anything else.
+pub fn fixed_video_caps(format: VideoFormat, rate: Option<FrameRate>) -> ReceiverCaps {
+    let pf = format.pixel_format;
+    let mut set = serde_json::json!({
+        "urn:x-nmos:cap:format:media_type": {"enum": ["video/raw"]},
+        "urn:x-nmos:cap:format:interlace_mode": {"enum": ["progressive"]},
+        "urn:x-nmos:cap:format:frame_width": {"enum": [format.width]},
+        "urn:x-nmos:cap:format:frame_height": {"enum": [format.height]},
+        "urn:x-nmos:cap:format:color_sampling": {"enum": [pf.sampling()]},
+        "urn:x-nmos:cap:format:component_depth": {"enum": [pf.depth()]},
+    });
+    if let Some(r) = rate {
+        set["urn:x-nmos:cap:format:grain_rate"] =
+            serde_json::json!({"enum": [{"numerator": r.num, "denominator": r.den}]});
+    }
+    ReceiverCaps {
+        media_types: vec!["video/raw".into()],
+        constraint_sets: vec![set],
+        // Fixed for the life of the process, as in `raw_video_caps`.
         version: Some("0:0".into()),
     }
 }

@@ -65,6 +65,7 @@ fn a_recv_node_is_a_device_with_one_raw_video_receiver() {
             sender_id: Some(sender),
             active: true,
         },
+        fixed: None,
     }];
     let all = s.resources();
     let kinds: Vec<Kind> = all.iter().map(Resource::kind).collect();
@@ -83,6 +84,53 @@ fn a_recv_node_is_a_device_with_one_raw_video_receiver() {
     assert_eq!(r["subscription"]["sender_id"], sender.to_string());
     assert_eq!(r["description"], "a receiver of nagare recv");
     assert_eq!(all[0].to_json()["description"], "nagare recv");
+}
+
+#[test]
+fn a_receiver_fixed_to_one_format_says_exactly_that_in_its_caps() {
+    let mut s = spec(vec![]);
+    s.paths.clear();
+    let format = VideoFormat {
+        width: 1920,
+        height: 1080,
+        pixel_format: PixelFormat::Uyvp,
+    };
+    let rate = FrameRate { num: 25, den: 1 };
+    s.receivers = vec![model::ReceiverSpec {
+        name: "video".into(),
+        subscription: resource::ReceiverSubscription {
+            sender_id: None,
+            active: false,
+        },
+        fixed: Some((format, Some(rate))),
+    }];
+    let all = s.resources();
+    let r = all.last().map(Resource::to_json).unwrap_or_default();
+    let sets = &r["caps"]["constraint_sets"];
+    assert_eq!(sets.as_array().map(Vec::len), Some(1), "{r}");
+    let set = &sets[0];
+    let one = |cap: &str| set[format!("urn:x-nmos:cap:format:{cap}")]["enum"].clone();
+    assert_eq!(one("frame_width"), serde_json::json!([1920]));
+    assert_eq!(one("frame_height"), serde_json::json!([1080]));
+    assert_eq!(one("color_sampling"), serde_json::json!(["YCbCr-4:2:2"]));
+    assert_eq!(one("component_depth"), serde_json::json!([10]));
+    assert_eq!(one("interlace_mode"), serde_json::json!(["progressive"]));
+    assert_eq!(
+        one("grain_rate"),
+        serde_json::json!([{"numerator": 25, "denominator": 1}])
+    );
+    // Without a rate, none is claimed.
+    s.receivers[0].fixed = Some((format, None));
+    let r = s
+        .resources()
+        .last()
+        .map(Resource::to_json)
+        .unwrap_or_default();
+    assert!(
+        r["caps"]["constraint_sets"][0]
+            .get("urn:x-nmos:cap:format:grain_rate")
+            .is_none()
+    );
 }
 
 #[test]

@@ -4,7 +4,9 @@
 //! when asked (`--registry`, `--nmos-dns`), and receives what a
 //! controller connects it to: an activation with `master_enable` true
 //! starts the same receive as `recv --sdp` with the staged transport
-//! file ([`session`]); `master_enable` false, a new activation or a stop
+//! file ([`session`]), or, with none staged, as `recv --listen` with the
+//! format `--size`, `--pix-fmt` and `--fps` fix (the receiver's caps then
+//! name only that format); `master_enable` false, a new activation or a stop
 //! signal ends it, the recording flushed. Each receive writes `-o` anew
 //! (or appends, with `--append`).
 
@@ -34,6 +36,9 @@ pub(crate) fn main(args: RecvArgs) -> Result<ExitCode> {
     if args.json && args.output.as_deref().is_some_and(crate::cli::is_stdio) {
         bail!("--json prints on stdout, where -o - writes the frames: drop one, or give -o a file");
     }
+    // A format fixed by --size and --pix-fmt must be one recv takes
+    // before any controller connects the receiver.
+    args.fixed_format()?;
     let given = args
         .token
         .clone()

@@ -15,6 +15,7 @@ use nagare_proto::nmos::connection::{
 use nagare_proto::nmos::model::{ReceiverSpec, receiver_id};
 use nagare_proto::nmos::resource::ReceiverSubscription;
 use nagare_proto::nmos::{NodeSpec, Resource, ResourceId, Store};
+use nagare_proto::{FrameRate, VideoFormat};
 use serde_json::Value;
 use tracing::warn;
 
@@ -41,6 +42,8 @@ pub(super) struct RecvNode {
     args: RecvArgs,
     spec: NodeSpec,
     receiver: ResourceId,
+    /// The one format `--size`, `--pix-fmt` and `--fps` fix, if they do.
+    fixed: Option<(VideoFormat, Option<FrameRate>)>,
     state: Mutex<State>,
     store: Mutex<Store>,
 }
@@ -61,10 +64,13 @@ impl RecvNode {
             .flatten()
             .cloned()
             .collect();
+        // Checked at start (`main`), so an error here cannot happen.
+        let fixed = args.fixed_format().ok().flatten().map(|f| (f, args.fps));
         RecvNode {
             args,
             spec,
             receiver,
+            fixed,
             state: Mutex::new(State {
                 conn,
                 session: None,
@@ -102,6 +108,7 @@ impl RecvNode {
                 sender_id: active.peer.filter(|_| active.master_enable),
                 active: active.master_enable,
             },
+            fixed: self.fixed,
         }];
         let mut store = self.store.lock().unwrap_or_else(|p| p.into_inner());
         store.update(tai_now(), spec.resources());
@@ -178,9 +185,13 @@ impl RecvNode {
     /// What `recv --sdp` would do with the staged transport file, where
     /// the activated parameters say.
     fn config(&self, setting: &Setting, listen: Listen) -> Result<RecvConfig> {
-        let mut cfg = self
-            .args
-            .config_for_sdp(transport_file(setting)?, "the staged transport_file")?;
+        let what = "the staged transport_file";
+        let mut cfg = match &setting.transport_file {
+            Some(file) => self.args.config_for_sdp(&file.data, what)?,
+            None => self
+                .args
+                .config_for_format(listen.address, "no transport_file is staged")?,
+        };
         cfg.listen = listen.address;
         cfg.source_filter = listen.source.or(cfg.source_filter);
         let multicast = listen.address.ip().is_multicast();
