@@ -429,10 +429,14 @@ impl NodeSpec {
 
 /// What a raw video receiver of nagare takes: `video/raw`, progressive,
 /// 4:2:2 at 8 or 10 bits (`uyvy422`, `uyvp`) or RGB at 8 (`rgb24`), as
-/// BCP-004-01 constraint sets.
+/// BCP-004-01 constraint sets, each labelled and enabled.
 pub fn raw_video_caps() -> ReceiverCaps {
     let set = |sampling: &str, depths: &[u32]| {
+        let bits: Vec<String> = depths.iter().map(u32::to_string).collect();
         serde_json::json!({
+            "urn:x-nmos:cap:meta:label":
+                format!("progressive {sampling}, {} bit", bits.join(" or ")),
+            "urn:x-nmos:cap:meta:enabled": true,
             "urn:x-nmos:cap:format:media_type": {"enum": ["video/raw"]},
             "urn:x-nmos:cap:format:interlace_mode": {"enum": ["progressive"]},
             "urn:x-nmos:cap:format:color_sampling": {"enum": [sampling]},
@@ -454,7 +458,17 @@ pub fn raw_video_caps() -> ReceiverCaps {
 /// depth and rate, so a controller sees it cannot take anything else.
 pub fn fixed_video_caps(format: VideoFormat, rate: Option<FrameRate>) -> ReceiverCaps {
     let pf = format.pixel_format;
+    let label = format!(
+        "{}x{} progressive {}, {} bit{}, fixed by the operator",
+        format.width,
+        format.height,
+        pf.sampling(),
+        pf.depth(),
+        rate.map_or(String::new(), |r| format!(", {r} fps")),
+    );
     let mut set = serde_json::json!({
+        "urn:x-nmos:cap:meta:label": label,
+        "urn:x-nmos:cap:meta:enabled": true,
         "urn:x-nmos:cap:format:media_type": {"enum": ["video/raw"]},
         "urn:x-nmos:cap:format:interlace_mode": {"enum": ["progressive"]},
         "urn:x-nmos:cap:format:frame_width": {"enum": [format.width]},

@@ -116,6 +116,11 @@ fn a_receiver_fixed_to_one_format_says_exactly_that_in_its_caps() {
     assert_eq!(one("component_depth"), serde_json::json!([10]));
     assert_eq!(one("interlace_mode"), serde_json::json!(["progressive"]));
     assert_eq!(
+        set["urn:x-nmos:cap:meta:label"],
+        "1920x1080 progressive YCbCr-4:2:2, 10 bit, 25 fps, fixed by the operator"
+    );
+    assert_eq!(set["urn:x-nmos:cap:meta:enabled"], true);
+    assert_eq!(
         one("grain_rate"),
         serde_json::json!([{"numerator": 25, "denominator": 1}])
     );
