@@ -392,6 +392,62 @@ fn recv_nmos_with_a_fixed_format_is_connected_without_a_transport_file() {
     assert!(status.success(), "{stderr}");
 }
 
+/// A multicast connection: serve's sender aimed at a group on `lo`, its
+/// transport file staged on a `recv --nmos --interface lo`, which fills
+/// `multicast_ip` from it, joins the group and records the frames
+/// byte-identical.
+#[test]
+fn recv_nmos_joins_the_group_a_multicast_transport_file_names() {
+    let media = Media::new("nmos-recv-group");
+    let serve = Serve::start(
+        &media,
+        &["--multicast-interface", "lo", "--allow", "239.0.0.0/8"],
+    );
+    let out = media.dir.path("out.yuv");
+    let mut node = RecvNode::start(&["--interface", "lo", "-o", out.to_str().unwrap()]);
+    let receiver = node.receiver_id();
+    let sender = sender_id(&serve, "clip.yuv");
+    let sender_base = format!("{C}/single/senders/{sender}");
+    let receiver_base = format!("{C}/single/receivers/{receiver}");
+    let (group, port) = ("239.255.78.23", free_udp_port());
+    let aim = json!({"receiver_id": receiver, "master_enable": false,
+        "transport_params": [{"destination_ip": group, "destination_port": port}],
+        "activation": {"mode": "activate_immediate"}});
+    serve.call(
+        "PATCH",
+        &format!("{sender_base}/staged"),
+        Some(aim),
+        200,
+        "sender-response-schema.json",
+    );
+    let (status, sdp) = serve.api("GET", &format!("{sender_base}/transportfile"), None);
+    assert_eq!(status, 200, "{sdp}");
+    assert!(sdp.contains(&format!("c=IN IP4 {group}/")), "{sdp}");
+
+    let connect = json!({"sender_id": sender, "master_enable": true,
+        "transport_file": {"data": sdp, "type": "application/sdp"},
+        "activation": {"mode": "activate_immediate"}});
+    let r = node.call(
+        "PATCH",
+        &format!("{receiver_base}/staged"),
+        Some(connect),
+        200,
+        "receiver-response-schema.json",
+    );
+    assert_eq!(r["transport_params"][0]["multicast_ip"], group, "{r}");
+    node.run.wait_for(&format!("receiving on {group}:{port}"));
+    let active = node.receiver_json(&receiver_base, "active");
+    assert_eq!(active["transport_params"][0]["multicast_ip"], group);
+
+    start_sender(&serve, &sender_base);
+    let want = (2 * FRAMES * FRAME_BYTES) as u64;
+    wait_for_file_size(&out, want, Duration::from_secs(30));
+    stop_sender(&serve, &sender_base);
+    let (status, stderr) = node.stop();
+    assert!(status.success(), "{stderr}");
+    assert_clip_frames(&media.clip, &std::fs::read(&out).unwrap());
+}
+
 #[test]
 fn recv_nmos_off_loopback_needs_a_token_and_then_asks_for_it() {
     let out = nagare()
