@@ -9,7 +9,7 @@ use nagare_proto::video::st2110_21::{Measure, RtpClock, SenderType};
 use crate::common::{Scratch, assert_ok, free_udp_port, nagare, require};
 
 /// sdpoker's strict run on `path`: its complaints, if any.
-fn sdpoker(path: &std::path::Path) -> Result<(), String> {
+pub(crate) fn sdpoker(path: &std::path::Path) -> Result<(), String> {
     let out = std::process::Command::new("sdpoker")
         .args([
             "--shaping",

@@ -448,6 +448,38 @@ fn recv_nmos_joins_the_group_a_multicast_transport_file_names() {
     assert_clip_frames(&media.clip, &std::fs::read(&out).unwrap());
 }
 
+/// serve's sender transport file, and the SDP DESCRIBE answers, declare
+/// the ST 2110-21 type serve's raw pacer keeps (`TP=2110TPW`), and the
+/// transport file passes sdpoker (nmos-testing's IS-05-01 `test_41`).
+#[test]
+fn serve_declares_its_sender_type_and_its_transport_file_passes_sdpoker() {
+    if !crate::common::require("sdpoker") {
+        return;
+    }
+    let media = Media::new("nmos-sdpoker");
+    let serve = Serve::start(&media, &[]);
+    let sender = sender_id(&serve, "clip.yuv");
+    let sender_base = format!("{C}/single/senders/{sender}");
+    let aim = json!({"master_enable": false,
+        "transport_params": [{"destination_ip": "127.0.0.1", "destination_port": free_udp_port()}],
+        "activation": {"mode": "activate_immediate"}});
+    serve.call(
+        "PATCH",
+        &format!("{sender_base}/staged"),
+        Some(aim),
+        200,
+        "sender-response-schema.json",
+    );
+    let (status, sdp) = serve.api("GET", &format!("{sender_base}/transportfile"), None);
+    assert_eq!(status, 200, "{sdp}");
+    assert!(sdp.contains("; TP=2110TPW; "), "{sdp}");
+    let path = media.dir.path("transport.sdp");
+    std::fs::write(&path, &sdp).unwrap();
+    if let Err(e) = crate::st2110::sdpoker(&path) {
+        panic!("sdpoker refuses serve's transport file:\n{e}\n{sdp}");
+    }
+}
+
 #[test]
 fn recv_nmos_off_loopback_needs_a_token_and_then_asks_for_it() {
     let out = nagare()

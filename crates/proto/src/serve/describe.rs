@@ -7,7 +7,27 @@ use crate::mpegts::MP2T_PAYLOAD_TYPE;
 use crate::rtsp::TRACK_PREFIX;
 use crate::sdp::{Connection, Media, SdpStream, Session};
 use crate::video::st2110_20::DEFAULT_PAYLOAD_TYPE;
+use crate::video::st2110_21::{Model, Scan, SenderSchedule, SenderType};
 use crate::{FrameRate, VideoFormat};
+
+/// The ST 2110-21 sender type serve's raw flows keep and declare in
+/// every SDP they appear in (`TP=`): wide, the type a pacer that sleeps
+/// between trains of many flows can hold.
+pub const SENDER_TYPE: SenderType = SenderType::W;
+
+/// The schedule a raw flow of `packets` packets per frame of `format`
+/// at `rate` keeps: [`SENDER_TYPE`]'s trains for a sleeping sender, from
+/// TROdefault, so the SDPs need no `TROFF=`. `None` for a flow no model
+/// takes (no packets, an unusable rate), which serve never admits.
+pub fn raw_schedule(
+    format: VideoFormat,
+    rate: FrameRate,
+    packets: usize,
+) -> Option<SenderSchedule> {
+    let packets = u32::try_from(packets).ok()?;
+    let model = Model::new(rate, format.height, Scan::Progressive, packets).ok()?;
+    Some(SenderSchedule::for_sleeping_sender(&model, SENDER_TYPE))
+}
 
 /// What a path plays, as far as its SDP tells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,10 +59,9 @@ pub fn sdp(name: &str, track: Track, session_id: u64) -> String {
             format,
             rate: Some(rate),
             name: name.to_string(),
-            // The serve pacer's shape is not yet one of the 2110-21
-            // types, and RTSP clients ignore the clock line.
+            // RTSP clients ignore the clock line.
             clock: None,
-            sender_type: None,
+            sender_type: Some(SENDER_TYPE),
             tr_offset: None,
         }
         .to_session(session_id),

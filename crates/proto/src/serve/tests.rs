@@ -566,9 +566,15 @@ fn describe_raw_and_ts() {
         "v=0\r\no=- 1700000000 1700000000 IN IP4 0.0.0.0\r\ns=bars\r\nc=IN IP4 0.0.0.0\r\n\
          t=0 0\r\nm=video 0 RTP/AVP 96\r\na=rtpmap:96 raw/90000\r\n\
          a=fmtp:96 sampling=YCbCr-4:2:2; width=320; height=180; exactframerate=25; depth=8; \
-         TCS=SDR; colorimetry=BT709; PM=2110GPM; SSN=ST2110-20:2017; \r\n\
+         TCS=SDR; colorimetry=BT709; PM=2110GPM; SSN=ST2110-20:2017; TP=2110TPW; \r\n\
          a=mediaclk:direct=0\r\na=control:trackID=0\r\n"
     );
+    // What the SDP declares is what the pacer keeps: W trains from
+    // TROdefault (no TROFF= to declare).
+    let shape = describe::raw_schedule(format, rate, 90).expect("a schedule");
+    assert_eq!(shape.sender_type(), describe::SENDER_TYPE);
+    assert_eq!(shape.declared_tr_offset(), None);
+    assert!(describe::raw_schedule(format, rate, 0).is_none());
     let ts = describe::sdp("clip.ts", Track::Ts, 42);
     // No origin line for TS: players accept it, and it is what the
     // server has always sent (see the sdpoker and VLC tests).

@@ -146,7 +146,7 @@ pub fn sender_sdp(
                 rate: Some(rate),
                 name: name.to_string(),
                 clock,
-                sender_type: None,
+                sender_type: Some(crate::serve::describe::SENDER_TYPE),
                 tr_offset: None,
             }
             .to_session(session_id),

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use nagare_api::serve::StreamState;
 use nagare_proto::rtcp::{Anchor, WallTime};
+use nagare_proto::serve::describe;
 use nagare_proto::video::sender::{
     Event, FlowId, FlowSpec, Input, RingFrame, Sender, Transmit, locked_seq_base,
 };
@@ -184,6 +185,11 @@ impl RawFlows {
             .start(at.at, at.first_frame)
             .first_seq(ExtSeq(first_seq))
             .trains(Nanos::from_micros(flow.start.pacing.burst_us), cap);
+        // The 2110-21 type its SDPs declare (describe::SENDER_TYPE).
+        let packets = flow.packetizer.packets_per_frame();
+        if let Some(shape) = describe::raw_schedule(flow.packetizer.format(), flow.rate, packets) {
+            spec = spec.shaped(shape);
+        }
         spec = leg_spec(spec, flow.start.leg);
         let id = self.sender.add_flow(spec);
         flow.train = TrainBuf::for_flow(&self.sender, id);
