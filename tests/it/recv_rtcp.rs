@@ -1,6 +1,7 @@
 //! Receiver reports from every receiver (RFC 3550 §6.4.2): each stripe of
 //! `recv --stripes N --rtcp` answers its own sender's reports, a
-//! multicast `recv --rtcp` reports to the group's RTCP port, each leg of an ST 2022-7 pair
+//! multicast `recv --rtcp` reports to the group's RTCP port (and a
+//! multicast `send` hears it there), each leg of an ST 2022-7 pair
 //! answers its own sender, and a single `recv --sdp` reads its RTCP where
 //! the SDP's `a=rtcp` says. The
 //! senders are the test's own sockets, so every report block is checked
@@ -10,7 +11,7 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::time::Duration;
 
 use nagare_api::stripes::StripesReport;
-use nagare_api::video::RecvReport;
+use nagare_api::video::{RecvReport, SendReport};
 use nagare_proto::rtcp::{self, NtpTime, Packet, ReportBlock, SenderInfo};
 use nagare_proto::video::st2110_20::Packetizer;
 use nagare_proto::video::stripe::{Rule, Stripes};
@@ -262,6 +263,68 @@ fn a_single_receiver_reads_rtcp_where_the_sdps_a_rtcp_says() {
     assert_eq!(got.port, rtcp_at.port());
     assert_eq!(got.sender, Some(sender.local_addr().unwrap()));
     assert_eq!((got.sender_reports, got.malformed), (1, 0), "{got:?}");
+}
+
+#[test]
+fn a_multicast_sender_hears_the_receiver_reports_on_the_group() {
+    // recv reports to the group's RTCP port, not to the sender's address:
+    // send must be on the group to hear them.
+    let group = Ipv4Addr::new(239, 255, 78, 6);
+    let port = loop {
+        let p = free_udp_port();
+        if p < u16::MAX {
+            break p;
+        }
+    };
+    let mut recv = nagare();
+    recv.args(["recv", "--listen", &format!("{group}:{port}")])
+        .args([
+            "--interface",
+            "lo",
+            "--size",
+            "64x36",
+            "--pix-fmt",
+            "uyvy422",
+        ])
+        .args(["--frames", "150", "--timeout", "5", "--rtcp", "--json"]);
+    let mut r = Running::spawn(recv);
+    r.listening();
+    // 1.5 s at 100 fps: room for a report or two each way.
+    let send = nagare()
+        .args(["send", "pattern:bars", "--to", &format!("{group}:{port}")])
+        .args([
+            "--interface",
+            "lo",
+            "--size",
+            "64x36",
+            "--pix-fmt",
+            "uyvy422",
+        ])
+        .args(["--fps", "100", "--frames", "150", "--json"])
+        .output()
+        .unwrap();
+    let send_err = String::from_utf8_lossy(&send.stderr);
+    assert!(send.status.success(), "send failed: {send_err}");
+    let sent: SendReport = parse_report(&String::from_utf8_lossy(&send.stdout));
+    let (status, out, err) = r.finish();
+    assert!(status.success(), "{err}");
+    let got: RecvReport = parse_report(&out);
+    let heard = got.rtcp.expect("recv's RTCP");
+    assert!(heard.sender_reports >= 1, "{heard:?}\n{err}");
+    assert!(heard.receiver_reports >= 1, "{heard:?}\n{err}");
+    let rtcp = sent.rtcp.expect("send's RTCP");
+    // Every receiver report recv sent reached send on the group (the
+    // last may come after send stopped reading), and its own reports,
+    // looped back to it, are not counted as any.
+    assert!(rtcp.receiver_reports >= 1, "{rtcp:?}\n{send_err}");
+    assert!(
+        rtcp.receiver_reports <= heard.receiver_reports,
+        "{rtcp:?} {heard:?}"
+    );
+    assert_eq!(rtcp.reported_lost, Some(0), "{rtcp:?}");
+    assert!(rtcp.reported_jitter_ms.is_some(), "{rtcp:?}");
+    assert_eq!((rtcp.byes, rtcp.malformed), (1, 0), "{rtcp:?}");
+    assert_eq!(rtcp.to, [SocketAddr::from((group, port + 1))]);
 }
 
 #[test]
