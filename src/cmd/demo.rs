@@ -63,6 +63,7 @@ pub(crate) fn main(args: DemoArgs) -> Result<ExitCode> {
             buffer_bytes: (format.frame_bytes() * 4).clamp(16 << 20, 512 << 20),
         },
         ttl: None,
+        rtcp: None,
         source_filter: None,
         follow_ssrc: false,
         output: None,

@@ -353,6 +353,7 @@ fn start_rtcp(cfg: &SendConfig, driver: &Driver<'_>) -> Result<Option<SenderRtcp
         return Ok(None);
     }
     let mut streams = Vec::with_capacity(driver.flows.len());
+    let mut sockets = RtcpSockets::default();
     for (flow, id) in driver.flows.iter().zip(&driver.ids) {
         let Some(to) = rtcp_dest(flow.dest, cfg.stripes) else {
             eprintln!(
@@ -365,14 +366,56 @@ fn start_rtcp(cfg: &SendConfig, driver: &Driver<'_>) -> Result<Option<SenderRtcp
             .schedule
             .packetizer(*id)
             .map_or(Ssrc(0), Packetizer::ssrc);
-        streams.push(sending::Stream { ssrc, to });
+        let socket = sockets.for_dest(cfg, to)?;
+        streams.push(sending::Stream { ssrc, to, socket });
     }
-    let options = SendOptions {
-        buffer_bytes: 0,
-        ..cfg.socket.clone()
-    };
-    let socket = udp::open_unconnected(cfg.dest, &options)?;
-    SenderRtcp::start(streams, cfg.rate, socket).map(Some)
+    SenderRtcp::start(streams, cfg.rate, sockets.all).map(Some)
+}
+
+/// The sockets of a send's RTCP thread, opened as its streams need them.
+#[derive(Default)]
+struct RtcpSockets {
+    all: Vec<std::net::UdpSocket>,
+    /// The one the unicast streams share, once opened.
+    unicast: Option<usize>,
+}
+
+impl RtcpSockets {
+    /// The socket of the stream whose RTCP goes to `to`, by its index.
+    /// On a multicast group it is joined to `to` on `--interface`, where
+    /// the receivers report (RFC 3550 §6); should that fail, it is said,
+    /// and the reports still go out from an unjoined socket.
+    fn for_dest(&mut self, cfg: &SendConfig, to: SocketAddr) -> Result<usize> {
+        if to.ip().is_multicast() {
+            let opts = udp::ReceiveOptions {
+                interface: cfg.socket.interface.clone(),
+                source: None,
+                buffer_bytes: 0,
+            };
+            let ttl = cfg.socket.ttl.unwrap_or(1);
+            match udp::open_group(to, &opts, ttl) {
+                Ok(s) => {
+                    self.all.push(s);
+                    return Ok(self.all.len() - 1);
+                }
+                Err(e) => eprintln!(
+                    "nagare send: note: no receiver reports from the group: RTCP on {to}: {e:#}"
+                ),
+            }
+        } else if let Some(i) = self.unicast {
+            return Ok(i);
+        }
+        let options = SendOptions {
+            buffer_bytes: 0,
+            ..cfg.socket.clone()
+        };
+        self.all.push(udp::open_unconnected(to, &options)?);
+        let i = self.all.len() - 1;
+        if !to.ip().is_multicast() {
+            self.unicast = Some(i);
+        }
+        Ok(i)
+    }
 }
 
 /// Keeps the pacer's CPU from halting between trains (see

@@ -40,6 +40,10 @@ pub struct LegReport {
     pub recovered: u64,
     /// Packets that came too late to use.
     pub late: u64,
+    /// Its RTCP with `--rtcp`: the leg sender's reports read on the
+    /// leg's own RTCP port, and the receiver reports sent back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtcp: Option<RecvRtcp>,
 }
 
 /// What one stripe's stream delivered.
@@ -77,7 +81,8 @@ pub struct StripeReport {
     /// Packets that neither leg delivered (with two legs).
     pub unrecovered: u64,
     /// Its RTCP with `--rtcp`: the sender's reports read on the stripe's
-    /// RTCP port, and the receiver reports sent back.
+    /// RTCP port, and the receiver reports sent back (with two legs: its
+    /// first leg's; each leg's is in `legs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rtcp: Option<RecvRtcp>,
 }

@@ -93,9 +93,9 @@ pub struct SendRtcp {
 }
 
 /// The RTCP of a receive.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecvRtcp {
-    /// The local RTCP port (the RTP port + 1).
+    /// The local RTCP port (the SDP's `a=rtcp`, else the RTP port + 1).
     pub port: u16,
     /// Where the sender's reports came from, and receiver reports went.
     pub sender: Option<SocketAddr>,

@@ -15,13 +15,14 @@
 //! machines and the writer.
 //!
 //! With `--rtcp` each stripe answers its sender's reports with receiver
-//! reports, as a single `recv --rtcp` does: one `rtcp::Reader` per stripe,
-//! on the stripe's own RTCP port, looked at by its receive thread between
-//! reads. One reader per stripe rather than one compound with a block per
-//! SSRC: each stripe is an RTP session of its own (its own port, SSRC and
-//! RTCP port, and its sender reports on that port), so its reports go
-//! where its own sender reports came from, and a stripe's RTCP never
-//! waits on another thread.
+//! reports, as a single `recv --rtcp` does: one `rtcp::Reader` per leg of
+//! each stripe, on the leg's own RTCP port, looked at by its receive
+//! thread between reads. One reader per leg rather than one compound
+//! with a block per SSRC: each stripe, and each leg of an ST 2022-7 pair,
+//! is an RTP session of its own (its own port and RTCP port, and its
+//! sender reports on that port), so its reports go where its own sender
+//! reports came from, with what that leg delivered, and a stripe's RTCP
+//! never waits on another thread.
 
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsFd;
@@ -34,9 +35,9 @@ use anyhow::{Context, Result, anyhow, bail};
 use crossbeam_channel::{Receiver as ChanRx, RecvTimeoutError, Sender as ChanTx, bounded};
 use nagare_api::cluster::ClusterConfig;
 use nagare_api::stripes::{FrameFailure, LegReport, StripeReport, StripesReport};
-use nagare_api::video::{EndedBy, FrameList};
+use nagare_api::video::{EndedBy, FrameList, RecvRtcp};
 use nagare_proto::nmos::connection::Listen;
-use nagare_proto::sdp::SdpStream;
+use nagare_proto::sdp::{SdpStream, Session};
 use nagare_proto::video::aligned::AlignedBuf;
 use nagare_proto::video::assembler::Assembler;
 use nagare_proto::video::book::{
@@ -67,7 +68,7 @@ pub(super) fn wanted(args: &RecvArgs) -> Result<bool> {
         return Ok(true);
     }
     match args.sdp.first() {
-        Some(path) => Ok(sdp_legs(path)?.len() > 1),
+        Some(path) => Ok(sdp_legs(path)?.0.len() > 1),
         None => Ok(false),
     }
 }
@@ -84,6 +85,8 @@ struct Leg {
     /// The interface this leg's group is joined on, when it is not the
     /// plan's (`recv --nmos`: each leg's `interface_ip`).
     interface: Option<Interface>,
+    /// Where its SDP's `a=rtcp` (RFC 3605) puts its RTCP.
+    rtcp: Option<SocketAddr>,
 }
 
 /// Every stripe's legs, in stripe order.
@@ -94,8 +97,8 @@ pub(super) struct Plan {
     stripes: Stripes,
     /// Per stripe, each leg.
     legs: Legs,
-    /// Per stripe, its RTCP port (`--rtcp`), beside its first leg.
-    rtcp: Vec<Option<SocketAddr>>,
+    /// Per stripe, each leg's RTCP port (`--rtcp`).
+    rtcp: Vec<Vec<Option<SocketAddr>>>,
     rate: Option<FrameRate>,
     socket: ReceiveOptions,
     /// Where whole frames are recorded, if anywhere.
@@ -111,9 +114,13 @@ pub(super) struct Plan {
     quiet: bool,
 }
 
-fn sdp_legs(path: &Path) -> Result<Vec<SdpStream>> {
+/// The legs an SDP file describes, and the whole session (for each
+/// leg's `a=rtcp`).
+fn sdp_legs(path: &Path) -> Result<(Vec<SdpStream>, Session)> {
     let text = read_sdp(path)?;
-    SdpStream::parse_legs(&text).map_err(|e| anyhow!("SDP file '{}': {e}", path.display()))
+    let bad = |e| anyhow!("SDP file '{}': {e}", path.display());
+    let legs = SdpStream::parse_legs(&text).map_err(bad)?;
+    Ok((legs, Session::parse(&text).map_err(bad)?))
 }
 
 /// Port `base + k`, or why not.
@@ -130,7 +137,7 @@ fn plan_from_sdps(args: &RecvArgs) -> Result<(Stripes, Legs, Option<FrameRate>)>
     let mut legs = Vec::new();
     let (mut format, mut rate) = (None, None);
     for path in &args.sdp {
-        let streams = sdp_legs(path)?;
+        let (streams, session) = sdp_legs(path)?;
         let first = &streams[0];
         if format.is_some_and(|f| f != first.format) {
             bail!(
@@ -149,11 +156,15 @@ fn plan_from_sdps(args: &RecvArgs) -> Result<(Stripes, Legs, Option<FrameRate>)>
         legs.push(
             streams
                 .iter()
-                .map(|s| Leg {
-                    listen: SocketAddr::new(s.address, s.port),
-                    source: s.source,
-                    ttl: s.ttl,
-                    interface: None,
+                .map(|s| {
+                    let listen = SocketAddr::new(s.address, s.port);
+                    Leg {
+                        listen,
+                        source: s.source,
+                        ttl: s.ttl,
+                        interface: None,
+                        rtcp: session.rtcp_of(listen),
+                    }
                 })
                 .collect(),
         );
@@ -213,6 +224,7 @@ fn plan_from_listen(args: &RecvArgs) -> Result<(Stripes, Legs)> {
         source: source.filter(|_| listen.ip().is_multicast()),
         ttl: None,
         interface: None,
+        rtcp: None,
     };
     let mut legs = Vec::with_capacity(count);
     for k in 0..count {
@@ -225,50 +237,49 @@ fn plan_from_listen(args: &RecvArgs) -> Result<(Stripes, Legs)> {
     Ok((stripes, legs))
 }
 
-/// Where each stripe's RTCP is read and answered with `--rtcp`, beside
-/// its first leg: the SDP's `a=rtcp` port; from `--listen`, where
-/// `send --stripes` sends it (past every stripe's RTP port, the same rule
-/// as send's); otherwise the RTP port + 1 (RFC 3550 §11).
-fn rtcp_ports(args: &RecvArgs, legs: &Legs) -> Result<Vec<Option<SocketAddr>>> {
+/// Where each leg of each stripe has its RTCP read and answered with
+/// `--rtcp` (each leg is an RTP session of its own, with its own sender
+/// reports): the SDP's `a=rtcp`; from `--listen`, where `send --stripes`
+/// sends it (past every stripe's RTP port, the same rule as send's);
+/// otherwise the RTP port + 1 (RFC 3550 §11).
+fn rtcp_ports(args: &RecvArgs, legs: &Legs) -> Vec<Vec<Option<SocketAddr>>> {
     if !args.rtcp {
-        return Ok(vec![None; legs.len()]);
+        return legs.iter().map(|l| vec![None; l.len()]).collect();
     }
     let from_listen = args.sdp.is_empty() && args.striping.cluster.is_none();
     let mut out = Vec::with_capacity(legs.len());
     for (k, l) in legs.iter().enumerate() {
-        let rtp = l[0].listen;
-        let named = match args.sdp.get(k) {
-            Some(path) if args.striping.cluster.is_none() => sdp_rtcp_port(path, rtp.port())?,
-            _ => None,
-        };
-        let at = match named {
-            Some(port) => Some(SocketAddr::new(rtp.ip(), port)),
-            // A port the kernel picks has no known port beside it.
-            None if rtp.port() == 0 => None,
-            None if from_listen => rtcp_dest(rtp, legs.len()),
-            None => next_port(rtp).ok(),
-        };
-        if at.is_none() {
-            eprintln!(
-                "nagare recv: note: stripe {k}: no RTCP: give its RTP port in --listen (not 0), \
-                 one whose RTCP port is not above 65535"
-            );
+        let mut per_leg = Vec::with_capacity(l.len());
+        for (j, leg) in l.iter().enumerate() {
+            let rtp = leg.listen;
+            let at = match leg.rtcp {
+                Some(at) => Some(at),
+                // A port the kernel picks has no known port beside it.
+                None if rtp.port() == 0 => None,
+                None if from_listen => rtcp_dest(rtp, legs.len()),
+                None => next_port(rtp).ok(),
+            };
+            if at.is_none() {
+                eprintln!(
+                    "nagare recv: note: {}: no RTCP: give its RTP port in --listen (not 0), \
+                     one whose RTCP port is not above 65535",
+                    leg_name(k, j, l.len())
+                );
+            }
+            per_leg.push(at);
         }
-        out.push(at);
+        out.push(per_leg);
     }
-    Ok(out)
+    out
 }
 
-/// The `a=rtcp` port of the media on RTP port `rtp` in the SDP at `path`.
-fn sdp_rtcp_port(path: &Path, rtp: u16) -> Result<Option<u16>> {
-    let text = read_sdp(path)?;
-    let session = nagare_proto::sdp::Session::parse(&text)
-        .map_err(|e| anyhow!("SDP file '{}': {e}", path.display()))?;
-    Ok(session
-        .media
-        .iter()
-        .find(|m| m.port == rtp)
-        .and_then(|m| m.rtcp_port))
+/// How messages name leg `j` of stripe `k` of `legs` legs.
+fn leg_name(k: usize, j: usize, legs: usize) -> String {
+    if legs > 1 {
+        format!("stripe {k} leg {j}")
+    } else {
+        format!("stripe {k}")
+    }
 }
 
 /// What a `nagare cluster` config says about receiving.
@@ -322,6 +333,7 @@ fn plan_from_cluster(path: &Path) -> Result<FromCluster> {
                 source: None,
                 ttl: None,
                 interface: None,
+                rtcp: None,
             });
         }
         legs.push(l);
@@ -374,6 +386,7 @@ impl Plan {
         listens: &[Listen],
     ) -> Result<Plan> {
         let streams = SdpStream::parse_legs(text).map_err(|e| anyhow!("{what}: {e}"))?;
+        let session = Session::parse(text).ok();
         let first = &streams[0];
         let stripes = Stripes::from_stripe(first.format, args.striping.split, 1)
             .map_err(|e| anyhow!("{what}: {e}"))?;
@@ -387,6 +400,7 @@ impl Plan {
                     .interface
                     .map(|ip| udp::parse_interface(&ip.to_string()))
                     .transpose()?,
+                rtcp: session.as_ref().and_then(|s| s.rtcp_of(l.address)),
             });
         }
         Plan::build(
@@ -433,7 +447,7 @@ impl Plan {
             .unwrap_or(cores)
             .clamp(1, stripes.count());
         let frame = stripes.stripe_format().frame_bytes();
-        let rtcp = rtcp_ports(args, &legs)?;
+        let rtcp = rtcp_ports(args, &legs);
         Ok(Plan {
             stripes,
             legs,
@@ -487,8 +501,8 @@ struct Unit {
     landing: bool,
     recycled: ChanRx<Vec<u8>>,
     report: StripeReport,
-    /// Its sender's reports read and answered (`--rtcp`).
-    rtcp: Option<ReaderRtcp>,
+    /// Its legs' senders' reports read and answered (`--rtcp`), by leg.
+    rtcp: Vec<(usize, ReaderRtcp)>,
 }
 
 impl Unit {
@@ -546,35 +560,42 @@ impl Unit {
                 stripe: k,
                 ..StripeReport::default()
             },
-            rtcp: None,
+            rtcp: Vec::new(),
         })
     }
 
-    /// Binds the stripe's RTCP port, if it has one (joined as its first
-    /// leg is, on a multicast group); says why not when that fails.
+    /// Binds each leg's RTCP port that it has (joined as the leg is, on
+    /// a multicast group); says why not when that fails.
     fn bind_rtcp(&mut self, plan: &Plan) {
         let k = self.stripe;
-        let Some(at) = plan.rtcp[k] else {
-            return;
-        };
-        let first = &plan.legs[k][0];
-        let opts = plan.leg_options(first);
-        match ReaderRtcp::bind(at, &opts, first.ttl) {
-            Ok(r) => {
-                eprintln!("nagare recv: stripe {k} RTCP on {at}");
-                self.rtcp = Some(r);
+        let legs = &plan.legs[k];
+        for (j, (leg, at)) in legs.iter().zip(&plan.rtcp[k]).enumerate() {
+            let Some(at) = *at else { continue };
+            let name = leg_name(k, j, legs.len());
+            match ReaderRtcp::bind(at, &plan.leg_options(leg), leg.ttl) {
+                Ok(r) => {
+                    eprintln!("nagare recv: {name} RTCP on {at}");
+                    self.rtcp.push((j, r));
+                }
+                Err(why) => eprintln!("nagare recv: note: {name}: {why}"),
             }
-            Err(why) => eprintln!("nagare recv: note: stripe {k}: {why}"),
         }
     }
 
-    /// Reads the stripe sender's reports and answers them when due: a
-    /// clock read per call, and a look at the socket at most every 10 ms
+    /// Reads each leg sender's reports and answers them when due, with
+    /// what that leg delivered (`st2022_7::Merger::reception`): a clock
+    /// read per call, and a look at the socket at most every 10 ms
     /// (`reading::LOOK`), never per packet.
     fn rtcp(&mut self, origin: Origin) {
-        if let Some(r) = self.rtcp.as_mut() {
-            let machine = &self.machine;
-            r.step(origin.elapsed(), || machine.reception());
+        let (machine, merger) = (&self.machine, &self.merger);
+        for (leg, r) in &mut self.rtcp {
+            r.step(origin.elapsed(), || {
+                let merged = machine.reception()?;
+                Some(match merger {
+                    Some(m) => m.reception(*leg, merged),
+                    None => merged,
+                })
+            });
         }
     }
 
@@ -687,7 +708,13 @@ impl Unit {
         r.packets_malformed = s.packets_malformed;
         r.packets_foreign = s.packets_foreign;
         r.bytes = s.bytes;
-        r.rtcp = self.rtcp.as_ref().map(ReaderRtcp::report);
+        let rtcp_of = |leg: usize| {
+            self.rtcp
+                .iter()
+                .find(|(l, _)| *l == leg)
+                .map(|(_, r)| r.report())
+        };
+        r.rtcp = rtcp_of(0);
         r.packets_in_place = self.machine.landing_stats().in_place;
         r.kernel_drops = self
             .sockets
@@ -710,8 +737,12 @@ impl Unit {
                     duplicates: l.duplicates,
                     recovered: l.recovered,
                     late: l.late,
+                    rtcp: None,
                 })
                 .collect();
+            for (leg, r) in r.legs.iter_mut().enumerate() {
+                r.rtcp = rtcp_of(leg);
+            }
         }
         Ok(Finished {
             report: self.report,
@@ -1240,13 +1271,27 @@ pub(super) fn print_summary(r: &StripesReport) {
                 s.stripe, leg.received, leg.lost, leg.duplicates, leg.recovered, s.unrecovered
             );
         }
-        if let Some(c) = &s.rtcp {
+        let legs = s.legs.len();
+        let per_leg = s
+            .legs
+            .iter()
+            .enumerate()
+            .filter_map(|(j, l)| Some((j, l.rtcp.as_ref()?)));
+        let rtcp: Vec<(usize, &RecvRtcp)> = if legs > 1 {
+            per_leg.collect()
+        } else {
+            s.rtcp.iter().map(|c| (0, c)).collect()
+        };
+        for (j, c) in rtcp {
             let from = c.sender.map_or("no sender reports".to_owned(), |a| {
                 format!("{} sender reports from {a}", c.sender_reports)
             });
             eprintln!(
-                "recv: stripe {} RTCP on port {}: {from}, {} BYE; {} receiver reports sent",
-                s.stripe, c.port, c.byes, c.receiver_reports
+                "recv: {} RTCP on port {}: {from}, {} BYE; {} receiver reports sent",
+                leg_name(s.stripe, j, legs),
+                c.port,
+                c.byes,
+                c.receiver_reports
             );
         }
     }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use nagare_proto::Nanos;
-use nagare_proto::sdp::SdpStream;
+use nagare_proto::sdp::{SdpStream, Session};
 use nagare_proto::video::receiver::Incomplete;
 use nagare_proto::video::st2110_21::{Scan, SenderType, StreamShape};
 use nagare_proto::{FrameRate, PixelFormat, VideoFormat};
@@ -174,6 +174,9 @@ pub(crate) struct RecvConfig {
     /// The multicast TTL the SDP's `c=` line names, for RTCP to the
     /// group (`--rtcp`).
     pub ttl: Option<u8>,
+    /// Where the SDP's `a=rtcp` (RFC 3605) puts the stream's RTCP
+    /// (`--rtcp`); `None`: the RTP port + 1.
+    pub rtcp: Option<SocketAddr>,
     /// Only datagrams from here can be the stream.
     pub source_filter: Option<IpAddr>,
     /// Follow a takeover as a new take.
@@ -214,6 +217,8 @@ struct Stream {
     tr_offset: Option<Nanos>,
     /// The SDP's multicast TTL.
     ttl: Option<u8>,
+    /// The SDP's `a=rtcp` address for the stream.
+    rtcp: Option<SocketAddr>,
 }
 
 impl Stream {
@@ -227,6 +232,7 @@ impl Stream {
             declared: None,
             tr_offset: None,
             ttl: None,
+            rtcp: None,
         }
     }
 }
@@ -274,14 +280,18 @@ impl RecvArgs {
     fn sdp_stream(&self, text: &str, what: &str, source: Option<IpAddr>) -> Result<Stream> {
         let sdp = SdpStream::parse(text).map_err(|e| anyhow!("{what}: {e}"))?;
         self.agrees_with(&sdp.format, what)?;
+        let listen = SocketAddr::new(sdp.address, sdp.port);
+        // It parsed as a stream above, so it parses as a session.
+        let rtcp = Session::parse(text).ok().and_then(|s| s.rtcp_of(listen));
         Ok(Stream {
-            listen: SocketAddr::new(sdp.address, sdp.port),
+            listen,
             format: sdp.format,
             rate: sdp.rate,
             source: source.or(sdp.source),
             declared: sdp.sender_type,
             tr_offset: sdp.tr_offset,
             ttl: sdp.ttl,
+            rtcp,
         })
     }
 
@@ -346,6 +356,7 @@ impl RecvArgs {
             declared,
             tr_offset,
             ttl,
+            rtcp,
         } = stream;
         let tr_offset = self.tr_offset.map(Nanos::from_micros).or(tr_offset);
         if self.fps.is_some() {
@@ -382,6 +393,7 @@ impl RecvArgs {
                 buffer_bytes,
             },
             ttl,
+            rtcp,
             source_filter: source,
             follow_ssrc: self.follow_ssrc,
             output: self.output.clone(),

@@ -28,7 +28,8 @@ use super::writer::{ToWriter, Writer};
 /// port before the sender starts).
 pub(crate) struct Bound {
     rx: Receiver,
-    /// The RTCP port (the RTP port + 1), once bound.
+    /// The RTCP port (the SDP's `a=rtcp`, else the RTP port + 1), once
+    /// bound.
     rtcp: Option<ReaderRtcp>,
 }
 
@@ -54,13 +55,17 @@ impl Bound {
         Ok(bound)
     }
 
-    /// Binds the RTCP port beside the stream's (`recv --rtcp`): the RTP
-    /// port + 1, on a multicast group joined as the stream's socket is;
-    /// `Err` says why there is none (the port taken, no port + 1).
+    /// Binds the RTCP port beside the stream's (`recv --rtcp`): where the
+    /// SDP's `a=rtcp` says, else the RTP port + 1; on a multicast group
+    /// joined as the stream's socket is. `Err` says why there is none
+    /// (the port taken, no port + 1).
     pub(crate) fn bind_rtcp(&mut self, cfg: &RecvConfig) -> Result<(), String> {
         let listen = cfg.listen;
         let port = self.rx.local_addr().map_or(listen.port(), |a| a.port());
-        let at = next_port(SocketAddr::new(listen.ip(), port))?;
+        let at = match cfg.rtcp {
+            Some(at) => at,
+            None => next_port(SocketAddr::new(listen.ip(), port))?,
+        };
         self.rtcp = Some(ReaderRtcp::bind(at, &cfg.socket, cfg.ttl)?);
         Ok(())
     }

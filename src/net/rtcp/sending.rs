@@ -3,8 +3,15 @@
 //! reports that come back. The pacing thread never waits on it: per train
 //! it stores its counts in a [`Tally`], and this thread reads them when a
 //! report is due.
+//!
+//! Unicast streams share one socket, where each receiver answers the
+//! address the reports came from. A multicast stream has a socket of its
+//! own joined to the group's RTCP port, since its receivers report to the
+//! group (RFC 3550 §6); there it also hears its own reports (multicast
+//! loop), which its `rtcp::Feedback` sets aside by their SSRC.
 
 use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
@@ -14,12 +21,16 @@ use anyhow::{Context, Result};
 use nagare_api::video::SendRtcp;
 use nagare_proto::rtcp::{self, Anchor, Feedback, Input, Reporter, WallTime};
 use nagare_proto::{FrameRate, MediaTime, Ssrc};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use crate::clock::{Origin, epoch_ns};
 
 /// The longest the thread sleeps between looks at the tallies: a first
 /// report goes within this of a stream's first packets.
 const LOOK: Duration = Duration::from_millis(100);
+
+/// Datagrams read from one socket per look at most.
+const PER_LOOK: usize = 16;
 
 /// A frame number that is none yet.
 const NO_FRAME: u64 = u64::MAX;
@@ -52,11 +63,13 @@ impl Tally {
     }
 }
 
-/// One stream's RTCP: its SSRC and where its reports go.
+/// One stream's RTCP: its SSRC, where its reports go, and which of the
+/// thread's sockets sends them (and hears the answers).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Stream {
     pub ssrc: Ssrc,
     pub to: SocketAddr,
+    pub socket: usize,
 }
 
 /// The RTCP thread of one send, and the tallies it reads.
@@ -67,19 +80,19 @@ pub(crate) struct SenderRtcp {
 }
 
 impl SenderRtcp {
-    /// Starts the thread for `streams` of frame rate `rate`, sending from
-    /// `socket` (which receiver reports come back to).
+    /// Starts the thread for `streams` of frame rate `rate`, each sending
+    /// from its socket of `sockets` (which receiver reports come back to).
     pub(crate) fn start(
         streams: Vec<Stream>,
         rate: FrameRate,
-        socket: UdpSocket,
+        sockets: Vec<UdpSocket>,
     ) -> Result<SenderRtcp> {
         let tallies: Arc<Vec<Tally>> = Arc::new(streams.iter().map(|_| Tally::new()).collect());
         let ended = Arc::new(AtomicBool::new(false));
         let mut worker = Worker::new(
             streams,
             rate,
-            socket,
+            sockets,
             Arc::clone(&tallies),
             Arc::clone(&ended),
         )?;
@@ -111,6 +124,8 @@ impl SenderRtcp {
 /// One stream on the RTCP thread.
 struct Flow {
     to: SocketAddr,
+    /// Its socket among the worker's.
+    socket: usize,
     reporter: Reporter,
     feedback: Feedback,
     /// Packets and octets already told to the reporter.
@@ -122,7 +137,7 @@ struct Flow {
 struct Worker {
     flows: Vec<Flow>,
     rate: FrameRate,
-    socket: UdpSocket,
+    sockets: Vec<UdpSocket>,
     tallies: Arc<Vec<Tally>>,
     ended: Arc<AtomicBool>,
     origin: Origin,
@@ -133,12 +148,12 @@ impl Worker {
     fn new(
         streams: Vec<Stream>,
         rate: FrameRate,
-        socket: UdpSocket,
+        sockets: Vec<UdpSocket>,
         tallies: Arc<Vec<Tally>>,
         ended: Arc<AtomicBool>,
     ) -> Result<Worker> {
         let seed = getrandom::u64().unwrap_or(0);
-        let flows = streams
+        let flows: Vec<Flow> = streams
             .iter()
             .enumerate()
             .map(|(i, s)| {
@@ -148,6 +163,7 @@ impl Worker {
                 let config = rtcp::Config::new(s.ssrc, cname, seed.wrapping_add(i as u64));
                 Flow {
                     to: s.to,
+                    socket: s.socket,
                     reporter: Reporter::new(config),
                     feedback: Feedback::for_source(s.ssrc),
                     fed: (0, 0),
@@ -155,13 +171,17 @@ impl Worker {
                 }
             })
             .collect();
-        socket
-            .set_read_timeout(Some(LOOK))
-            .context("setting the RTCP socket's timeout")?;
+        if let Some(f) = flows.iter().find(|f| f.socket >= sockets.len()) {
+            anyhow::bail!("the RTCP of {} has no socket", f.to);
+        }
+        for s in &sockets {
+            s.set_nonblocking(true)
+                .context("making the RTCP socket non-blocking")?;
+        }
         Ok(Worker {
             flows,
             rate,
-            socket,
+            sockets,
             tallies,
             ended,
             origin: Origin::now(),
@@ -188,10 +208,7 @@ impl Worker {
                 .filter_map(|f| f.reporter.poll_timeout())
                 .min()
                 .map_or(LOOK, |t| Duration::from(t.saturating_sub(now)).min(LOOK));
-            let _ = self
-                .socket
-                .set_read_timeout(Some(next.max(Duration::from_millis(1))));
-            self.read(&mut buf);
+            self.read(next.max(Duration::from_millis(1)), &mut buf);
         }
     }
 
@@ -232,7 +249,7 @@ impl Worker {
             while let Some(bytes) = f.reporter.poll_transmit(now, wall) {
                 // A refused report (nobody on the RTCP port) is not an
                 // error: RTCP is optional for every reader.
-                let _ = self.socket.send_to(&bytes, f.to);
+                let _ = self.sockets[f.socket].send_to(&bytes, f.to);
             }
             if f.reporter.said_bye() && f.byes == 0 {
                 f.byes = 1;
@@ -240,27 +257,45 @@ impl Worker {
         }
     }
 
-    /// Waits for one datagram (up to the socket's timeout) and gives it to
-    /// every stream's feedback, which keeps the blocks about its own SSRC.
-    fn read(&mut self, buf: &mut [u8]) {
-        let Ok((n, _from)) = self.socket.recv_from(buf) else {
-            return;
+    /// Waits up to `wait` for datagrams on any socket, and reads what
+    /// each has (a few per socket: a flood costs one look no more).
+    fn read(&mut self, wait: Duration, buf: &mut [u8]) {
+        let ready: Vec<bool> = {
+            let mut fds: Vec<PollFd> = self
+                .sockets
+                .iter()
+                .map(|s| PollFd::new(s.as_fd(), PollFlags::POLLIN))
+                .collect();
+            let ms = u16::try_from(wait.as_millis()).unwrap_or(u16::MAX);
+            if poll(&mut fds, PollTimeout::from(ms)).unwrap_or(0) <= 0 {
+                return;
+            }
+            fds.iter()
+                .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
+                .collect()
         };
-        let now = self.origin.elapsed();
-        let before: u64 = self
-            .flows
-            .iter()
-            .map(|f| f.feedback.counters().malformed)
-            .sum();
-        for f in &mut self.flows {
-            f.feedback.handle_input(now, &buf[..n]);
+        for (i, _) in ready.iter().enumerate().filter(|(_, r)| **r) {
+            for _ in 0..PER_LOOK {
+                let Ok((n, _from)) = self.sockets[i].recv_from(buf) else {
+                    break;
+                };
+                self.take(i, &buf[..n]);
+            }
         }
-        let after: u64 = self
-            .flows
-            .iter()
-            .map(|f| f.feedback.counters().malformed)
-            .sum();
-        if after > before {
+    }
+
+    /// Gives a datagram from socket `socket` to the feedback of every
+    /// stream on it, which keeps the blocks about its own SSRC.
+    fn take(&mut self, socket: usize, datagram: &[u8]) {
+        let now = self.origin.elapsed();
+        let on = |f: &&mut Flow| f.socket == socket;
+        let mut bad = false;
+        for f in self.flows.iter_mut().filter(on) {
+            let before = f.feedback.counters().malformed;
+            f.feedback.handle_input(now, datagram);
+            bad |= f.feedback.counters().malformed > before;
+        }
+        if bad {
             self.malformed += 1;
         }
     }

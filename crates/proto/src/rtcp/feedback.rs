@@ -25,6 +25,9 @@ pub struct FeedbackCounters {
     pub byes: u64,
     /// Datagrams refused as malformed.
     pub malformed: u64,
+    /// The stream's own compounds heard back (a multicast sender hears
+    /// its reports and BYE on the group), left out of every other count.
+    pub own: u64,
 }
 
 /// The RTCP one reader sends about one stream. Takes every datagram:
@@ -51,7 +54,11 @@ impl Feedback {
         }
     }
 
-    /// Takes one RTCP compound packet that came at `now`.
+    /// Takes one RTCP compound packet that came at `now`. For a
+    /// [`Feedback::for_source`], a compound whose opening report is the
+    /// source's own (RFC 3550 §6.1: every compound opens with its
+    /// sender's SR or RR) is the stream's own report or BYE coming back
+    /// on a multicast group: counted as such, and nothing else.
     pub fn handle_input(&mut self, now: Nanos, datagram: &[u8]) {
         let packets = match wire::parse(datagram) {
             Ok(p) => p,
@@ -60,6 +67,12 @@ impl Feedback {
                 return;
             }
         };
+        if let (Some(source), Some(first)) = (self.source, packets.first())
+            && opener(first) == Some(source)
+        {
+            self.counters.own += 1;
+            return;
+        }
         self.counters.compounds += 1;
         for p in packets {
             match p {
@@ -85,7 +98,8 @@ impl Feedback {
         }
     }
 
-    /// The latest report about the stream, if any came.
+    /// The latest report about the stream, if any came (never one of its
+    /// own: a sender's report carries no block about itself).
     pub fn latest(&self) -> Option<&ReaderReport> {
         self.latest.as_ref()
     }
@@ -93,5 +107,13 @@ impl Feedback {
     /// Counters so far.
     pub fn counters(&self) -> FeedbackCounters {
         self.counters
+    }
+}
+
+/// The SSRC of a compound's opening report.
+fn opener(p: &Packet) -> Option<Ssrc> {
+    match p {
+        Packet::SenderReport { ssrc, .. } | Packet::ReceiverReport { ssrc, .. } => Some(*ssrc),
+        _ => None,
     }
 }

@@ -281,7 +281,8 @@ fn feedback_keeps_the_latest_report_and_counts_what_came() {
             compounds: 4,
             reports: 3,
             byes: 1,
-            malformed: 1
+            malformed: 1,
+            own: 0,
         }
     );
     let latest = f.latest().unwrap();
@@ -298,6 +299,38 @@ fn feedback_for_a_source_skips_blocks_about_others() {
     f.handle_input(Nanos::ZERO, &receiver_report(9, 2, 10, 3, 100));
     assert_eq!(f.latest().unwrap().block.jitter, 100);
     assert_eq!(f.counters().reports, 1);
+}
+
+#[test]
+fn feedback_for_a_source_sets_its_own_reports_and_bye_aside() {
+    // A multicast sender hears its own SR and SR+BYE on the group.
+    let mut r = Reporter::new(Config::new(SSRC, "me@host", 7));
+    r.handle_input(Nanos::ZERO, sent(10, 12_000));
+    let own_sr = r.poll_transmit(Nanos::ZERO, WALL).unwrap();
+    r.handle_input(Nanos::ZERO, Input::Ended);
+    let own_bye = r.poll_transmit(BYE_DELAY, WALL).unwrap();
+    let mut f = Feedback::for_source(SSRC);
+    f.handle_input(Nanos::ZERO, &own_sr);
+    f.handle_input(Nanos::ZERO, &own_bye);
+    // A stream that never sent closes with an RR of its own.
+    f.handle_input(Nanos::ZERO, &bye(SSRC, "me@host", None));
+    // A reader's report on the same group counts as before.
+    f.handle_input(Nanos::ZERO, &receiver_report(9, SSRC.0, 0, 0, 50));
+    assert_eq!(
+        f.counters(),
+        FeedbackCounters {
+            compounds: 1,
+            reports: 1,
+            byes: 0,
+            malformed: 0,
+            own: 3,
+        }
+    );
+    assert_eq!(f.latest().unwrap().reader, Ssrc(9));
+    // Feedback on any source has no own stream: a sender's BYE counts.
+    let mut any = Feedback::new();
+    any.handle_input(Nanos::ZERO, &own_bye);
+    assert_eq!((any.counters().byes, any.counters().own), (1, 0));
 }
 
 proptest! {

@@ -3,7 +3,7 @@
 //! order with every value [`clean`]ed.
 
 use std::fmt::Write as _;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use super::{Error, clean};
 use crate::video::FrameRate;
@@ -83,6 +83,9 @@ pub struct Media {
     /// `a=rtcp` (RFC 3605): the RTCP port, where it is not the RTP
     /// port + 1.
     pub rtcp_port: Option<u16>,
+    /// The address of `a=rtcp`'s long form (`a=rtcp:PORT IN IP4 ADDR`),
+    /// where RTCP is not on the media's own address.
+    pub rtcp_address: Option<IpAddr>,
 }
 
 impl Media {
@@ -103,6 +106,7 @@ impl Media {
             mediaclk: None,
             control: None,
             rtcp_port: None,
+            rtcp_address: None,
         }
     }
 }
@@ -176,6 +180,21 @@ impl Session {
             }
         }
         Ok(s)
+    }
+
+    /// Where the RTCP of the media received on `rtp` goes, as its
+    /// `a=rtcp` (RFC 3605) says: that port, on the line's address or else
+    /// `rtp`'s. `None` when the SDP names none for it (RTCP is then on
+    /// the RTP port + 1, RFC 3550 §11). The media is the one on `rtp`'s
+    /// port and address (its own `c=` or the session's); one that names
+    /// no address matches on the port alone.
+    pub fn rtcp_of(&self, rtp: SocketAddr) -> Option<SocketAddr> {
+        let m = self.media.iter().find(|m| {
+            let at = m.connection.or(self.connection).map(|c| c.address);
+            m.port == rtp.port() && at.is_none_or(|a| a == rtp.ip())
+        })?;
+        let port = m.rtcp_port?;
+        Some(SocketAddr::new(m.rtcp_address.unwrap_or(rtp.ip()), port))
     }
 
     fn session_attribute(&mut self, value: &str) {
@@ -280,7 +299,10 @@ fn write_media(s: &mut String, m: &Media) {
         let _ = writeln!(s, "a=mid:{}\r", token(mid));
     }
     if let Some(p) = m.rtcp_port {
-        let _ = writeln!(s, "a=rtcp:{p}\r");
+        let _ = match m.rtcp_address {
+            Some(a) => writeln!(s, "a=rtcp:{p} IN {} {a}\r", ip_version(&a)),
+            None => writeln!(s, "a=rtcp:{p}\r"),
+        };
     }
     if let Some(e) = &m.encoding {
         let _ = writeln!(s, "a=rtpmap:{pt} {}\r", clean(e));
@@ -328,8 +350,14 @@ fn media_attribute(m: &mut Media, value: &str) {
     } else if let Some(rest) = value.strip_prefix("control:") {
         m.control = Some(token(rest.trim()));
     } else if let Some(rest) = value.strip_prefix("rtcp:") {
-        // `a=rtcp:PORT [IN IP4 ADDRESS]`: the port is all nagare reads.
-        m.rtcp_port = rest.split_whitespace().next().and_then(|p| p.parse().ok());
+        // `a=rtcp:PORT [IN IP4 ADDRESS]`; an address that does not
+        // parse leaves the media's own.
+        let mut it = rest.split_whitespace();
+        m.rtcp_port = it.next().and_then(|p| p.parse().ok());
+        m.rtcp_address = match (it.next(), it.next(), it.next()) {
+            (Some("IN"), Some(_), Some(a)) if m.rtcp_port.is_some() => a.parse().ok(),
+            _ => None,
+        };
     }
 }
 
@@ -462,9 +490,61 @@ mod tests {
             "a=mid:secondary",
             "a=mid:secondary\r\na=rtcp:53020 IN IP4 192.0.2.2",
         );
+        let long = Session::parse(&long).unwrap();
+        let m = &long.media[1];
         assert_eq!(
-            Session::parse(&long).unwrap().media[1].rtcp_port,
-            Some(53020)
+            (m.rtcp_port, m.rtcp_address),
+            (Some(53020), Some("192.0.2.2".parse().unwrap()))
+        );
+        // The long form is written back as it was read.
+        assert!(long.to_sdp().contains("a=rtcp:53020 IN IP4 192.0.2.2\r\n"));
+        assert_eq!(Session::parse(&long.to_sdp()).unwrap(), long);
+    }
+
+    #[test]
+    fn rtcp_of_names_the_port_and_address_of_the_media_on_an_rtp_address() {
+        let text = DUP
+            .replace("a=mid:primary", "a=mid:primary\r\na=rtcp:5012")
+            .replace(
+                "a=mid:secondary",
+                "a=mid:secondary\r\na=rtcp:53020 IN IP4 239.3.1.1",
+            );
+        let s = Session::parse(&text).unwrap();
+        let at = |a: &str| s.rtcp_of(a.parse().unwrap());
+        // The short form: the port on the RTP address.
+        assert_eq!(
+            at("239.1.1.1:5004"),
+            Some("239.1.1.1:5012".parse().unwrap())
+        );
+        // The long form: its own address.
+        assert_eq!(
+            at("239.2.1.1:5006"),
+            Some("239.3.1.1:53020".parse().unwrap())
+        );
+        // Another address on the port, or a port no media is on: none.
+        assert_eq!(at("239.9.9.9:5004"), None);
+        assert_eq!(at("239.1.1.1:5008"), None);
+        // A media without a=rtcp names none: port + 1 is the caller's.
+        assert_eq!(
+            Session::parse(DUP)
+                .unwrap()
+                .rtcp_of("239.1.1.1:5004".parse().unwrap()),
+            None
+        );
+        // An unreadable port is no a=rtcp, and a bad address the media's.
+        let bad = DUP.replace("a=mid:primary", "a=mid:primary\r\na=rtcp:x IN IP4 1.2.3.4");
+        assert_eq!(
+            Session::parse(&bad)
+                .unwrap()
+                .rtcp_of("239.1.1.1:5004".parse().unwrap()),
+            None
+        );
+        let bad = DUP.replace("a=mid:primary", "a=mid:primary\r\na=rtcp:7 IN IP4 nowhere");
+        assert_eq!(
+            Session::parse(&bad)
+                .unwrap()
+                .rtcp_of("239.1.1.1:5004".parse().unwrap()),
+            Some("239.1.1.1:7".parse().unwrap())
         );
     }
 

@@ -34,6 +34,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::Error;
+use crate::rtcp::Reception;
 use crate::rtp::RtpPacket;
 use crate::stats::SeqExtender;
 use crate::units::Nanos;
@@ -282,6 +283,24 @@ impl Merger {
     pub fn counters(&self) -> &MergeCounters {
         &self.counters
     }
+
+    /// What leg `leg` received of the stream, for a receiver report to
+    /// that leg's sender (each leg is an RTP session of its own, with its
+    /// own RTCP port): `merged`, the reception of the stream behind the
+    /// merger, with the leg's own packets and losses (those settled so
+    /// far), so each path's sender learns that path's loss. Its highest
+    /// sequence number and jitter stay the stream's: the merger keeps
+    /// neither per leg. `merged` as it is for a leg the merger lacks.
+    pub fn reception(&self, leg: usize, merged: Reception) -> Reception {
+        match self.counters.legs.get(leg) {
+            Some(l) => Reception {
+                received: l.received,
+                lost: l.lost,
+                ..merged
+            },
+            None => merged,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -322,6 +341,35 @@ mod tests {
         }
         m.finish();
         (m.counters().clone(), out)
+    }
+
+    #[test]
+    fn each_leg_reports_its_own_packets_and_losses() {
+        let mut m = Merger::new(2, 8);
+        // Leg A loses 3 and 4, leg B loses 6; both carry 0..20.
+        for seq in 0..20u16 {
+            for (leg, lost) in [(0, [3, 4].contains(&seq)), (1, seq == 6)] {
+                if !lost {
+                    packet(&mut m, leg, seq, None);
+                }
+            }
+        }
+        m.finish();
+        let merged = Reception {
+            source: crate::units::Ssrc(7),
+            highest_seq: 19,
+            received: 20,
+            lost: 0,
+            jitter: 12,
+        };
+        let a = m.reception(0, merged);
+        let b = m.reception(1, merged);
+        assert_eq!((a.received, a.lost), (18, 2));
+        assert_eq!((b.received, b.lost), (19, 1));
+        // The stream's own, on both legs.
+        assert_eq!((a.source, a.highest_seq, a.jitter), (merged.source, 19, 12));
+        assert_eq!((b.source, b.highest_seq, b.jitter), (merged.source, 19, 12));
+        assert_eq!(m.reception(2, merged), merged);
     }
 
     #[test]
