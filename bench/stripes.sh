@@ -7,7 +7,10 @@
 # nominal (sender: bytes over its first-to-last send; receiver: bytes over
 # its first-to-last packet), frames complete and recorded, CPU seconds
 # per Gbit of each process (and of the sending thread alone), and which
-# resource ran out.
+# resource ran out. Beside the receiver's CPU per Gbit, the same run's
+# one-core memcpy rate (`nagare doctor`, measured just before the
+# receiver starts) and what it means: how many cores the receiver needs
+# for the nominal rate, and what one copy of the stream costs.
 #
 # Usage: bench/stripes.sh [SECONDS]   (default 5; frames = 30 x SECONDS)
 # Environment:
@@ -88,6 +91,10 @@ port=$((20000 + RANDOM % 20000))
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 # Whole-machine CPU ticks (busy, total) over the run: what else ran.
 ticks() { awk '/^cpu / {t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t}' /proc/stat; }
+# One core's memcpy rate, measured now (doctor: 256 MiB three times,
+# the best): the price of each copy the receiver makes.
+copy_bps=$({ "$bin" doctor --rate 20G --timer-seconds 0 --json 2>/dev/null || true; } |
+  python3 -c 'import json, sys; print(json.load(sys.stdin).get("copy_bytes_per_second", 0))' 2>/dev/null || echo 0)
 ticks_before=$(ticks)
 /usr/bin/time -f "%U %S %e" -o "$dir/recv.time" "${pin_recv[@]}" "$bin" recv \
   --listen "127.0.0.1:$port" --stripes 8 --split "$split" --size 7680x4320 \
@@ -107,9 +114,10 @@ ticks_after=$(ticks)
 recorded=$(stat -c %s "$record" 2>/dev/null || echo 0)
 [ "$record" = /dev/null ] && recorded=-1
 echo "load average before: $load" >&2
-python3 - "$dir" "$frames" "$split" "$source" "$record" "$recorded" "$frame_bytes" "$pacing" "${PIN:-0}" "$ticks_before" "$ticks_after" "$direct" <<'EOF'
+python3 - "$dir" "$frames" "$split" "$source" "$record" "$recorded" "$frame_bytes" "$pacing" "${PIN:-0}" "$ticks_before" "$ticks_after" "$direct" "$copy_bps" <<'EOF'
 import json, os, platform, sys
-d, frames, split, source, record, recorded, frame_bytes, pacing, pin, t0, t1, direct = sys.argv[1:]
+d, frames, split, source, record, recorded, frame_bytes, pacing, pin, t0, t1, direct, copy_bps = sys.argv[1:]
+copy_bps = float(copy_bps or 0)
 (b0, a0), (b1, a1) = (map(int, t.split()) for t in (t0, t1))
 machine_busy = (b1 - b0) / max(a1 - a0, 1)
 frames, recorded, frame_bytes = int(frames), int(recorded), int(frame_bytes)
@@ -169,15 +177,25 @@ verdict = "; ".join(out) if out else "none: on schedule, every frame whole"
 print(f"\n8 stripes ({split}) of 7680x4320 uyvp 30p, packet 8800, loopback, source {source}, "
       f"--pacing {pacing}{', pinned' if pin == '1' else ''}; {platform.node()}, {cores} CPUs\n")
 print("| frames asked | sent | complete | incomplete | lost | recorded | packets late | sender rate / nominal "
-      "| received rate / nominal | send CPU-s/Gbit (thread) | recv CPU-s/Gbit | worst skew µs | kernel drops | ran out |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+      "| received rate / nominal | send CPU-s/Gbit (thread) | recv CPU-s/Gbit | core memcpy GB/s | worst skew µs | kernel drops | ran out |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 busy_note = f"machine CPU {machine_busy:.0%} busy over the run, send+recv {busy:.2f} of {cores} cores"
 print(f"| {frames} | {send['frames_sent']} | {recv['frames_complete']} | {recv['frames_incomplete']['count']} "
       f"| {recv['frames_lost']['count']} | {written} | {late:.2f}% (p99 {send['lateness_us']['p99']:.0f} µs) "
       f"| {send['rate_bps'] / 1e9:.2f} / {nominal / 1e9:.2f} Gbit/s ({100 * send['rate_bps'] / nominal:.1f}%) "
       f"| {recv['rate_bps'] / 1e9:.2f} / {recv_nominal / 1e9:.2f} Gbit/s ({100 * recv['rate_bps'] / max(recv_nominal, 1):.1f}%) "
       f"| {send_cpu / max(send_gbit, 1e-9):.3f} ({send['send_cpu_seconds'] / max(send_gbit, 1e-9):.3f}) "
-      f"| {recv_cpu / max(recv_gbit, 1e-9):.3f} | {recv['skew_us_max']:.0f} | {drops} | {verdict} |")
+      f"| {recv_cpu / max(recv_gbit, 1e-9):.3f} | {copy_bps / 1e9:.1f} | {recv['skew_us_max']:.0f} | {drops} | {verdict} |")
 print(f"\n{busy_note}")
+# The receiver's CPU against the core's copy rate, from this run.
+recv_per_gbit = recv_cpu / max(recv_gbit, 1e-9)
+if copy_bps > 0:
+    copy_per_gbit = 1e9 / 8 / copy_bps
+    print(f"\nthe receiver needs {recv_per_gbit * nominal / 1e9:.2f} cores for the nominal rate "
+          f"({recv_per_gbit:.3f} CPU-s/Gbit x {nominal / 1e9:.2f} Gbit/s); one copy costs "
+          f"{copy_per_gbit:.4f} CPU-s/Gbit at this core's memcpy rate ({copy_bps / 1e9:.1f} GB/s), "
+          f"so the receiver spends {recv_per_gbit / copy_per_gbit:.1f} copies' worth of CPU per byte")
+else:
+    print("\nno memcpy rate: nagare doctor gave none")
 EOF
 done

@@ -16,6 +16,7 @@ use nagare_proto::video::st2110_21::{Model, Scan, SenderSchedule, SenderType};
 use nagare_proto::{BitRate, ByteSize, Nanos};
 
 use crate::cli::{parse_address, parse_bit_rate, parse_interface, parse_packet_size};
+use crate::net::copy_rate::CopyRate;
 use crate::net::host::{self, ClockSync};
 use crate::net::iface::{self, Interface, Link};
 
@@ -438,6 +439,39 @@ fn timer_checks(args: &DoctorArgs, plan: &Plan) -> Result<Vec<Check>> {
     Ok(checks)
 }
 
+/// One core's memory copy rate against the stream: every copy a receiver
+/// makes of the stream (the kernel's, a reassembly) costs
+/// `1 Gbit / rate` CPU-seconds per Gbit.
+fn copy_check(rate: BitRate, copy: CopyRate) -> Check {
+    let per_gbit = 1e9 / 8.0 / copy.bytes_per_second;
+    let stream = rate.as_f64() / 8.0;
+    let share = stream / copy.bytes_per_second;
+    Check {
+        kind: CheckKind::CopyRate,
+        name: format!(
+            "memory copy on one core (memcpy, {} MiB, best of {})",
+            copy.round_bytes >> 20,
+            copy.rounds
+        ),
+        current: format!("{:.1} GB/s per core", copy.bytes_per_second / 1e9),
+        needed: format!(
+            "one copy of the stream ({:.1} GB/s) within a core: each copy costs {per_gbit:.4} \
+             CPU-s per Gbit, {:.0}% of a core at {}",
+            stream / 1e9,
+            100.0 * share,
+            crate::progress::bitrate(rate.as_f64())
+        ),
+        ok: share < 1.0,
+        fix: (share >= 1.0).then(|| {
+            format!(
+                "one copy of {} takes {share:.1} cores here: spread the stream over more receive \
+                 cores or hosts (recv --stripes, --threads)",
+                crate::progress::bitrate(rate.as_f64())
+            )
+        }),
+    }
+}
+
 /// Where a VM's kernel sets which freed blocks it reports to the host.
 const PAGE_REPORTING_ORDER: &str = "/sys/module/page_reporting/parameters/page_reporting_order";
 /// The largest buddy order (4 MiB blocks on x86-64): reporting above it
@@ -605,10 +639,13 @@ pub(crate) fn main(args: DoctorArgs) -> Result<ExitCode> {
         }
         checks.extend(page_reporting_order().map(page_reporting_check));
     }
+    let copy = crate::net::copy_rate::measure();
+    checks.push(copy_check(plan.rate, copy));
     if !args.timer_seconds.is_zero() {
         checks.extend(timer_checks(&args, &plan)?);
     }
-    let report = Report::new(plan.rate, ByteSize::of_len(plan.packet_size), checks);
+    let mut report = Report::new(plan.rate, ByteSize::of_len(plan.packet_size), checks);
+    report.copy_bytes_per_second = Some(copy.bytes_per_second as u64);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

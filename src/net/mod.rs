@@ -7,6 +7,7 @@
 
 pub(crate) mod accept;
 pub(crate) mod awake;
+pub(crate) mod copy_rate;
 pub(crate) mod file;
 pub(crate) mod host;
 pub(crate) mod http;

@@ -40,6 +40,8 @@ fn doctor_reports_each_check_and_exit_status_matches() {
     if std::path::Path::new("/sys/module/page_reporting/parameters/page_reporting_order").exists() {
         want.push(CheckKind::PageReporting);
     }
+    // One core's memcpy rate, always measured.
+    want.push(CheckKind::CopyRate);
     want.extend(std::iter::repeat_n(CheckKind::TimerFloor, cpus));
     want.push(CheckKind::SenderType);
     assert_eq!(kinds, want);
@@ -65,6 +67,33 @@ fn doctor_reports_each_check_and_exit_status_matches() {
         "{}",
         held.current
     );
+    // The copy rate: in GB/s per core, plausible for any machine (a
+    // presence check, not a timing target), and the same in the JSON.
+    let copy = report.check(CheckKind::CopyRate).unwrap();
+    let gbs: f64 = copy
+        .current
+        .strip_suffix(" GB/s per core")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{}", copy.current));
+    assert!((0.05..1000.0).contains(&gbs), "{}", copy.current);
+    let bps = report.copy_bytes_per_second.unwrap() as f64;
+    assert!(
+        (bps / 1e9 - gbs).abs() < 0.051,
+        "{bps} against {}",
+        copy.current
+    );
+    assert!(
+        copy.name
+            .starts_with("memory copy on one core (memcpy, 256 MiB"),
+        "{}",
+        copy.name
+    );
+    // 3.2 Gbit/s is 0.4 GB/s: a core copying more holds one copy of it.
+    assert!(copy.needed.contains("CPU-s per Gbit"), "{}", copy.needed);
+    assert_eq!(copy.ok, copy.fix.is_none());
+    if gbs > 0.5 {
+        assert!(copy.ok, "{copy:?}");
+    }
     // the route to 127.0.0.1 leaves by loopback
     let mtu = report.check(CheckKind::Mtu).unwrap();
     assert!(mtu.name.starts_with("MTU of lo "), "{}", mtu.name);

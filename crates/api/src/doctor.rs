@@ -16,6 +16,11 @@ pub struct Report {
     pub checks: Vec<Check>,
     /// How many checks fell short; the exit status is 1 when any did.
     pub short: usize,
+    /// Bytes one core copies per second (memcpy, the fastest of a few
+    /// rounds of 256 MiB): what each copy of a stream costs
+    /// (`bench/stripes.sh` sets it beside the receiver's CPU per Gbit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copy_bytes_per_second: Option<u64>,
 }
 
 impl Report {
@@ -27,6 +32,7 @@ impl Report {
             packet_size,
             checks,
             short,
+            copy_bytes_per_second: None,
         }
     }
 
@@ -60,6 +66,8 @@ pub enum CheckKind {
     TimerFloor,
     /// The tightest ST 2110-21 sender type this host's timer floor holds.
     SenderType,
+    /// How fast one core copies memory (memcpy).
+    CopyRate,
     /// Whether a VM hands freed memory back to its host (virtio-balloon
     /// free page reporting), so that reusing it stalls the vCPU.
     PageReporting,

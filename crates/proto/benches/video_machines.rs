@@ -1,15 +1,20 @@
 //! The per-packet cost of the video state machines: `Sender` scheduling
 //! eight striped flows (one train per call, headers written as the driver
 //! does), `Receiver` taking a 1080p 10-bit frame packet by packet, and an
-//! 8K stripe's frame read in GRO batches, copied or landed in place.
+//! 8K stripe's frame read in GRO batches, copied or landed in place, and
+//! an 8K `lines` stripe put into its whole frame, copied or lent.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use nagare_proto::video::assembler::Assembler;
 use nagare_proto::video::landing::Landed;
 use nagare_proto::video::receiver::{Config, Datagram, Event, Incomplete, Receiver};
 use nagare_proto::video::sender::{self, FlowSpec, Input};
+use nagare_proto::video::st2110_20::Lender;
 use nagare_proto::video::st2110_20::Packetizer;
 use nagare_proto::video::st2110_21::{Model, Scan, SenderSchedule, SenderType};
+use nagare_proto::video::stripe::{Rule, Stripes};
 use nagare_proto::{ExtSeq, FrameRate, MediaTime, Nanos, PixelFormat, Ssrc, VideoFormat};
+use std::sync::{Arc, Mutex};
 
 /// The next train, answering frame requests and moving `now` to each
 /// deadline as a driver would.
@@ -237,11 +242,110 @@ fn receiver_landing(c: &mut Criterion) {
     g.finish();
 }
 
+/// Lends the bench's receiver its part of the assembler's frame.
+struct WholeFrame(Arc<Mutex<Assembler>>);
+
+impl Lender for WholeFrame {
+    fn lend(&mut self, timestamp: MediaTime) -> Option<nagare_proto::video::aligned::Part> {
+        self.0.lock().ok()?.lend(0, timestamp)
+    }
+}
+
+/// Reads `batches` into `r` as the kernel would (planned reads).
+fn land_batches(r: &mut Receiver, batches: &[Batch], frame: u64) {
+    for (k, batch) in batches.iter().enumerate() {
+        let at = Nanos(frame * 33_366_667 + k as u64 * 20_000);
+        let _ = r.land(|slices| {
+            let mut done = 0;
+            for s in slices.iter_mut() {
+                let n = s.len().min(batch.bytes.len() - done);
+                s[..n].copy_from_slice(&batch.bytes[done..done + n]);
+                done += n;
+            }
+            Ok::<_, ()>(Some(Landed {
+                len: done,
+                segment: batch.segment,
+                at,
+                from: None,
+            }))
+        });
+    }
+}
+
+/// An 8K `lines` stripe (7680x540 10-bit, one eighth of the frame,
+/// 8800-byte packets) landed in GRO batches and put into its whole frame
+/// by the assembler: `copy` lands it in the receiver's own buffer and the
+/// assembler copies it into the frame (before); `lend` lands it straight
+/// in the frame's memory, which the assembler takes back as it is.
+/// (One stripe of one: the frame goes out as its stripe arrives.)
+fn stripe_into_frame(c: &mut Criterion) {
+    let format = VideoFormat::new(7680, 540, PixelFormat::Uyvp).unwrap();
+    let rate = FrameRate::new(30, 1).unwrap();
+    let data: Vec<u8> = (0..format.frame_bytes()).map(|i| (i * 7) as u8).collect();
+    let p = Packetizer::new(format, 8800, Ssrc(1)).unwrap().uniform();
+    let packets = p.frame_packets(&data, ExtSeq(0), MediaTime(0)).unwrap();
+    let ppf = packets.len() as u64;
+    let mut batches: Vec<Batch> = packets
+        .chunks(7)
+        .map(|b| Batch {
+            bytes: b.concat(),
+            segment: b[0].len(),
+        })
+        .collect();
+    let config = Config {
+        format,
+        rate: Some(rate),
+        incomplete: Incomplete::Keep,
+        frame_limit: None,
+    };
+    let stripes = Stripes::new(format, Rule::Lines, 1).unwrap();
+    let mut g = c.benchmark_group("assembler");
+    g.throughput(Throughput::Bytes(format.frame_bytes() as u64));
+    g.sample_size(20);
+    for mode in ["copy", "lend"] {
+        let a = Arc::new(Mutex::new(Assembler::new(stripes, 4)));
+        a.lock().unwrap().warm(3);
+        let mut r = Receiver::new(config);
+        r.warm(usize::MAX);
+        r.enable_landing();
+        if mode == "lend" {
+            r.set_lender(Box::new(WholeFrame(a.clone())));
+        }
+        let mut frame = 0u64;
+        g.bench_function(BenchmarkId::new("stripe_8k_lines_into_frame", mode), |b| {
+            b.iter(|| {
+                renumber(&mut batches, frame, ppf, rate);
+                land_batches(&mut r, &batches, frame);
+                frame += 1;
+                let mut a = a.lock().unwrap();
+                while let Some(e) = r.poll_event() {
+                    if let Event::Frame(f) = e {
+                        match f.lent {
+                            Some(part) => {
+                                let _ = a.handle_lent(0, f.timestamp, part, f.complete);
+                            }
+                            None => {
+                                let _ = a.handle_input(0, f.timestamp, &f.data, f.complete);
+                                r.recycle(f.data);
+                            }
+                        }
+                    }
+                }
+                while let Some(whole) = a.poll_event() {
+                    a.recycle(whole.data);
+                }
+            })
+        });
+    }
+    g.finish();
+}
+
 criterion_group!(
     benches,
     sender_8_flows,
     sender_shaped_w,
     receiver_1080p,
-    receiver_landing
+    receiver_landing,
+    stripe_into_frame
 );
 criterion_main!(benches);

@@ -14,6 +14,13 @@
 //! stripe frames, whole frames and the book's events between those
 //! machines and the writer.
 //!
+//! When every stripe is one run of the frame's bytes (`--split lines`),
+//! each stripe's receiver writes its frames straight into its part of the
+//! assembler's whole frame ([`Assembler::lend`], through a
+//! `st2110_20::Lender`): the assembler is shared behind a lock, taken by
+//! a receive thread once per stripe frame, so the frame is written once,
+//! by the kernel, and never copied into place.
+//!
 //! With `--rtcp` each stripe answers its sender's reports with receiver
 //! reports, as a single `recv --rtcp` does: one `rtcp::Reader` per leg of
 //! each stripe, on the leg's own RTCP port, looked at by its receive
@@ -27,8 +34,8 @@
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsFd;
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -38,7 +45,7 @@ use nagare_api::stripes::{FrameFailure, LegReport, StripeReport, StripesReport};
 use nagare_api::video::{EndedBy, FrameList, RecvRtcp};
 use nagare_proto::nmos::connection::Listen;
 use nagare_proto::sdp::{SdpStream, Session};
-use nagare_proto::video::aligned::AlignedBuf;
+use nagare_proto::video::aligned::{AlignedBuf, Part};
 use nagare_proto::video::assembler::Assembler;
 use nagare_proto::video::book::{
     Config as BookConfig, Event as BookEvent, FrameBook, Input as BookInput,
@@ -46,6 +53,7 @@ use nagare_proto::video::book::{
 use nagare_proto::video::landing::Landed;
 use nagare_proto::video::receiver::{self, Config, Datagram, Event, Incomplete};
 use nagare_proto::video::st2022_7::{self, Arrival, Merger};
+use nagare_proto::video::st2110_20::Lender;
 use nagare_proto::video::stripe::Stripes;
 use nagare_proto::{BitRate, ByteSize, FrameRate, MediaTime, Nanos};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
@@ -485,6 +493,9 @@ struct Piece {
     stripe: usize,
     timestamp: MediaTime,
     data: Vec<u8>,
+    /// The stripe's bytes, when they were written in the whole frame's
+    /// memory (`data` is empty then).
+    lent: Option<Part>,
     complete: bool,
     /// When its receive thread handed it out.
     at: Instant,
@@ -675,6 +686,7 @@ impl Unit {
                         stripe: self.stripe,
                         timestamp: f.timestamp,
                         data: f.data,
+                        lent: f.lent,
                         complete: f.complete,
                         at: Instant::now(),
                     };
@@ -826,7 +838,8 @@ fn receive_loop(
 /// output goes.
 struct Books<'a> {
     plan: &'a Plan,
-    assembler: Assembler,
+    /// Shared with the receive threads, which borrow parts of its frames.
+    assembler: Arc<Mutex<Assembler>>,
     /// Frame indices, lost frames, repeat-last, the limit and the skew.
     book: FrameBook,
     writer: Writer<AlignedBuf>,
@@ -853,12 +866,18 @@ impl Books<'_> {
         self.book
             .handle_input(at, stripe)
             .context("booking stripes")?;
-        // 2SI stripes stay in their buffers until the frame goes out (no
-        // copy); the assembler hands them back then, in `drain`.
-        let back = self
-            .assembler
-            .handle_owned(p.stripe, p.timestamp, p.data, p.complete)
-            .context("assembling stripes")?;
+        // A lines stripe written in its part of the frame goes back in
+        // place. 2SI stripes stay in their buffers until the frame goes
+        // out (no copy); the assembler hands them back then, in `drain`.
+        let mut assembler = lock(&self.assembler);
+        let back = match p.lent {
+            Some(part) => assembler
+                .handle_lent(p.stripe, p.timestamp, part, p.complete)
+                .map(|()| None),
+            None => assembler.handle_owned(p.stripe, p.timestamp, p.data, p.complete),
+        }
+        .context("assembling stripes")?;
+        drop(assembler);
         if let Some(buf) = back {
             let _ = self.recycle[p.stripe].try_send(buf);
         }
@@ -868,13 +887,18 @@ impl Books<'_> {
     /// Whole frames from the assembler into the book, and what the book
     /// says out to the writer and the report.
     fn drain(&mut self) -> Result<()> {
-        while let Ok(buf) = self.writer.recycled.try_recv() {
-            self.assembler.recycle(buf);
+        let mut whole = Vec::new();
+        {
+            let mut assembler = lock(&self.assembler);
+            while let Ok(buf) = self.writer.recycled.try_recv() {
+                assembler.recycle(buf);
+            }
+            while let Some((k, buf)) = assembler.poll_spent() {
+                let _ = self.recycle[k].try_send(buf);
+            }
+            whole.extend(std::iter::from_fn(|| assembler.poll_event()));
         }
-        while let Some((k, buf)) = self.assembler.poll_spent() {
-            let _ = self.recycle[k].try_send(buf);
-        }
-        while let Some(f) = self.assembler.poll_event() {
+        for f in whole {
             let now = self.origin.elapsed();
             self.book
                 .handle_input(now, BookInput::Whole(f))
@@ -917,7 +941,7 @@ impl Books<'_> {
                     }
                     self.record(data, true)?;
                 }
-                BookEvent::Spent(buf) => self.assembler.recycle(buf),
+                BookEvent::Spent(buf) => lock(&self.assembler).recycle(buf),
             }
         }
         Ok(())
@@ -934,7 +958,7 @@ impl Books<'_> {
 
     /// The streams ended: the last whole frames booked, and the book closed.
     fn finish(&mut self) -> Result<()> {
-        self.assembler.finish();
+        lock(&self.assembler).finish();
         self.drain()?;
         let now = self.origin.elapsed();
         self.book
@@ -955,7 +979,7 @@ impl Books<'_> {
             s.frames_complete,
             s.frames_incomplete,
             s.frames_lost,
-            self.assembler.held(),
+            lock(&self.assembler).held(),
         ));
     }
 }
@@ -1045,6 +1069,26 @@ fn place(plan: &Plan) -> Result<Placement> {
     Ok(placement)
 }
 
+/// Lends a stripe's receiver its part of the assembler's whole frame.
+struct StripeLender {
+    assembler: Arc<Mutex<Assembler>>,
+    stripe: usize,
+}
+
+impl Lender for StripeLender {
+    fn lend(&mut self, timestamp: MediaTime) -> Option<Part> {
+        lock(&self.assembler).lend(self.stripe, timestamp)
+    }
+}
+
+/// The assembler, locked (past a receive thread that panicked: the run
+/// then fails when that thread is joined, and the rest only drains).
+fn lock(assembler: &Mutex<Assembler>) -> MutexGuard<'_, Assembler> {
+    assembler
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// The plan's assembler, its first frames faulted in.
 fn assembler(plan: &Plan) -> Assembler {
     let mut assembler = Assembler::new(plan.stripes, assembly_depth(plan));
@@ -1060,10 +1104,22 @@ fn assembler(plan: &Plan) -> Assembler {
 fn receive(
     plan: &Plan,
     assembler: Assembler,
-    Opened { groups, recycle }: Opened,
+    Opened {
+        mut groups,
+        recycle,
+    }: Opened,
     placement: &Placement,
     stop: &AtomicBool,
 ) -> Result<StripesReport> {
+    let assembler = Arc::new(Mutex::new(assembler));
+    if plan.stripes.contiguous(0).is_some() {
+        for u in groups.iter_mut().flatten() {
+            u.machine.set_lender(Box::new(StripeLender {
+                assembler: assembler.clone(),
+                stripe: u.stripe,
+            }));
+        }
+    }
     let shared = Arc::new(Shared {
         stop: AtomicBool::new(false),
         last_packet: AtomicU64::new(0),
@@ -1208,7 +1264,7 @@ fn finish_report(
     }
     per_stripe.sort_by_key(|r| r.stripe);
     for r in &mut per_stripe {
-        r.frames = assembler.counters()[r.stripe];
+        r.frames = lock(&assembler).counters()[r.stripe];
     }
     report.bytes = per_stripe.iter().map(|r| r.bytes).sum();
     let span = match (first, last) {

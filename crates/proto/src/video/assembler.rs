@@ -14,13 +14,24 @@
 //! that stripe marked missing rather than holding memory without bound.
 //! Every frame handed out says which stripes were missing and which were
 //! incomplete, and the counters say it per stripe.
+//!
+//! Where a stripe is one run of the frame's bytes (the `lines` rule,
+//! [`Stripes::contiguous`]), nothing is copied: a stripe's receiver asks
+//! [`Assembler::lend`] for its part of the whole frame of a timestamp as
+//! that frame begins, writes the stripe there (the kernel lands packets
+//! straight in it), and gives the part back with
+//! [`Assembler::handle_lent`]; the parts join into the frame in place.
+//! The same timestamp gets the same whole frame on every stripe, whichever
+//! stripe asks first. A part that does not come back in time (its frame
+//! forced out) makes its frame fall back to a copy, as without lending,
+//! so every frame comes out the same either way.
 
 use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
 use super::Error;
-use super::aligned::AlignedBuf;
+use super::aligned::{AlignedBuf, Part};
 use super::stripe::{MAX_STRIPES, Rule, Stripes};
 use crate::units::MediaTime;
 
@@ -70,10 +81,20 @@ pub struct StripeCounters {
     pub late: u64,
 }
 
+/// The memory of a frame being filled.
+#[derive(Debug)]
+enum Canvas {
+    /// One buffer; stripes are copied in.
+    Whole(AlignedBuf),
+    /// One buffer divided into the stripes' parts (`lines`): `None` where
+    /// a part is lent to its stripe's receiver.
+    Parts(Vec<Option<Part>>),
+}
+
 #[derive(Debug)]
 struct Partial {
     timestamp: MediaTime,
-    data: AlignedBuf,
+    data: Canvas,
     /// 2SI: the stripes as they arrive, back to back, interleaved into
     /// `data` in one pass when the frame goes out (empty otherwise).
     staged: Vec<u8>,
@@ -147,13 +168,123 @@ impl Assembler {
             p.staged = self.spare_staged.pop().unwrap_or_default();
             p.staged.resize(n * self.stripes.count(), 0);
         }
-        if p.staged.is_empty() {
-            self.stripes.merge(data, k, &mut p.data)?;
+        if let Canvas::Parts(parts) = &mut p.data
+            && let Some(Some(part)) = parts.get_mut(k)
+        {
+            // A part is its stripe's run of the frame.
+            part.copy_from_slice(data);
+        } else if p.staged.is_empty() {
+            let mut whole = self.whole(pos);
+            let merged = self.stripes.merge(data, k, &mut whole);
+            self.partial[pos].data = Canvas::Whole(whole);
+            merged?;
         } else {
             p.staged[k * n..(k + 1) * n].copy_from_slice(data);
         }
         self.arrived(pos, k, timestamp, complete);
         Ok(())
+    }
+
+    /// Stripe `k`'s part of the whole frame at `timestamp`, for its
+    /// receiver to write the stripe in (see the module docs); give it
+    /// back with [`handle_lent`](Self::handle_lent). `None` when the rule's
+    /// stripes are not runs of the frame, when the frame already went
+    /// out, when holding one more frame would pass the depth, or when the
+    /// part is not here (lent already, or the stripe arrived): the stripe
+    /// then comes in its own memory and is copied, as always.
+    pub fn lend(&mut self, k: usize, timestamp: MediaTime) -> Option<Part> {
+        let n = self.stripes.stripe_format().frame_bytes();
+        let runs = self.stripes.contiguous(0).is_some()
+            && n * self.stripes.count() == self.stripes.frame_format().frame_bytes();
+        if !runs || k >= self.stripes.count() || self.is_late(timestamp) {
+            return None;
+        }
+        let known = self.partial.iter().any(|p| p.timestamp == timestamp);
+        if !known && self.partial.len() >= self.depth {
+            return None;
+        }
+        let pos = self.slot(timestamp);
+        let p = &mut self.partial[pos];
+        if p.arrived & (1 << k) != 0 {
+            return None;
+        }
+        if let Canvas::Whole(buf) = &mut p.data {
+            // Dividing moves no byte: stripes copied in stay where they are.
+            let parts = std::mem::take(buf).split(n);
+            p.data = Canvas::Parts(parts.into_iter().map(Some).collect());
+        }
+        match &mut p.data {
+            Canvas::Parts(parts) => parts.get_mut(k)?.take(),
+            Canvas::Whole(_) => None,
+        }
+    }
+
+    /// Stripe `k` delivered its part of the frame at `timestamp` in the
+    /// `part` [`lend`](Self::lend) lent it: back in its place, nothing
+    /// copied (copied only when the frame had to be rebuilt meanwhile,
+    /// and dropped like any stripe arriving after its frame went out).
+    pub fn handle_lent(
+        &mut self,
+        k: usize,
+        timestamp: MediaTime,
+        part: Part,
+        complete: bool,
+    ) -> Result<(), Error> {
+        let Some(pos) = self.accept(k, timestamp, part.len())? else {
+            return Ok(());
+        };
+        let p = &mut self.partial[pos];
+        match &mut p.data {
+            Canvas::Parts(parts) if parts[k].is_none() => parts[k] = Some(part),
+            _ => {
+                let mut whole = self.whole(pos);
+                let merged = self.stripes.merge(&part, k, &mut whole);
+                self.partial[pos].data = Canvas::Whole(whole);
+                merged?;
+            }
+        }
+        self.arrived(pos, k, timestamp, complete);
+        Ok(())
+    }
+
+    /// Frame `pos`'s memory as one buffer, taken out (put it back): the
+    /// parts joined where none is lent, which copies nothing; else a
+    /// buffer with the parts at hand copied in, the lent ones to be
+    /// copied when they come back.
+    fn whole(&mut self, pos: usize) -> AlignedBuf {
+        let canvas = std::mem::replace(
+            &mut self.partial[pos].data,
+            Canvas::Whole(AlignedBuf::default()),
+        );
+        let parts = match canvas {
+            Canvas::Whole(buf) => return buf,
+            Canvas::Parts(parts) => parts,
+        };
+        if parts.iter().all(Option::is_some) {
+            return AlignedBuf::join(parts.into_iter().flatten().collect());
+        }
+        let mut buf = self.spare_frame();
+        for (k, part) in parts.iter().enumerate() {
+            if let (Some(part), Some(r)) = (part, self.stripes.contiguous(k)) {
+                buf[r].copy_from_slice(part);
+            }
+        }
+        buf
+    }
+
+    /// A whole-frame buffer: a spare one, or a new one.
+    fn spare_frame(&mut self) -> AlignedBuf {
+        let n = self.stripes.frame_format().frame_bytes();
+        match self.spare.pop() {
+            Some(b) if b.len() == n => b,
+            _ => AlignedBuf::new(n),
+        }
+    }
+
+    /// Whether a stripe of the frame at `timestamp` comes after that frame
+    /// (or a newer one) went out.
+    fn is_late(&self, timestamp: MediaTime) -> bool {
+        self.last_out.is_some_and(|t| timestamp.ticks_since(t) <= 0)
     }
 
     /// [`handle_input`](Self::handle_input) taking the stripe's buffer: a
@@ -201,7 +332,7 @@ impl Assembler {
         if k >= self.stripes.count() {
             return Err(Error::NoSuchStripe(k as u32));
         }
-        if self.last_out.is_some_and(|t| timestamp.ticks_since(t) <= 0) {
+        if self.is_late(timestamp) {
             self.counters[k].late += 1;
             return Ok(None);
         }
@@ -251,11 +382,7 @@ impl Assembler {
         // buffer, so only stripes that never arrive are zeroed (when the
         // frame goes out): zeroing every frame first would be one more
         // pass over 83 MB per 8K frame.
-        let n = self.stripes.frame_format().frame_bytes();
-        let data = match self.spare.pop() {
-            Some(b) if b.len() == n => b,
-            _ => AlignedBuf::new(n),
-        };
+        let data = Canvas::Whole(self.spare_frame());
         self.partial.insert(
             pos,
             Partial {
@@ -282,13 +409,22 @@ impl Assembler {
             if !settled && self.partial.len() <= self.depth {
                 return;
             }
-            if let Some(p) = self.partial.pop_front() {
-                self.hand_out(p);
-            }
+            self.hand_out_oldest();
         }
     }
 
-    fn hand_out(&mut self, mut p: Partial) {
+    /// Hands out the oldest frame, its memory made whole first.
+    fn hand_out_oldest(&mut self) {
+        if self.partial.is_empty() {
+            return;
+        }
+        let data = self.whole(0);
+        if let Some(p) = self.partial.pop_front() {
+            self.hand_out(p, data);
+        }
+    }
+
+    fn hand_out(&mut self, mut p: Partial, mut data: AlignedBuf) {
         let all = match self.stripes.count() {
             n if n >= 64 => u64::MAX,
             n => (1 << n) - 1,
@@ -307,7 +443,7 @@ impl Assembler {
                 })
                 .collect();
             // Sizes match: all were made from `stripes`.
-            let _ = self.stripes.merge_parts(&parts, &mut p.data);
+            let _ = self.stripes.merge_parts(&parts, &mut data);
             if !p.staged.is_empty() && self.spare_staged.len() < self.depth {
                 self.spare_staged.push(std::mem::take(&mut p.staged));
             }
@@ -317,7 +453,7 @@ impl Assembler {
         } else {
             let absent = (0..self.stripes.count()).filter(|k| missing & (1 << k) != 0);
             for k in absent {
-                let _ = self.stripes.merge(&self.zeros, k, &mut p.data);
+                let _ = self.stripes.merge(&self.zeros, k, &mut data);
             }
         }
         for (k, c) in self.counters.iter_mut().enumerate() {
@@ -328,7 +464,7 @@ impl Assembler {
         self.last_out = Some(p.timestamp);
         self.ready.push_back(Assembled {
             timestamp: p.timestamp,
-            data: p.data,
+            data,
             missing,
             incomplete: p.incomplete,
         });
@@ -341,8 +477,8 @@ impl Assembler {
 
     /// The streams ended: every frame still held goes out as it is.
     pub fn finish(&mut self) {
-        while let Some(p) = self.partial.pop_front() {
-            self.hand_out(p);
+        while !self.partial.is_empty() {
+            self.hand_out_oldest();
         }
     }
 
@@ -508,5 +644,182 @@ mod tests {
             .handle_owned(0, MediaTime(0), part(&s, &frame, 0), true)
             .unwrap();
         assert!(late.is_some());
+    }
+
+    /// Eight `lines` stripes of a 16x16 frame: two lines each.
+    fn lines() -> (Stripes, Vec<u8>) {
+        let f = VideoFormat::new(16, 16, PixelFormat::Uyvy422).unwrap();
+        let s = Stripes::new(f, Rule::Lines, 8).unwrap();
+        let frame = (0..f.frame_bytes()).map(|i| (i * 7 + 3) as u8).collect();
+        (s, frame)
+    }
+
+    #[test]
+    fn lent_stripes_land_in_the_frame_and_a_lost_one_is_zeros() {
+        let (s, frame) = lines();
+        let n = s.stripe_format().frame_bytes();
+        let mut a = Assembler::new(s, 4);
+        let recycled = AlignedBuf::copy_of(&vec![0xee; frame.len()]);
+        let at = recycled.as_ptr().addr();
+        a.recycle(recycled);
+        // Stripe 3 never comes; the others write their stripe in the part
+        // lent to them, in any order, and give it back.
+        let mut lent: Vec<(usize, Part)> = [6, 0, 7, 2, 1, 5, 4]
+            .into_iter()
+            .map(|k| (k, a.lend(k, MediaTime(0)).unwrap()))
+            .collect();
+        assert!(a.lend(6, MediaTime(0)).is_none(), "a part is lent once");
+        for (k, part) in &mut lent {
+            assert_eq!(
+                part.as_ptr().addr(),
+                at + *k * n,
+                "stripe {k}: its run of the frame"
+            );
+            part.copy_from_slice(&frame[*k * n..(*k + 1) * n]);
+        }
+        for (k, part) in lent {
+            assert!(a.poll_event().is_none());
+            a.handle_lent(k, MediaTime(0), part, k != 5).unwrap();
+        }
+        a.finish();
+        let f = a.poll_event().unwrap();
+        assert_eq!(
+            f.data.as_ptr().addr(),
+            at,
+            "the frame is the memory lent: nothing copied"
+        );
+        assert_eq!((f.missing, f.incomplete), (1 << 3, 1 << 5));
+        let mut want = frame.clone();
+        want[3 * n..4 * n].fill(0);
+        assert_eq!(&f.data[..], &want[..]);
+        // Too late for a frame that went out: nothing lent.
+        assert!(a.lend(3, MediaTime(0)).is_none());
+        // 2SI stripes are not runs of the frame: never lent.
+        let (two_si, _) = setup();
+        assert!(Assembler::new(two_si, 4).lend(0, MediaTime(0)).is_none());
+    }
+
+    #[test]
+    fn a_part_not_back_when_its_frame_must_go_is_copied_later_as_a_late_stripe() {
+        let (s, frame) = lines();
+        let n = s.stripe_format().frame_bytes();
+        let mut a = Assembler::new(s, 1);
+        let mut slow = a.lend(2, MediaTime(0)).unwrap();
+        for k in (0..8).filter(|&k| k != 2) {
+            a.handle_input(k, MediaTime(0), &frame[k * n..(k + 1) * n], true)
+                .unwrap();
+        }
+        // The next frame forces frame 0 out (depth 1) while stripe 2
+        // still holds its part: the frame is rebuilt, stripe 2 zeros.
+        a.handle_input(0, MediaTime(3000), &frame[..n], true)
+            .unwrap();
+        let f = a.poll_event().unwrap();
+        assert_eq!(f.missing, 1 << 2);
+        let mut want = frame.clone();
+        want[2 * n..3 * n].fill(0);
+        assert_eq!(&f.data[..], &want[..]);
+        slow.copy_from_slice(&frame[2 * n..3 * n]);
+        a.handle_lent(2, MediaTime(0), slow, true).unwrap();
+        assert_eq!(a.counters()[2].late, 1);
+    }
+
+    /// A stripe's receiver in a test: lends from the shared assembler.
+    struct TestLender(std::sync::Arc<std::sync::Mutex<Assembler>>, usize);
+
+    impl crate::video::st2110_20::Lender for TestLender {
+        fn lend(&mut self, timestamp: MediaTime) -> Option<Part> {
+            self.0.lock().unwrap().lend(self.1, timestamp)
+        }
+    }
+
+    /// Three frames of 32x32 in eight `lines` stripes (256 bytes, four
+    /// packets each) as eight streams through eight receivers, stripe 1
+    /// losing frame 1 whole and stripe 6 one packet of frame 2, into an
+    /// assembler: lending or copying.
+    fn stripes_through_receivers(lend: bool) -> Vec<(u32, u64, u64, Vec<u8>)> {
+        use crate::units::{ExtSeq, Ssrc};
+        use crate::video::FrameRate;
+        use crate::video::receiver::{Config, Datagram, Event, Incomplete, Receiver};
+        use crate::video::st2110_20::Packetizer;
+        use std::sync::{Arc, Mutex};
+        let format = VideoFormat::new(32, 32, PixelFormat::Uyvy422).unwrap();
+        let s = Stripes::new(format, Rule::Lines, 8).unwrap();
+        let rate = FrameRate::new(30, 1).unwrap();
+        let a = Arc::new(Mutex::new(Assembler::new(s, 4)));
+        a.lock().unwrap().warm(2);
+        let frames: Vec<Vec<u8>> = (0..3u8)
+            .map(|f| {
+                (0..format.frame_bytes())
+                    .map(|i| (i * 7 + 3) as u8 ^ f.wrapping_mul(11))
+                    .collect()
+            })
+            .collect();
+        let mut receivers: Vec<Receiver> = (0..8)
+            .map(|k| {
+                let mut r = Receiver::new(Config {
+                    format: s.stripe_format(),
+                    rate: Some(rate),
+                    incomplete: Incomplete::Keep,
+                    frame_limit: None,
+                });
+                if lend {
+                    r.set_lender(Box::new(TestLender(a.clone(), k)));
+                }
+                r
+            })
+            .collect();
+        let n = s.stripe_format().frame_bytes();
+        for (f, frame) in frames.iter().enumerate() {
+            for (k, r) in receivers.iter_mut().enumerate() {
+                if (k, f) == (1, 1) {
+                    continue;
+                }
+                let p = Packetizer::new(s.stripe_format(), 100, Ssrc(k as u32)).unwrap();
+                let ts = MediaTime(rate.rtp_timestamp(f as u64));
+                let seq = ExtSeq((f * p.packets_per_frame()) as u64);
+                let packets = p
+                    .frame_packets(&frame[k * n..(k + 1) * n], seq, ts)
+                    .unwrap();
+                assert!(packets.len() > 2, "a stripe frame is several packets");
+                for (i, pk) in packets.iter().enumerate() {
+                    if (k, f, i) != (6, 2, 1) {
+                        let d = Datagram {
+                            bytes: pk,
+                            from: None,
+                        };
+                        r.handle_input(crate::units::Nanos::from_micros(f as u64 * 100), d);
+                    }
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for (k, r) in receivers.iter_mut().enumerate() {
+            r.finish();
+            while let Some(e) = r.poll_event() {
+                let Event::Frame(f) = e else { continue };
+                let mut a = a.lock().unwrap();
+                match f.lent {
+                    Some(part) => a.handle_lent(k, f.timestamp, part, f.complete).unwrap(),
+                    None => a.handle_input(k, f.timestamp, &f.data, f.complete).unwrap(),
+                }
+                assert_eq!(f.data.is_empty(), lend, "stripe {k}");
+            }
+        }
+        let mut a = a.lock().unwrap();
+        a.finish();
+        while let Some(f) = a.poll_event() {
+            out.push((f.timestamp.0, f.missing, f.incomplete, f.data.to_vec()));
+        }
+        out
+    }
+
+    #[test]
+    fn receivers_writing_in_lent_parts_make_the_frames_copying_makes() {
+        let copied = stripes_through_receivers(false);
+        let lent = stripes_through_receivers(true);
+        assert_eq!(copied.len(), 3);
+        let flags: Vec<(u64, u64)> = copied.iter().map(|f| (f.1, f.2)).collect();
+        assert_eq!(flags, [(0, 0), (1 << 1, 0), (0, 1 << 6)]);
+        assert!(copied == lent, "lending changed a frame's bytes");
     }
 }

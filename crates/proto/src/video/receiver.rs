@@ -511,10 +511,14 @@ impl Receiver {
             self.drain();
             self.carry();
             let spares = self.take.depack.take_spares();
+            let lender = self.take.depack.take_lender();
             self.take = Take::new(&self.config, self.next_index);
             self.take.tolerate(self.tolerance);
             for buf in spares {
                 self.take.depack.recycle(buf);
+            }
+            if let Some(l) = lender {
+                self.take.depack.set_lender(l);
             }
             if let Some(l) = self.landing.as_deref_mut() {
                 l.reset();
@@ -652,6 +656,13 @@ impl Receiver {
     /// [`Receiver::set_tolerance`], which sets how many are kept.
     pub fn warm(&mut self, frames: usize) {
         self.take.depack.warm(frames);
+    }
+
+    /// Writes frames in memory `lender` lends from the next frame on (see
+    /// [`crate::video::st2110_20::Lender`]); such frames come out with
+    /// their bytes in `Frame::lent`, not `Frame::data`.
+    pub fn set_lender(&mut self, lender: Box<dyn crate::video::st2110_20::Lender>) {
+        self.take.depack.set_lender(lender);
     }
 
     /// Hands a frame buffer back for reuse.

@@ -11,11 +11,12 @@
 //! so drivers can gather header + frame slice without copying.
 
 use std::collections::VecDeque;
-use std::ops::Range;
+use std::ops::{Deref, DerefMut, Range};
 
 use super::Error;
 use crate::rtp::{self, RtpHeader, RtpPacket};
 use crate::units::{ExtSeq, MediaTime, Ssrc};
+use crate::video::aligned::Part;
 use crate::video::coverage::Coverage;
 use crate::video::format::VideoFormat;
 use crate::video::prefaulted;
@@ -418,8 +419,13 @@ pub struct Frame {
     /// RTP timestamp shared by the frame's packets.
     pub timestamp: MediaTime,
     /// The frame's bytes (`frame_bytes` long); for incomplete frames the
-    /// missing regions hold zeros when zero-fill is on.
+    /// missing regions hold zeros when zero-fill is on. Empty when the
+    /// frame was written in `lent` memory instead.
     pub data: Vec<u8>,
+    /// The frame's bytes, when they were written in memory a [`Lender`]
+    /// lent: they already lie in the bigger frame it belongs to; give the
+    /// part back to that frame's owner.
+    pub lent: Option<Part>,
     /// Every byte of the frame arrived.
     pub complete: bool,
     /// Bytes of sample data received.
@@ -458,9 +464,46 @@ pub struct DepacketizerStats {
     pub frames_lost: u64,
 }
 
+/// Lends a [`Depacketizer`] the memory a frame is written in: the part
+/// of a bigger frame this stream's frame belongs in (a `lines` stripe's
+/// place in its whole frame, [`crate::video::assembler::Assembler::lend`]),
+/// so the frame is never copied there.
+pub trait Lender: Send {
+    /// Memory for the frame at `timestamp`, exactly one frame long, or
+    /// `None`: the depacketizer uses a buffer of its own.
+    fn lend(&mut self, timestamp: MediaTime) -> Option<Part>;
+}
+
+/// Where a frame is assembled.
+enum Memory {
+    /// A buffer of the depacketizer's own, recycled.
+    Own(Vec<u8>),
+    /// A part of a bigger frame, from a [`Lender`].
+    Lent(Part),
+}
+
+impl Deref for Memory {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Memory::Own(v) => v,
+            Memory::Lent(p) => p,
+        }
+    }
+}
+
+impl DerefMut for Memory {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match self {
+            Memory::Own(v) => v,
+            Memory::Lent(p) => p,
+        }
+    }
+}
+
 struct Assembly {
     timestamp: u32,
-    data: Vec<u8>,
+    data: Memory,
     /// Which bytes packets wrote: what a complete frame covers, and the
     /// holes an incomplete one has zeroed.
     coverage: Coverage,
@@ -498,6 +541,8 @@ pub struct Depacketizer {
     last: Option<(u32, u64)>,
     scratch: Vec<(usize, Range<usize>)>,
     stats: DepacketizerStats,
+    /// Lends the memory frames are written in, when set.
+    lender: Option<Box<dyn Lender>>,
 }
 
 impl Depacketizer {
@@ -520,7 +565,19 @@ impl Depacketizer {
             last: None,
             scratch: Vec::new(),
             stats: DepacketizerStats::default(),
+            lender: None,
         }
+    }
+
+    /// Writes every frame it can in memory `lender` lends, from the next
+    /// frame on (the rest in its own buffers, as without one).
+    pub fn set_lender(&mut self, lender: Box<dyn Lender>) {
+        self.lender = Some(lender);
+    }
+
+    /// The lender, taken out (for the depacketizer that replaces this one).
+    pub fn take_lender(&mut self) -> Option<Box<dyn Lender>> {
+        self.lender.take()
     }
 
     /// Zero what no packet wrote in an incomplete frame, so its missing
@@ -707,7 +764,16 @@ impl Depacketizer {
         let size = self.format.frame_bytes();
         // A recycled buffer keeps its last frame's bytes: packets overwrite
         // them, and an incomplete frame has its holes zeroed when it goes.
-        let data = self.free.pop().unwrap_or_else(|| vec![0; size]);
+        // So does lent memory.
+        let lent = self
+            .lender
+            .as_mut()
+            .and_then(|l| l.lend(MediaTime(ts)))
+            .filter(|p| p.len() == size);
+        let data = match lent {
+            Some(p) => Memory::Lent(p),
+            None => Memory::Own(self.free.pop().unwrap_or_else(|| vec![0; size])),
+        };
         let pos = self
             .assemblies
             .iter()
@@ -756,10 +822,15 @@ impl Depacketizer {
         } else {
             self.stats.frames_incomplete += 1;
         }
+        let (data, lent) = match a.data {
+            Memory::Own(v) => (v, None),
+            Memory::Lent(p) => (Vec::new(), Some(p)),
+        };
         self.ready.push_back(Output::Frame(Frame {
             index,
             timestamp: MediaTime(a.timestamp),
-            data: a.data,
+            data,
+            lent,
             complete,
             bytes_received: a.bytes,
             packets: a.packets,
