@@ -92,6 +92,35 @@ fn unicast_sdp(port: u16) -> String {
     )
 }
 
+/// PATCHes serve's sender at `sender_base` with `setting` (its
+/// `master_enable` and `transport_params`), activated at once; the
+/// answer is schema-checked.
+fn aim_sender(serve: &Serve, sender_base: &str, mut setting: Value) -> Value {
+    setting["activation"] = json!({"mode": "activate_immediate"});
+    serve.call(
+        "PATCH",
+        &format!("{sender_base}/staged"),
+        Some(setting),
+        200,
+        "sender-response-schema.json",
+    )
+}
+
+/// Stages `sdp` on the receiver at `receiver_base`, connected to
+/// `sender` and enabled, activated at once; its schema-checked answer.
+fn connect_with_sdp(node: &RecvNode, receiver_base: &str, sender: &str, sdp: &str) -> Value {
+    let connect = json!({"sender_id": sender, "master_enable": true,
+        "transport_file": {"data": sdp, "type": "application/sdp"},
+        "activation": {"mode": "activate_immediate"}});
+    node.call(
+        "PATCH",
+        &format!("{receiver_base}/staged"),
+        Some(connect),
+        200,
+        "receiver-response-schema.json",
+    )
+}
+
 #[test]
 fn every_answer_of_recv_nmos_validates_against_the_is04_and_is05_schemas() {
     let node = RecvNode::start(&[]);
@@ -243,30 +272,17 @@ fn an_is05_activation_connects_serve_to_recv_nmos_byte_identical_and_master_enab
     // The sender aimed at the receiver's port, parked: its transport
     // file exists, nothing is sent yet.
     let port = free_udp_port();
-    let aim = json!({"receiver_id": receiver, "master_enable": false,
-        "transport_params": [{"destination_ip": "127.0.0.1", "destination_port": port}],
-        "activation": {"mode": "activate_immediate"}});
-    serve.call(
-        "PATCH",
-        &format!("{sender_base}/staged"),
-        Some(aim),
-        200,
-        "sender-response-schema.json",
+    aim_sender(
+        &serve,
+        &sender_base,
+        json!({"receiver_id": receiver, "master_enable": false,
+        "transport_params": [{"destination_ip": "127.0.0.1", "destination_port": port}]}),
     );
     let (status, sdp) = serve.api("GET", &format!("{sender_base}/transportfile"), None);
     assert_eq!(status, 200, "{sdp}");
 
     // The receiver takes the sender's SDP and starts receiving.
-    let connect = json!({"sender_id": sender, "master_enable": true,
-        "transport_file": {"data": sdp, "type": "application/sdp"},
-        "activation": {"mode": "activate_immediate"}});
-    let r = node.call(
-        "PATCH",
-        &format!("{receiver_base}/staged"),
-        Some(connect),
-        200,
-        "receiver-response-schema.json",
-    );
+    let r = connect_with_sdp(&node, &receiver_base, &sender, &sdp);
     assert_eq!(r["master_enable"], true);
     node.run.wait_for(&format!("receiving on 127.0.0.1:{port}"));
     let shown = node.get(&format!("{N}/receivers/{receiver}"));
@@ -358,15 +374,11 @@ fn recv_nmos_with_a_fixed_format_is_connected_without_a_transport_file() {
     );
     assert_eq!(r["master_enable"], true);
     node.run.wait_for(&format!("receiving on 127.0.0.1:{port}"));
-    let aim = json!({"receiver_id": receiver, "master_enable": false,
-        "transport_params": [{"destination_ip": "127.0.0.1", "destination_port": port}],
-        "activation": {"mode": "activate_immediate"}});
-    serve.call(
-        "PATCH",
-        &format!("{sender_base}/staged"),
-        Some(aim),
-        200,
-        "sender-response-schema.json",
+    aim_sender(
+        &serve,
+        &sender_base,
+        json!({"receiver_id": receiver, "master_enable": false,
+        "transport_params": [{"destination_ip": "127.0.0.1", "destination_port": port}]}),
     );
     start_sender(&serve, &sender_base);
     let want = (2 * FRAMES * FRAME_BYTES) as u64;
@@ -410,30 +422,17 @@ fn recv_nmos_joins_the_group_a_multicast_transport_file_names() {
     let sender_base = format!("{C}/single/senders/{sender}");
     let receiver_base = format!("{C}/single/receivers/{receiver}");
     let (group, port) = ("239.255.78.23", free_udp_port());
-    let aim = json!({"receiver_id": receiver, "master_enable": false,
-        "transport_params": [{"destination_ip": group, "destination_port": port}],
-        "activation": {"mode": "activate_immediate"}});
-    serve.call(
-        "PATCH",
-        &format!("{sender_base}/staged"),
-        Some(aim),
-        200,
-        "sender-response-schema.json",
+    aim_sender(
+        &serve,
+        &sender_base,
+        json!({"receiver_id": receiver, "master_enable": false,
+        "transport_params": [{"destination_ip": group, "destination_port": port}]}),
     );
     let (status, sdp) = serve.api("GET", &format!("{sender_base}/transportfile"), None);
     assert_eq!(status, 200, "{sdp}");
     assert!(sdp.contains(&format!("c=IN IP4 {group}/")), "{sdp}");
 
-    let connect = json!({"sender_id": sender, "master_enable": true,
-        "transport_file": {"data": sdp, "type": "application/sdp"},
-        "activation": {"mode": "activate_immediate"}});
-    let r = node.call(
-        "PATCH",
-        &format!("{receiver_base}/staged"),
-        Some(connect),
-        200,
-        "receiver-response-schema.json",
-    );
+    let r = connect_with_sdp(&node, &receiver_base, &sender, &sdp);
     assert_eq!(r["transport_params"][0]["multicast_ip"], group, "{r}");
     node.run.wait_for(&format!("receiving on {group}:{port}"));
     let active = node.receiver_json(&receiver_base, "active");
@@ -460,15 +459,11 @@ fn serve_declares_its_sender_type_and_its_transport_file_passes_sdpoker() {
     let serve = Serve::start(&media, &[]);
     let sender = sender_id(&serve, "clip.yuv");
     let sender_base = format!("{C}/single/senders/{sender}");
-    let aim = json!({"master_enable": false,
-        "transport_params": [{"destination_ip": "127.0.0.1", "destination_port": free_udp_port()}],
-        "activation": {"mode": "activate_immediate"}});
-    serve.call(
-        "PATCH",
-        &format!("{sender_base}/staged"),
-        Some(aim),
-        200,
-        "sender-response-schema.json",
+    aim_sender(
+        &serve,
+        &sender_base,
+        json!({"master_enable": false,
+        "transport_params": [{"destination_ip": "127.0.0.1", "destination_port": free_udp_port()}]}),
     );
     let (status, sdp) = serve.api("GET", &format!("{sender_base}/transportfile"), None);
     assert_eq!(status, 200, "{sdp}");
@@ -556,17 +551,13 @@ fn a_two_leg_sender_reaches_a_two_leg_recv_nmos_on_both_legs_byte_identical() {
     // The sender aimed at two ports, parked: its transport file is an
     // ST 2022-7 pair.
     let ports = [free_udp_port(), free_udp_port()];
-    let aim = json!({"receiver_id": receiver, "master_enable": false,
+    aim_sender(
+        &serve,
+        &sender_base,
+        json!({"receiver_id": receiver, "master_enable": false,
         "transport_params": [
             {"destination_ip": "127.0.0.1", "destination_port": ports[0]},
-            {"destination_ip": "127.0.0.1", "destination_port": ports[1]}],
-        "activation": {"mode": "activate_immediate"}});
-    serve.call(
-        "PATCH",
-        &format!("{sender_base}/staged"),
-        Some(aim),
-        200,
-        "sender-response-schema.json",
+            {"destination_ip": "127.0.0.1", "destination_port": ports[1]}]}),
     );
     let (status, sdp) = serve.api("GET", &format!("{sender_base}/transportfile"), None);
     assert_eq!(status, 200, "{sdp}");
@@ -576,16 +567,7 @@ fn a_two_leg_sender_reaches_a_two_leg_recv_nmos_on_both_legs_byte_identical() {
     }
 
     // The receiver takes the SDP: both legs filled, both listening.
-    let connect = json!({"sender_id": sender, "master_enable": true,
-        "transport_file": {"data": sdp, "type": "application/sdp"},
-        "activation": {"mode": "activate_immediate"}});
-    let r = node.call(
-        "PATCH",
-        &format!("{receiver_base}/staged"),
-        Some(connect),
-        200,
-        "receiver-response-schema.json",
-    );
+    let r = connect_with_sdp(&node, &receiver_base, &sender, &sdp);
     assert_eq!(r["master_enable"], true);
     for (k, p) in ports.iter().enumerate() {
         assert_eq!(r["transport_params"][k]["destination_port"], *p, "{r}");
