@@ -172,26 +172,9 @@ fn group_socket(group: Ipv4Addr, port: u16) -> UdpSocket {
 #[test]
 fn a_multicast_receiver_reports_to_the_group() {
     let group = Ipv4Addr::new(239, 255, 78, 5);
-    let port = loop {
-        let p = free_udp_port();
-        if p < u16::MAX {
-            break p;
-        }
-    };
+    let port = port_with_rtcp();
     let rtcp = group_socket(group, port + 1);
-    let mut recv = nagare();
-    recv.args(["recv", "--listen", &format!("{group}:{port}")])
-        .args([
-            "--interface",
-            "lo",
-            "--size",
-            "64x16",
-            "--pix-fmt",
-            "uyvy422",
-        ])
-        .args(["--fps", "50", "--rtcp", "--timeout", "4", "--json"]);
-    let mut r = Running::spawn(recv);
-    r.listening();
+    let mut r = group_recv(group, port, "64x16", &["--fps", "50", "--timeout", "4"]);
     let ssrc = 0x6d17_0001;
     let (packets, highest) = stream(whole(), ssrc);
     let rtp = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).unwrap();
@@ -270,25 +253,8 @@ fn a_multicast_sender_hears_the_receiver_reports_on_the_group() {
     // recv reports to the group's RTCP port, not to the sender's address:
     // send must be on the group to hear them.
     let group = Ipv4Addr::new(239, 255, 78, 6);
-    let port = loop {
-        let p = free_udp_port();
-        if p < u16::MAX {
-            break p;
-        }
-    };
-    let mut recv = nagare();
-    recv.args(["recv", "--listen", &format!("{group}:{port}")])
-        .args([
-            "--interface",
-            "lo",
-            "--size",
-            "64x36",
-            "--pix-fmt",
-            "uyvy422",
-        ])
-        .args(["--frames", "150", "--timeout", "5", "--rtcp", "--json"]);
-    let mut r = Running::spawn(recv);
-    r.listening();
+    let port = port_with_rtcp();
+    let mut r = group_recv(group, port, "64x36", &["--frames", "150", "--timeout", "5"]);
     // 1.5 s at 100 fps: room for a report or two each way.
     let send = nagare()
         .args(["send", "pattern:bars", "--to", &format!("{group}:{port}")])
@@ -397,4 +363,27 @@ fn each_leg_of_a_2022_7_pair_answers_its_own_senders_reports() {
     }
     // The stripe's own entry is its first leg's, as with one leg.
     assert_eq!(stripe.rtcp, stripe.legs[0].rtcp);
+}
+
+/// A free UDP port whose RTCP port (+ 1) exists.
+fn port_with_rtcp() -> u16 {
+    loop {
+        let p = free_udp_port();
+        if p < u16::MAX {
+            return p;
+        }
+    }
+}
+
+/// A listening `recv --rtcp --json` of `size` uyvy422 frames sent to
+/// `group`:`port` over `lo`, with the flags in `more`.
+fn group_recv(group: Ipv4Addr, port: u16, size: &str, more: &[&str]) -> Running {
+    let mut recv = nagare();
+    recv.args(["recv", "--listen", &format!("{group}:{port}")])
+        .args(["--interface", "lo", "--size", size, "--pix-fmt", "uyvy422"])
+        .args(["--rtcp", "--json"])
+        .args(more);
+    let mut r = Running::spawn(recv);
+    r.listening();
+    r
 }

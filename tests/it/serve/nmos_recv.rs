@@ -380,13 +380,7 @@ fn recv_nmos_with_a_fixed_format_is_connected_without_a_transport_file() {
         json!({"receiver_id": receiver, "master_enable": false,
         "transport_params": [{"destination_ip": "127.0.0.1", "destination_port": port}]}),
     );
-    start_sender(&serve, &sender_base);
-    let want = (2 * FRAMES * FRAME_BYTES) as u64;
-    wait_for_file_size(&out, want, Duration::from_secs(30));
-    stop_sender(&serve, &sender_base);
-    let (status, stderr) = node.stop();
-    assert!(status.success(), "{stderr}");
-    assert_clip_frames(&media.clip, &std::fs::read(&out).unwrap());
+    play_two_passes_and_stop(&serve, &sender_base, node, &media, &out);
 
     // No format fixed: the same PATCH is refused, naming both ways out.
     let bare = RecvNode::start(&["-o", "/dev/null"]);
@@ -438,13 +432,7 @@ fn recv_nmos_joins_the_group_a_multicast_transport_file_names() {
     let active = node.receiver_json(&receiver_base, "active");
     assert_eq!(active["transport_params"][0]["multicast_ip"], group);
 
-    start_sender(&serve, &sender_base);
-    let want = (2 * FRAMES * FRAME_BYTES) as u64;
-    wait_for_file_size(&out, want, Duration::from_secs(30));
-    stop_sender(&serve, &sender_base);
-    let (status, stderr) = node.stop();
-    assert!(status.success(), "{stderr}");
-    assert_clip_frames(&media.clip, &std::fs::read(&out).unwrap());
+    play_two_passes_and_stop(&serve, &sender_base, node, &media, &out);
 }
 
 /// serve's sender transport file, and the SDP DESCRIBE answers, declare
@@ -604,4 +592,23 @@ fn a_two_leg_sender_reaches_a_two_leg_recv_nmos_on_both_legs_byte_identical() {
     let copies = legs[0]["duplicates"].as_u64().unwrap() + legs[1]["duplicates"].as_u64().unwrap();
     assert!(copies > 0, "{report:#}");
     assert_eq!(report["per_stripe"][0]["unrecovered"], 0, "{report:#}");
+}
+
+/// Starts serve's sender, waits for two passes of the clip in `out`,
+/// stops the sender and then `node`, and checks every recorded frame is
+/// the clip's.
+fn play_two_passes_and_stop(
+    serve: &Serve,
+    sender_base: &str,
+    node: RecvNode,
+    media: &Media,
+    out: &std::path::Path,
+) {
+    start_sender(serve, sender_base);
+    let want = (2 * FRAMES * FRAME_BYTES) as u64;
+    wait_for_file_size(out, want, Duration::from_secs(30));
+    stop_sender(serve, sender_base);
+    let (status, stderr) = node.stop();
+    assert!(status.success(), "{stderr}");
+    assert_clip_frames(&media.clip, &std::fs::read(out).unwrap());
 }
