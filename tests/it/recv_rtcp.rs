@@ -174,7 +174,7 @@ fn a_multicast_receiver_reports_to_the_group() {
     let group = Ipv4Addr::new(239, 255, 78, 5);
     let port = port_with_rtcp();
     let rtcp = group_socket(group, port + 1);
-    let mut r = group_recv(group, port, "64x16", &["--fps", "50", "--timeout", "4"]);
+    let r = group_recv(group, port, "64x16", &["--fps", "50", "--timeout", "4"]);
     let ssrc = 0x6d17_0001;
     let (packets, highest) = stream(whole(), ssrc);
     let rtp = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).unwrap();
@@ -254,7 +254,7 @@ fn a_multicast_sender_hears_the_receiver_reports_on_the_group() {
     // send must be on the group to hear them.
     let group = Ipv4Addr::new(239, 255, 78, 6);
     let port = port_with_rtcp();
-    let mut r = group_recv(group, port, "64x36", &["--frames", "150", "--timeout", "5"]);
+    let r = group_recv(group, port, "64x36", &["--frames", "150", "--timeout", "5"]);
     // 1.5 s at 100 fps: room for a report or two each way.
     let send = nagare()
         .args(["send", "pattern:bars", "--to", &format!("{group}:{port}")])
