@@ -174,24 +174,8 @@ fn renumber(batches: &mut [Batch], frame: u64, ppf: u64, rate: FrameRate) {
 /// (`Receiver::land`), the headers into scratch.
 fn receiver_landing(c: &mut Criterion) {
     let format = VideoFormat::new(3840, 1080, PixelFormat::Uyvp).unwrap();
-    let rate = FrameRate::new(30, 1).unwrap();
-    let data: Vec<u8> = (0..format.frame_bytes()).map(|i| (i * 7) as u8).collect();
-    let p = Packetizer::new(format, 8800, Ssrc(1)).unwrap().uniform();
-    let packets = p.frame_packets(&data, ExtSeq(0), MediaTime(0)).unwrap();
-    let ppf = packets.len() as u64;
-    let mut batches: Vec<Batch> = packets
-        .chunks(7)
-        .map(|b| Batch {
-            bytes: b.concat(),
-            segment: b[0].len(),
-        })
-        .collect();
-    let config = Config {
-        format,
-        rate: Some(rate),
-        incomplete: Incomplete::Keep,
-        frame_limit: None,
-    };
+    let (rate, config) = (FrameRate::new(30, 1).unwrap(), gro_config(format));
+    let (mut batches, ppf) = gro_batches(format);
     let mut g = c.benchmark_group("receiver");
     g.throughput(Throughput::Bytes(format.frame_bytes() as u64));
     g.sample_size(20);
@@ -206,29 +190,16 @@ fn receiver_landing(c: &mut Criterion) {
         g.bench_function(BenchmarkId::new("stripe_8k_gro_frame", mode), |b| {
             b.iter(|| {
                 renumber(&mut batches, frame, ppf, rate);
-                for (k, batch) in batches.iter().enumerate() {
-                    let at = Nanos(frame * 33_366_667 + k as u64 * 20_000);
-                    if mode == "copy" {
+                if mode == "land" {
+                    land_batches(&mut r, &batches, frame);
+                } else {
+                    for (k, batch) in batches.iter().enumerate() {
+                        let at = batch_arrival(frame, k);
                         buf[..batch.bytes.len()].copy_from_slice(&batch.bytes);
                         for bytes in buf[..batch.bytes.len()].chunks(batch.segment) {
                             r.handle_input(at, Datagram { bytes, from: None });
                         }
-                        continue;
                     }
-                    let _ = r.land(|slices| {
-                        let mut done = 0;
-                        for s in slices.iter_mut() {
-                            let n = s.len().min(batch.bytes.len() - done);
-                            s[..n].copy_from_slice(&batch.bytes[done..done + n]);
-                            done += n;
-                        }
-                        Ok::<_, ()>(Some(Landed {
-                            len: done,
-                            segment: batch.segment,
-                            at,
-                            from: None,
-                        }))
-                    });
                 }
                 frame += 1;
                 while let Some(e) = r.poll_event() {
@@ -240,6 +211,37 @@ fn receiver_landing(c: &mut Criterion) {
         });
     }
     g.finish();
+}
+
+/// One frame of `format` (8800-byte packets), as GRO batches of 7, and
+/// its packets per frame.
+fn gro_batches(format: VideoFormat) -> (Vec<Batch>, u64) {
+    let data: Vec<u8> = (0..format.frame_bytes()).map(|i| (i * 7) as u8).collect();
+    let p = Packetizer::new(format, 8800, Ssrc(1)).unwrap().uniform();
+    let packets = p.frame_packets(&data, ExtSeq(0), MediaTime(0)).unwrap();
+    let batches = packets
+        .chunks(7)
+        .map(|b| Batch {
+            bytes: b.concat(),
+            segment: b[0].len(),
+        })
+        .collect();
+    (batches, packets.len() as u64)
+}
+
+/// The receiver of the GRO benches: `format` at 30 fps, incomplete frames kept.
+fn gro_config(format: VideoFormat) -> Config {
+    Config {
+        format,
+        rate: Some(FrameRate::new(30, 1).unwrap()),
+        incomplete: Incomplete::Keep,
+        frame_limit: None,
+    }
+}
+
+/// When batch `k` of frame `frame` arrives (30 fps, 20 µs apart).
+fn batch_arrival(frame: u64, k: usize) -> Nanos {
+    Nanos(frame * 33_366_667 + k as u64 * 20_000)
 }
 
 /// Lends the bench's receiver its part of the assembler's frame.
@@ -254,7 +256,7 @@ impl Lender for WholeFrame {
 /// Reads `batches` into `r` as the kernel would (planned reads).
 fn land_batches(r: &mut Receiver, batches: &[Batch], frame: u64) {
     for (k, batch) in batches.iter().enumerate() {
-        let at = Nanos(frame * 33_366_667 + k as u64 * 20_000);
+        let at = batch_arrival(frame, k);
         let _ = r.land(|slices| {
             let mut done = 0;
             for s in slices.iter_mut() {
@@ -280,24 +282,8 @@ fn land_batches(r: &mut Receiver, batches: &[Batch], frame: u64) {
 /// (One stripe of one: the frame goes out as its stripe arrives.)
 fn stripe_into_frame(c: &mut Criterion) {
     let format = VideoFormat::new(7680, 540, PixelFormat::Uyvp).unwrap();
-    let rate = FrameRate::new(30, 1).unwrap();
-    let data: Vec<u8> = (0..format.frame_bytes()).map(|i| (i * 7) as u8).collect();
-    let p = Packetizer::new(format, 8800, Ssrc(1)).unwrap().uniform();
-    let packets = p.frame_packets(&data, ExtSeq(0), MediaTime(0)).unwrap();
-    let ppf = packets.len() as u64;
-    let mut batches: Vec<Batch> = packets
-        .chunks(7)
-        .map(|b| Batch {
-            bytes: b.concat(),
-            segment: b[0].len(),
-        })
-        .collect();
-    let config = Config {
-        format,
-        rate: Some(rate),
-        incomplete: Incomplete::Keep,
-        frame_limit: None,
-    };
+    let (rate, config) = (FrameRate::new(30, 1).unwrap(), gro_config(format));
+    let (mut batches, ppf) = gro_batches(format);
     let stripes = Stripes::new(format, Rule::Lines, 1).unwrap();
     let mut g = c.benchmark_group("assembler");
     g.throughput(Throughput::Bytes(format.frame_bytes() as u64));
