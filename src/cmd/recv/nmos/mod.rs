@@ -38,7 +38,7 @@ pub(crate) fn main(args: RecvArgs) -> Result<ExitCode> {
     }
     // A format fixed by --size and --pix-fmt must be one recv takes
     // before any controller connects the receiver.
-    args.fixed_format()?;
+    let fixed = args.fixed_format()?.map(|f| (f, args.fps));
     let given = args
         .token
         .clone()
@@ -65,7 +65,7 @@ pub(crate) fn main(args: RecvArgs) -> Result<ExitCode> {
     let id = identity::node_id(dir.as_deref(), args.nmos_http.port())?;
     let interface = args.interface.as_ref().map(|i| i.index);
     let host = Host::read(id, "nagare recv", http_addr, !token.admits(None), interface);
-    let node = Arc::new(RecvNode::new(args.clone(), host));
+    let node = Arc::new(RecvNode::new(args.clone(), host, fixed));
     let stop = crate::signal::stop_flag();
     let stopping = move || stop.load(Ordering::Relaxed);
 

@@ -49,8 +49,14 @@ pub(super) struct RecvNode {
 }
 
 impl RecvNode {
-    /// The node on `host`, receiving as `args` say.
-    pub(super) fn new(args: RecvArgs, host: Host) -> RecvNode {
+    /// The node on `host`, receiving as `args` say; `fixed` is the format
+    /// (and rate) `--size`, `--pix-fmt` and `--fps` fix, checked by the
+    /// caller.
+    pub(super) fn new(
+        args: RecvArgs,
+        host: Host,
+        fixed: Option<(VideoFormat, Option<FrameRate>)>,
+    ) -> RecvNode {
         let receiver = receiver_id(host.spec.node_id, RECEIVER);
         let legs = usize::from(args.nmos_legs);
         let conn = Connection::new(
@@ -64,8 +70,6 @@ impl RecvNode {
             .flatten()
             .cloned()
             .collect();
-        // Checked at start (`main`), so an error here cannot happen.
-        let fixed = args.fixed_format().ok().flatten().map(|f| (f, args.fps));
         RecvNode {
             args,
             spec,
