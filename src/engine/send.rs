@@ -645,7 +645,7 @@ struct Driver<'a> {
     bytes_sent: u64,
     first_send: Option<Instant>,
     last_send: Option<Instant>,
-    checksums: Vec<u64>,
+    checksums: Vec<(u64, u64)>,
     ticker: Ticker,
     window: (u64, Instant),
     /// Frames waiting in the ring when the last frame was taken.
@@ -771,6 +771,7 @@ impl<'a> Driver<'a> {
                 Event::NeedFrame { flow, frame, .. } => self.pending.push_back((flow, frame)),
                 Event::FrameSent { frame, .. } => self.release(frame, ring),
                 Event::Underrun { flow, frame } => self.given_up(flow, frame, ring),
+                Event::Slipped { flow, first, count } => self.slipped(flow, first, count, ring),
                 Event::Finished { .. } => self.finished += 1,
                 // send never pauses a flow.
                 Event::Dropped { .. } => {}
@@ -792,6 +793,24 @@ impl<'a> Driver<'a> {
             });
         }
         self.release(frame, ring);
+    }
+
+    /// `flow` fell past its slack and passed over `count` slots from
+    /// `first`. One stream not tied to slots sends the frame in hand on
+    /// the next slot, so no frame is lost; the stripes of one frame (or a
+    /// leg of a cluster) give the slots up, as at an underrun, so every
+    /// stripe of a slot carries the same frame.
+    fn slipped(&mut self, flow: FlowId, first: u64, count: u64, ring: &Frames) {
+        let own = self.ring_next.is_none() && self.flows.len() == 1;
+        if own {
+            if let Some(h) = self.held.iter_mut().find(|h| h.frame == first) {
+                h.frame = first + count;
+            }
+            return;
+        }
+        for frame in first..first + count {
+            self.given_up(flow, frame, ring);
+        }
     }
 
     /// At the end of the input: flows waiting for a frame finish.
@@ -874,7 +893,8 @@ impl<'a> Driver<'a> {
         {
             // Hashed by the reader (the read plan asks when cfg.checksums).
             if let Some(sum) = data.checksum() {
-                self.checksums.push(sum);
+                self.checksums
+                    .push((frame.saturating_sub(self.first_frame), sum));
             }
             self.frames_sent += 1;
             ring.give_back(data);
@@ -946,12 +966,19 @@ impl<'a> Driver<'a> {
     /// Late packets and underruns over every flow (underruns are per frame
     /// slot, which the stripes share).
     fn late_and_underruns(&self) -> (u64, u64) {
+        let (late, under, _) = self.late_underruns_slips();
+        (late, under)
+    }
+
+    /// Late packets, underruns and slots passed over, over every flow
+    /// (slots are shared by the stripes, so those count once).
+    fn late_underruns_slips(&self) -> (u64, u64, u64) {
         let stats = self
             .ids
             .iter()
             .filter_map(|id| self.schedule.flow_stats(*id));
-        stats.fold((0, 0), |(late, under), s| {
-            (late + s.late, under.max(s.underruns))
+        stats.fold((0, 0, 0), |(late, under, slip), s| {
+            (late + s.late, under.max(s.underruns), slip.max(s.slipped))
         })
     }
 
@@ -972,7 +999,7 @@ impl<'a> Driver<'a> {
     }
 
     fn report(&mut self) -> SendReport {
-        let (late, underruns) = self.late_and_underruns();
+        let (late, underruns, slipped) = self.late_underruns_slips();
         let span = match (self.first_send, self.last_send) {
             (Some(a), Some(b)) => b.duration_since(a),
             _ => Duration::ZERO,
@@ -988,6 +1015,7 @@ impl<'a> Driver<'a> {
             packets_late: late,
             lateness_us: self.schedule.lateness().summary(1e3),
             underruns,
+            slipped,
             refused: self.flows.iter().map(|f| f.refused).sum(),
             nobody_listened: self.flows.iter().any(|f| {
                 f.first_refused.is_some_and(|n| n < u64::from(REFUSED_TAIL))
@@ -1042,6 +1070,14 @@ pub(crate) fn print_summary(r: &SendReport) {
         if r.gso { "UDP GSO" } else { "sendmmsg" },
         cpu_per_gbit(r),
     );
+    if r.slipped > 0 {
+        eprintln!(
+            "send: fell behind its schedule by more than the ST 2110-21 slack (the host stalled \
+             the sender) and passed over {} frame slot(s) to be back on time; see the lateness \
+             causes below",
+            r.slipped
+        );
+    }
     if r.refused > 0 {
         eprintln!(
             "send: {} packets refused by the kernel and not sent: nothing was listening at the \

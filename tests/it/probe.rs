@@ -668,11 +668,14 @@ fn idle_rtt_through_a_fixed_delay_is_the_delay() {
     let (idle, loaded) = (&v.rtt_idle, &v.rtt_loaded);
     assert!(idle.samples >= 5, "{idle:?}");
     // The relay delays requests only (replies pass untouched): 5 ms,
-    // plus machine noise, never the 4 ms of a tick.
+    // plus machine noise, never the 4 ms of a tick. The tick rounded every
+    // idle sample up, so the least sample shows it; the median also moves
+    // with the load of a 2-core CI host running other tests (CI saw it
+    // fail here), and the least sample does not.
     assert!(idle.min_ms >= 4.9, "{idle:?}");
-    assert!(idle.median_ms < 8.0, "idle RTT {idle:?}, loaded {loaded:?}");
+    assert!(idle.min_ms < 8.0, "idle RTT {idle:?}, loaded {loaded:?}");
     assert!(
-        (idle.median_ms - loaded.median_ms).abs() < 3.0,
+        (idle.min_ms - loaded.min_ms).abs() < 2.0,
         "idle RTT {idle:?}, loaded {loaded:?}"
     );
 }

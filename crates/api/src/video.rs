@@ -29,6 +29,12 @@ pub struct SendReport {
     pub lateness_us: Quantiles,
     /// Frame slots skipped because the ring was empty.
     pub underruns: u64,
+    /// Frame slots passed over because the sender fell further behind
+    /// than its ST 2110-21 slack (a host stall): it went on with the next
+    /// slot it could keep on time, with the same frame unless the frame
+    /// belongs to its slot (stripes, cluster legs).
+    #[serde(default)]
+    pub slipped: u64,
     /// Datagrams the kernel refused (no receiver on a unicast port).
     pub refused: u64,
     /// The destination refused trains from the first few sent to the last
@@ -51,9 +57,10 @@ pub struct SendReport {
     pub stripes: usize,
     /// Why sending stopped early, if it did.
     pub error: Option<String>,
-    /// xxh3 of every frame sent, in order (demo only).
+    /// Every frame sent as (frame index from the first slot, which is the
+    /// receiver's index, xxh3), in order (demo only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub checksums: Vec<u64>,
+    pub checksums: Vec<(u64, u64)>,
     /// The ST 2110-21 analysis of the first stream as it left (each
     /// packet at its send call's return, judged by a perfect clock),
     /// against the declared sender type.

@@ -74,7 +74,10 @@ impl Node {
                     self.tx.handle_input(now, Input::Frame { flow }).unwrap()
                 }
                 Event::Finished { .. } => self.done = true,
-                Event::FrameSent { .. } | Event::Underrun { .. } | Event::Dropped { .. } => {}
+                Event::FrameSent { .. }
+                | Event::Underrun { .. }
+                | Event::Dropped { .. }
+                | Event::Slipped { .. } => {}
             }
         }
         while let Some(t) = self.tx.poll_transmit(now) {

@@ -28,6 +28,8 @@ struct Run {
     summary: Summary,
     /// Non-compliant frames, by index from the first sent.
     broken: Vec<u64>,
+    /// Frame slots passed over.
+    slipped: u64,
     /// When the sender was last behind its grid by more than a train
     /// (sender timeline, from the stall's end).
     recovered_after: Nanos,
@@ -102,7 +104,7 @@ fn run_with(schedule: SenderSchedule, into: Nanos, stall: Nanos) -> Run {
     let mut behind_cinst = Vec::new();
     let mut now = start;
     let (mut seq, mut last_behind) = (0u64, Nanos::ZERO);
-    let mut waiting = 0;
+    let (mut waiting, mut slipped) = (0, 0);
     loop {
         while let Some(e) = s.poll_event() {
             match e {
@@ -110,6 +112,7 @@ fn run_with(schedule: SenderSchedule, into: Nanos, stall: Nanos) -> Run {
                     s.handle_input(now, Input::Frame { flow }).unwrap()
                 }
                 Event::Finished { .. } => waiting += 1,
+                Event::Slipped { count, .. } => slipped += count,
                 Event::FrameSent { .. } | Event::Dropped { .. } => {}
                 Event::Underrun { .. } => panic!("the frame was in hand"),
             }
@@ -157,6 +160,7 @@ fn run_with(schedule: SenderSchedule, into: Nanos, stall: Nanos) -> Run {
     Run {
         summary: a.summary().clone(),
         broken,
+        slipped,
         recovered_after: last_behind.saturating_sub(stall_end),
         behind_cinst,
     }
@@ -219,6 +223,7 @@ fn a_longer_stall_breaks_only_its_frame_and_recovers_as_fast_as_cinst_allows() {
         // receiver; 3 ms behind, the catch-up runs into the next frame too
         // (gaining 5.6% of real time, it needs about 40 ms), and no more.
         assert_eq!(r.broken, broken, "stall {stall_ms} ms");
+        assert_eq!(r.slipped, 0, "stall {stall_ms} ms");
         assert!(r.summary.vrx_gapped.range.unwrap().min < 0);
         // The catch-up never bursts over the gate's limit, one below CMAX.
         assert_eq!(r.summary.cinst.max(), limit, "stall {stall_ms} ms");
@@ -310,4 +315,47 @@ fn only_a_wide_sender_is_given_room_and_a_short_frame_at_most_half_a_frame() {
         .unwrap();
     assert_eq!(s.lead(), 6);
     assert!(s.stall_slack() < MAX_ROOM);
+}
+
+#[test]
+fn a_stall_of_a_frame_period_passes_over_slots_and_never_overfills() {
+    let roomy = SenderSchedule::with_jitter_margin(&model(), SenderType::W)
+        .with_room_to_lead()
+        .unwrap();
+    let full = i64::try_from(roomy.vrx_full()).unwrap();
+    let period_ms = 1001.0 / 60.0;
+    // 20 ms at 100 µs into frame 3 once made the sender begin frames after
+    // their own epoch frame: judged against the next one's drain, they
+    // read as VRX 1,101 of 863, and one epoch frame was judged twice.
+    for stall_ms in [4u64, 9, 16, 18, 20, 25, 40] {
+        for into_us in [100u64, 2_000, 9_000, 16_000] {
+            let r = run_with(
+                roomy,
+                Nanos::from_micros(into_us),
+                Nanos::from_millis(stall_ms),
+            );
+            let at = format!("{stall_ms} ms stall at {into_us} µs");
+            let range = r.summary.vrx_gapped.range.unwrap();
+            assert!(range.peak <= full, "{at}: VRX peak {}", range.peak);
+            assert!(r.summary.cinst.max() < cmax_w(), "{at}");
+            // Every epoch frame is judged once.
+            assert!(
+                r.broken.windows(2).all(|w| w[0] < w[1]),
+                "{at}: {:?}",
+                r.broken
+            );
+            if (stall_ms as f64) < period_ms {
+                // Shorter stalls are caught up within the standard.
+                assert_eq!(r.slipped, 0, "{at}");
+                continue;
+            }
+            // Slots are passed over only as the stall needs (at most one
+            // per frame period of stall, and one more), and only the frame
+            // the stall hits breaks; one it hits before its first packet
+            // slips whole and breaks none.
+            let most = (stall_ms as f64 / period_ms).ceil() as u64 + 1;
+            assert!((1..=most).contains(&r.slipped), "{at}: {}", r.slipped);
+            assert!(r.broken.iter().all(|&f| f == 3), "{at}: {:?}", r.broken);
+        }
+    }
 }

@@ -88,7 +88,10 @@ fn run(impair: ImpairConfig) -> Outcome {
                     tx.handle_input(now, Input::Frame { flow }).unwrap()
                 }
                 Event::Finished { .. } => finished = true,
-                Event::FrameSent { .. } | Event::Underrun { .. } | Event::Dropped { .. } => {}
+                Event::FrameSent { .. }
+                | Event::Underrun { .. }
+                | Event::Dropped { .. }
+                | Event::Slipped { .. } => {}
             }
         }
         if let Some(t) = tx.poll_transmit(now) {

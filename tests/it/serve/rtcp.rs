@@ -408,8 +408,17 @@ fn wait_stderr(mut child: std::process::Child, secs: u64) -> String {
         v
     });
     let status = wait_bounded(&mut child, secs, "gst-launch on a finite clip");
-    assert!(status.success());
-    reader.join().unwrap()
+    let log = reader.join().unwrap();
+    if !status.success() {
+        // The debug lines drown gst-launch's own error: show the others.
+        let own: Vec<&str> = log
+            .lines()
+            .filter(|l| !l.contains("rtpjitterbuffer"))
+            .collect();
+        let tail = &own[own.len().saturating_sub(30)..];
+        panic!("gst-launch {status}; its messages:\n{}", tail.join("\n"));
+    }
+    log
 }
 
 #[test]

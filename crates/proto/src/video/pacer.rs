@@ -33,6 +33,9 @@ pub struct PacingStats {
     pub max_late: Nanos,
     /// Frame slots skipped because no frame was ready (underruns).
     pub skipped_frames: u64,
+    /// Frame slots passed over because the sender fell more than a frame
+    /// behind (see [`Pacer::slip`]).
+    pub slipped_frames: u64,
 }
 
 /// A per-flow packet schedule on virtual time.
@@ -286,6 +289,59 @@ impl Pacer {
         self.next = (self.next / ppf + 1) * ppf;
         self.stats.skipped_frames += 1;
         self.last_release = None;
+    }
+
+    /// Moves a shaped schedule that is about to begin a frame it can no
+    /// longer begin inside that frame's own epoch frame on to the first
+    /// frame it can still begin in time: the one running at `now` if its
+    /// first packet is late by no more than the schedule's stall slack,
+    /// else the one after. Returns the epoch frames passed over, if any.
+    ///
+    /// Why: a receiver places a frame by the epoch frame its first packet
+    /// arrives in. Begun after its own epoch frame ended, a frame is
+    /// judged against the next one's drain: its virtual receiver overfills
+    /// (the stall simulation saw 1,101 packets where a wide receiver holds
+    /// 863), and two frames are read in one frame time. Less late, the
+    /// sender catches up within the standard instead (see
+    /// [`Pacer::next_release`]); only a stall of about a frame period ends
+    /// here, so a busy host's late wake-ups never cost a slot. The frame
+    /// content need not be lost: see
+    /// [`Event::Slipped`](crate::video::sender::Event::Slipped).
+    pub fn slip(&mut self, now: Nanos) -> Option<std::ops::Range<u64>> {
+        // An unshaped schedule has no virtual receiver to keep: it only
+        // catches up.
+        let slack = self.shape.as_ref()?.stall_slack();
+        if self.index_in_frame() != 0 {
+            return None;
+        }
+        let frame = self.frame();
+        if now < self.frame_start(frame.saturating_add(1)) {
+            return None;
+        }
+        // The frame running at `now` (a frame starting exactly at `now`
+        // is running): at least the next one, as `now` is past its start.
+        let mut to = (self.frame_at_or_after(now + Nanos(1)) - 1).max(frame + 1);
+        if self.slot(self.first_packet_of(to)) + slack < now {
+            to += 1;
+        }
+        self.next = self.first_packet_of(to);
+        self.last_release = None;
+        self.stats.slipped_frames += to - frame;
+        Some(frame..to)
+    }
+
+    /// Schedule time of the start of epoch frame `frame` (zero for frames
+    /// before the first).
+    fn frame_start(&self, frame: u64) -> Nanos {
+        let ns = self.rate.frame_start_ns(frame).saturating_sub(self.base_ns);
+        Nanos(u64::try_from(ns).unwrap_or(u64::MAX))
+    }
+
+    /// Schedule index of the first packet of epoch frame `frame`.
+    fn first_packet_of(&self, frame: u64) -> u64 {
+        frame
+            .saturating_sub(self.first_frame)
+            .saturating_mul(self.packets_per_frame)
     }
 
     /// The first frame whose start is at or after `t` (schedule time, so

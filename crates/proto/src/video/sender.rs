@@ -316,6 +316,22 @@ pub enum Event {
         /// The epoch frame given up.
         frame: u64,
     },
+    /// The flow fell so far behind that it could not begin epoch frame
+    /// `first` inside that frame's own time, so it passed over `count`
+    /// slots (see [`Pacer::slip`](crate::video::Pacer::slip)); it asks
+    /// next for epoch frame `first + count`. A frame given for `first`
+    /// and not begun is let go (its buffer is free for this flow). A
+    /// driver that ties content to slots (stripes, cluster legs) gives
+    /// the slots passed over up; one that does not may give the same
+    /// content again for the frame asked next, so no frame is lost.
+    Slipped {
+        /// The flow.
+        flow: FlowId,
+        /// The first epoch frame passed over.
+        first: u64,
+        /// How many.
+        count: u64,
+    },
     /// Every packet of `frame` has left: its buffer is free for this flow.
     FrameSent {
         /// The flow.
@@ -428,6 +444,8 @@ pub struct FlowStats {
     pub max_late: Nanos,
     /// Frame slots given up for want of a frame.
     pub underruns: u64,
+    /// Frame slots passed over after falling more than a frame behind.
+    pub slipped: u64,
     /// Frames sent completely.
     pub frames_sent: u64,
 }
@@ -533,6 +551,7 @@ impl Flow {
             late: p.late,
             max_late: p.max_late,
             underruns: p.skipped_frames,
+            slipped: p.slipped_frames,
             frames_sent: self.frames_sent,
         }
     }
@@ -729,13 +748,19 @@ impl Sender {
     /// first the frame slots whose requests are past their deadline.
     pub fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
         self.expire(now);
-        let (at, id) = self.peek_live()?;
-        if at > now {
-            return None;
-        }
-        self.heap.pop();
+        let (id, local) = loop {
+            let (at, id) = self.peek_live()?;
+            if at > now {
+                return None;
+            }
+            self.heap.pop();
+            let flow = self.flow_mut(id)?;
+            let local = now.saturating_sub(flow.origin);
+            if !self.slip_in_hand(id, local) {
+                break (id, local);
+            }
+        };
         let flow = self.flow_mut(id)?;
-        let local = now.saturating_sub(flow.origin);
         let n = flow.pacer.due(local, flow.max_train, flow.burst).max(1);
         let frame = flow.pacer.frame();
         let first = flow.pacer.index_in_frame();
@@ -755,13 +780,33 @@ impl Sender {
         flow.pacer.sent(local, n);
         flow.seq = flow.seq.add(n as u64);
         self.lateness.record(lateness.as_nanos());
-        self.after_train(id, frame);
+        self.after_train(id, frame, local);
         Some(t)
     }
 
+    /// A ready flow about to begin a frame it can no longer begin in its
+    /// own epoch frame lets it go and asks for the frame of the slot it
+    /// slipped to (see [`Event::Slipped`]). Returns whether it did.
+    fn slip_in_hand(&mut self, id: FlowId, local: Nanos) -> bool {
+        let Some(flow) = self.flow_mut(id) else {
+            return false;
+        };
+        let Some(frames) = flow.pacer.slip(local) else {
+            return false;
+        };
+        flow.state = State::Waiting;
+        self.events.push_back(Event::Slipped {
+            flow: id,
+            first: frames.start,
+            count: frames.end - frames.start,
+        });
+        self.ask(id);
+        true
+    }
+
     /// Queues the flow's next train, or its frame-level events when the
-    /// train ended a frame.
-    fn after_train(&mut self, id: FlowId, frame: u64) {
+    /// train ended a frame (`local`: now on the flow's schedule time).
+    fn after_train(&mut self, id: FlowId, frame: u64, local: Nanos) {
         let Some(flow) = self.flow_mut(id) else {
             return;
         };
@@ -772,6 +817,11 @@ impl Sender {
         }
         flow.frames_sent += 1;
         let finished = flow.limit_reached();
+        let slipped = if finished {
+            None
+        } else {
+            flow.pacer.slip(local)
+        };
         if finished {
             flow.state = State::Finished;
             self.active -= 1;
@@ -779,6 +829,13 @@ impl Sender {
             flow.state = State::Waiting;
         }
         self.events.push_back(Event::FrameSent { flow: id, frame });
+        if let Some(frames) = slipped {
+            self.events.push_back(Event::Slipped {
+                flow: id,
+                first: frames.start,
+                count: frames.end - frames.start,
+            });
+        }
         if finished {
             self.events.push_back(Event::Finished { flow: id });
         } else {
@@ -1301,6 +1358,74 @@ mod tests {
         assert_eq!(t.first_seq, ExtSeq(0));
         let st = s.flow_stats(id).unwrap();
         assert_eq!((st.underruns, st.frames_sent, st.late), (1, 0, 0));
+    }
+
+    #[test]
+    fn a_frame_in_hand_begun_past_its_epoch_frame_is_let_go_for_the_next_slot() {
+        use crate::video::st2110_21::{Model, Scan, SenderType};
+        let r = rate(50, 1);
+        let model = Model::new(r, 1080, Scan::Progressive, 1000).unwrap();
+        let shape = SenderSchedule::with_jitter_margin(&model, SenderType::W);
+        let mut s = Sender::new();
+        let spec = FlowSpec::new(r, 1000, Ssrc(1)).shaped(shape);
+        let id = s.add_flow(spec.clone().start(Nanos::ZERO, 10).frame_limit(Some(2)));
+        let Some(Event::NeedFrame { frame: 10, at, .. }) = s.poll_event() else {
+            panic!("no request for frame 10");
+        };
+        s.handle_input(Nanos::ZERO, Input::Frame { flow: id })
+            .unwrap();
+        // Within its own epoch frame (20 ms), even past the slack, the
+        // frame still begins, late: the sender catches up.
+        let slack = shape.stall_slack();
+        let mut probe = Sender::new();
+        let p = probe.add_flow(spec.start(Nanos::ZERO, 10));
+        probe
+            .handle_input(Nanos::ZERO, Input::Frame { flow: p })
+            .unwrap();
+        let within = Nanos::from_millis(20) - Nanos(1);
+        assert_eq!(probe.poll_transmit(within).map(|t| t.frame), Some(10));
+        // Past it (a 25 ms stall: into frame 11's 20 ms, past its first
+        // slot but within its slack) the frame in hand is let go, slot 10
+        // passed over, and frame 11 asked for; nothing leaves yet.
+        let late = Nanos::from_millis(20) + at + slack - Nanos(1);
+        assert_eq!(s.poll_transmit(late), None);
+        let slipped = Event::Slipped {
+            flow: id,
+            first: 10,
+            count: 1,
+        };
+        assert_eq!(s.poll_event(), Some(slipped));
+        let Some(Event::NeedFrame { frame: 11, .. }) = s.poll_event() else {
+            panic!("no request for frame 11");
+        };
+        s.handle_input(late, Input::Frame { flow: id }).unwrap();
+        let t = s.poll_transmit(late).unwrap();
+        assert_eq!((t.frame, t.packets.start), (11, 0));
+        let stats = s.flow_stats(id).unwrap();
+        assert_eq!(
+            (stats.slipped, stats.underruns, stats.frames_sent),
+            (1, 0, 0)
+        );
+        // The passed-over slot counts neither as sent nor toward the limit.
+        let mut now = late;
+        let (mut sent, mut done) = (Vec::new(), false);
+        while !done {
+            while let Some(e) = s.poll_event() {
+                match e {
+                    Event::NeedFrame { .. } => {
+                        s.handle_input(now, Input::Frame { flow: id }).unwrap()
+                    }
+                    Event::FrameSent { frame, .. } => sent.push(frame),
+                    Event::Finished { .. } => done = true,
+                    e => panic!("{e:?}"),
+                }
+            }
+            match s.poll_transmit(now) {
+                Some(_) => s.handle_input(now, Input::Departed { flow: id }).unwrap(),
+                None => now = s.poll_timeout().unwrap_or(now),
+            }
+        }
+        assert_eq!(sent, vec![11, 12]);
     }
 
     #[test]

@@ -258,6 +258,7 @@ impl RawFlows {
                         Counters::add(&f.start.counters.underruns, 1);
                     }
                 }
+                Event::Slipped { flow, first, count } => self.slipped(flow, first, count),
                 Event::FrameSent { flow, frame } => self.free(flow, frame),
                 Event::Dropped { flow, frame } => {
                     // Paused: the request is withdrawn, the frame let go.
@@ -275,6 +276,28 @@ impl RawFlows {
     }
 
     /// Hands the buffer of `flow`'s `frame` back, if it holds it.
+    /// The pacer fell past its slack and passed over `count` slots from
+    /// `first`. A cluster leg's content belongs to its slot, so the frame
+    /// in hand goes (the ring drops the frames passed over); any other
+    /// stream sends the frame in hand on the next slot, losing none.
+    fn slipped(&mut self, flow: FlowId, first: u64, count: u64) {
+        let Some(f) = self.flows.get_mut(&flow) else {
+            return;
+        };
+        warn!(
+            stream = f.start.id,
+            first,
+            count,
+            "stream {}: fell behind past the sender's slack; passed over {count} frame slot(s) from epoch frame {first} to get back on time",
+            f.start.id
+        );
+        if f.start.leg.is_some() {
+            self.free(flow, first);
+        } else if let Some(h) = f.held.iter_mut().find(|h| h.0 == first) {
+            h.0 = first + count;
+        }
+    }
+
     fn free(&mut self, flow: FlowId, frame: u64) {
         if let Some(f) = self.flows.get_mut(&flow)
             && let Some(pos) = f.held.iter().position(|h| h.0 == frame)
@@ -293,7 +316,11 @@ impl RawFlows {
                 continue;
             };
             let fresh = std::mem::take(&mut f.fresh);
-            let input = match f.take(frame) {
+            // The frame in hand when the flow slipped goes on this slot.
+            let kept = f.held.iter().any(|h| h.0 == frame);
+            let taken = if kept { None } else { f.take(frame) };
+            let input = match taken {
+                None if kept => Input::Frame { flow: id },
                 Some(Delivery::Chunk(c)) => {
                     f.fed = true;
                     f.held.push_back((frame, c));
