@@ -570,7 +570,11 @@ fn flow_spec(
         .stripe(k, cfg.stripes)
         // A late wake-up needs no slack: a shaped flow has no fixed
         // catch-up limit to push, only its Cinst bucket (CinstGate).
-        .frame_limit(cfg.frames);
+        .frame_limit(cfg.frames)
+        // One whole-frame stream sends the frame in hand on a later slot
+        // after a stall of a frame period; a stripe or a leg, whose frame
+        // belongs to its slot, would lose it, so it catches up instead.
+        .slip_late_frames(cfg.striping.ssrc.is_none() && cfg.stripes == 1);
     let (spec, first_seq) = match cfg.striping.ssrc {
         Some(_) => {
             let base = schedule::locked_seq_base(ssrc);
@@ -771,7 +775,7 @@ impl<'a> Driver<'a> {
                 Event::NeedFrame { flow, frame, .. } => self.pending.push_back((flow, frame)),
                 Event::FrameSent { frame, .. } => self.release(frame, ring),
                 Event::Underrun { flow, frame } => self.given_up(flow, frame, ring),
-                Event::Slipped { flow, first, count } => self.slipped(flow, first, count, ring),
+                Event::Slipped { first, count, .. } => self.slipped(first, count),
                 Event::Finished { .. } => self.finished += 1,
                 // send never pauses a flow.
                 Event::Dropped { .. } => {}
@@ -795,21 +799,13 @@ impl<'a> Driver<'a> {
         self.release(frame, ring);
     }
 
-    /// `flow` fell past its slack and passed over `count` slots from
-    /// `first`. One stream not tied to slots sends the frame in hand on
-    /// the next slot, so no frame is lost; the stripes of one frame (or a
-    /// leg of a cluster) give the slots up, as at an underrun, so every
-    /// stripe of a slot carries the same frame.
-    fn slipped(&mut self, flow: FlowId, first: u64, count: u64, ring: &Frames) {
-        let own = self.ring_next.is_none() && self.flows.len() == 1;
-        if own {
-            if let Some(h) = self.held.iter_mut().find(|h| h.frame == first) {
-                h.frame = first + count;
-            }
-            return;
-        }
-        for frame in first..first + count {
-            self.given_up(flow, frame, ring);
+    /// The one stream passed over `count` slots from `first` after a
+    /// stall (only a whole-frame stream not tied to its slots may, see
+    /// `flow_spec`): the frame in hand, if any, goes on the slot asked
+    /// for next, so no frame is lost.
+    fn slipped(&mut self, first: u64, count: u64) {
+        if let Some(h) = self.held.iter_mut().find(|h| h.frame == first) {
+            h.frame = first + count;
         }
     }
 

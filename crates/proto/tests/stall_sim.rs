@@ -89,7 +89,8 @@ fn run_with(schedule: SenderSchedule, into: Nanos, stall: Nanos) -> Run {
             .shaped(schedule)
             .start(start, first)
             .trains(Nanos::ZERO, 64)
-            .frame_limit(Some(FRAMES)),
+            .frame_limit(Some(FRAMES))
+            .slip_late_frames(true),
     );
     let stall_at = start + Nanos(u64::try_from(m.rate().frame_start_ns(3)).unwrap()) + into;
     let stall_end = stall_at + stall;

@@ -138,27 +138,38 @@ fn a_push_ramp_waits_out_retry_after_and_ends_where_admission_refuses() {
         r#"{{"source": "tiny", "destinations": ["{}"], "loop": true}}"#,
         sink.local_addr().unwrap()
     );
-    let mut burst = Vec::new();
-    let (status, head, text) = loop {
-        let (status, head, text) =
-            http_with_head(serve.http, "POST", "/v1/streams", Some(&body), None);
-        if status != 201 {
-            break (status, head, text);
-        }
-        let info: StreamInfo = serde_json::from_str(&text).unwrap();
-        burst.push(info.id);
-        assert!(burst.len() < 500, "never refused");
+    // Tiny streams pushed until serve refuses: they fill the unmeasured
+    // share, so the next request is answered 503 until they are measured.
+    let fill = |serve: &Serve| {
+        let mut burst = Vec::new();
+        let (status, head, text) = loop {
+            let (status, head, text) =
+                http_with_head(serve.http, "POST", "/v1/streams", Some(&body), None);
+            if status != 201 {
+                break (status, head, text);
+            }
+            let info: StreamInfo = serde_json::from_str(&text).unwrap();
+            burst.push(info.id);
+            assert!(burst.len() < 500, "never refused");
+        };
+        assert_eq!(status, 503, "{text}");
+        assert!(text.contains("are not yet measured"), "{text}");
+        assert!(head.lines().any(|l| l == "retry-after: 1"), "{head}");
+        burst
     };
-    assert_eq!(status, 503, "{text}");
-    assert!(text.contains("are not yet measured"), "{text}");
-    assert!(head.lines().any(|l| l == "retry-after: 1"), "{head}");
-    for id in &burst {
-        serve.api_json::<StreamInfo>("DELETE", &format!("/v1/streams/{id}"), None, 200);
-    }
-    // loadtest starts more than such a burst, through the API and as
-    // RTSP clients (whose SETUP is answered 503 with Retry-After): it
-    // waits out Retry-After and asks again, so every stream starts.
-    let n = (burst.len() + 5).to_string();
+    let stop = |serve: &Serve, burst: &[u64]| {
+        for id in burst {
+            serve.api_json::<StreamInfo>("DELETE", &format!("/v1/streams/{id}"), None, 200);
+        }
+    };
+    let burst = fill(&serve);
+    stop(&serve, &burst);
+    // loadtest starts streams through the API and as RTSP clients (whose
+    // SETUP is answered 503 with Retry-After) while such a burst is still
+    // unmeasured: it waits out Retry-After and asks again, so every stream
+    // starts. (Started after the burst was measured, a fast host admitted
+    // every RTSP client at once, and the test could not see a wait.)
+    let n = 5.to_string();
     let api = format!("http://{}", serve.http);
     let rtsp = format!("{}?loop=1", serve.url("tiny"));
     for target in [&[api.as_str(), "--source", "tiny"][..], &[rtsp.as_str()]] {
@@ -167,18 +178,26 @@ fn a_push_ramp_waits_out_retry_after_and_ends_where_admission_refuses() {
             lines.filter(|l| l.contains("are not yet measured")).count()
         };
         let before = waited(&serve);
+        let burst = fill(&serve);
+        // The burst's own refusal is logged first.
+        wait_until(
+            "serve logs the burst's refusal",
+            Duration::from_secs(10),
+            || {
+                serve.has_said("");
+                (waited(&serve) > before).then_some(())
+            },
+        );
+        let before = waited(&serve);
         let mut args = target.to_vec();
         args.extend(["--streams", &n, "--duration", "1", "--warmup", "0.5"]);
         let (r, err) = loadtest(&args);
+        stop(&serve, &burst);
         assert_eq!(r.refused, None, "{target:?}: {err}");
         assert_eq!(r.steps.len(), 1, "{target:?}: {err}");
-        assert_eq!(
-            r.steps[0].streams_received,
-            burst.len() + 5,
-            "{target:?}: {err}"
-        );
+        assert_eq!(r.steps[0].streams_received, 5, "{target:?}: {err}");
         wait_until(
-            "serve logs a refusal loadtest waited out",
+            &format!("serve logs a refusal loadtest waited out ({target:?}; loadtest said: {err})"),
             Duration::from_secs(10),
             || {
                 serve.has_said("");

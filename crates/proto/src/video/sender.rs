@@ -107,6 +107,7 @@ pub struct FlowSpec {
     catch_up: f64,
     late_after: Nanos,
     wake_slack: Nanos,
+    slip: bool,
     shape: Option<SenderSchedule>,
 }
 
@@ -138,6 +139,7 @@ impl FlowSpec {
             catch_up: DEFAULT_CATCH_UP,
             late_after: DEFAULT_LATE_AFTER,
             wake_slack: Nanos::ZERO,
+            slip: false,
             shape: None,
         }
     }
@@ -232,6 +234,18 @@ impl FlowSpec {
         self
     }
 
+    /// Lets the flow pass a frame slot over when it can no longer begin
+    /// the frame in its own epoch frame (see
+    /// [`Pacer::slip`](crate::video::Pacer::slip), [`Event::Slipped`]).
+    /// Off by default: only a driver that can send the frame in hand on
+    /// the next slot (one stream whose content is not tied to its slots)
+    /// turns it on. The stripes of one frame, or a cluster leg, would have
+    /// to give the slot up and lose the frame, so they catch up instead.
+    pub fn slip_late_frames(mut self, on: bool) -> FlowSpec {
+        self.slip = on;
+        self
+    }
+
     /// Packets packed per frame.
     pub fn packets_per_frame(&self) -> usize {
         self.packets_per_frame
@@ -316,14 +330,14 @@ pub enum Event {
         /// The epoch frame given up.
         frame: u64,
     },
-    /// The flow fell so far behind that it could not begin epoch frame
-    /// `first` inside that frame's own time, so it passed over `count`
-    /// slots (see [`Pacer::slip`](crate::video::Pacer::slip)); it asks
-    /// next for epoch frame `first + count`. A frame given for `first`
-    /// and not begun is let go (its buffer is free for this flow). A
-    /// driver that ties content to slots (stripes, cluster legs) gives
-    /// the slots passed over up; one that does not may give the same
-    /// content again for the frame asked next, so no frame is lost.
+    /// The flow (one that [`FlowSpec::slip_late_frames`]) fell so far
+    /// behind that it could not begin epoch frame `first` inside that
+    /// frame's own time, so it passed over `count` slots (see
+    /// [`Pacer::slip`](crate::video::Pacer::slip)); it asks next for
+    /// epoch frame `first + count`. A frame given for `first` and not
+    /// begun is let go (its buffer is free for this flow); the driver
+    /// gives the same frame again for the frame asked next, so no frame
+    /// is lost.
     Slipped {
         /// The flow.
         flow: FlowId,
@@ -480,6 +494,8 @@ struct Flow {
     state: State,
     /// Held by [`Input::Pause`]: waiting with no request open.
     paused: bool,
+    /// May pass slots over ([`FlowSpec::slip_late_frames`]).
+    slip: bool,
 }
 
 impl Flow {
@@ -524,6 +540,7 @@ impl Flow {
             max_train,
             state: State::Waiting,
             paused: false,
+            slip: spec.slip,
         }
     }
 
@@ -791,7 +808,7 @@ impl Sender {
         let Some(flow) = self.flow_mut(id) else {
             return false;
         };
-        let Some(frames) = flow.pacer.slip(local) else {
+        let Some(frames) = flow.slip.then(|| flow.pacer.slip(local)).flatten() else {
             return false;
         };
         flow.state = State::Waiting;
@@ -817,7 +834,7 @@ impl Sender {
         }
         flow.frames_sent += 1;
         let finished = flow.limit_reached();
-        let slipped = if finished {
+        let slipped = if finished || !flow.slip {
             None
         } else {
             flow.pacer.slip(local)
@@ -1367,7 +1384,9 @@ mod tests {
         let model = Model::new(r, 1080, Scan::Progressive, 1000).unwrap();
         let shape = SenderSchedule::with_jitter_margin(&model, SenderType::W);
         let mut s = Sender::new();
-        let spec = FlowSpec::new(r, 1000, Ssrc(1)).shaped(shape);
+        let spec = FlowSpec::new(r, 1000, Ssrc(1))
+            .shaped(shape)
+            .slip_late_frames(true);
         let id = s.add_flow(spec.clone().start(Nanos::ZERO, 10).frame_limit(Some(2)));
         let Some(Event::NeedFrame { frame: 10, at, .. }) = s.poll_event() else {
             panic!("no request for frame 10");

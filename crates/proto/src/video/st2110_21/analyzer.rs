@@ -120,7 +120,12 @@ impl Verdict {
     /// Judges a Cinst peak and the VRX ranges of both virtual receivers:
     /// under each schedule the class is the worse of what Cinst and VRX
     /// allow (as LIST combines them); the better schedule wins, and on a
-    /// tie the one with less underflow, then the lower VRX peak.
+    /// tie the one that breaks fewer VRX limits (an underflow, a peak over
+    /// VRX_FULL_W), then the one with less underflow, then the lower VRX
+    /// peak. Why the count first: a stalled wide sender underflows both
+    /// readings, and the linear one (which reads more slowly) also
+    /// overflows; explained by it, the verdict named an overflow the
+    /// sender never caused.
     pub fn judge(limits: Limits, cinst_peak: u64, gapped: VrxRange, linear: VrxRange) -> Verdict {
         let at = |schedule, vrx| {
             let compliance = classify(&limits, schedule, cinst_peak, vrx);
@@ -136,9 +141,12 @@ impl Verdict {
             at(ReadSchedule::Gapped, gapped),
             at(ReadSchedule::Linear, linear),
         );
+        let full_w = i64::try_from(limits.vrx_full_w).unwrap_or(i64::MAX);
         let key = |v: &Verdict| {
+            let breaches = u8::from(v.vrx.min < 0) + u8::from(v.vrx.peak > full_w);
             (
                 v.compliance.rank(),
+                breaches,
                 v.vrx.min.min(0).unsigned_abs(),
                 v.vrx.peak,
             )
@@ -1026,6 +1034,25 @@ mod tests {
         assert_eq!(
             v.to_string(),
             "not compliant (gapped): Cinst peak 40 > CMAX_W 16 by 24; VRX min -2 < 0: buffer underflow; VRX peak 900 > VRX_FULL_W 720 by 180"
+        );
+        // A stalled sender underflows both readings; the linear one
+        // underflows less but also overflows: the gapped one, which breaks
+        // one limit, explains the frame.
+        let v = Verdict::judge(
+            limits,
+            14,
+            VrxRange {
+                min: -30,
+                peak: 700,
+            },
+            VrxRange {
+                min: -20,
+                peak: 831,
+            },
+        );
+        assert_eq!(
+            v.to_string(),
+            "not compliant (gapped): Cinst peak 14 > CMAX_N 4; within CMAX_W 16; VRX min -30 < 0: buffer underflow; VRX peak 700 > VRX_FULL_N 8; within VRX_FULL_W 720"
         );
         // A tie goes to the schedule with less underflow, then the lower peak.
         let v = Verdict::judge(limits, 0, ok, ok);

@@ -190,7 +190,10 @@ impl RawFlows {
         if let Some(shape) = describe::raw_schedule(flow.packetizer.format(), flow.rate, packets) {
             spec = spec.shaped(shape);
         }
-        spec = leg_spec(spec, flow.start.leg);
+        // A stream sends the frame in hand on a later slot after a stall
+        // of a frame period; a cluster leg's frame belongs to its slot, so
+        // it catches up instead.
+        spec = leg_spec(spec, flow.start.leg).slip_late_frames(flow.start.leg.is_none());
         let id = self.sender.add_flow(spec);
         flow.train = TrainBuf::for_flow(&self.sender, id);
         flow.start.counters.set_state(StreamState::Playing);
@@ -276,10 +279,9 @@ impl RawFlows {
     }
 
     /// Hands the buffer of `flow`'s `frame` back, if it holds it.
-    /// The pacer fell past its slack and passed over `count` slots from
-    /// `first`. A cluster leg's content belongs to its slot, so the frame
-    /// in hand goes (the ring drops the frames passed over); any other
-    /// stream sends the frame in hand on the next slot, losing none.
+    /// The pacer of a stream (never a cluster leg's, see `schedule`)
+    /// passed over `count` slots from `first` after a stall: the frame in
+    /// hand goes on the slot asked for next, so none is lost.
     fn slipped(&mut self, flow: FlowId, first: u64, count: u64) {
         let Some(f) = self.flows.get_mut(&flow) else {
             return;
@@ -288,12 +290,10 @@ impl RawFlows {
             stream = f.start.id,
             first,
             count,
-            "stream {}: fell behind past the sender's slack; passed over {count} frame slot(s) from epoch frame {first} to get back on time",
+            "stream {}: fell a frame period behind; passed over {count} frame slot(s) from epoch frame {first} to be back on time",
             f.start.id
         );
-        if f.start.leg.is_some() {
-            self.free(flow, first);
-        } else if let Some(h) = f.held.iter_mut().find(|h| h.0 == first) {
+        if let Some(h) = f.held.iter_mut().find(|h| h.0 == first) {
             h.0 = first + count;
         }
     }
