@@ -206,6 +206,18 @@ impl Running {
     }
 }
 
+/// A test that fails before `finish` must not leave its process running:
+/// a serve node and a cluster controller left behind by a failed test
+/// went on sending through the rest of a run here.
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 /// Deterministic bytes that look nothing like the test pattern.
 pub fn noise(len: usize, seed: u64) -> Vec<u8> {
     let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
