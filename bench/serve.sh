@@ -17,6 +17,13 @@ GST_RAMP=${GST_RAMP:-$RAMP}
 DURATION=${DURATION:-3}
 NAGARE=${NAGARE:-target/release/nagare}
 [ -x "$NAGARE" ] || cargo build --release --quiet
+# GStreamer's side needs Debian's Python bindings: say so before the ramps
+# run, not after them.
+if ! /usr/bin/python3 -c 'import gi; gi.require_version("Gst", "1.0"); gi.require_version("GstRtspServer", "1.0")' 2>/dev/null; then
+  echo "bench/serve.sh: GStreamer's RTSP server (the comparison) needs Debian's python3-gi, gir1.2-gstreamer-1.0 and gir1.2-gst-rtsp-server-1.0: apt-get install python3-gi gir1.2-gstreamer-1.0 gir1.2-gst-rtsp-server-1.0" >&2
+  exit 2
+fi
+
 tmp=$(mktemp -d)
 pids=()
 # On a failure, say why before the logs go: under set -e a failing step
