@@ -939,7 +939,7 @@ impl<'a> Driver<'a> {
             .handle_input(self.origin.nanos(now), Input::Departed { flow: t.flow })?;
         // Late packets of every flow: with stripes, one flow's count
         // alone would go up and down from train to train.
-        let (late, _) = self.late_and_underruns();
+        let (late, _, _) = self.late_underruns_slips();
         self.gauge
             .record(late, self.origin.nanos(now).saturating_sub(t.at));
         if let Some(ideal) = self.ideal.as_mut().filter(|_| t.flow == self.ids[0]) {
@@ -959,15 +959,9 @@ impl<'a> Driver<'a> {
         }
     }
 
-    /// Late packets and underruns over every flow (underruns are per frame
-    /// slot, which the stripes share).
-    fn late_and_underruns(&self) -> (u64, u64) {
-        let (late, under, _) = self.late_underruns_slips();
-        (late, under)
-    }
-
     /// Late packets, underruns and slots passed over, over every flow
-    /// (slots are shared by the stripes, so those count once).
+    /// (underruns and slips are per frame slot, which the stripes share,
+    /// so those count once).
     fn late_underruns_slips(&self) -> (u64, u64, u64) {
         let stats = self
             .ids
@@ -983,7 +977,7 @@ impl<'a> Driver<'a> {
         let secs = now.duration_since(t0).as_secs_f64().max(1e-9);
         let rate = (self.bytes_sent - bytes0) as f64 * 8.0 / secs;
         self.window = (self.bytes_sent, now);
-        let (late, underruns) = self.late_and_underruns();
+        let (late, underruns, _) = self.late_underruns_slips();
         let total = self.cfg.frames.map_or(String::new(), |n| format!("/{n}"));
         self.ticker.print(&format!(
             "send: {}  frames {}{total}  ring {}/{}  late {late}  underruns {underruns}",

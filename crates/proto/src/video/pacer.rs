@@ -324,8 +324,7 @@ impl Pacer {
         if self.slot(self.first_packet_of(to)) + slack < now {
             to += 1;
         }
-        self.next = self.first_packet_of(to);
-        self.last_release = None;
+        self.jump_to(to);
         self.stats.slipped_frames += to - frame;
         Some(frame..to)
     }
@@ -355,13 +354,10 @@ impl Pacer {
 
     /// Moves the schedule on to the start of epoch frame `frame` (a later
     /// one than the current; an earlier one is ignored) without counting
-    /// the frames passed over as underruns: the flow was paused, not
-    /// short of frames.
+    /// the frames passed over as underruns: the flow was paused (or
+    /// slipped), not short of frames.
     pub fn jump_to(&mut self, frame: u64) {
-        let Some(ahead) = frame.checked_sub(self.first_frame) else {
-            return;
-        };
-        let next = ahead.saturating_mul(self.packets_per_frame);
+        let next = self.first_packet_of(frame);
         if next > self.next {
             self.next = next;
             self.last_release = None;

@@ -557,6 +557,20 @@ impl Flow {
         }
     }
 
+    /// Passes slots over at `local` if the flow may and must
+    /// ([`Pacer::slip`]); the event that says so.
+    fn slip(&mut self, id: FlowId, local: Nanos) -> Option<Event> {
+        if !self.slip {
+            return None;
+        }
+        let frames = self.pacer.slip(local)?;
+        Some(Event::Slipped {
+            flow: id,
+            first: frames.start,
+            count: frames.end - frames.start,
+        })
+    }
+
     fn limit_reached(&self) -> bool {
         self.frame_limit.is_some_and(|n| self.frames_sent >= n)
     }
@@ -808,15 +822,11 @@ impl Sender {
         let Some(flow) = self.flow_mut(id) else {
             return false;
         };
-        let Some(frames) = flow.slip.then(|| flow.pacer.slip(local)).flatten() else {
+        let Some(slipped) = flow.slip(id, local) else {
             return false;
         };
         flow.state = State::Waiting;
-        self.events.push_back(Event::Slipped {
-            flow: id,
-            first: frames.start,
-            count: frames.end - frames.start,
-        });
+        self.events.push_back(slipped);
         self.ask(id);
         true
     }
@@ -834,11 +844,7 @@ impl Sender {
         }
         flow.frames_sent += 1;
         let finished = flow.limit_reached();
-        let slipped = if finished || !flow.slip {
-            None
-        } else {
-            flow.pacer.slip(local)
-        };
+        let slipped = if finished { None } else { flow.slip(id, local) };
         if finished {
             flow.state = State::Finished;
             self.active -= 1;
@@ -846,13 +852,7 @@ impl Sender {
             flow.state = State::Waiting;
         }
         self.events.push_back(Event::FrameSent { flow: id, frame });
-        if let Some(frames) = slipped {
-            self.events.push_back(Event::Slipped {
-                flow: id,
-                first: frames.start,
-                count: frames.end - frames.start,
-            });
-        }
+        self.events.extend(slipped);
         if finished {
             self.events.push_back(Event::Finished { flow: id });
         } else {
