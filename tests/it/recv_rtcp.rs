@@ -11,7 +11,7 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::time::Duration;
 
 use nagare_api::stripes::StripesReport;
-use nagare_api::video::{RecvReport, SendReport};
+use nagare_api::video::{RecvReport, RecvRtcp, SendReport};
 use nagare_proto::rtcp::{self, NtpTime, Packet, ReportBlock, SenderInfo};
 use nagare_proto::video::st2110_20::Packetizer;
 use nagare_proto::video::stripe::{Rule, Stripes};
@@ -188,14 +188,20 @@ fn a_multicast_receiver_reports_to_the_group() {
     // Bound to the group's address, this socket only hears what goes to
     // the group: the report went there, not back to a unicast address.
     assert_clean(&report_about(&rtcp, ssrc, highest));
+    let got = rtcp_once_every_frame_came(r);
+    assert_eq!(got.port, port + 1);
+    assert_eq!(got.sender_reports, 1, "{got:?}");
+    assert!(got.receiver_reports >= 1, "{got:?}");
+}
+
+/// Waits for a single `recv` to end; its RTCP statistics, once it ended
+/// well with every one of the [`FRAMES`] frames whole.
+fn rtcp_once_every_frame_came(r: Running) -> RecvRtcp {
     let (status, out, err) = r.finish();
     assert!(status.success(), "{err}");
     let rep: RecvReport = parse_report(&out);
     assert_eq!(rep.frames_complete, FRAMES, "{err}");
-    let got = rep.rtcp.expect("recv's RTCP");
-    assert_eq!(got.port, port + 1);
-    assert_eq!(got.sender_reports, 1, "{got:?}");
-    assert!(got.receiver_reports >= 1, "{got:?}");
+    rep.rtcp.expect("recv's RTCP")
 }
 
 /// An SDP of [`whole`] frames on `rtp`, its RTCP where `rtcp_line` says
@@ -238,11 +244,7 @@ fn a_single_receiver_reads_rtcp_where_the_sdps_a_rtcp_says() {
     let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
     sender.send_to(&sender_report(ssrc), rtcp_at).unwrap();
     assert_clean(&report_about(&sender, ssrc, highest));
-    let (status, out, err) = r.finish();
-    assert!(status.success(), "{err}");
-    let rep: RecvReport = parse_report(&out);
-    assert_eq!(rep.frames_complete, FRAMES, "{err}");
-    let got = rep.rtcp.expect("recv's RTCP");
+    let got = rtcp_once_every_frame_came(r);
     assert_eq!(got.port, rtcp_at.port());
     assert_eq!(got.sender, Some(sender.local_addr().unwrap()));
     assert_eq!((got.sender_reports, got.malformed), (1, 0), "{got:?}");

@@ -524,26 +524,19 @@ mod tests {
         // Another address on the port, or a port no media is on: none.
         assert_eq!(at("239.9.9.9:5004"), None);
         assert_eq!(at("239.1.1.1:5008"), None);
+        // The first media's RTCP, where its a=rtcp line is `line`.
+        let primary = |line: &str| {
+            let text = DUP.replace("a=mid:primary", &format!("a=mid:primary{line}"));
+            Session::parse(&text)
+                .unwrap()
+                .rtcp_of("239.1.1.1:5004".parse().unwrap())
+        };
         // A media without a=rtcp names none: port + 1 is the caller's.
-        assert_eq!(
-            Session::parse(DUP)
-                .unwrap()
-                .rtcp_of("239.1.1.1:5004".parse().unwrap()),
-            None
-        );
+        assert_eq!(primary(""), None);
         // An unreadable port is no a=rtcp, and a bad address the media's.
-        let bad = DUP.replace("a=mid:primary", "a=mid:primary\r\na=rtcp:x IN IP4 1.2.3.4");
+        assert_eq!(primary("\r\na=rtcp:x IN IP4 1.2.3.4"), None);
         assert_eq!(
-            Session::parse(&bad)
-                .unwrap()
-                .rtcp_of("239.1.1.1:5004".parse().unwrap()),
-            None
-        );
-        let bad = DUP.replace("a=mid:primary", "a=mid:primary\r\na=rtcp:7 IN IP4 nowhere");
-        assert_eq!(
-            Session::parse(&bad)
-                .unwrap()
-                .rtcp_of("239.1.1.1:5004".parse().unwrap()),
+            primary("\r\na=rtcp:7 IN IP4 nowhere"),
             Some("239.1.1.1:7".parse().unwrap())
         );
     }
