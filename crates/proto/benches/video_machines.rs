@@ -6,15 +6,19 @@
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use nagare_proto::video::assembler::Assembler;
-use nagare_proto::video::landing::Landed;
 use nagare_proto::video::receiver::{Config, Datagram, Event, Incomplete, Receiver};
 use nagare_proto::video::sender::{self, FlowSpec, Input};
-use nagare_proto::video::st2110_20::Lender;
 use nagare_proto::video::st2110_20::Packetizer;
 use nagare_proto::video::st2110_21::{Model, Scan, SenderSchedule, SenderType};
 use nagare_proto::video::stripe::{Rule, Stripes};
 use nagare_proto::{ExtSeq, FrameRate, MediaTime, Nanos, PixelFormat, Ssrc, VideoFormat};
 use std::sync::{Arc, Mutex};
+
+#[path = "support/gro.rs"]
+mod gro;
+use gro::{
+    WholeFrame, batch_arrival, gro_batches, gro_config, into_frames, land_batches, renumber,
+};
 
 /// The next train, answering frame requests and moving `now` to each
 /// deadline as a driver would.
@@ -144,29 +148,6 @@ fn receiver_1080p(c: &mut Criterion) {
     g.finish();
 }
 
-/// One GRO batch: packets of one frame back to back, as a read brings
-/// them (7 of 8800 bytes, the last maybe shorter).
-struct Batch {
-    bytes: Vec<u8>,
-    segment: usize,
-}
-
-/// Writes frame `frame`'s sequence numbers and timestamp into every
-/// packet of `batches` (the driver's packets are new every frame).
-fn renumber(batches: &mut [Batch], frame: u64, ppf: u64, rate: FrameRate) {
-    let ts = rate.rtp_timestamp(frame).to_be_bytes();
-    let mut i = 0u64;
-    for b in batches {
-        for pk in b.bytes.chunks_mut(b.segment) {
-            let seq = ExtSeq(frame * ppf + i);
-            pk[2..4].copy_from_slice(&seq.wire().to_be_bytes());
-            pk[4..8].copy_from_slice(&ts);
-            pk[12..14].copy_from_slice(&((seq.wire32() >> 16) as u16).to_be_bytes());
-            i += 1;
-        }
-    }
-}
-
 /// An 8K 2SI stripe's frame (3840x1080 10-bit, 8800-byte packets) read
 /// in GRO batches of 7, the kernel's copy included: `copy` reads each
 /// batch into a receive buffer and the machine copies every packet into
@@ -213,67 +194,6 @@ fn receiver_landing(c: &mut Criterion) {
     g.finish();
 }
 
-/// One frame of `format` (8800-byte packets), as GRO batches of 7, and
-/// its packets per frame.
-fn gro_batches(format: VideoFormat) -> (Vec<Batch>, u64) {
-    let data: Vec<u8> = (0..format.frame_bytes()).map(|i| (i * 7) as u8).collect();
-    let p = Packetizer::new(format, 8800, Ssrc(1)).unwrap().uniform();
-    let packets = p.frame_packets(&data, ExtSeq(0), MediaTime(0)).unwrap();
-    let batches = packets
-        .chunks(7)
-        .map(|b| Batch {
-            bytes: b.concat(),
-            segment: b[0].len(),
-        })
-        .collect();
-    (batches, packets.len() as u64)
-}
-
-/// The receiver of the GRO benches: `format` at 30 fps, incomplete frames kept.
-fn gro_config(format: VideoFormat) -> Config {
-    Config {
-        format,
-        rate: Some(FrameRate::new(30, 1).unwrap()),
-        incomplete: Incomplete::Keep,
-        frame_limit: None,
-    }
-}
-
-/// When batch `k` of frame `frame` arrives (30 fps, 20 µs apart).
-fn batch_arrival(frame: u64, k: usize) -> Nanos {
-    Nanos(frame * 33_366_667 + k as u64 * 20_000)
-}
-
-/// Lends the bench's receiver its part of the assembler's frame.
-struct WholeFrame(Arc<Mutex<Assembler>>);
-
-impl Lender for WholeFrame {
-    fn lend(&mut self, timestamp: MediaTime) -> Option<nagare_proto::video::aligned::Part> {
-        self.0.lock().ok()?.lend(0, timestamp)
-    }
-}
-
-/// Reads `batches` into `r` as the kernel would (planned reads).
-fn land_batches(r: &mut Receiver, batches: &[Batch], frame: u64) {
-    for (k, batch) in batches.iter().enumerate() {
-        let at = batch_arrival(frame, k);
-        let _ = r.land(|slices| {
-            let mut done = 0;
-            for s in slices.iter_mut() {
-                let n = s.len().min(batch.bytes.len() - done);
-                s[..n].copy_from_slice(&batch.bytes[done..done + n]);
-                done += n;
-            }
-            Ok::<_, ()>(Some(Landed {
-                len: done,
-                segment: batch.segment,
-                at,
-                from: None,
-            }))
-        });
-    }
-}
-
 /// An 8K `lines` stripe (7680x540 10-bit, one eighth of the frame,
 /// 8800-byte packets) landed in GRO batches and put into its whole frame
 /// by the assembler: `copy` lands it in the receiver's own buffer and the
@@ -303,23 +223,7 @@ fn stripe_into_frame(c: &mut Criterion) {
                 renumber(&mut batches, frame, ppf, rate);
                 land_batches(&mut r, &batches, frame);
                 frame += 1;
-                let mut a = a.lock().unwrap();
-                while let Some(e) = r.poll_event() {
-                    if let Event::Frame(f) = e {
-                        match f.lent {
-                            Some(part) => {
-                                let _ = a.handle_lent(0, f.timestamp, part, f.complete);
-                            }
-                            None => {
-                                let _ = a.handle_input(0, f.timestamp, &f.data, f.complete);
-                                r.recycle(f.data);
-                            }
-                        }
-                    }
-                }
-                while let Some(whole) = a.poll_event() {
-                    a.recycle(whole.data);
-                }
+                std::hint::black_box(into_frames(&mut r, &a));
             })
         });
     }
