@@ -572,7 +572,7 @@ fn describe_raw_and_ts() {
     // What the SDP declares is what the pacer keeps: W trains from
     // TROdefault (no TROFF= to declare).
     let shape = describe::raw_schedule(format, rate, 90).expect("a schedule");
-    assert_eq!(shape.sender_type(), describe::SENDER_TYPE);
+    assert_eq!(shape.sender(), describe::SENDER_TYPE);
     assert_eq!(shape.declared_tr_offset(), None);
     assert!(describe::raw_schedule(format, rate, 0).is_none());
     let ts = describe::sdp("clip.ts", Track::Ts, 42);

@@ -141,11 +141,6 @@ impl SenderSchedule {
         })
     }
 
-    /// The sender type it keeps (what `TP=` declares).
-    pub fn sender_type(&self) -> SenderType {
-        self.sender
-    }
-
     /// The TRoffset the sender must declare (`TROFF=`): the model's, when
     /// it is not TROdefault.
     pub fn declared_tr_offset(&self) -> Option<Nanos> {
