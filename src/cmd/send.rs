@@ -182,7 +182,7 @@ impl SendArgs {
         shaping(
             format,
             rate,
-            packetizer.packets_per_frame(),
+            (packetizer.packets_per_frame(), self.packet_size),
             (self.sender_type, self.pacing),
             self.train,
             self.tr_offset,

@@ -121,7 +121,7 @@ impl SendConfig {
         shaping(
             self.format,
             self.rate,
-            packets,
+            (packets, self.packet_size),
             (self.sender_type, self.pacing),
             self.train,
             self.tr_offset,
@@ -130,14 +130,16 @@ impl SendConfig {
 }
 
 /// The ST 2110-21 schedule of one flow of `packets` packets per frame of
-/// a `format` raster: the sender type's, with `train` packets per train
-/// (checked against what the type allows) or the default for how the
-/// sender waits (a spinning sender's jitter margin, or a sleeping one's),
-/// from the TRoffset `tr_offset` picks.
+/// a `format` raster in datagrams of up to `packet_size` bytes: the sender
+/// type's, with `train` packets per train (checked against what the type
+/// allows) or the default for how the sender waits (a spinning sender's
+/// jitter margin, or a sleeping one's), from the TRoffset `tr_offset`
+/// picks. Datagrams above ST 2110-10's standard size make the flow
+/// declare `MAXUDP` ([`Model::max_udp_for`]), which its limits count in.
 pub(crate) fn shaping(
     format: VideoFormat,
     rate: FrameRate,
-    packets: usize,
+    (packets, packet_size): (usize, usize),
     (sender, pacing): (SenderType, Pacing),
     train: Option<u64>,
     tr_offset: TrOffsetChoice,
@@ -145,6 +147,11 @@ pub(crate) fn shaping(
     let packets = u32::try_from(packets).unwrap_or(u32::MAX);
     let mut model = Model::new(rate, format.height, Scan::Progressive, packets)
         .map_err(|e| anyhow!("the ST 2110-21 model of this stream: {e}"))?;
+    if let Some(max_udp) = Model::max_udp_for(packet_size) {
+        model = model
+            .with_max_udp(max_udp)
+            .map_err(|e| anyhow!("--packet-size {packet_size}: {e}"))?;
+    }
     if let TrOffsetChoice::Micros(us) = tr_offset {
         model = model
             .with_tr_offset(Nanos::from_micros(us))
@@ -229,6 +236,7 @@ fn write_sdp(
         clock: Some(clock),
         sender_type: Some(cfg.sender_type),
         tr_offset: declared_tr_offset(cfg, format)?,
+        max_udp: Model::max_udp_for(cfg.packet_size),
     };
     let mut session = sdp.to_session((crate::clock::epoch_ns() / 1_000_000_000) as u64);
     // Stripes' RTCP lies past their RTP ports, not at port + 1.

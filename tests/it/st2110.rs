@@ -153,6 +153,10 @@ fn every_sdp_send_writes_passes_sdpoker() {
         if k == 5 {
             args.extend(["--stripes", "2"]);
         }
+        // Jumbo packets: ST 2110-10's extended UDP size, declared.
+        if k == 4 {
+            args.extend(["--packet-size", "8800"]);
+        }
         let want = match k {
             0 => SenderType::N,
             3 => SenderType::NL,
@@ -169,6 +173,8 @@ fn every_sdp_send_writes_passes_sdpoker() {
             }
             assert!(text.contains("; \r\na=ts-refclk:"), "{text}");
             assert_eq!(stream.sender_type, Some(want), "{text}");
+            let max_udp = (k == 4).then_some(8960);
+            assert_eq!(stream.max_udp, max_udp, "{text}");
             match stream.clock {
                 Some(RefClock::Ptp(p)) if k == 1 => assert_eq!(p.to_string(), ptp),
                 Some(RefClock::LocalMac(_)) if k != 1 => {}
@@ -831,6 +837,41 @@ fn a_wide_sender_declares_the_tr_offset_it_leads_from_and_recv_judges_by_it() {
     given.extend(["--tr-offset", "2000"]);
     let given = &send_sdps(&s, &given, &["out.sdp"])[0].1;
     assert_eq!(given.tr_offset, Some(Nanos::from_micros(2_000)));
+}
+
+#[test]
+fn a_jumbo_packet_sender_declares_maxudp_and_both_judges_count_vrx_full_in_its_packets() {
+    let s = Scratch::new("maxudp");
+    let port = free_udp_port();
+    let to = format!("127.0.0.1:{port}");
+    let mut args = vec![
+        "--to",
+        to.as_str(),
+        "--size",
+        "640x360",
+        "--pix-fmt",
+        "uyvy422",
+    ];
+    args.extend(["--fps", "50", "--packet-size", "8800"]);
+    let sdp = &send_sdps(&s, &args, &["out.sdp"])[0];
+    assert_eq!(sdp.1.max_udp, Some(8960));
+    let text = std::fs::read_to_string(&sdp.0).unwrap();
+    assert!(text.contains("; MAXUDP=8960; "), "{text}");
+    // 640x360 4:2:2 8-bit is 460,800 bytes, 53 packets of 8800 a frame:
+    // the rate term, INT(53 · 50 / 300) = 8, is under the minimum, which
+    // is 120 packets of 8960 bytes (1080000 / 8960), not 720.
+    let frames = 10u64;
+    let (sent, got) = send_to_recv_analyze(&sdp.0, &args, frames);
+    let vrx_full_w = |m: Option<&nagare_api::st2110::StreamModel>| m.map(|m| m.limits.vrx_full_w);
+    let a = got.analysis.expect("recv --analyze reports an analysis");
+    assert_eq!(vrx_full_w(a.model.as_ref()), Some(120));
+    let ideal = sent.st2110_21.expect("send judges its stream");
+    assert_eq!(vrx_full_w(ideal.model.as_ref()), Some(120));
+    // In packets of the standard size, the minimum is 720 and no MAXUDP
+    // is declared.
+    let mut standard = args.clone();
+    standard.truncate(args.len() - 2);
+    assert_eq!(send_sdps(&s, &standard, &["out.sdp"])[0].1.max_udp, None);
 }
 
 #[test]

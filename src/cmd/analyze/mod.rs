@@ -132,6 +132,7 @@ impl AnalyzeArgs {
                     .tr_offset
                     .map(Nanos::from_micros)
                     .or(sdp.as_ref().and_then(|s| s.tr_offset)),
+                max_udp: sdp.as_ref().and_then(|s| s.max_udp),
             },
             declared: self
                 .sender_type

@@ -215,6 +215,8 @@ struct Stream {
     declared: Option<SenderType>,
     /// The SDP's `TROFF`.
     tr_offset: Option<Nanos>,
+    /// The SDP's `MAXUDP`.
+    max_udp: Option<u32>,
     /// The SDP's multicast TTL.
     ttl: Option<u8>,
     /// The SDP's `a=rtcp` address for the stream.
@@ -231,6 +233,7 @@ impl Stream {
             source,
             declared: None,
             tr_offset: None,
+            max_udp: None,
             ttl: None,
             rtcp: None,
         }
@@ -290,6 +293,7 @@ impl RecvArgs {
             source: source.or(sdp.source),
             declared: sdp.sender_type,
             tr_offset: sdp.tr_offset,
+            max_udp: sdp.max_udp,
             ttl: sdp.ttl,
             rtcp,
         })
@@ -355,6 +359,7 @@ impl RecvArgs {
             source,
             declared,
             tr_offset,
+            max_udp,
             ttl,
             rtcp,
         } = stream;
@@ -377,7 +382,7 @@ impl RecvArgs {
         // (GStreamer, FFmpeg) send each frame as one burst.
         let buffer_bytes = (format.frame_bytes() * 4).clamp(16 << 20, 512 << 20);
         let analyze = if self.analyze {
-            Some(analyze_spec(format, rate, (declared, tr_offset))?)
+            Some(analyze_spec(format, rate, (declared, tr_offset, max_udp))?)
         } else {
             None
         };
@@ -416,7 +421,7 @@ impl RecvArgs {
 fn analyze_spec(
     format: VideoFormat,
     rate: Option<FrameRate>,
-    (declared, tr_offset): (Option<SenderType>, Option<Nanos>),
+    (declared, tr_offset, max_udp): (Option<SenderType>, Option<Nanos>, Option<u32>),
 ) -> Result<AnalyzeSpec> {
     let rate = rate
         .ok_or_else(|| anyhow!("--analyze needs the frame rate: give --fps (like 60000/1001)"))?;
@@ -429,6 +434,7 @@ fn analyze_spec(
             scan: Scan::Progressive,
             packets: None,
             tr_offset,
+            max_udp,
         },
         declared,
         print_seconds: false,

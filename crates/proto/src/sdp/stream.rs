@@ -9,7 +9,7 @@ use super::session::{Connection, Media, Origin, Session, SourceFilter};
 use super::{Error, Param};
 use crate::units::Nanos;
 use crate::video::format::{FrameRate, PixelFormat, VideoFormat};
-use crate::video::st2110_21::SenderType;
+use crate::video::st2110_21::{MAX_UDP_PAYLOAD, STANDARD_UDP_SIZE_LIMIT, SenderType};
 
 /// Everything a receiver needs to know about one raw video stream.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,6 +41,11 @@ pub struct SdpStream {
     /// microseconds), when the sender does not keep TROdefault: a
     /// receiver judging the stream must read from this offset.
     pub tr_offset: Option<Nanos>,
+    /// The UDP size limit the fmtp's `MAXUDP=` declares (ST 2110-10:
+    /// 8960, the Extended UDP Size Limit), when the datagrams may be
+    /// larger than the standard 1460 bytes: a receiver judging the stream
+    /// counts VRX_FULL in packets of this size.
+    pub max_udp: Option<u32>,
 }
 
 impl SdpStream {
@@ -99,9 +104,12 @@ impl SdpStream {
         let troff = self
             .tr_offset
             .map_or(String::new(), |t| format!("; TROFF={}", t.0 / 1000));
+        let max_udp = self
+            .max_udp
+            .map_or(String::new(), |b| format!("; MAXUDP={b}"));
         format!(
             "sampling={}; width={}; height={}; {rate}depth={}; TCS=SDR; colorimetry=BT709; \
-             {range}PM=2110GPM; SSN=ST2110-20:2017{tp}{troff}",
+             {range}PM=2110GPM; SSN=ST2110-20:2017{tp}{troff}{max_udp}",
             f.pixel_format.sampling(),
             f.width,
             f.height,
@@ -169,6 +177,7 @@ impl SdpStream {
             rate,
             sender_type,
             tr_offset,
+            max_udp,
         } = parse_fmtp(fmtp)?;
         let filter = media
             .source_filter
@@ -190,6 +199,7 @@ impl SdpStream {
             clock: media.ts_refclk.as_deref().and_then(RefClock::parse),
             sender_type,
             tr_offset,
+            max_udp,
         })
     }
 }
@@ -200,6 +210,7 @@ struct Fmtp {
     rate: Option<FrameRate>,
     sender_type: Option<SenderType>,
     tr_offset: Option<Nanos>,
+    max_udp: Option<u32>,
 }
 
 /// The longest `TROFF` read: a TRoffset is shorter than a frame, and no
@@ -208,12 +219,13 @@ const MAX_TROFF_MICROS: u64 = 1_000_000;
 
 /// The format, frame rate, sender type and TRoffset of an ST 2110-20
 /// `a=fmtp` parameter list (FFmpeg's and GStreamer's spacing too). A
-/// `TP` or `TROFF` that is not one the standard allows reads as absent,
+/// `TP`, `TROFF` or `MAXUDP` that is not one the standard allows reads as
+/// absent,
 /// as if the sender had not declared it.
 fn parse_fmtp(fmtp: &str) -> Result<Fmtp, Error> {
     let mut sampling = None;
     let (mut width, mut height, mut depth) = (None, None, None);
-    let (mut rate, mut sender_type, mut tr_offset) = (None, None, None);
+    let (mut rate, mut sender_type, mut tr_offset, mut max_udp) = (None, None, None, None);
     for param in fmtp.split(';') {
         let (k, v) = param.split_once('=').unwrap_or((param, ""));
         let (k, v) = (k.trim(), v.trim());
@@ -230,6 +242,12 @@ fn parse_fmtp(fmtp: &str) -> Result<Fmtp, Error> {
                     .ok()
                     .filter(|&us| us <= MAX_TROFF_MICROS)
                     .map(Nanos::from_micros)
+            }
+            "maxudp" => {
+                max_udp = v
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|&b| b > STANDARD_UDP_SIZE_LIMIT && b <= MAX_UDP_PAYLOAD)
             }
             "interlace" => return Err(Error::Interlaced),
             _ => {}
@@ -250,6 +268,7 @@ fn parse_fmtp(fmtp: &str) -> Result<Fmtp, Error> {
         rate,
         sender_type,
         tr_offset,
+        max_udp,
     })
 }
 
@@ -270,6 +289,21 @@ mod tests {
             clock: Some(RefClock::LocalMac([2, 0xfc, 0, 0, 0, 1])),
             sender_type: Some(SenderType::N),
             tr_offset: None,
+            max_udp: None,
+        }
+    }
+
+    #[test]
+    fn maxudp_is_written_after_the_type_and_read_back() {
+        let mut s = stream();
+        s.sender_type = Some(SenderType::W);
+        s.max_udp = Some(8960);
+        let text = s.to_sdp(1);
+        assert!(text.contains("; TP=2110TPW; MAXUDP=8960; \r\n"), "{text}");
+        assert_eq!(SdpStream::parse(&text).unwrap(), s);
+        for bad in ["1460", "0", "x", "", "65508"] {
+            let t = text.replace("MAXUDP=8960", &format!("MAXUDP={bad}"));
+            assert_eq!(SdpStream::parse(&t).unwrap().max_udp, None, "{bad}");
         }
     }
 

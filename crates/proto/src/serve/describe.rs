@@ -16,16 +16,22 @@ use crate::{FrameRate, VideoFormat};
 pub const SENDER_TYPE: SenderType = SenderType::W;
 
 /// The schedule a raw flow of `packets` packets per frame of `format`
-/// at `rate` keeps: [`SENDER_TYPE`]'s trains for a sleeping sender, from
-/// TROdefault, so the SDPs need no `TROFF=`. `None` for a flow no model
-/// takes (no packets, an unusable rate), which serve never admits.
+/// at `rate`, in datagrams of up to `packet_size` bytes, keeps:
+/// [`SENDER_TYPE`]'s trains for a sleeping sender, from TROdefault, so
+/// the SDPs need no `TROFF=`. Datagrams above the Standard UDP Size Limit
+/// count VRX_FULL in packets of the extended one, as a judge that sees
+/// them does ([`Model::max_udp_for`]). `None` for a flow no model takes
+/// (no packets, an unusable rate), which serve never admits.
 pub fn raw_schedule(
     format: VideoFormat,
     rate: FrameRate,
-    packets: usize,
+    (packets, packet_size): (usize, usize),
 ) -> Option<SenderSchedule> {
     let packets = u32::try_from(packets).ok()?;
-    let model = Model::new(rate, format.height, Scan::Progressive, packets).ok()?;
+    let mut model = Model::new(rate, format.height, Scan::Progressive, packets).ok()?;
+    if let Some(b) = Model::max_udp_for(packet_size) {
+        model = model.with_max_udp(b).ok()?;
+    }
     Some(SenderSchedule::for_sleeping_sender(&model, SENDER_TYPE))
 }
 
@@ -63,6 +69,7 @@ pub fn sdp(name: &str, track: Track, session_id: u64) -> String {
             clock: None,
             sender_type: Some(SENDER_TYPE),
             tr_offset: None,
+            max_udp: None,
         }
         .to_session(session_id),
         Track::Ts => {

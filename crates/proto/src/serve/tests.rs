@@ -571,10 +571,10 @@ fn describe_raw_and_ts() {
     );
     // What the SDP declares is what the pacer keeps: W trains from
     // TROdefault (no TROFF= to declare).
-    let shape = describe::raw_schedule(format, rate, 90).expect("a schedule");
+    let shape = describe::raw_schedule(format, rate, (90, 1440)).expect("a schedule");
     assert_eq!(shape.sender(), describe::SENDER_TYPE);
     assert_eq!(shape.declared_tr_offset(), None);
-    assert!(describe::raw_schedule(format, rate, 0).is_none());
+    assert!(describe::raw_schedule(format, rate, (0, 1440)).is_none());
     let ts = describe::sdp("clip.ts", Track::Ts, 42);
     // No origin line for TS: players accept it, and it is what the
     // server has always sent (see the sdpoker and VLC tests).

@@ -148,6 +148,7 @@ pub fn sender_sdp(
                 clock,
                 sender_type: Some(crate::serve::describe::SENDER_TYPE),
                 tr_offset: None,
+                max_udp: None,
             }
             .to_session(session_id),
             Track::Ts => ts_session(name, *address, *port, *source, session_id),

@@ -57,9 +57,16 @@
 //!   it to linear senders too, and so does this module.
 //! - For interlaced scan, the rate is the field rate and Npackets counts
 //!   the packets of a field (LIST's convention).
-//! - LIST's VRX_FULL minimums carry a `1500 / MAXIP` factor with MAXIP
-//!   fixed at 1500 bytes, so they are 8 and 720 whatever the packet size;
-//!   so are these.
+//! - The VRX_FULL minimums carry the standard's `1500 / MAXUDP` factor:
+//!   `VRX_FULL_N ≥ ⌊12000 / MAXUDP⌋` and `VRX_FULL_W ≥ ⌊1080000 /
+//!   MAXUDP⌋`, with MAXUDP 1500 under ST 2110-10's Standard UDP Size
+//!   Limit and the declared `MAXUDP=` (8960, the Extended UDP Size Limit)
+//!   above it. So a W receiver holds at least 720 packets of 1500 bytes
+//!   or 120 of 8960: the same bytes, about 1/300 s of the stream. LIST
+//!   fixes its `MAXIP` at 1500 ("TODO: allow signalling"), so it judges a
+//!   jumbo-packet stream against 720 whatever the size. A judge here takes
+//!   MAXUDP from the SDP, or, without one, assumes the extended limit once
+//!   a datagram is above the standard one ([`Model::max_udp_for`]).
 //! - CMAX for a linear (NL) sender uses Ractive = 1: for 1080p59.94 with
 //!   4320 packets CMAX_N is 6, CMAX_NL 5 and CMAX_W 16.
 //! - LIST computes in floating point; this module in exact integers and
@@ -94,7 +101,10 @@ pub use analyzer::{
 pub use explain::{Breach, BreachLog, Breaches, MAX_BREACHES, Measure, explained_type};
 pub use inspect::{NotVideo, RasterSeen, SizeMismatch};
 pub use model::SenderType;
-pub use model::{ExactNanos, Limits, MAX_PACKETS, MAX_RATE_TERM, Model, ReadSchedule, Scan};
+pub use model::{
+    EXTENDED_UDP_SIZE_LIMIT, ExactNanos, Limits, MAX_PACKETS, MAX_RATE_TERM, MAX_UDP_PAYLOAD,
+    Model, ReadSchedule, STANDARD_UDP_SIZE_LIMIT, Scan,
+};
 pub use monitor::{
     Event as MonitorEvent, LearnError, MAX_LEARN, Monitor, MonitorStats, REFUSE_AFTER, StreamShape,
 };
@@ -136,6 +146,17 @@ pub enum Error {
         tr_offset: Nanos,
         /// The frame period (rounded down).
         frame: Nanos,
+    },
+    /// A MAXUDP that is not above the Standard UDP Size Limit or not a
+    /// UDP payload at all.
+    #[error(
+        "MAXUDP {max_udp} is out of range {}..={}: it declares a UDP size limit above ST 2110-10's standard {STANDARD_UDP_SIZE_LIMIT} bytes, like the extended {EXTENDED_UDP_SIZE_LIMIT}",
+        STANDARD_UDP_SIZE_LIMIT + 1,
+        MAX_UDP_PAYLOAD
+    )]
+    MaxUdp {
+        /// The limit given.
+        max_udp: u32,
     },
     /// A train of zero packets or longer than the sender type allows.
     #[error(

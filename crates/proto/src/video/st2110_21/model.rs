@@ -164,11 +164,26 @@ impl Limits {
     }
 }
 
+/// ST 2110-10's Standard UDP Size Limit: bytes of UDP payload (RTP
+/// header and all) a datagram may carry unless the sender declares more.
+pub const STANDARD_UDP_SIZE_LIMIT: u32 = 1460;
+
+/// ST 2110-10's Extended UDP Size Limit, declared as `MAXUDP=8960`.
+pub const EXTENDED_UDP_SIZE_LIMIT: u32 = 8960;
+
+/// The largest UDP payload of an IPv4 datagram.
+pub const MAX_UDP_PAYLOAD: u32 = 65_507;
+
+/// MAXUDP in ST 2110-21's VRX_FULL when the Standard UDP Size Limit is in
+/// use.
+const MAXUDP_STANDARD: u128 = 1500;
+
 /// The ST 2110-21 constants of one video stream.
 ///
 /// Built from the frame rate, the raster (lines and scan) and Npackets,
 /// the packets of one frame (of one field if interlaced). TRoffset is
-/// TROdefault unless the SDP signals another (`TROFF`).
+/// TROdefault unless the SDP signals another (`TROFF`); the UDP size
+/// limit is the standard one unless it signals `MAXUDP`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Model {
     rate: FrameRate,
@@ -176,6 +191,7 @@ pub struct Model {
     scan: Scan,
     packets: u32,
     tr_offset: Option<Nanos>,
+    max_udp: Option<u32>,
 }
 
 impl Model {
@@ -200,7 +216,41 @@ impl Model {
             scan,
             packets,
             tr_offset: None,
+            max_udp: None,
         })
+    }
+
+    /// The same model for a sender that declares a UDP size limit above
+    /// the standard one (`MAXUDP=`, ST 2110-10): VRX_FULL's minimum is
+    /// then counted in packets of that size.
+    pub fn with_max_udp(self, max_udp: u32) -> Result<Model, Error> {
+        if max_udp <= STANDARD_UDP_SIZE_LIMIT || max_udp > MAX_UDP_PAYLOAD {
+            return Err(Error::MaxUdp { max_udp });
+        }
+        Ok(Model {
+            max_udp: Some(max_udp),
+            ..self
+        })
+    }
+
+    /// The MAXUDP a sender of datagrams of up to `largest` bytes of UDP
+    /// payload declares: none within the Standard UDP Size Limit, the
+    /// Extended one up to it, and the size itself beyond (which is past
+    /// ST 2110-10, but the formula still counts the bytes a receiver
+    /// holds).
+    pub fn max_udp_for(largest: usize) -> Option<u32> {
+        let largest = u32::try_from(largest).unwrap_or(u32::MAX);
+        match largest {
+            0..=STANDARD_UDP_SIZE_LIMIT => None,
+            n if n <= EXTENDED_UDP_SIZE_LIMIT => Some(EXTENDED_UDP_SIZE_LIMIT),
+            n => Some(n.min(MAX_UDP_PAYLOAD)),
+        }
+    }
+
+    /// The UDP size limit the sender declares (`MAXUDP`), if above the
+    /// standard one.
+    pub const fn max_udp(&self) -> Option<u32> {
+        self.max_udp
     }
 
     /// The same model with a signalled TRoffset instead of TROdefault.
@@ -334,12 +384,16 @@ impl Model {
             u64::try_from(v).unwrap_or(u64::MAX)
         };
         let gapped = self.active_fraction(ReadSchedule::Gapped);
+        // The VRX_FULL minimums are 8 and 720 packets of 1500 bytes: the
+        // same bytes in packets of MAXUDP.
+        let max_udp = self.max_udp.map_or(MAXUDP_STANDARD, u128::from);
+        let floor = |packets_of_1500: u128| (packets_of_1500 * MAXUDP_STANDARD / max_udp) as u64;
         Limits {
             cmax_n: per(43_200, gapped).max(4),
             cmax_nl: per(43_200, (1, 1)).max(4),
             cmax_w: per(21_600, (1, 1)).max(16),
-            vrx_full_n: per(27_000, (1, 1)).max(8),
-            vrx_full_w: per(300, (1, 1)).max(720),
+            vrx_full_n: per(27_000, (1, 1)).max(floor(8)),
+            vrx_full_w: per(300, (1, 1)).max(floor(720)),
         }
     }
 
@@ -731,6 +785,35 @@ mod tests {
             ),
             (4, 16, 8, 720)
         );
+    }
+
+    #[test]
+    fn a_declared_maxudp_counts_the_vrx_full_minimums_in_its_packets() {
+        // 1080p50 in whole-line 8960-byte packets: 1080 a frame, so the
+        // rate terms are INT(1080·50/27000) = 2 and INT(1080·50/300) = 180.
+        let m = model(50, 1, 1080, 1080);
+        let jumbo = m.with_max_udp(EXTENDED_UDP_SIZE_LIMIT).unwrap().limits();
+        // MAX(INT(12000/8960), 2) = 2, MAX(INT(1080000/8960), 180) = 180.
+        assert_eq!((jumbo.vrx_full_n, jumbo.vrx_full_w), (2, 180));
+        // 1080p59.94 in 592 packets of 8800: the rate term is 118, under
+        // the minimum of 120 packets of 8960 bytes (1/300 s of the
+        // stream, as 720 of 1500 are).
+        let demo = model(60000, 1001, 1080, 592);
+        assert_eq!(demo.limits().vrx_full_w, 720);
+        let declared = demo.with_max_udp(EXTENDED_UDP_SIZE_LIMIT).unwrap();
+        assert_eq!(declared.limits().vrx_full_w, 120);
+        assert_eq!(declared.limits().cmax_w, 16);
+        assert_eq!(declared.max_udp(), Some(8960));
+        for bad in [0, 1460, 65_508] {
+            assert_eq!(m.with_max_udp(bad), Err(Error::MaxUdp { max_udp: bad }));
+        }
+        assert!(m.with_max_udp(1461).is_ok());
+        assert_eq!(Model::max_udp_for(1440), None);
+        assert_eq!(Model::max_udp_for(1460), None);
+        assert_eq!(Model::max_udp_for(1461), Some(8960));
+        assert_eq!(Model::max_udp_for(8800), Some(8960));
+        assert_eq!(Model::max_udp_for(9000), Some(9000));
+        assert_eq!(Model::max_udp_for(100_000), Some(65_507));
     }
 
     #[test]

@@ -59,11 +59,20 @@ pub struct StreamShape {
     pub packets: Option<u32>,
     /// A signalled TRoffset (else TROdefault).
     pub tr_offset: Option<Nanos>,
+    /// A signalled UDP size limit (`MAXUDP`); else the standard one, or
+    /// the extended one when a datagram held while learning Npackets is
+    /// larger than the standard allows.
+    pub max_udp: Option<u32>,
 }
 
 impl StreamShape {
-    fn model(&self, packets: u32) -> Result<Model, Error> {
-        let m = Model::new(self.rate, self.lines, self.scan, packets)?;
+    /// The model of `packets` packets a frame, whose largest datagram
+    /// seen so far was `largest` bytes (0: none seen).
+    fn model(&self, packets: u32, largest: usize) -> Result<Model, Error> {
+        let mut m = Model::new(self.rate, self.lines, self.scan, packets)?;
+        if let Some(b) = self.max_udp.or_else(|| Model::max_udp_for(largest)) {
+            m = m.with_max_udp(b)?;
+        }
         match self.tr_offset {
             Some(t) => m.with_tr_offset(t),
             None => Ok(m),
@@ -259,7 +268,9 @@ impl Monitor {
 
     /// Builds the model for `packets` and replays `held` into it.
     fn start(&mut self, packets: u32, held: Vec<Observation>) {
-        let model = match self.shape.model(packets) {
+        let largest = held.iter().map(|o| o.len.bytes()).max().unwrap_or(0);
+        let largest = usize::try_from(largest).unwrap_or(usize::MAX);
+        let model = match self.shape.model(packets, largest) {
             Ok(m) => m,
             Err(e) => return self.fail(LearnError::Model(e)),
         };
@@ -341,6 +352,7 @@ mod tests {
             scan: Scan::Progressive,
             packets,
             tr_offset: Some(Nanos::from_millis(1)),
+            max_udp: None,
         }
     }
 
@@ -378,6 +390,25 @@ mod tests {
                 k = k.wrapping_add(1);
             }
         }
+    }
+
+    #[test]
+    fn a_judge_without_maxudp_assumes_the_extended_limit_for_larger_datagrams() {
+        let s = shape(Some(1080));
+        // Within the standard limit: 720 packets of 1500 bytes.
+        assert_eq!(s.model(1080, 1460).unwrap().limits().vrx_full_w, 720);
+        assert_eq!(s.model(1080, 0).unwrap().max_udp(), None);
+        // Above it: the extended limit is in use, 120 packets of 8960
+        // (the rate term, INT(1080 · 50 / 300) = 180, is larger).
+        let jumbo = s.model(1080, 8800).unwrap();
+        assert_eq!(jumbo.max_udp(), Some(8960));
+        assert_eq!(jumbo.limits().vrx_full_w, 180);
+        // A declared MAXUDP wins over what was seen.
+        let declared = StreamShape {
+            max_udp: Some(9000),
+            ..s
+        };
+        assert_eq!(declared.model(1080, 1200).unwrap().max_udp(), Some(9000));
     }
 
     #[test]

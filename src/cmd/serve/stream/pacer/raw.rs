@@ -187,7 +187,11 @@ impl RawFlows {
             .trains(Nanos::from_micros(flow.start.pacing.burst_us), cap);
         // The 2110-21 type its SDPs declare (describe::SENDER_TYPE).
         let packets = flow.packetizer.packets_per_frame();
-        if let Some(shape) = describe::raw_schedule(flow.packetizer.format(), flow.rate, packets) {
+        if let Some(shape) = describe::raw_schedule(
+            flow.packetizer.format(),
+            flow.rate,
+            (packets, flow.start.pacing.packet_size),
+        ) {
             spec = spec.shaped(shape);
         }
         // A stream sends the frame in hand on a later slot after a stall
