@@ -359,12 +359,25 @@ pub struct Sender {
     /// Next wake-up of every flow.
     heap: BinaryHeap<Wake>,
     events: VecDeque<Event>,
+    /// How early a datagram may leave with others (see
+    /// [`Sender::set_batch_window`]).
+    window: Nanos,
 }
 
 impl Sender {
     /// A sender with no flows.
     pub fn new() -> Sender {
         Sender::default()
+    }
+
+    /// Lets a datagram due within `window` after `now` leave with those
+    /// due by `now`. A driver of many flows then wakes at most once per
+    /// `window`, not once per datagram (at 6 Mbit/s, 100 flows of
+    /// 1316-byte datagrams are 57,000 deadlines a second), and no
+    /// datagram leaves more than `window` before it is due. Zero (the
+    /// default) sends every datagram at or after its due time.
+    pub fn set_batch_window(&mut self, window: Nanos) {
+        self.window = window;
     }
 
     /// Adds a flow; its first datagram is due at its start.
@@ -504,13 +517,14 @@ impl Sender {
 
     /// The next datagram due at `now`, earliest first.
     pub fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit<'_>> {
+        let until = now + self.window;
         loop {
             let (at, id) = self.peek_live()?;
-            if at > now {
+            if at > until {
                 return None;
             }
             self.heap.pop();
-            match self.advance(id, now) {
+            match self.advance(id, until) {
                 Step::Send {
                     departure,
                     due,
@@ -534,9 +548,9 @@ impl Sender {
         }
     }
 
-    /// Writes the flow's datagram due by `now`, or sets its next wake-up
-    /// (or asks for data).
-    fn advance(&mut self, id: FlowId, now: Nanos) -> Step {
+    /// Writes the flow's datagram due by `until` (now plus the batch
+    /// window), or sets its next wake-up (or asks for data).
+    fn advance(&mut self, id: FlowId, until: Nanos) -> Step {
         let Some(f) = self.flows.get_mut(id.0) else {
             return Step::Wait;
         };
@@ -555,7 +569,7 @@ impl Sender {
                 return Step::Wait;
             };
             let due = f.origin + d.at;
-            if due > now {
+            if due > until {
                 self.heap.extend(f.arm(id, due));
                 return Step::Wait;
             }
@@ -777,6 +791,37 @@ mod tests {
         fn times(&self) -> Vec<Nanos> {
             self.sent.iter().map(|d| d.now).collect()
         }
+    }
+
+    #[test]
+    fn a_batch_window_sends_what_falls_due_within_it_early_and_none_late() {
+        let mut sim = Sim::new(1, Vec::new());
+        sim.s.set_batch_window(Nanos::from_micros(1_500));
+        sim.now = ms(START);
+        let mut sent = Vec::new();
+        loop {
+            let mut busy = false;
+            while let Some(t) = sim.s.poll_transmit(sim.now) {
+                busy = true;
+                sent.push((t.due, t.late));
+            }
+            while let Some(e) = sim.s.poll_event() {
+                busy = true;
+                sim.event(e);
+            }
+            if !busy {
+                break;
+            }
+        }
+        // Due at 10 and 11 ms, both within 10 + 1.5 ms: one wake-up sends
+        // both, the second 1 ms early; the one due at 12 ms waits.
+        assert_eq!(sent, [(ms(10), Nanos::ZERO), (ms(11), Nanos::ZERO)]);
+        assert_eq!(sim.s.poll_timeout(), Some(ms(12)));
+        // Without a window, the same wake-up sends only what is due.
+        let mut plain = Sim::new(1, Vec::new());
+        plain.now = ms(START);
+        plain.step();
+        assert_eq!(plain.times(), [ms(10)]);
     }
 
     #[test]

@@ -19,8 +19,12 @@ use crate::cmd::serve::stream::output::Sent;
 use crate::cmd::serve::stream::reader::Delivery;
 use crate::cmd::serve::stream::rtcp::{Farewells, FlowRtcp};
 
+/// How early a TS datagram may leave with others due before it: one
+/// wake-up per window, not per datagram. Measured with `bench/serve.sh`
+/// (docs/serve.md).
+const BATCH_WINDOW: Nanos = Nanos(50_000);
+
 /// Every TS flow of one pacing thread.
-#[derive(Default)]
 pub(crate) struct TsFlows {
     sender: Sender,
     flows: HashMap<FlowId, Start>,
@@ -31,6 +35,21 @@ pub(crate) struct TsFlows {
     farewells: Farewells,
     /// Datagrams handed to the kernel since the load meter last took them.
     sent: u64,
+}
+
+impl Default for TsFlows {
+    fn default() -> TsFlows {
+        let mut sender = Sender::default();
+        sender.set_batch_window(BATCH_WINDOW);
+        TsFlows {
+            sender,
+            flows: HashMap::new(),
+            ids: HashMap::new(),
+            rtcp: HashMap::new(),
+            farewells: Farewells::default(),
+            sent: 0,
+        }
+    }
 }
 
 impl TsFlows {
