@@ -382,6 +382,16 @@ impl RecvArgs {
         // (GStreamer, FFmpeg) send each frame as one burst.
         let buffer_bytes = (format.frame_bytes() * 4).clamp(16 << 20, 512 << 20);
         let analyze = if self.analyze {
+            if declared.is_none() && tr_offset.is_none() {
+                // A receiver that knows nothing of the sender reads from
+                // TROdefault; a sender that declared a later TRoffset
+                // keeps a lead this judge does not count (docs/pacing.md).
+                eprintln!(
+                    "nagare recv: note: --analyze judges from TROdefault, as no SDP declares the sender's \
+                     TRoffset; a W sender that declares one (nagare send does: TROFF= in its SDP) can stall \
+                     that much longer without breaking its type: give its SDP (--sdp) or --tr-offset MICROS"
+                );
+            }
             Some(analyze_spec(format, rate, (declared, tr_offset, max_udp))?)
         } else {
             None
