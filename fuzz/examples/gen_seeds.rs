@@ -183,6 +183,8 @@ fn main() {
         )),
         sender_type: Some(SenderType::N),
         tr_offset: None,
+        // Jumbo packets: the seed carries MAXUDP for the parser.
+        max_udp: Some(8960),
     };
     out.write("sdp", "multicast_ssm", stream.to_sdp(1).as_bytes());
     let unicast = SdpStream {

@@ -24,6 +24,8 @@ fuzz_target!(|data: &[u8]| {
         scan: Scan::Progressive,
         packets: None,
         tr_offset: None,
+        // None: the monitor infers MAXUDP from the datagrams it learns on.
+        max_udp: None,
     });
     let (mut start, mut end) = (0usize, step.min(file.len()));
     let mut parser = loop {
