@@ -85,7 +85,7 @@ fn run_with(schedule: SenderSchedule, into: Nanos, stall: Nanos) -> Run {
     let start = Nanos(u64::try_from(m.rate().frame_start_ns(first)).unwrap());
     let mut s = Sender::new();
     let flow = s.add_flow(
-        FlowSpec::new(m.rate(), PACKETS as usize, Ssrc(7))
+        FlowSpec::new(m.rate(), m.packets() as usize, Ssrc(7))
             .shaped(schedule)
             .start(start, first)
             .trains(Nanos::ZERO, 64)
@@ -135,7 +135,7 @@ fn run_with(schedule: SenderSchedule, into: Nanos, stall: Nanos) -> Run {
             a.handle_input(Observation {
                 arrival: now,
                 rtp_timestamp: t.timestamp,
-                marker: j + 1 == PACKETS as usize,
+                marker: j + 1 == m.packets() as usize,
                 seq: nagare_proto::ExtSeq(seq),
                 len: ByteSize(1220),
             });
@@ -256,13 +256,14 @@ fn a_longer_stall_breaks_only_its_frame_and_recovers_as_fast_as_cinst_allows() {
 fn room_to_lead_holds_at_the_frame_start_a_stall_the_default_offset_cannot() {
     let base = SenderSchedule::with_jitter_margin(&model(), SenderType::W);
     let roomy = base.with_room_to_lead().unwrap();
-    // The lead of VRX_FULL_W 863 − train 8 − CMAX_W 16 = 839 reads needs
-    // a TRoffset of 960 reads, 3559.2 µs: declared as TROFF=3560.
-    assert_eq!((roomy.train(), roomy.lead()), (8, 839));
-    assert_eq!(roomy.declared_tr_offset(), Some(Nanos::from_micros(3_560)));
+    // The lead of VRX_FULL_W 863 − train 8 − LEAD_MARGIN 2 = 853 reads
+    // needs a TRoffset of 976 reads, 3617.6 µs: declared as TROFF=3619
+    // (the least whole microsecond that leaves the lead whole).
+    assert_eq!((roomy.train(), roomy.lead()), (8, 853));
+    assert_eq!(roomy.declared_tr_offset(), Some(Nanos::from_micros(3_619)));
     assert_eq!(base.declared_tr_offset(), None);
     let slack = roomy.stall_slack();
-    assert!(slack > Nanos::from_micros(3_100), "{slack}");
+    assert!(slack > Nanos::from_micros(3_150), "{slack}");
     // 1.4 ms stopped 2 ms into frame 3: past TROdefault's 557 µs of lead,
     // within the centred lead.
     let stall = Nanos::from_micros(1_400);
@@ -272,7 +273,9 @@ fn room_to_lead_holds_at_the_frame_start_a_stall_the_default_offset_cannot() {
     );
     // Nor does 2.5 ms, the stall that broke a demo run on this host with
     // the centred lead (427 reads, 1.58 ms) this schedule had before.
-    for stall_us in [1_400, 2_500] {
+    // And 3 ms, past the lead of a CMAX kept free (839 reads, 3.11 ms)
+    // less the stall's own start within a read.
+    for stall_us in [1_400, 2_500, 3_000] {
         let stall = Nanos::from_micros(stall_us);
         for into_us in [100, 2_000, 9_000, 16_000] {
             let r = run_with(roomy, Nanos::from_micros(into_us), stall);
@@ -294,10 +297,44 @@ fn room_to_lead_holds_at_the_frame_start_a_stall_the_default_offset_cannot() {
 }
 
 #[test]
+fn the_demos_jumbo_packets_hold_a_stall_of_2_8_ms_anywhere_in_a_frame() {
+    // 1080p59.94 10-bit in 8800-byte packets, 592 a frame, declaring
+    // MAXUDP=8960: VRX_FULL_W is 120 packets (3.3 ms), the lead 110 reads.
+    let rate = FrameRate::new(60000, 1001).unwrap();
+    let jumbo = Model::new(rate, 1080, Scan::Progressive, 592)
+        .and_then(|m| m.with_max_udp(8960))
+        .unwrap();
+    let roomy = SenderSchedule::with_jitter_margin(&jumbo, SenderType::W)
+        .with_room_to_lead()
+        .unwrap();
+    assert_eq!(roomy.vrx_full(), 120);
+    assert_eq!(roomy.lead(), 120 - roomy.train() - 2);
+    // The stalls that broke demo runs by 1 to 19 packets when a CMAX was
+    // kept free (a lead of 2.6 ms): 2.7 and 2.8 ms.
+    for stall_us in [2_700, 2_800] {
+        let stall = Nanos::from_micros(stall_us);
+        for into_us in [100, 2_000, 9_000, 16_000] {
+            let r = run_with(roomy, Nanos::from_micros(into_us), stall);
+            let at = format!("{stall_us} µs stall at {into_us} µs");
+            assert_eq!(r.broken, Vec::<u64>::new(), "{at}");
+            let peak = r.summary.vrx_gapped.range.unwrap().peak;
+            assert!(peak <= 120, "{at}: {peak}");
+            assert!(r.summary.cinst.max() < jumbo.limits().cmax_w, "{at}");
+        }
+    }
+}
+
+#[test]
 fn only_a_wide_sender_is_given_room_and_a_short_frame_at_most_half_a_frame() {
-    for t in [SenderType::N, SenderType::NL] {
-        let s = SenderSchedule::with_jitter_margin(&model(), t);
-        assert_eq!(s.with_room_to_lead().unwrap(), s);
+    // Also a small raster (320x240 at 50 fps, about 135 packets), whose
+    // VRX_FULL_N of 8 leaves a narrow sender more than its TROdefault
+    // lead once only a margin is kept free: it still keeps TROdefault.
+    let qvga = Model::new(FrameRate::new(50, 1).unwrap(), 240, Scan::Progressive, 135).unwrap();
+    for m in [model(), qvga] {
+        for t in [SenderType::N, SenderType::NL] {
+            let s = SenderSchedule::with_jitter_margin(&m, t);
+            assert_eq!(s.with_room_to_lead().unwrap(), s);
+        }
     }
     // 64 packets a frame at 250 fps: VRX_FULL_W 720 is longer than the
     // frame, so the lead stops at half of it: 32 reads.

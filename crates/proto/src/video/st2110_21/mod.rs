@@ -108,7 +108,7 @@ pub use model::{
 pub use monitor::{
     Event as MonitorEvent, LearnError, MAX_LEARN, Monitor, MonitorStats, REFUSE_AFTER, StreamShape,
 };
-pub use sender::{CinstGate, MAX_ROOM, SenderSchedule};
+pub use sender::{CinstGate, LEAD_MARGIN, MAX_ROOM, SenderSchedule};
 
 use crate::units::Nanos;
 

@@ -45,6 +45,16 @@ pub struct SenderSchedule {
     ramp: u64,
 }
 
+/// Packets a W sender with room to lead keeps free below VRX_FULL at its
+/// highest level (`lead + train`): for rounding on the read grid and for
+/// a receiver's clock a little ahead of the sender's. Nothing else can
+/// raise the level: a sender never runs ahead of its schedule, and late
+/// or delayed packets only lower it. It was a CMAX (16) before; in 8800-
+/// byte packets, whose VRX_FULL_W is 120 at 1080p59.94, that was 430 µs
+/// of lead, and the demo's failures were stalls of 2.7–2.8 ms against a
+/// lead of 2.6 ms that broke by 1 to 19 packets (2026-11-28, AMD EPYC).
+pub const LEAD_MARGIN: u64 = 2;
+
 /// The most lead [`SenderSchedule::with_room_to_lead`] makes room for:
 /// longer than most stalls of a shared 2-vCPU virtual machine (Intel Xeon
 /// @ 2.50 GHz, Firecracker, 2026-11-27: the 5-second demo runs that broke
@@ -125,6 +135,11 @@ impl SenderSchedule {
     /// TRoffset moves the reads, not the sends, so the lead the type
     /// allows is usable from the first packet on.
     pub fn with_room_to_lead(self) -> Result<SenderSchedule, Error> {
+        // N and NL keep TROdefault: VRX_FULL_N is a few packets, and
+        // their centred lead already fits in it.
+        if self.sender != SenderType::W {
+            return Ok(self);
+        }
         let wanted = self.roomy_lead();
         if wanted <= self.max_lead {
             return Ok(self);
@@ -221,13 +236,13 @@ impl SenderSchedule {
     }
 
     /// The lead a sender with room to lead keeps from a frame's first
-    /// train on: as much as the virtual receiver holds with a CMAX to
-    /// spare, VRX_FULL − train − CMAX (the level [`lead_cap`]
-    /// (Self::lead_cap) lets the lead grow to later in a frame), so a
-    /// stall of up to that many reads anywhere in a frame is held. Only
-    /// lateness eats into it: a sender never runs ahead of its schedule,
-    /// so the early side needs no more than the CMAX left, and a receiver
-    /// on the same PTP time reads where the model does. Capped at half a
+    /// train on: as much as the virtual receiver holds with
+    /// [`LEAD_MARGIN`] to spare, VRX_FULL − train − LEAD_MARGIN (the
+    /// level [`lead_cap`](Self::lead_cap) lets the lead grow to later in
+    /// a frame), so a stall of up to that many reads anywhere in a frame
+    /// is held. Only lateness eats into it: a sender never runs ahead of
+    /// its schedule, so the early side needs only the margin, and a
+    /// receiver on the same PTP time reads where the model does. Capped at half a
     /// frame and at [`MAX_ROOM`]: a raster of few packets a frame has a
     /// VRX_FULL_W longer than the frame, a slow one a VRX_FULL_W of many
     /// milliseconds, and each read of lead is latency.
@@ -238,21 +253,28 @@ impl SenderSchedule {
             .unwrap_or(u64::MAX);
         self.vrx_full()
             .saturating_sub(self.train)
-            .saturating_sub(self.cmax())
+            .saturating_sub(LEAD_MARGIN)
             .max(1)
             .min(half_frame)
             .min(most)
     }
 
     /// The most read periods a train may lead by: the virtual receiver then
-    /// holds up to `lead + train` packets, and a CMAX of them is left
-    /// below VRX_FULL for the linear judge's slower reads and for rounding.
-    /// Never below [`lead`](Self::lead).
+    /// holds up to `lead + train` packets, [`LEAD_MARGIN`] below
+    /// VRX_FULL for a sender with room to lead (its declared TRoffset),
+    /// a CMAX below it for one at TROdefault (N and NL, whose VRX_FULL is
+    /// a few packets, keep their centred lead). Never below
+    /// [`lead`](Self::lead).
     pub fn lead_cap(&self) -> u64 {
+        let spare = if self.declared_tr_offset().is_some() {
+            LEAD_MARGIN
+        } else {
+            self.cmax()
+        };
         let room = self
             .vrx_full()
             .saturating_sub(self.train)
-            .saturating_sub(self.cmax());
+            .saturating_sub(spare);
         room.max(self.lead())
     }
 
@@ -541,19 +563,19 @@ mod tests {
     fn the_tightest_type_a_host_holds_follows_each_types_slack() {
         let m = p5994();
         let slack = |t| SenderSchedule::software(&m, t).stall_slack();
-        // N: 3 reads ahead, 11 µs; NL: 3 linear reads, 11.6 µs; W: 839
-        // reads (VRX_FULL_W 863 − train 8 − CMAX_W 16) from its declared
-        // TRoffset, 3.11 ms (150, 557 µs, from TROdefault).
+        // N: 3 reads ahead, 11 µs; NL: 3 linear reads, 11.6 µs; W: 853
+        // reads (VRX_FULL_W 863 − train 8 − LEAD_MARGIN 2) from its
+        // declared TRoffset, 3.16 ms (150, 557 µs, from TROdefault).
         assert_eq!(slack(SenderType::N), Nanos(11_122));
-        assert_eq!(slack(SenderType::W), Nanos(3_110_514));
+        assert_eq!(slack(SenderType::W), Nanos(3_162_418));
         let plain = SenderSchedule::with_jitter_margin(&m, SenderType::W);
         assert_eq!(plain.stall_slack(), Nanos(556_111));
         let holds = |us| SenderSchedule::tightest_holdable(&m, Nanos::from_micros(us));
         assert_eq!(holds(5), Some(SenderType::N));
         assert_eq!(holds(11), Some(SenderType::N));
         assert_eq!(holds(12), Some(SenderType::W));
-        assert_eq!(holds(3_110), Some(SenderType::W));
-        assert_eq!(holds(3_111), None);
+        assert_eq!(holds(3_162), Some(SenderType::W));
+        assert_eq!(holds(3_163), None);
     }
 
     #[test]
