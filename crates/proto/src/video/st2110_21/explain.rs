@@ -143,14 +143,24 @@ impl Breach {
                 self.limit + 1
             ),
             Measure::VrxEmpty => format!(
-                "{} packets late: a {who} receiver reading on time found its buffer empty",
-                self.margin
+                "{} late: a {who} receiver reading on time found its buffer empty",
+                packets(self.margin)
             ),
             Measure::VrxFull => format!(
-                "{} packets early: a {who} receiver's buffer of {} packets overflowed",
-                self.margin, self.limit
+                "{} early: a {who} receiver's buffer of {} overflowed",
+                packets(self.margin),
+                packets(self.limit)
             ),
         }
+    }
+}
+
+/// `1 packet`, `2 packets`.
+fn packets(n: i64) -> String {
+    if n == 1 {
+        "1 packet".into()
+    } else {
+        format!("{n} packets")
     }
 }
 
@@ -301,8 +311,8 @@ impl Verdict {
         let mut parts = Vec::new();
         if min < 0 {
             parts.push(format!(
-                "packets came late: the receiver's buffer ran dry, {} packets short at worst (VRX min {min} < 0)",
-                min.saturating_neg()
+                "packets came late: the receiver's buffer ran dry, {} short at worst (VRX min {min} < 0)",
+                packets(min.saturating_neg())
             ));
         }
         if peak > full_w {
@@ -312,7 +322,8 @@ impl Verdict {
             ));
         } else if peak > full_n {
             parts.push(format!(
-                "packets came early: a narrow receiver's buffer of {full_n} packets overflowed, by {}; a wide receiver's {full_w} holds them (VRX peak {peak} > VRX_FULL_N {full_n})",
+                "packets came early: a narrow receiver's buffer of {} overflowed, by {}; a wide receiver's {full_w} holds them (VRX peak {peak} > VRX_FULL_N {full_n})",
+                packets(full_n),
                 peak - full_n
             ));
         }
@@ -329,6 +340,13 @@ impl Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_packet_is_singular() {
+        assert_eq!(packets(1), "1 packet");
+        assert_eq!(packets(0), "0 packets");
+        assert_eq!(packets(19), "19 packets");
+    }
     use crate::units::{ByteSize, MediaTime};
 
     const LIMITS: Limits = Limits {
