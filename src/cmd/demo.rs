@@ -24,10 +24,12 @@ use crate::progress::bitrate;
 
 /// The demo's packet size: a 9000-byte jumbo frame's, as `send`'s
 /// `--packet-size` hint gives it. On a 2-vCPU VM a sixth of the packets
-/// cost a third of the sending thread's CPU per Gbit (0.30 → 0.08 CPU-s
-/// at 1080p59.94), and the host stalls a pacer less while the other vCPU
-/// is idler. The ST 2110-21 limits count in packets of the declared size,
-/// so the slack a W receiver gives (1/300 s of the stream) stays the same.
+/// cost about a quarter of the sending thread's CPU per Gbit (0.30 → 0.08
+/// CPU-s at 1080p59.94), and the host stopped the pacer less: 12 of 12
+/// runs passed where 1440-byte packets passed 8 of 12, alternated
+/// (docs/pacing.md). The ST 2110-21 limits count in packets of the
+/// declared size, so the slack a W receiver gives (1/300 s of the
+/// stream) stays the same.
 const DEMO_PACKET_SIZE: usize = 8800;
 
 /// Command-line arguments of `nagare demo`.
