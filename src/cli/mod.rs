@@ -155,7 +155,7 @@ pub(crate) fn parse_memory(text: &str) -> Result<nagare_proto::ByteSize> {
 }
 
 /// Largest UDP payload over IPv4 (65535 less the IPv4 and UDP headers).
-pub(crate) const MAX_UDP_PAYLOAD: usize = 65_507;
+pub(crate) const MAX_UDP_PAYLOAD: usize = nagare_proto::units::MAX_UDP_PAYLOAD as usize;
 
 /// Parses `--packet-size`: UDP payload bytes per packet, 1 to 65507.
 /// Each subcommand checks its own narrower bounds (a video packet must

@@ -17,6 +17,9 @@ use serde::{Deserialize, Serialize};
 /// The RTP clock rate of video (RFC 4175 / ST 2110-20), ticks per second.
 pub const VIDEO_CLOCK_RATE: u32 = 90_000;
 
+/// The largest UDP payload of an IPv4 datagram, bytes.
+pub const MAX_UDP_PAYLOAD: u32 = 65_507;
+
 /// Nanoseconds: a point on a monotonic timeline, or a span between two.
 ///
 /// Arithmetic saturates at zero and `u64::MAX` (584 years), so hostile or

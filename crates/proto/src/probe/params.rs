@@ -11,7 +11,7 @@ use crate::video::pacer::Pacer;
 /// Smallest `--packet-size` (the header must fit, plus room to spare).
 pub const MIN_PACKET_SIZE: u64 = 64;
 /// Largest `--packet-size`: the IPv4 UDP payload limit.
-pub const MAX_PACKET_SIZE: u64 = 65_507;
+pub const MAX_PACKET_SIZE: u64 = crate::units::MAX_UDP_PAYLOAD as u64;
 /// Lowest test rate, bits of UDP payload per second.
 pub const MIN_RATE_BPS: u64 = 100_000;
 /// Highest test rate accepted (far above what one host sends today).

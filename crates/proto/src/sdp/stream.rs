@@ -9,7 +9,7 @@ use super::session::{Connection, Media, Origin, Session, SourceFilter};
 use super::{Error, Param};
 use crate::units::Nanos;
 use crate::video::format::{FrameRate, PixelFormat, VideoFormat};
-use crate::video::st2110_21::{MAX_UDP_PAYLOAD, STANDARD_UDP_SIZE_LIMIT, SenderType};
+use crate::video::st2110_21::{Model, SenderType};
 
 /// Everything a receiver needs to know about one raw video stream.
 #[derive(Debug, Clone, PartialEq)]
@@ -247,7 +247,7 @@ fn parse_fmtp(fmtp: &str) -> Result<Fmtp, Error> {
                 max_udp = v
                     .parse::<u32>()
                     .ok()
-                    .filter(|&b| b > STANDARD_UDP_SIZE_LIMIT && b <= MAX_UDP_PAYLOAD)
+                    .filter(|&b| Model::declarable_max_udp(b))
             }
             "interlace" => return Err(Error::Interlaced),
             _ => {}

@@ -102,15 +102,15 @@ pub use explain::{Breach, BreachLog, Breaches, MAX_BREACHES, Measure, explained_
 pub use inspect::{NotVideo, RasterSeen, SizeMismatch};
 pub use model::SenderType;
 pub use model::{
-    EXTENDED_UDP_SIZE_LIMIT, ExactNanos, Limits, MAX_PACKETS, MAX_RATE_TERM, MAX_UDP_PAYLOAD,
-    Model, ReadSchedule, STANDARD_UDP_SIZE_LIMIT, Scan,
+    EXTENDED_UDP_SIZE_LIMIT, ExactNanos, Limits, MAX_PACKETS, MAX_RATE_TERM, Model, ReadSchedule,
+    STANDARD_UDP_SIZE_LIMIT, Scan,
 };
 pub use monitor::{
     Event as MonitorEvent, LearnError, MAX_LEARN, Monitor, MonitorStats, REFUSE_AFTER, StreamShape,
 };
 pub use sender::{CinstGate, LEAD_MARGIN, MAX_ROOM, SenderSchedule};
 
-use crate::units::Nanos;
+use crate::units::{MAX_UDP_PAYLOAD, Nanos};
 
 /// Why a model or a schedule was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

@@ -10,7 +10,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::Error;
-use crate::units::{Nanos, VIDEO_CLOCK_RATE};
+use crate::units::{MAX_UDP_PAYLOAD, Nanos, VIDEO_CLOCK_RATE};
 use crate::video::FrameRate;
 
 /// Largest Npackets a [`Model`] accepts (2^24; an 8K 4:4:4 16-bit frame
@@ -171,9 +171,6 @@ pub const STANDARD_UDP_SIZE_LIMIT: u32 = 1460;
 /// ST 2110-10's Extended UDP Size Limit, declared as `MAXUDP=8960`.
 pub const EXTENDED_UDP_SIZE_LIMIT: u32 = 8960;
 
-/// The largest UDP payload of an IPv4 datagram.
-pub const MAX_UDP_PAYLOAD: u32 = 65_507;
-
 /// MAXUDP in ST 2110-21's VRX_FULL when the Standard UDP Size Limit is in
 /// use.
 const MAXUDP_STANDARD: u128 = 1500;
@@ -224,13 +221,20 @@ impl Model {
     /// the standard one (`MAXUDP=`, ST 2110-10): VRX_FULL's minimum is
     /// then counted in packets of that size.
     pub fn with_max_udp(self, max_udp: u32) -> Result<Model, Error> {
-        if max_udp <= STANDARD_UDP_SIZE_LIMIT || max_udp > MAX_UDP_PAYLOAD {
+        if !Model::declarable_max_udp(max_udp) {
             return Err(Error::MaxUdp { max_udp });
         }
         Ok(Model {
             max_udp: Some(max_udp),
             ..self
         })
+    }
+
+    /// Whether `bytes` is a UDP size limit a sender may declare (`MAXUDP`):
+    /// above the standard limit, and a UDP payload at all. A model and an
+    /// SDP parser take the same ones.
+    pub const fn declarable_max_udp(bytes: u32) -> bool {
+        bytes > STANDARD_UDP_SIZE_LIMIT && bytes <= MAX_UDP_PAYLOAD
     }
 
     /// The MAXUDP a sender of datagrams of up to `largest` bytes of UDP
