@@ -368,13 +368,10 @@ fn timer_checks(args: &DoctorArgs, plan: &Plan) -> Result<Vec<Check>> {
     let packets = Packetizer::new(format, plan.packet_size, nagare_proto::Ssrc(0))
         .map_err(|e| anyhow!("--packet-size {}: {e}", plan.packet_size))?
         .packets_per_frame();
-    let mut model = Model::new(fps, format.height, Scan::Progressive, packets as u32)
-        .map_err(|e| anyhow!("the ST 2110-21 model of this stream: {e}"))?;
-    if let Some(b) = Model::max_udp_for(plan.packet_size) {
-        model = model
-            .with_max_udp(b)
-            .map_err(|e| anyhow!("--packet-size {}: {e}", plan.packet_size))?;
-    }
+    let model = Model::new(fps, format.height, Scan::Progressive, packets as u32)
+        .map_err(|e| anyhow!("the ST 2110-21 model of this stream: {e}"))?
+        .for_datagrams(plan.packet_size)
+        .map_err(|e| anyhow!("--packet-size {}: {e}", plan.packet_size))?;
     let cpus = crate::net::placement::start_cpus();
     let period = std::time::Duration::from_micros(200);
     let floor = crate::net::wakeup::sample(&cpus, period, args.timer_seconds)?;

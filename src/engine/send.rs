@@ -146,12 +146,9 @@ pub(crate) fn shaping(
 ) -> Result<SenderSchedule> {
     let packets = u32::try_from(packets).unwrap_or(u32::MAX);
     let mut model = Model::new(rate, format.height, Scan::Progressive, packets)
-        .map_err(|e| anyhow!("the ST 2110-21 model of this stream: {e}"))?;
-    if let Some(max_udp) = Model::max_udp_for(packet_size) {
-        model = model
-            .with_max_udp(max_udp)
-            .map_err(|e| anyhow!("--packet-size {packet_size}: {e}"))?;
-    }
+        .map_err(|e| anyhow!("the ST 2110-21 model of this stream: {e}"))?
+        .for_datagrams(packet_size)
+        .map_err(|e| anyhow!("--packet-size {packet_size}: {e}"))?;
     if let TrOffsetChoice::Micros(us) = tr_offset {
         model = model
             .with_tr_offset(Nanos::from_micros(us))
@@ -224,6 +221,7 @@ fn write_sdp(
         Some(ptp) => RefClock::Ptp(ptp),
         None => RefClock::LocalMac(clock_mac(source)?),
     };
+    let declared = declared_schedule(cfg, format)?;
     let sdp = SdpStream {
         address: dest.ip(),
         port: dest.port(),
@@ -235,8 +233,8 @@ fn write_sdp(
         name: format!("nagare {}", cfg.input),
         clock: Some(clock),
         sender_type: Some(cfg.sender_type),
-        tr_offset: declared_tr_offset(cfg, format)?,
-        max_udp: Model::max_udp_for(cfg.packet_size),
+        tr_offset: declared.declared_tr_offset(),
+        max_udp: declared.model().max_udp(),
     };
     let mut session = sdp.to_session((crate::clock::epoch_ns() / 1_000_000_000) as u64);
     // Stripes' RTCP lies past their RTP ports, not at port + 1.
@@ -249,11 +247,12 @@ fn write_sdp(
     std::fs::write(path, text).with_context(|| format!("writing SDP to '{}'", path.display()))
 }
 
-/// The `TROFF` of a flow of `format`: its schedule's TRoffset when that
-/// is not TROdefault.
-fn declared_tr_offset(cfg: &SendConfig, format: VideoFormat) -> Result<Option<Nanos>> {
+/// The schedule of a flow of `format`, whose model holds what its SDP
+/// declares: the TRoffset when it is not TROdefault (`TROFF`), the UDP
+/// size limit when it is not the standard one (`MAXUDP`).
+fn declared_schedule(cfg: &SendConfig, format: VideoFormat) -> Result<SenderSchedule> {
     let packets = Packetizer::new(format, cfg.packet_size, Ssrc(0))?.packets_per_frame();
-    Ok(cfg.shaping(packets)?.declared_tr_offset())
+    cfg.shaping(packets)
 }
 
 /// The MAC naming this host's clock for a stream sent from `local`.

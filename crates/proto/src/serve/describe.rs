@@ -28,10 +28,9 @@ pub fn raw_schedule(
     (packets, packet_size): (usize, usize),
 ) -> Option<SenderSchedule> {
     let packets = u32::try_from(packets).ok()?;
-    let mut model = Model::new(rate, format.height, Scan::Progressive, packets).ok()?;
-    if let Some(b) = Model::max_udp_for(packet_size) {
-        model = model.with_max_udp(b).ok()?;
-    }
+    let model = Model::new(rate, format.height, Scan::Progressive, packets)
+        .and_then(|m| m.for_datagrams(packet_size))
+        .ok()?;
     Some(SenderSchedule::for_sleeping_sender(&model, SENDER_TYPE))
 }
 

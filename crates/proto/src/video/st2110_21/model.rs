@@ -230,6 +230,15 @@ impl Model {
         })
     }
 
+    /// The same model for a sender of datagrams of up to `largest` bytes:
+    /// with the limit it declares ([`Model::max_udp_for`]), if any.
+    pub fn for_datagrams(self, largest: usize) -> Result<Model, Error> {
+        match Model::max_udp_for(largest) {
+            Some(b) => self.with_max_udp(b),
+            None => Ok(self),
+        }
+    }
+
     /// Whether `bytes` is a UDP size limit a sender may declare (`MAXUDP`):
     /// above the standard limit, and a UDP payload at all. A model and an
     /// SDP parser take the same ones.

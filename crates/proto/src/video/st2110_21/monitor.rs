@@ -69,10 +69,11 @@ impl StreamShape {
     /// The model of `packets` packets a frame, whose largest datagram
     /// seen so far was `largest` bytes (0: none seen).
     fn model(&self, packets: u32, largest: usize) -> Result<Model, Error> {
-        let mut m = Model::new(self.rate, self.lines, self.scan, packets)?;
-        if let Some(b) = self.max_udp.or_else(|| Model::max_udp_for(largest)) {
-            m = m.with_max_udp(b)?;
-        }
+        let m = Model::new(self.rate, self.lines, self.scan, packets)?;
+        let m = match self.max_udp {
+            Some(b) => m.with_max_udp(b)?,
+            None => m.for_datagrams(largest)?,
+        };
         match self.tr_offset {
             Some(t) => m.with_tr_offset(t),
             None => Ok(m),
