@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender, TryRecvError, bounded, select, unbounded};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, bounded, unbounded};
 use nagare_proto::mpegts::DATAGRAM_LEN;
 use nagare_proto::serve::Cost;
 use nagare_proto::serve::readahead::{self, RingFill};
@@ -112,7 +112,6 @@ enum Command {
 /// The reader thread's handle.
 pub(crate) struct Reader {
     commands: Sender<Command>,
-    wake: Sender<()>,
     thread: Option<JoinHandle<()>>,
     stop: Arc<AtomicBool>,
     read_ahead: Duration,
@@ -139,9 +138,6 @@ impl Reader {
         realtime: bool,
     ) -> std::io::Result<Reader> {
         let (commands, rx) = unbounded();
-        // A token says "look now" (a stream opened, or the server stops);
-        // one says it as well as many.
-        let (wake, wake_rx) = bounded(1);
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let load = Arc::new(Published::default());
@@ -152,11 +148,10 @@ impl Reader {
                 if realtime && let Err(e) = crate::net::tuning::realtime() {
                     warn!("reader: {e:#}");
                 }
-                run(&rx, &wake_rx, &stop2, meter)
+                run(&rx, &stop2, meter)
             })?;
         Ok(Reader {
             commands,
-            wake,
             thread: Some(thread),
             stop,
             read_ahead,
@@ -266,8 +261,8 @@ impl Reader {
             done: false,
             counters: counters.clone(),
         };
+        // The command wakes a reader waiting with every ring full.
         let _ = self.commands.send(Command::Open(id, Box::new(flow)));
-        let _ = self.wake.try_send(());
         Ring {
             full,
             empty,
@@ -283,8 +278,8 @@ impl Reader {
 
 impl Drop for Reader {
     fn drop(&mut self) {
+        // The reader sees it within one IDLE_LOOK.
         self.stop.store(true, Ordering::Release);
-        let _ = self.wake.try_send(());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -302,7 +297,7 @@ const IDLE_LOOK: Duration = Duration::from_millis(2);
 
 /// The thread: take commands, then read one chunk for every ring that has
 /// room, earliest deadline first; wait when every ring is full.
-fn run(commands: &Receiver<Command>, wake: &Receiver<()>, stop: &AtomicBool, mut meter: LoadMeter) {
+fn run(commands: &Receiver<Command>, stop: &AtomicBool, mut meter: LoadMeter) {
     let mut flows: HashMap<StreamId, Box<Flow>> = HashMap::new();
     let origin = Origin::now();
     while !stop.load(Ordering::Acquire) {
@@ -321,14 +316,15 @@ fn run(commands: &Receiver<Command>, wake: &Receiver<()>, stop: &AtomicBool, mut
         let order = due_order(&mut flows, origin.elapsed());
         if order.is_empty() {
             let waited = Instant::now();
-            select! {
-                recv(wake) -> _ => {}
-                recv(commands) -> c => match c {
-                    Ok(Command::Open(id, f)) => { flows.insert(id, f); }
-                    Ok(Command::Close(id)) => { flows.remove(&id); }
-                    Err(_) => return,
-                },
-                default(IDLE_LOOK) => {}
+            match commands.recv_timeout(IDLE_LOOK) {
+                Ok(Command::Open(id, f)) => {
+                    flows.insert(id, f);
+                }
+                Ok(Command::Close(id)) => {
+                    flows.remove(&id);
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
             }
             meter.idle(waited.elapsed());
             continue;
