@@ -340,6 +340,7 @@ impl Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::units::{ByteSize, MediaTime};
 
     #[test]
     fn one_packet_is_singular() {
@@ -347,7 +348,6 @@ mod tests {
         assert_eq!(packets(0), "0 packets");
         assert_eq!(packets(19), "19 packets");
     }
-    use crate::units::{ByteSize, MediaTime};
 
     const LIMITS: Limits = Limits {
         cmax_n: 4,

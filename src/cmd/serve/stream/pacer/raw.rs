@@ -282,7 +282,6 @@ impl RawFlows {
         any
     }
 
-    /// Hands the buffer of `flow`'s `frame` back, if it holds it.
     /// The pacer of a stream (never a cluster leg's, see `schedule`)
     /// passed over `count` slots from `first` after a stall: the frame in
     /// hand goes on the slot asked for next, so none is lost.
@@ -302,6 +301,7 @@ impl RawFlows {
         }
     }
 
+    /// Hands the buffer of `flow`'s `frame` back, if it holds it.
     fn free(&mut self, flow: FlowId, frame: u64) {
         if let Some(f) = self.flows.get_mut(&flow)
             && let Some(pos) = f.held.iter().position(|h| h.0 == frame)
