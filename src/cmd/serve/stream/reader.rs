@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, bounded, unbounded};
+use crossbeam_channel::{Receiver, Sender, TryRecvError, bounded, select, unbounded};
 use nagare_proto::mpegts::DATAGRAM_LEN;
 use nagare_proto::serve::Cost;
 use nagare_proto::serve::readahead::{self, RingFill};
@@ -62,6 +62,9 @@ pub(crate) enum Delivery {
 pub(crate) struct Ring {
     full: Receiver<Delivery>,
     empty: Sender<Vec<u8>>,
+    /// Wakes the reader on a give-back: a raw ring's only (see
+    /// [`Ring::give_back`]).
+    wake: Option<Sender<()>>,
     counters: Arc<Counters>,
 }
 
@@ -75,13 +78,18 @@ impl Ring {
         d
     }
 
-    /// Hands a sent chunk's buffer back for the next read. The reader
-    /// finds it on its next look ([`IDLE_LOOK`]): waking it from here
-    /// cost each give-back a cross-CPU wake-up, and the wake channel's
-    /// traffic from every pacer spun on its tail (46% of two pacers' time
-    /// at 300 TS flows, `perf record`, 2026-11-27).
+    /// Hands a sent chunk's buffer back for the next read. A raw ring
+    /// (a few frames, a few give-backs a second) wakes the reader; a TS
+    /// ring, which holds the read-ahead time, does not, and the reader
+    /// finds its buffer on its next look ([`IDLE_LOOK`]): at 300 TS flows
+    /// a wake per give-back had the pacers spinning on the wake channel's
+    /// tail 46% of the time (`perf record`, 2026-11-27), and waking the
+    /// reader for each cost a cross-CPU wake-up.
     pub(crate) fn give_back(&self, buf: Vec<u8>) {
         let _ = self.empty.try_send(buf);
+        if let Some(w) = &self.wake {
+            let _ = w.try_send(());
+        }
     }
 }
 
@@ -112,6 +120,7 @@ enum Command {
 /// The reader thread's handle.
 pub(crate) struct Reader {
     commands: Sender<Command>,
+    wake: Sender<()>,
     thread: Option<JoinHandle<()>>,
     stop: Arc<AtomicBool>,
     read_ahead: Duration,
@@ -138,6 +147,8 @@ impl Reader {
         realtime: bool,
     ) -> std::io::Result<Reader> {
         let (commands, rx) = unbounded();
+        // A token says "look now"; one says it as well as many.
+        let (wake, wake_rx) = bounded(1);
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let load = Arc::new(Published::default());
@@ -148,10 +159,11 @@ impl Reader {
                 if realtime && let Err(e) = crate::net::tuning::realtime() {
                     warn!("reader: {e:#}");
                 }
-                run(&rx, &stop2, meter)
+                run(&rx, &wake_rx, &stop2, meter)
             })?;
         Ok(Reader {
             commands,
+            wake,
             thread: Some(thread),
             stop,
             read_ahead,
@@ -266,6 +278,7 @@ impl Reader {
         Ring {
             full,
             empty,
+            wake: (!media.is_ts()).then(|| self.wake.clone()),
             counters,
         }
     }
@@ -278,8 +291,8 @@ impl Reader {
 
 impl Drop for Reader {
     fn drop(&mut self) {
-        // The reader sees it within one IDLE_LOOK.
         self.stop.store(true, Ordering::Release);
+        let _ = self.wake.try_send(());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -291,13 +304,15 @@ fn period_of(fps: f64) -> Nanos {
 }
 
 /// How long the reader waits, with every ring full, before it looks for
-/// buffers given back: far less than a ring's play time (at least 4 TS
-/// chunks of 28 ms at 6 Mbit/s, or 2 raw frames).
-const IDLE_LOOK: Duration = Duration::from_millis(2);
+/// buffers a TS ring gave back without waking it: far less than a TS
+/// ring's play time (the read-ahead, at least 4 chunks). Not shorter:
+/// polling at 500 Hz, SCHED_FIFO readers of several servers on one host
+/// held up the rest of it (a cluster test's router joined late).
+const IDLE_LOOK: Duration = Duration::from_millis(20);
 
 /// The thread: take commands, then read one chunk for every ring that has
 /// room, earliest deadline first; wait when every ring is full.
-fn run(commands: &Receiver<Command>, stop: &AtomicBool, mut meter: LoadMeter) {
+fn run(commands: &Receiver<Command>, wake: &Receiver<()>, stop: &AtomicBool, mut meter: LoadMeter) {
     let mut flows: HashMap<StreamId, Box<Flow>> = HashMap::new();
     let origin = Origin::now();
     while !stop.load(Ordering::Acquire) {
@@ -316,15 +331,14 @@ fn run(commands: &Receiver<Command>, stop: &AtomicBool, mut meter: LoadMeter) {
         let order = due_order(&mut flows, origin.elapsed());
         if order.is_empty() {
             let waited = Instant::now();
-            match commands.recv_timeout(IDLE_LOOK) {
-                Ok(Command::Open(id, f)) => {
-                    flows.insert(id, f);
-                }
-                Ok(Command::Close(id)) => {
-                    flows.remove(&id);
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return,
+            select! {
+                recv(wake) -> _ => {}
+                recv(commands) -> c => match c {
+                    Ok(Command::Open(id, f)) => { flows.insert(id, f); }
+                    Ok(Command::Close(id)) => { flows.remove(&id); }
+                    Err(_) => return,
+                },
+                default(IDLE_LOOK) => {}
             }
             meter.idle(waited.elapsed());
             continue;
