@@ -3,7 +3,7 @@
 
 use std::process::{Command, Stdio};
 
-use super::harness::{FRAME_BYTES, FRAMES, Media, Serve, ffmpeg_pull};
+use super::harness::{FRAME_BYTES, FRAMES, Media, Serve, ffmpeg_pull, gst_launch};
 use crate::common::{Scratch, require, wait_bounded};
 
 /// Waits (bounded) for a spawned child, returning its output.
@@ -56,17 +56,14 @@ fn gstreamer_rtspsrc_pulls_a_raw_stream_byte_identical() {
     let out = s.path("gst.yuv");
     // identity sends EOS in place of buffer FRAMES + 1: the first pass
     // of the looped clip, whole.
-    let mut gst = Command::new("gst-launch-1.0")
-        .args(["-q", "rtspsrc"])
+    let mut gst = Command::new("gst-launch-1.0");
+    gst.args(["-q", "rtspsrc"])
         .arg(format!("location={}", serve.url("clip.yuv?loop=1")))
         .args(["protocols=tcp", "!", "rtpvrawdepay", "!", "identity"])
         .arg(format!("eos-after={}", FRAMES + 1))
         .args(["!", "filesink"])
-        .arg(format!("location={}", out.display()))
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(wait_bounded(&mut gst, 60, "gst-launch").success());
+        .arg(format!("location={}", out.display()));
+    gst_launch(gst, 60);
     let got = std::fs::read(&out).unwrap();
     assert_eq!(got.len(), FRAME_BYTES * FRAMES);
     assert!(got == media.clip, "GStreamer's frames differ from the file");

@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use nagare_api::serve::{ReaderReport, StreamList};
 
-use super::harness::{FRAMES, Media, Rtsp, Serve};
+use super::harness::{FRAMES, Media, Rtsp, Serve, gst_launch};
 use crate::common::{Scratch, require, wait_bounded, wait_until};
 
 const SR: u8 = 200;
@@ -347,17 +347,13 @@ fn gstreamer_rtspsrc_ends_a_finite_raw_clip_by_itself() {
     for protocols in ["tcp", "udp"] {
         let out = s.path(&format!("{protocols}.yuv"));
         // No identity eos-after: only the BYE ends the pipeline.
-        let mut gst = Command::new("gst-launch-1.0")
-            .args(["-q", "rtspsrc"])
+        let mut gst = Command::new("gst-launch-1.0");
+        gst.args(["-q", "rtspsrc"])
             .arg(format!("location={}", serve.url("clip.yuv")))
             .arg(format!("protocols={protocols}"))
             .args(["!", "rtpvrawdepay", "!", "filesink"])
-            .arg(format!("location={}", out.display()))
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
-        let status = wait_bounded(&mut gst, 60, "gst-launch on a finite clip");
-        assert!(status.success(), "gst-launch over {protocols}");
+            .arg(format!("location={}", out.display()));
+        gst_launch(gst, 60);
         let got = std::fs::read(&out).unwrap();
         assert_eq!(got.len(), media.clip.len(), "over {protocols}");
         assert!(got == media.clip, "frames over {protocols} differ");
@@ -380,62 +376,19 @@ fn gstreamers_jitter_buffer_syncs_on_the_sender_reports() {
     let serve = Serve::start(&media, &[]);
     for protocols in ["udp", "tcp"] {
         // The finite clip: the BYE ends the pipeline.
-        let gst = Command::new("gst-launch-1.0")
-            .env("GST_DEBUG", "rtpjitterbuffer:5")
+        let mut gst = Command::new("gst-launch-1.0");
+        gst.env("GST_DEBUG", "rtpjitterbuffer:5")
             .env("GST_DEBUG_NO_COLOR", "1")
             .args(["-q", "rtspsrc"])
             .arg(format!("location={}", serve.url("clip.yuv")))
             .arg(format!("protocols={protocols}"))
-            .args(["!", "rtpvrawdepay", "!", "fakesink"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let log = match wait_stderr(gst, 60) {
-            Ok(log) => log,
-            // Seen once in a full run and in CI: rtspsrc's PAUSE at the
-            // clip's end met a closed connection. serve's side says why.
-            Err(gst) => {
-                let (_, _, err) = serve.terminate();
-                let tail: Vec<&str> = err.lines().rev().take(30).collect();
-                let tail: Vec<&str> = tail.into_iter().rev().collect();
-                panic!(
-                    "over {protocols}: {gst}\nserve's last lines:\n{}",
-                    tail.join("\n")
-                );
-            }
-        };
+            .args(["!", "rtpvrawdepay", "!", "fakesink"]);
+        let log = gst_launch(gst, 60);
         let srs = log.lines().filter(|l| l.contains("ext SR")).count();
         let syncs = log.lines().filter(|l| l.contains("signaling sync")).count();
         assert!(srs >= 1, "no SR reached the jitter buffer over {protocols}");
         assert!(syncs >= 1, "{srs} SRs but no sync over {protocols}");
     }
-}
-
-/// Waits (bounded) for a spawned child; its stderr, once it succeeded,
-/// else its status and own messages.
-fn wait_stderr(mut child: std::process::Child, secs: u64) -> Result<String, String> {
-    let mut err = child.stderr.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut v = String::new();
-        let _ = err.read_to_string(&mut v);
-        v
-    });
-    let status = wait_bounded(&mut child, secs, "gst-launch on a finite clip");
-    let log = reader.join().unwrap();
-    if !status.success() {
-        // The debug lines drown gst-launch's own error: show the others.
-        let own: Vec<&str> = log
-            .lines()
-            .filter(|l| !l.contains("rtpjitterbuffer"))
-            .collect();
-        let tail = &own[own.len().saturating_sub(30)..];
-        return Err(format!(
-            "gst-launch {status}; its messages:\n{}",
-            tail.join("\n")
-        ));
-    }
-    Ok(log)
 }
 
 #[test]
