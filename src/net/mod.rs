@@ -16,6 +16,7 @@ pub(crate) mod placement;
 pub(crate) mod rtcp;
 #[cfg(feature = "x11")]
 pub(crate) mod shm;
+pub(crate) mod stalls;
 pub(crate) mod train;
 pub(crate) mod tuning;
 pub(crate) mod udp;

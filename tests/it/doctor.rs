@@ -25,8 +25,9 @@ fn doctor_reports_each_check_and_exit_status_matches() {
     // One default packet size everywhere: send's 1440.
     assert_eq!(report.packet_size, ByteSize(1440));
     let kinds: Vec<CheckKind> = report.checks.iter().map(|c| c.kind).collect();
-    // The timer floor: one check per CPU this process may use, then the
-    // tightest sender type it holds.
+    // The timer floor: one check per CPU this process may use; the
+    // pacer's CPU kept busy alone, then every CPU at once (with more than
+    // one); then the tightest sender type both hold.
     let cpus = std::thread::available_parallelism().unwrap().get();
     let mut want = vec![
         CheckKind::RmemMax,
@@ -43,6 +44,10 @@ fn doctor_reports_each_check_and_exit_status_matches() {
     // One core's memcpy rate, always measured.
     want.push(CheckKind::CopyRate);
     want.extend(std::iter::repeat_n(CheckKind::TimerFloor, cpus));
+    want.push(CheckKind::BusyStalls);
+    if cpus > 1 {
+        want.push(CheckKind::BusyStalls);
+    }
     want.push(CheckKind::SenderType);
     assert_eq!(kinds, want);
     let floor = report.check(CheckKind::TimerFloor).unwrap();
@@ -53,14 +58,30 @@ fn doctor_reports_each_check_and_exit_status_matches() {
         "{}",
         floor.needed
     );
-    // A host whose every CPU holds W holds some type, and the reverse.
+    // The pacer's CPU alone: the one a sender takes, the highest.
+    let alone = report.check(CheckKind::BusyStalls).unwrap();
+    let pacer = cpus.saturating_sub(1);
+    assert!(
+        alone
+            .name
+            .starts_with(&format!("CPU {pacer} kept busy alone")),
+        "{}",
+        alone.name
+    );
+    assert!(
+        alone.current.contains(" host stalls over 1 ms"),
+        "{}",
+        alone.current
+    );
+    // A host whose every CPU wakes within W's slack, and whose pacer CPU
+    // met no longer stall, holds some type, and the reverse.
     let held = report.check(CheckKind::SenderType).unwrap();
-    let all_hold_w = report
+    let all_wake_for_w = report
         .checks
         .iter()
         .filter(|c| c.kind == CheckKind::TimerFloor)
         .all(|c| c.ok);
-    assert_eq!(held.ok, all_hold_w, "{held:?}");
+    assert_eq!(held.ok, all_wake_for_w && alone.ok, "{held:?} {alone:?}");
     assert_eq!(
         held.current.starts_with("none"),
         !held.ok,

@@ -64,7 +64,11 @@ pub enum CheckKind {
     Clock,
     /// How late a real-time thread wakes on one CPU (cyclictest-like).
     TimerFloor,
-    /// The tightest ST 2110-21 sender type this host's timer floor holds.
+    /// How long the host stops a CPU kept busy, as a pacer keeps its own:
+    /// the pacer's CPU alone, then every CPU at once.
+    BusyStalls,
+    /// The tightest ST 2110-21 sender type this host's timer floor and
+    /// the pacer's busy-CPU stalls hold.
     SenderType,
     /// How fast one core copies memory (memcpy).
     CopyRate,

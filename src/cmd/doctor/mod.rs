@@ -11,14 +11,15 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, anyhow, bail};
 use nagare_api::doctor::{Check, CheckKind, Report};
 use nagare_proto::sdp::SdpStream;
-use nagare_proto::video::st2110_20::{DEFAULT_PACKET_SIZE, Packetizer};
-use nagare_proto::video::st2110_21::{Model, Scan, SenderSchedule, SenderType};
-use nagare_proto::{BitRate, ByteSize, Nanos};
+use nagare_proto::video::st2110_20::DEFAULT_PACKET_SIZE;
+use nagare_proto::{BitRate, ByteSize};
 
 use crate::cli::{parse_address, parse_bit_rate, parse_interface, parse_packet_size};
 use crate::net::copy_rate::CopyRate;
 use crate::net::host::{self, ClockSync};
 use crate::net::iface::{self, Interface, Link};
+
+mod timing;
 
 /// Command-line arguments of `nagare doctor`.
 #[derive(clap::Args, Debug, Clone)]
@@ -44,7 +45,9 @@ pub(crate) struct DoctorArgs {
     #[arg(long)]
     pub apply: bool,
     /// Measure the timer floor this long on every CPU (a cyclictest-like
-    /// sample: a real-time thread per CPU waking every 200 µs); 0 skips it.
+    /// sample: a real-time thread per CPU waking every 200 µs), then keep
+    /// the pacer's CPU busy this long with the others idle, then every CPU
+    /// at once, noting how long the host stops each; 0 skips all three.
     #[arg(long, default_value = "5", value_parser = parse_timer_seconds)]
     pub timer_seconds: std::time::Duration,
     /// Frame size of the stream the sender type is judged for (with
@@ -352,95 +355,6 @@ fn clock_check(sync: ClockSync) -> Check {
     }
 }
 
-/// The timer floor of every CPU, and the tightest sender type it holds
-/// for the stream (`--size`, `--pix-fmt`, `--fps`, else the demo's).
-fn timer_checks(args: &DoctorArgs, plan: &Plan) -> Result<Vec<Check>> {
-    let size = args.size.unwrap_or(crate::cli::Size {
-        width: 1920,
-        height: 1080,
-    });
-    let pix = args.pix_fmt.unwrap_or(nagare_proto::PixelFormat::Uyvp);
-    let fps = match args.fps {
-        Some(f) => f,
-        None => nagare_proto::FrameRate::new(60000, 1001).map_err(|e| anyhow!("{e}"))?,
-    };
-    let format = crate::cli::video_format(size, pix)?;
-    let packets = Packetizer::new(format, plan.packet_size, nagare_proto::Ssrc(0))
-        .map_err(|e| anyhow!("--packet-size {}: {e}", plan.packet_size))?
-        .packets_per_frame();
-    let model = Model::new(fps, format.height, Scan::Progressive, packets as u32)
-        .map_err(|e| anyhow!("the ST 2110-21 model of this stream: {e}"))?
-        .for_datagrams(plan.packet_size)
-        .map_err(|e| anyhow!("--packet-size {}: {e}", plan.packet_size))?;
-    let cpus = crate::net::placement::start_cpus();
-    let period = std::time::Duration::from_micros(200);
-    let floor = crate::net::wakeup::sample(&cpus, period, args.timer_seconds)?;
-    let w_slack = SenderSchedule::software(&model, SenderType::W).stall_slack();
-    let what = format!(
-        "{}x{} {} at {} fps, {}-byte packets",
-        format.width, format.height, format.pixel_format, fps, plan.packet_size
-    );
-    let us = |d: std::time::Duration| d.as_secs_f64() * 1e6;
-    let mut checks: Vec<Check> = floor
-        .iter()
-        .map(|w| Check {
-            kind: CheckKind::TimerFloor,
-            name: format!(
-                "timer wake-up on CPU {} ({:.0} s, every 200 µs, {})",
-                w.cpu,
-                args.timer_seconds.as_secs_f64(),
-                if w.realtime {
-                    "SCHED_FIFO"
-                } else {
-                    "normal priority"
-                }
-            ),
-            current: format!(
-                "p99 {:.0} µs, p99.9 {:.0} µs, max {:.0} µs",
-                us(w.p99),
-                us(w.p999),
-                us(w.max)
-            ),
-            needed: format!(
-                "p99.9 below W's slack, {:.0} µs, for {what}",
-                w_slack.as_micros_f64()
-            ),
-            ok: Nanos::from(w.p999) < w_slack,
-            fix: (Nanos::from(w.p999) >= w_slack).then(|| {
-                format!(
-                    "CPU {} wakes too late for any sender type: stop what else runs there, \
-                     ask for dedicated vCPUs, or pace as root (SCHED_FIFO)",
-                    w.cpu
-                )
-            }),
-        })
-        .collect();
-    let worst = floor.iter().map(|w| w.p999).max().unwrap_or_default();
-    let holds = SenderSchedule::tightest_holdable(&model, Nanos::from(worst));
-    let slack = |t| {
-        SenderSchedule::software(&model, t)
-            .stall_slack()
-            .as_micros_f64()
-    };
-    checks.push(Check {
-        kind: CheckKind::SenderType,
-        name: format!("tightest ST 2110-21 sender type this host holds for {what}"),
-        current: match holds {
-            Some(t) => format!("{t} (worst p99.9 wake-up {:.0} µs)", us(worst)),
-            None => format!("none (worst p99.9 wake-up {:.0} µs)", us(worst)),
-        },
-        needed: format!(
-            "a type whose slack passes the p99.9 wake-up: N {:.0} µs, NL {:.0} µs, W {:.0} µs",
-            slack(SenderType::N),
-            slack(SenderType::NL),
-            slack(SenderType::W)
-        ),
-        ok: holds.is_some(),
-        fix: None,
-    });
-    Ok(checks)
-}
-
 /// One core's memory copy rate against the stream: every copy a receiver
 /// makes of the stream (the kernel's, a reassembly) costs
 /// `1 Gbit / rate` CPU-seconds per Gbit.
@@ -644,7 +558,7 @@ pub(crate) fn main(args: DoctorArgs) -> Result<ExitCode> {
     let copy = crate::net::copy_rate::measure();
     checks.push(copy_check(plan.rate, copy));
     if !args.timer_seconds.is_zero() {
-        checks.extend(timer_checks(&args, &plan)?);
+        checks.extend(timing::checks(&args, plan.packet_size)?);
     }
     let mut report = Report::new(plan.rate, ByteSize::of_len(plan.packet_size), checks);
     report.copy_bytes_per_second = Some(copy.bytes_per_second as u64);
