@@ -102,6 +102,12 @@ pub struct StripesReport {
     pub frames_incomplete: FrameList,
     /// Frames of which no stripe arrived, by index (rate known only).
     pub frames_lost: FrameList,
+    /// Frames dropped at the start because they came before a stripe
+    /// joined (a receiver started on a flowing stream joins each stripe
+    /// at its own moment): the stream starts at the first frame every
+    /// stripe delivered.
+    #[serde(default)]
+    pub frames_before_join: u64,
     /// For each incomplete frame (the first 1000), which stripes failed.
     pub failures: Vec<FrameFailure>,
     /// Frames written to the output.

@@ -1266,6 +1266,7 @@ fn finish_report(
     for r in &mut per_stripe {
         r.frames = lock(&assembler).counters()[r.stripe];
     }
+    report.frames_before_join = lock(&assembler).before_join();
     report.bytes = per_stripe.iter().map(|r| r.bytes).sum();
     let span = match (first, last) {
         (Some(a), Some(b)) => b - a,
@@ -1303,6 +1304,13 @@ pub(super) fn print_summary(r: &StripesReport) {
             String::new()
         }
     );
+    if r.frames_before_join > 0 {
+        eprintln!(
+            "recv: {} frame(s) before the last stripe joined were left out: the stream starts at \
+             the first frame every stripe delivered",
+            r.frames_before_join
+        );
+    }
     for f in r.failures.iter().take(10) {
         eprintln!(
             "recv: frame {} (ts {}): stripes missing {:?}, incomplete {:?}",

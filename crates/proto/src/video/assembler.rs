@@ -15,6 +15,17 @@
 //! Every frame handed out says which stripes were missing and which were
 //! incomplete, and the counters say it per stripe.
 //!
+//! A receiver that starts while the stream flows joins each stripe at its
+//! own moment (each is its own group, and a router forwards each once its
+//! own join reaches it; 21 ms apart through pimd in the tests). So until
+//! the first frame goes out, frames older than some stripe's first are
+//! not handed out but dropped, and counted
+//! ([`before_join`](Assembler::before_join)): they came before that
+//! stripe joined, not missing from it. The stream starts at the first
+//! frame every stripe delivered. After that, or once the depth forces a
+//! frame out first (a stripe that never comes), a stripe without a frame
+//! is missing from it.
+//!
 //! Where a stripe is one run of the frame's bytes (the `lines` rule,
 //! [`Stripes::contiguous`]), nothing is copied: a stripe's receiver asks
 //! [`Assembler::lend`] for its part of the whole frame of a timestamp as
@@ -114,8 +125,15 @@ pub struct Assembler {
     partial: VecDeque<Partial>,
     /// Newest timestamp each stripe delivered.
     newest: Vec<Option<MediaTime>>,
-    /// Newest timestamp handed out, to spot stripes arriving too late.
+    /// Newest timestamp handed out or dropped, to spot stripes arriving
+    /// too late.
     last_out: Option<MediaTime>,
+    /// Each stripe's first timestamp, to tell where it joined.
+    first: Vec<Option<MediaTime>>,
+    /// Whether a frame went out (the join is over).
+    started: bool,
+    /// Frames dropped as older than a stripe's join.
+    before_join: u64,
     ready: VecDeque<Assembled>,
     spare: Vec<AlignedBuf>,
     /// Staging buffers for reuse.
@@ -137,6 +155,9 @@ impl Assembler {
             partial: VecDeque::new(),
             newest: vec![None; stripes.count()],
             last_out: None,
+            first: vec![None; stripes.count()],
+            started: false,
+            before_join: 0,
             ready: VecDeque::new(),
             spare: Vec::new(),
             spare_staged: Vec::new(),
@@ -363,6 +384,7 @@ impl Assembler {
         if self.newest[k].is_none_or(|n| timestamp.ticks_since(n) > 0) {
             self.newest[k] = Some(timestamp);
         }
+        self.first[k].get_or_insert(timestamp);
         self.release();
     }
 
@@ -402,6 +424,10 @@ impl Assembler {
     fn release(&mut self) {
         while let Some(oldest) = self.partial.front() {
             let t = oldest.timestamp;
+            if self.before_joined(t) {
+                self.drop_oldest();
+                continue;
+            }
             let settled = (0..self.stripes.count()).all(|k| {
                 oldest.arrived & (1 << k) != 0
                     || self.newest[k].is_some_and(|n| n.ticks_since(t) > 0)
@@ -411,6 +437,50 @@ impl Assembler {
             }
             self.hand_out_oldest();
         }
+    }
+
+    /// Whether the frame at `t` came before some stripe's join: no frame
+    /// went out yet, every stripe delivered one (so each one's first is
+    /// known), and some stripe's first is newer.
+    fn before_joined(&self, t: MediaTime) -> bool {
+        !self.started
+            && self.first.iter().all(Option::is_some)
+            && self.first.iter().flatten().any(|f| f.ticks_since(t) > 0)
+    }
+
+    /// Drops the oldest frame, which came before a stripe joined: its
+    /// memory goes back for reuse (a lent part, when it comes back late,
+    /// is dropped as any late stripe), held 2SI buffers to their owners,
+    /// and its stripes come off the counters.
+    fn drop_oldest(&mut self) {
+        let Some(mut p) = self.partial.pop_front() else {
+            return;
+        };
+        match std::mem::replace(&mut p.data, Canvas::Whole(AlignedBuf::default())) {
+            Canvas::Whole(buf) => self.recycle(buf),
+            Canvas::Parts(parts) if parts.iter().all(Option::is_some) => {
+                self.recycle(AlignedBuf::join(parts.into_iter().flatten().collect()));
+            }
+            Canvas::Parts(_) => {}
+        }
+        if !p.staged.is_empty() && self.spare_staged.len() < self.depth {
+            self.spare_staged.push(std::mem::take(&mut p.staged));
+        }
+        let held = p.held.drain(..).enumerate();
+        self.spent
+            .extend(held.filter_map(|(k, b)| b.map(|b| (k, b))));
+        for (k, c) in self.counters.iter_mut().enumerate() {
+            if p.arrived & (1 << k) == 0 {
+                continue;
+            }
+            if p.incomplete & (1 << k) != 0 {
+                c.incomplete = c.incomplete.saturating_sub(1);
+            } else {
+                c.complete = c.complete.saturating_sub(1);
+            }
+        }
+        self.last_out = Some(p.timestamp);
+        self.before_join += 1;
     }
 
     /// Hands out the oldest frame, its memory made whole first.
@@ -462,6 +532,7 @@ impl Assembler {
             }
         }
         self.last_out = Some(p.timestamp);
+        self.started = true;
         self.ready.push_back(Assembled {
             timestamp: p.timestamp,
             data,
@@ -511,6 +582,12 @@ impl Assembler {
     pub fn held(&self) -> usize {
         self.partial.len()
     }
+
+    /// Frames dropped because they came before a stripe joined (see the
+    /// module docs).
+    pub fn before_join(&self) -> u64 {
+        self.before_join
+    }
 }
 
 #[cfg(test)]
@@ -551,6 +628,12 @@ mod tests {
     fn a_stripe_that_moved_on_is_reported_missing() {
         let (s, frame) = setup();
         let mut a = Assembler::new(s, 4);
+        // Frame 0, whole: every stripe joined.
+        for k in 0..8 {
+            a.handle_input(k, MediaTime(u32::MAX - 2999), &part(&s, &frame, k), true)
+                .unwrap();
+        }
+        assert!(a.poll_event().unwrap().complete());
         // Frame 1: stripe 6 never comes; stripe 2 is incomplete.
         for k in 0..8 {
             if k != 6 {
@@ -568,6 +651,7 @@ mod tests {
         assert_eq!(f.failed().collect::<Vec<_>>(), [2, 6]);
         assert_eq!(a.counters()[6].missing, 1);
         assert_eq!(a.counters()[2].incomplete, 1);
+        assert_eq!(a.before_join(), 0);
         // Stripe 6's copy of frame 1 arriving now is late.
         a.handle_input(6, MediaTime(u32::MAX - 1499), &part(&s, &frame, 6), true)
             .unwrap();
@@ -575,6 +659,80 @@ mod tests {
         a.finish();
         let g = a.poll_event().unwrap();
         assert_eq!(g.missing, 0xff & !(1 << 6));
+    }
+
+    #[test]
+    fn the_stream_starts_at_the_first_frame_every_stripe_delivered() {
+        let (s, frame) = setup();
+        let mut a = Assembler::new(s, 4);
+        let mut given = 0;
+        // Stripe 5 joins two frames after the others (the receiver joined
+        // a flowing stream, and its group reached it last).
+        for n in 0..3u32 {
+            for k in 0..8 {
+                if k == 5 && n < 2 {
+                    continue;
+                }
+                let back = a
+                    .handle_owned(k, MediaTime(n * 1500), part(&s, &frame, k), true)
+                    .unwrap();
+                assert!(back.is_none());
+                given += 1;
+            }
+        }
+        // Frames 0 and 1 came before stripe 5 joined: dropped, not
+        // handed out with it missing. Frame 2 is the stream's first.
+        let f = a.poll_event().unwrap();
+        assert_eq!(f.timestamp, MediaTime(3000));
+        assert!(f.complete());
+        assert_eq!(&f.data[..], &frame[..]);
+        assert!(a.poll_event().is_none());
+        assert_eq!(a.before_join(), 2);
+        // The counters count the stream's frames only, and every held
+        // buffer went back to its owner.
+        assert!(
+            a.counters()
+                .iter()
+                .all(|c| c.complete == 1 && c.missing == 0)
+        );
+        let mut spent = 0;
+        while a.poll_spent().is_some() {
+            spent += 1;
+        }
+        assert_eq!(spent, given);
+        // After the start, a stripe that skips a frame is missing from it.
+        for k in 0..8 {
+            if k != 5 {
+                a.handle_input(k, MediaTime(4500), &part(&s, &frame, k), true)
+                    .unwrap();
+            }
+        }
+        a.handle_input(5, MediaTime(6000), &part(&s, &frame, 5), true)
+            .unwrap();
+        assert_eq!(a.poll_event().unwrap().missing, 1 << 5);
+        assert_eq!(a.before_join(), 2);
+    }
+
+    #[test]
+    fn a_stripe_that_never_came_is_missing_and_its_late_join_drops_nothing() {
+        let (s, frame) = setup();
+        let mut a = Assembler::new(s, 2);
+        // Stripe 3 is silent until the depth forces frames out.
+        for n in 0..4u32 {
+            for k in (0..8).filter(|&k| k != 3) {
+                a.handle_input(k, MediaTime(n * 1500), &part(&s, &frame, k), true)
+                    .unwrap();
+            }
+        }
+        a.handle_input(3, MediaTime(4 * 1500), &part(&s, &frame, 3), true)
+            .unwrap();
+        a.finish();
+        let mut missing = 0;
+        while let Some(f) = a.poll_event() {
+            missing += u32::from(f.missing == 1 << 3);
+        }
+        assert_eq!(missing, 4);
+        assert_eq!(a.before_join(), 0);
     }
 
     #[test]
