@@ -558,7 +558,13 @@ pub(crate) fn main(args: DoctorArgs) -> Result<ExitCode> {
     let copy = crate::net::copy_rate::measure();
     checks.push(copy_check(plan.rate, copy));
     if !args.timer_seconds.is_zero() {
-        checks.extend(timing::checks(&args, plan.packet_size)?);
+        let planned = timing::Planned {
+            size: args.size,
+            pix_fmt: args.pix_fmt,
+            fps: args.fps,
+            packet_size: plan.packet_size,
+        };
+        checks.extend(timing::checks(planned, args.timer_seconds)?);
     }
     let mut report = Report::new(plan.rate, ByteSize::of_len(plan.packet_size), checks);
     report.copy_bytes_per_second = Some(copy.bytes_per_second as u64);

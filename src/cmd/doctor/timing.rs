@@ -12,10 +12,19 @@ use nagare_proto::Nanos;
 use nagare_proto::video::st2110_20::Packetizer;
 use nagare_proto::video::st2110_21::{Model, Scan, SenderSchedule, SenderType};
 
-use super::DoctorArgs;
 use crate::net::placement::{Layout, Role};
 use crate::net::stalls::{self, BusyCpu};
 use crate::net::wakeup::Wakeups;
+
+/// The stream the sender type is judged for, as `--size`, `--pix-fmt`
+/// and `--fps` give it (each `None`: the demo's).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Planned {
+    pub size: Option<crate::cli::Size>,
+    pub pix_fmt: Option<nagare_proto::PixelFormat>,
+    pub fps: Option<nagare_proto::FrameRate>,
+    pub packet_size: usize,
+}
 
 /// The stream the sender type is judged for, and its name in the lines.
 struct Stream {
@@ -24,9 +33,9 @@ struct Stream {
 }
 
 impl Stream {
-    /// `--size`, `--pix-fmt`, `--fps` (else the demo's) in packets of
-    /// `packet_size`.
-    fn of(args: &DoctorArgs, packet_size: usize) -> Result<Stream> {
+    /// The planned stream, the demo's where it says nothing.
+    fn of(args: Planned) -> Result<Stream> {
+        let packet_size = args.packet_size;
         let size = args.size.unwrap_or(crate::cli::Size {
             width: 1920,
             height: 1080,
@@ -59,10 +68,9 @@ impl Stream {
     }
 }
 
-/// The timing checks, each sample `args.timer_seconds` long.
-pub(super) fn checks(args: &DoctorArgs, packet_size: usize) -> Result<Vec<Check>> {
-    let stream = Stream::of(args, packet_size)?;
-    let span = args.timer_seconds;
+/// The timing checks for the `planned` stream, each sample `span` long.
+pub(super) fn checks(planned: Planned, span: Duration) -> Result<Vec<Check>> {
+    let stream = Stream::of(planned)?;
     let layout = Layout::of_process();
     let period = Duration::from_micros(200);
     let floor = crate::net::wakeup::sample(layout.allowed(), period, span)?;
