@@ -59,11 +59,16 @@ impl Media {
     /// Offers `count` stripes of `clip.yuv` split by `split` as IS-05
     /// senders (`[stripes]` in its sidecar), 1200-byte packets.
     pub fn with_stripes(self, split: &str, count: usize) -> Media {
+        self.with_stripes_in(split, count, 1200)
+    }
+
+    /// [`Media::with_stripes`], sent in `packet_size`-byte packets.
+    pub fn with_stripes_in(self, split: &str, count: usize, packet_size: usize) -> Media {
         std::fs::write(
             self.dir.path("clip.yuv.toml"),
             format!(
                 "size = \"320x240\"\npix_fmt = \"uyvy422\"\nfps = \"25\"\n\
-                 [stripes]\nsplit = \"{split}\"\ncount = {count}\npacket_size = 1200\n"
+                 [stripes]\nsplit = \"{split}\"\ncount = {count}\npacket_size = {packet_size}\n"
             ),
         )
         .unwrap();

@@ -300,6 +300,46 @@ fn an_activation_streams_a_path_to_recv_byte_identical_and_master_enable_false_s
     assert_eq!(sender["subscription"]["active"], false);
 }
 
+/// A stripe sent in jumbo packets says so in its transport file:
+/// `MAXUDP=8960` (ST 2110-21), so that a receiver counts VRX_FULL in
+/// packets of that size (120 for W, not 720); within the standard UDP
+/// size it declares none.
+#[test]
+fn a_jumbo_stripes_transport_file_declares_maxudp() {
+    for (packet_size, declared) in [(1200, None), (8800, Some(8960))] {
+        let media = Media::new("nmos-is05-maxudp").with_stripes_in("lines", 2, packet_size);
+        let serve = Serve::start(&media, &[]);
+        let id = sender_id(&serve, "clip.yuv stripe 0/2 lines");
+        let base = format!("{C}/single/senders/{id}");
+        let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
+        sink.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let port = sink.local_addr().unwrap().port();
+        let go = json!({"master_enable": true,
+            "transport_params": [{"destination_ip": "127.0.0.1", "destination_port": port}],
+            "activation": {"mode": "activate_immediate"}});
+        serve.call(
+            "PATCH",
+            &format!("{base}/staged"),
+            Some(go),
+            200,
+            "sender-response-schema.json",
+        );
+        // The stripe's packets are that size (a 320x120 stripe line is
+        // 640 bytes: whole lines fill each packet up to it).
+        let mut packet = vec![0u8; 9000];
+        let (n, _) = sink
+            .recv_from(&mut packet)
+            .expect("the stripe's first packet");
+        assert!(n <= packet_size && n > packet_size - 700, "{n} bytes");
+        let (status, sdp) = serve.api("GET", &format!("{base}/transportfile"), None);
+        assert_eq!(status, 200, "{sdp}");
+        let legs = nagare_proto::sdp::SdpStream::parse_legs(&sdp).unwrap();
+        assert_eq!(legs[0].max_udp, declared, "{sdp}");
+        park(&serve, &format!("{base}/staged"));
+    }
+}
+
 /// A `nagare cluster` leg over IS-05: a stripe sender activated for the
 /// TAI instant of an epoch frame begins with exactly that frame (its RTP
 /// timestamp), as stripe 1 with its SSRC, so legs activated on several

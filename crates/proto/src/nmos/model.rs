@@ -279,9 +279,12 @@ impl NodeSpec {
         let stripe = PathSpec {
             name: label.clone(),
             track: match p.track {
+                // The flow says nothing of the packet size; a stripe's
+                // transport file declares its MAXUDP.
                 Track::Raw { rate, .. } => Track::Raw {
                     format: st.format,
                     rate,
+                    max_udp: None,
                 },
                 Track::Ts => Track::Ts,
             },
@@ -490,7 +493,7 @@ pub fn fixed_video_caps(format: VideoFormat, rate: Option<FrameRate>) -> Receive
 
 fn flow_of(id: ResourceId, source: ResourceId, device: ResourceId, p: &PathSpec) -> Flow {
     let (format, media_type, grain_rate, picture) = match p.track {
-        Track::Raw { format, rate } => (
+        Track::Raw { format, rate, .. } => (
             FORMAT_VIDEO,
             "video/raw",
             Some(rational(rate)),

@@ -26,6 +26,7 @@ fn spec(streams: Vec<StreamSpec>) -> NodeSpec {
                 track: Track::Raw {
                     format: VideoFormat::new(320, 180, PixelFormat::Uyvp).unwrap(),
                     rate: FrameRate::new(25, 1).unwrap(),
+                    max_udp: None,
                 },
                 subscription: idle(),
                 stripes: Vec::new(),

@@ -20,7 +20,7 @@ pub const SENDER_TYPE: SenderType = SenderType::W;
 /// [`SENDER_TYPE`]'s trains for a sleeping sender, from TROdefault, so
 /// the SDPs need no `TROFF=`. Datagrams above the Standard UDP Size Limit
 /// count VRX_FULL in packets of the extended one, as a judge that sees
-/// them does ([`Model::max_udp_for`]). `None` for a flow no model takes
+/// them does ([`Model::max_udp_for`](crate::video::st2110_21::Model::max_udp_for)). `None` for a flow no model takes
 /// (no packets, an unusable rate), which serve never admits.
 pub fn raw_schedule(
     format: VideoFormat,
@@ -43,6 +43,10 @@ pub enum Track {
         format: VideoFormat,
         /// Frame rate.
         rate: FrameRate,
+        /// The UDP size limit its SDP declares (`MAXUDP`, ST 2110-21),
+        /// for datagrams above the standard limit
+        /// ([`Model::max_udp_for`](crate::video::st2110_21::Model::max_udp_for)); `None` within it.
+        max_udp: Option<u32>,
     },
     /// MPEG-TS over RTP (RFC 2250).
     Ts,
@@ -55,7 +59,11 @@ pub fn sdp(name: &str, track: Track, session_id: u64) -> String {
     // 0.0.0.0: RTSP sends where SETUP says, the SDP names no address.
     let unspecified = IpAddr::from([0, 0, 0, 0]);
     let mut session = match track {
-        Track::Raw { format, rate } => SdpStream {
+        Track::Raw {
+            format,
+            rate,
+            max_udp,
+        } => SdpStream {
             address: unspecified,
             port: 0,
             ttl: None,
@@ -68,7 +76,7 @@ pub fn sdp(name: &str, track: Track, session_id: u64) -> String {
             clock: None,
             sender_type: Some(SENDER_TYPE),
             tr_offset: None,
-            max_udp: None,
+            max_udp,
         }
         .to_session(session_id),
         Track::Ts => {

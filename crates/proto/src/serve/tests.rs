@@ -560,7 +560,15 @@ fn readahead_rings_already_dry_go_by_priority() {
 fn describe_raw_and_ts() {
     let rate = FrameRate::new(25, 1).unwrap();
     let format = VideoFormat::new(320, 180, PixelFormat::Uyvy422).unwrap();
-    let raw = describe::sdp("bars", Track::Raw { format, rate }, 1_700_000_000);
+    let raw = describe::sdp(
+        "bars",
+        Track::Raw {
+            format,
+            rate,
+            max_udp: None,
+        },
+        1_700_000_000,
+    );
     assert_eq!(
         raw,
         "v=0\r\no=- 1700000000 1700000000 IN IP4 0.0.0.0\r\ns=bars\r\nc=IN IP4 0.0.0.0\r\n\

@@ -186,9 +186,12 @@ impl Media {
     /// The SDP of DESCRIBE: one media, `a=control:trackID=0`.
     pub(crate) fn sdp(&self, session_id: u64) -> String {
         let track = match &self.kind {
+            // RTSP sends in serve's default packets, within the standard
+            // UDP size.
             Kind::Raw { format, rate, .. } | Kind::Pattern { format, rate } => Track::Raw {
                 format: *format,
                 rate: *rate,
+                max_udp: None,
             },
             Kind::Ts { .. } => Track::Ts,
         };

@@ -14,6 +14,7 @@ use nagare_proto::nmos::{
     NodeSpec, PathSpec, Resource, ResourceId, Store, StreamSpec, StripeSenderSpec, TaiTime,
 };
 use nagare_proto::serve::describe::Track;
+use nagare_proto::video::st2110_21::Model;
 
 use crate::cmd::serve::hub::media::{Catalog, Media, StripeOffer};
 use crate::cmd::serve::nmos::senders::{self, Senders, Target};
@@ -120,6 +121,7 @@ impl Node {
         Some(Track::Raw {
             format: offer.format,
             rate,
+            max_udp: offer.packet_size.and_then(Model::max_udp_for),
         })
     }
 
@@ -192,7 +194,11 @@ fn subscription(all: &[senders::Subscription], id: ResourceId) -> SenderSubscrip
 
 fn track_of(m: &Media) -> Track {
     match m.raw_format() {
-        Some((format, rate)) => Track::Raw { format, rate },
+        Some((format, rate)) => Track::Raw {
+            format,
+            rate,
+            max_udp: None,
+        },
         None => Track::Ts,
     }
 }

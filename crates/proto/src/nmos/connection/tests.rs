@@ -415,6 +415,7 @@ fn a_senders_transport_file_is_the_sdp_of_its_active_legs() {
     let track = Track::Raw {
         format: VideoFormat::new(64, 32, PixelFormat::Uyvy422).unwrap(),
         rate: FrameRate::new(25, 1).unwrap(),
+        max_udp: None,
     };
     let mut c = sender(2);
     let none = sender_sdp("bars", track, &[], None, 1);

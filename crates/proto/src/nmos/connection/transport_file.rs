@@ -136,7 +136,11 @@ pub fn sender_sdp(
     let mut session = None;
     for (address, port, source) in &enabled {
         let one = match track {
-            Track::Raw { format, rate } => SdpStream {
+            Track::Raw {
+                format,
+                rate,
+                max_udp,
+            } => SdpStream {
                 address: *address,
                 port: *port,
                 ttl: None,
@@ -148,7 +152,7 @@ pub fn sender_sdp(
                 clock,
                 sender_type: Some(crate::serve::describe::SENDER_TYPE),
                 tr_offset: None,
-                max_udp: None,
+                max_udp,
             }
             .to_session(session_id),
             Track::Ts => ts_session(name, *address, *port, *source, session_id),
