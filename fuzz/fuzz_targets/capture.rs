@@ -7,8 +7,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use nagare_proto::capture::CaptureParser;
-use nagare_proto::video::{FrameRate, PixelFormat};
 use nagare_proto::video::st2110_21::{Monitor, Scan, StreamShape};
+use nagare_proto::video::{FrameRate, PixelFormat};
 
 fuzz_target!(|data: &[u8]| {
     // The first byte picks how many bytes each read brings.

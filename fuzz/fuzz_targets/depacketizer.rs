@@ -12,8 +12,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use nagare_fuzz::{CountingAlloc, Reader, period_choice, small_format, step};
-use nagare_proto::video::st2110_20::{Depacketizer, DepacketizerStats, Output};
 use nagare_proto::rtp::RtpPacket;
+use nagare_proto::video::st2110_20::{Depacketizer, DepacketizerStats, Output};
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;

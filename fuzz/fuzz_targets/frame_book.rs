@@ -47,7 +47,13 @@ fuzz_target!(|data: &[u8]| {
                 let stripe = usize::from(input.u8());
                 let ts = MediaTime(input.u32());
                 let now = Nanos(u64::from(input.u32()));
-                book.handle_input(now, Input::Stripe { stripe, timestamp: ts })
+                book.handle_input(
+                    now,
+                    Input::Stripe {
+                        stripe,
+                        timestamp: ts,
+                    },
+                )
             }
             1 => {
                 let timestamp = MediaTime(input.u32());
@@ -74,7 +80,10 @@ fuzz_target!(|data: &[u8]| {
                 Event::Spent(_) => None,
             };
             if let Some(i) = index {
-                assert!(last_index.is_none_or(|l| i >= l), "index went back: {last_index:?} -> {i}");
+                assert!(
+                    last_index.is_none_or(|l| i >= l),
+                    "index went back: {last_index:?} -> {i}"
+                );
                 last_index = Some(i);
             }
         }

@@ -138,7 +138,11 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(found) = nagare_proto::mpegts::psi::check_stream(whole) {
         assert_eq!(found.packets, whole.len() / PACKET_LEN);
         assert!(found.pat_at < found.packets);
-        assert!(whole.chunks(PACKET_LEN).all(|p| Packet::new_checked(p).is_ok()));
+        assert!(
+            whole
+                .chunks(PACKET_LEN)
+                .all(|p| Packet::new_checked(p).is_ok())
+        );
     }
 
     let n = checker.counters();

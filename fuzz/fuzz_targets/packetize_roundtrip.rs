@@ -9,8 +9,10 @@
 
 use libfuzzer_sys::fuzz_target;
 use nagare_fuzz::{Reader, small_format};
-use nagare_proto::video::st2110_20::{Depacketizer, ESN_LEN, MAX_PACKET_SIZE, Output, Packetizer, SRD_LEN};
 use nagare_proto::rtp::{self, RtpPacket};
+use nagare_proto::video::st2110_20::{
+    Depacketizer, ESN_LEN, MAX_PACKET_SIZE, Output, Packetizer, SRD_LEN,
+};
 use nagare_proto::{ExtSeq, MediaTime, Ssrc};
 
 fuzz_target!(|data: &[u8]| {
@@ -75,7 +77,10 @@ fuzz_target!(|data: &[u8]| {
         packets.push(buf);
     }
     assert_eq!(covered, frame_bytes);
-    assert!(p.write_header(n, ExtSeq(0), MediaTime(0), &mut [0u8; 64]).is_err());
+    assert!(
+        p.write_header(n, ExtSeq(0), MediaTime(0), &mut [0u8; 64])
+            .is_err()
+    );
 
     // Any order within the frame reassembles the same bytes.
     for i in (1..packets.len()).rev() {

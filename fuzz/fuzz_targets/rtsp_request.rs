@@ -126,7 +126,11 @@ impl Model {
             Event::Closed(_) => self.closed = true,
             Event::Rtcp { session, data, .. } => {
                 assert_eq!(self.set_up, Some(*session), "RTCP without SETUP");
-                assert!(data.len() <= Limits::default().body_bytes, "{} bytes", data.len());
+                assert!(
+                    data.len() <= Limits::default().body_bytes,
+                    "{} bytes",
+                    data.len()
+                );
             }
         }
     }

@@ -128,7 +128,9 @@ impl Harness {
     fn sent(&mut self, link: LinkId, msg: &[u8]) {
         assert!(self.open.contains(&link), "sent on {link:?}, not open");
         // A write is one framed message, or the records of a sealed one.
-        let first = messages(msg).next().expect("the peer frames what it writes");
+        let first = messages(msg)
+            .next()
+            .expect("the peer frames what it writes");
         let (kind, _) = split(first).expect("the peer frames what it writes");
         match kind {
             Kind::Handshake => self.handshake(link, msg),
@@ -155,8 +157,14 @@ impl Harness {
             assert!(matches!(far.open(msg), Ok(Opened::Established)));
             return;
         }
-        let nonce = *self.given.get(&link).expect("a handshake after a challenge");
-        let request = self.requests.get(&link).expect("a handshake after a request");
+        let nonce = *self
+            .given
+            .get(&link)
+            .expect("a handshake after a challenge");
+        let request = self
+            .requests
+            .get(&link)
+            .expect("a handshake after a request");
         let role = match split(request).expect("a framed request").0 {
             Kind::Join => Role::Join,
             _ => Role::Attach,
@@ -204,7 +212,9 @@ impl Harness {
 
     /// Hands `msg` in on `link`, sealed once the link's handshake is done.
     fn deliver(&mut self, link: Option<LinkId>, msg: Vec<u8>) {
-        let far = link.and_then(|l| self.far.get_mut(&l)).filter(|f| f.is_open());
+        let far = link
+            .and_then(|l| self.far.get_mut(&l))
+            .filter(|f| f.is_open());
         let Some(far) = far else {
             return self.deliver_raw(link, msg);
         };

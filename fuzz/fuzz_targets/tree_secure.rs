@@ -36,8 +36,8 @@ fn pair() -> (SecureLink, SecureLink, Vec<u8>) {
     let (mut dialer, hello) =
         SecureLink::initiator(&KEY, &NONCE, Role::Attach, &challenge, &request, [1; 32])
             .expect("initiator");
-    let mut acceptor = SecureLink::responder(&KEY, &NONCE, Role::Attach, &request, [2; 32])
-        .expect("responder");
+    let mut acceptor =
+        SecureLink::responder(&KEY, &NONCE, Role::Attach, &request, [2; 32]).expect("responder");
     let Ok(Opened::Reply(reply)) = acceptor.open(&hello) else {
         panic!("handshake refused");
     };
@@ -158,7 +158,10 @@ fuzz_target!(|data: &[u8]| {
             }
             _ => {
                 let reply = h.reply.clone();
-                assert!(h.rx.open(&reply).is_err(), "a second handshake was accepted");
+                assert!(
+                    h.rx.open(&reply).is_err(),
+                    "a second handshake was accepted"
+                );
                 h.broken = true;
             }
         }

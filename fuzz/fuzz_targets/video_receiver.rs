@@ -43,7 +43,11 @@ fn drain(r: &mut Receiver, seen: &mut Seen, frame_bytes: usize, recycle: bool) {
                 }
             }
             Event::Lost { first, count } | Event::Missing { first, count } => {
-                assert!(first == seen.next && count > 0, "lost {first}+{count} at {}", seen.next);
+                assert!(
+                    first == seen.next && count > 0,
+                    "lost {first}+{count} at {}",
+                    seen.next
+                );
                 seen.next = first + count;
                 seen.lost += count;
             }
@@ -62,7 +66,11 @@ fuzz_target!(|data: &[u8]| {
     let mut r = Receiver::new(Config {
         format,
         rate: None,
-        incomplete: if opts & 1 != 0 { Incomplete::Keep } else { Incomplete::Drop },
+        incomplete: if opts & 1 != 0 {
+            Incomplete::Keep
+        } else {
+            Incomplete::Drop
+        },
         frame_limit: limit,
     })
     .with_selection(source, opts & 8 != 0);
