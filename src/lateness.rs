@@ -98,7 +98,8 @@ fn fix(c: Cause, cpu: &str) -> String {
              that is mostly the host not running this vCPU for a while, too short for \
              /proc/stat's 10 ms steal ticks (it happens most while the other vCPUs are busy; \
              docs/pacing.md); ask for dedicated (pinned) vCPUs, or keep the other CPUs' load \
-             low; `nagare doctor` shows the timer floor"
+             low; `nagare doctor --timer-seconds 60` counts how often this host stops a busy \
+             vCPU for longer than the type's slack"
                 .into()
         }
         Cause::Timer => "the thread woke late with nothing in its way: see the host's \
