@@ -169,16 +169,20 @@ fn alone_check(b: &BusyCpu, stream: &Stream, slack: Duration) -> Check {
     Check {
         kind: CheckKind::BusyStalls,
         name: format!(
-            "CPU {} kept busy alone, as a pacer keeps it ({:.0} s, the other CPUs idle)",
+            "CPU {} kept busy alone, as a pacer keeps it ({:.0} s, any other CPU idle)",
             b.cpu,
             b.span.as_secs_f64()
         ),
         current: stall_summary(b, slack),
         needed: format!(
-            "no stall longer than W's slack, {:.0} µs, for {} (sample longer, \
-             --timer-seconds 60, to see rarer ones)",
+            "no stall longer than W's slack, {:.0} µs, for {}{}",
             us(slack),
-            stream.what
+            stream.what,
+            if b.span < Duration::from_secs(60) {
+                " (sample longer, --timer-seconds 60, to see rarer ones)"
+            } else {
+                ""
+            }
         ),
         ok: over == 0,
         fix: (over > 0).then(|| {
