@@ -15,7 +15,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, unbounded};
+use crossbeam_channel::{Receiver, Sender, TryRecvError, unbounded};
 use nagare_api::serve::StreamState;
 use nagare_proto::Nanos;
 use nagare_proto::serve::Cost;
@@ -53,6 +53,17 @@ struct Handle {
     load: Arc<Published>,
     flows: AtomicUsize,
     thread: Option<JoinHandle<()>>,
+}
+
+impl Handle {
+    /// Sends the thread `c` and wakes it; false once it has stopped.
+    fn command(&self, c: Command) -> bool {
+        let sent = self.commands.send(c).is_ok();
+        if let Some(t) = &self.thread {
+            t.thread().unpark();
+        }
+        sent
+    }
 }
 
 /// Places pacing thread `k` and makes it real-time as asked; the first
@@ -132,9 +143,7 @@ impl Pacers {
             .unwrap_or(0);
         self.handles[k].flows.fetch_add(1, Ordering::Relaxed);
         self.lock().insert(start.id, k);
-        let _ = self.handles[k]
-            .commands
-            .send(Command::Start(Box::new(start)));
+        self.handles[k].command(Command::Start(Box::new(start)));
     }
 
     /// Pauses a flow (keeps its position).
@@ -152,11 +161,7 @@ impl Pacers {
         if let Some(k) = self.lock().remove(&id) {
             self.handles[k].flows.fetch_sub(1, Ordering::Relaxed);
             let (done, stopped) = crossbeam_channel::bounded(1);
-            if self.handles[k]
-                .commands
-                .send(Command::Stop(id, Some(done)))
-                .is_ok()
-            {
+            if self.handles[k].command(Command::Stop(id, Some(done))) {
                 // A train already handed to the kernel is counted after the
                 // send returns; waiting here keeps it in the final counters.
                 // Bounded: a wedged pacer must not hang the API.
@@ -209,7 +214,7 @@ impl Pacers {
 
     fn send(&self, id: StreamId, c: Command) {
         if let Some(&k) = self.lock().get(&id) {
-            let _ = self.handles[k].commands.send(c);
+            self.handles[k].command(c);
         }
     }
 
@@ -223,7 +228,7 @@ impl Drop for Pacers {
         self.stop.store(true, Ordering::Release);
         for h in &mut self.handles {
             // Wakes a thread waiting for a command.
-            let _ = h.commands.send(Command::Stop(0, None));
+            h.command(Command::Stop(0, None));
             if let Some(t) = h.thread.take() {
                 let _ = t.join();
             }
@@ -292,10 +297,14 @@ impl Pacer {
         };
         self.meter.behind(false);
         let t0 = Instant::now();
-        match self.commands.recv_timeout(left) {
+        // Parked, not in the channel's timed receive: that spins and
+        // yields before it sleeps, which at hundreds of TS flows (a
+        // deadline every few tens of µs) was a seventh of serve's CPU.
+        // A command unparks the thread (`Handle::command`).
+        match self.commands.try_recv() {
             Ok(c) => self.command(c),
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => std::thread::sleep(left),
+            Err(TryRecvError::Empty) => std::thread::park_timeout(left),
+            Err(TryRecvError::Disconnected) => std::thread::sleep(left),
         }
         self.meter.idle(t0.elapsed());
     }
