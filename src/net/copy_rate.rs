@@ -30,9 +30,16 @@ pub(crate) struct CopyRate {
 /// clock where the kernel does not say): on a busy host the core is
 /// shared, and what a copy costs is the CPU it takes.
 pub(crate) fn measure() -> CopyRate {
+    measure_with(BUFFER)
+}
+
+/// [`measure`] with `buffer`-byte buffers (four passes, three rounds):
+/// serve takes a 16 MiB sample as its read-ahead thread starts, which
+/// costs about 20 ms and 32 MiB for a moment.
+pub(crate) fn measure_with(buffer: usize) -> CopyRate {
     // Both buffers written first, so page faults are not timed.
-    let src = vec![1u8; BUFFER];
-    let mut dst = vec![2u8; BUFFER];
+    let src = vec![1u8; buffer];
+    let mut dst = vec![2u8; buffer];
     let mut best = f64::MAX;
     for _ in 0..ROUNDS {
         let (start, cpu) = (Instant::now(), crate::clock::thread_cpu_seconds());
@@ -48,7 +55,7 @@ pub(crate) fn measure() -> CopyRate {
         };
         best = best.min(took);
     }
-    let round_bytes = BUFFER * PASSES;
+    let round_bytes = buffer * PASSES;
     CopyRate {
         bytes_per_second: round_bytes as f64 / best.max(1e-9),
         round_bytes,

@@ -153,6 +153,35 @@ fn admission_refuses_what_max_rate_cannot_carry() {
     assert_ne!(again.id, first.id);
 }
 
+/// A server that has read nothing yet judges its read-ahead thread by
+/// this machine's copy rate, not by a guess of 1 GB/s: a 4K 48 fps
+/// 10-bit pattern (995 MB/s to render and read) is admitted at once. At
+/// 1 ms a MiB it would keep the thread 95% busy, over `--max-load` 0.9,
+/// and since a refused stream is never read, nothing would ever have
+/// measured better.
+#[test]
+fn a_fresh_server_admits_a_4k_stream_by_its_copy_rate() {
+    let media = Media::new("serve-admit-4k");
+    let config = media.dir.path("uhd.toml");
+    std::fs::write(
+        &config,
+        "[[media]]\nname = \"uhd\"\nsource = \"pattern:bars\"\nsize = \"3840x2160\"\n\
+         pix_fmt = \"uyvp\"\nfps = \"48\"\n",
+    )
+    .unwrap();
+    let serve = Serve::start(&media, &["--config", config.to_str().unwrap()]);
+    // Never read: the kernel drops what does not fit.
+    let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let body = format!(
+        r#"{{"source": "uhd", "destinations": ["{}"], "pacing": {{"packet_size": 8800}}}}"#,
+        sink.local_addr().unwrap()
+    );
+    let (status, text) = serve.api("POST", "/v1/streams", Some(&body));
+    assert_eq!(status, 201, "{text}");
+    let made: StreamInfo = serde_json::from_str(&text).unwrap();
+    serve.api_json::<StreamInfo>("DELETE", &format!("/v1/streams/{}", made.id), None, 200);
+}
+
 #[test]
 fn an_rtsp_setup_over_max_rate_is_453_with_the_reason() {
     let media = Media::new("serve-admit-rtsp");

@@ -89,6 +89,18 @@ impl Cost {
         per_mib: Nanos::from_millis(1),
     };
 
+    /// The cost of a MiB read, assumed from how fast one core of this
+    /// machine copies memory (`bytes_per_second`) until the read-ahead
+    /// thread has measured its own: twice a memcpy of a MiB, as a read
+    /// from the page cache is the kernel's copy plus the calls around it.
+    /// [`PRIOR`](Self::PRIOR)'s 1 ms a MiB refused every 4K60 and 8K raw
+    /// stream of a server that had read nothing yet, and without a stream
+    /// it never measures. `None` for a rate that is no rate.
+    pub fn per_mib_for_copy_rate(bytes_per_second: f64) -> Option<Nanos> {
+        (bytes_per_second.is_finite() && bytes_per_second > 0.0)
+            .then(|| Nanos((2.0 * MIB as f64 / bytes_per_second * 1e9).ceil() as u64))
+    }
+
     /// The cost per datagram a pacing thread measured: `busy` working
     /// time over `packets` sent in the same window. `None` while too few
     /// were sent to tell (fixed costs would swamp the figure).

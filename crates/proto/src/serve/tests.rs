@@ -439,6 +439,24 @@ fn predicted_reading_and_memory_are_budgets_too() {
         Cost::per_mib_from(Nanos::from_millis(2), 16 << 20),
         Some(Nanos(125_000))
     );
+    // Assumed from a copy rate: twice a memcpy of a MiB. 1 GiB/s copies
+    // a MiB in 1/1024 s; 20 GB/s (a core of the VMs here) in 52.4 µs.
+    assert_eq!(
+        Cost::per_mib_for_copy_rate(f64::from(1u32 << 30)),
+        Some(Nanos(1_953_125))
+    );
+    assert_eq!(Cost::per_mib_for_copy_rate(20e9), Some(Nanos(104_858)));
+    assert_eq!(Cost::per_mib_for_copy_rate(0.0), None);
+    assert_eq!(Cost::per_mib_for_copy_rate(f64::NAN), None);
+    // The same UHD stream judged by that cost fits.
+    let measured = Work {
+        cost: Cost {
+            per_mib: Cost::per_mib_for_copy_rate(20e9).unwrap(),
+            ..Cost::PRIOR
+        },
+        ..idle(16)
+    };
+    assert!(b.admit(Demand::default(), uhd, &measured).is_ok());
     let b = Budget {
         max_memory: Some(ByteSize(800 << 10)),
         ..unlimited(0.9)

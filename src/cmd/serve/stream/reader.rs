@@ -126,7 +126,14 @@ pub(crate) struct Reader {
     read_ahead: Duration,
     ring_frames: usize,
     load: Arc<Published>,
+    /// The cost of a MiB assumed from this machine's copy rate, measured
+    /// as the reader starts (before serve listens).
+    assumed_per_mib: Option<Nanos>,
 }
+
+/// The buffer of the copy-rate sample taken as the reader starts: past
+/// the caches of most machines, small enough to cost about 20 ms.
+const COPY_SAMPLE: usize = 16 << 20;
 
 /// How a stream's ring is laid out: chunk size, play time of a chunk,
 /// and chunks held.
@@ -153,6 +160,8 @@ impl Reader {
         let stop2 = stop.clone();
         let load = Arc::new(Published::default());
         let meter = LoadMeter::new(load.clone());
+        let copy = crate::net::copy_rate::measure_with(COPY_SAMPLE);
+        let assumed_per_mib = Cost::per_mib_for_copy_rate(copy.bytes_per_second);
         let thread = std::thread::Builder::new()
             .name("serve-reader".into())
             .spawn(move || {
@@ -169,6 +178,7 @@ impl Reader {
             read_ahead,
             ring_frames: ring_frames.max(2),
             load,
+            assumed_per_mib,
         })
     }
 
@@ -210,10 +220,10 @@ impl Reader {
     }
 
     /// Working time per MiB read over the last second, once enough was
-    /// read to tell.
+    /// read to tell; until then what this machine's copy rate makes of it.
     pub(crate) fn cost_per_mib(&self) -> Option<Nanos> {
         let (busy, bytes) = self.load.work();
-        Cost::per_mib_from(busy, bytes)
+        Cost::per_mib_from(busy, bytes).or(self.assumed_per_mib)
     }
 
     /// Starts reading `media` for stream `id` at chunk number `first`
