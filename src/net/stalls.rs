@@ -15,13 +15,13 @@
 //! cores takes much more from a guest that keeps them all busy.
 
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow};
 
 use super::placement::pin_to;
+use super::watch::{parse_run_delay, reread};
 
 /// The shortest gap between two clock reads counted as a stall: far
 /// above a read's cost and an interrupt's, and below the slack of any
@@ -155,7 +155,7 @@ pub(crate) fn stopped_together(busy: &[BusyCpu], limit: Duration) -> usize {
 }
 
 /// The calling thread's run-queue wait, in nanoseconds, re-read from
-/// `/proc/thread-self/schedstat` (its second field).
+/// `/proc/thread-self/schedstat` as `watch` reads a pacer's.
 struct RunDelay {
     file: File,
     buf: String,
@@ -170,11 +170,8 @@ impl RunDelay {
     }
 
     fn read(&mut self) -> u64 {
-        self.buf.clear();
-        let read = self.file.seek(SeekFrom::Start(0)).is_ok()
-            && self.file.read_to_string(&mut self.buf).is_ok();
-        read.then(|| self.buf.split_whitespace().nth(1)?.parse().ok())
-            .flatten()
+        reread(&mut self.file, &mut self.buf)
+            .and_then(parse_run_delay)
             .unwrap_or(0)
     }
 }

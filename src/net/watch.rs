@@ -146,7 +146,7 @@ impl ThreadCounters {
 }
 
 /// Reads a /proc file again from its start.
-fn reread<'a>(f: &mut File, buf: &'a mut String) -> Option<&'a str> {
+pub(crate) fn reread<'a>(f: &mut File, buf: &'a mut String) -> Option<&'a str> {
     buf.clear();
     f.seek(SeekFrom::Start(0)).ok()?;
     f.read_to_string(buf).ok()?;
@@ -155,7 +155,7 @@ fn reread<'a>(f: &mut File, buf: &'a mut String) -> Option<&'a str> {
 
 /// The second field of `schedstat`: nanoseconds spent runnable on a run
 /// queue, waiting for the CPU.
-fn parse_run_delay(s: &str) -> Option<u64> {
+pub(crate) fn parse_run_delay(s: &str) -> Option<u64> {
     s.split_whitespace().nth(1)?.parse().ok()
 }
 
