@@ -449,26 +449,19 @@ impl Assembler {
     }
 
     /// Drops the oldest frame, which came before a stripe joined: its
-    /// memory goes back for reuse (a lent part, when it comes back late,
-    /// is dropped as any late stripe), held 2SI buffers to their owners,
-    /// and its stripes come off the counters.
+    /// memory goes back for reuse (made whole as for handing out; a lent
+    /// part, when it comes back late, is dropped as any late stripe), held
+    /// 2SI buffers to their owners, and its stripes come off the counters.
     fn drop_oldest(&mut self) {
+        if self.partial.is_empty() {
+            return;
+        }
+        let data = self.whole(0);
         let Some(mut p) = self.partial.pop_front() else {
             return;
         };
-        match std::mem::replace(&mut p.data, Canvas::Whole(AlignedBuf::default())) {
-            Canvas::Whole(buf) => self.recycle(buf),
-            Canvas::Parts(parts) if parts.iter().all(Option::is_some) => {
-                self.recycle(AlignedBuf::join(parts.into_iter().flatten().collect()));
-            }
-            Canvas::Parts(_) => {}
-        }
-        if !p.staged.is_empty() && self.spare_staged.len() < self.depth {
-            self.spare_staged.push(std::mem::take(&mut p.staged));
-        }
-        let held = p.held.drain(..).enumerate();
-        self.spent
-            .extend(held.filter_map(|(k, b)| b.map(|b| (k, b))));
+        self.recycle(data);
+        self.give_back_stripes(&mut p);
         for (k, c) in self.counters.iter_mut().enumerate() {
             if p.arrived & (1 << k) == 0 {
                 continue;
@@ -481,6 +474,17 @@ impl Assembler {
         }
         self.last_out = Some(p.timestamp);
         self.before_join += 1;
+    }
+
+    /// A gone frame's 2SI buffers: its staging for reuse, the stripes'
+    /// own held buffers to their owners ([`poll_spent`](Self::poll_spent)).
+    fn give_back_stripes(&mut self, p: &mut Partial) {
+        if !p.staged.is_empty() && self.spare_staged.len() < self.depth {
+            self.spare_staged.push(std::mem::take(&mut p.staged));
+        }
+        let held = p.held.drain(..).enumerate();
+        self.spent
+            .extend(held.filter_map(|(k, b)| b.map(|b| (k, b))));
     }
 
     /// Hands out the oldest frame, its memory made whole first.
@@ -514,12 +518,7 @@ impl Assembler {
                 .collect();
             // Sizes match: all were made from `stripes`.
             let _ = self.stripes.merge_parts(&parts, &mut data);
-            if !p.staged.is_empty() && self.spare_staged.len() < self.depth {
-                self.spare_staged.push(std::mem::take(&mut p.staged));
-            }
-            let held = p.held.drain(..).enumerate();
-            self.spent
-                .extend(held.filter_map(|(k, b)| b.map(|b| (k, b))));
+            self.give_back_stripes(&mut p);
         } else {
             let absent = (0..self.stripes.count()).filter(|k| missing & (1 << k) != 0);
             for k in absent {
