@@ -15,7 +15,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use crossbeam_channel::{Receiver, Sender, TryRecvError, unbounded};
+use crossbeam_channel::{Receiver, Sender, unbounded};
 use nagare_api::serve::StreamState;
 use nagare_proto::Nanos;
 use nagare_proto::serve::Cost;
@@ -300,12 +300,10 @@ impl Pacer {
         // Parked, not in the channel's timed receive: that spins and
         // yields before it sleeps, which at hundreds of TS flows (a
         // deadline every few tens of µs) was a seventh of serve's CPU.
-        // A command unparks the thread (`Handle::command`).
-        match self.commands.try_recv() {
-            Ok(c) => self.command(c),
-            Err(TryRecvError::Empty) => std::thread::park_timeout(left),
-            Err(TryRecvError::Disconnected) => std::thread::sleep(left),
-        }
+        // A command unparks the thread (`Handle::command`; one sent since
+        // the loop drained the channel has left the token, so this returns
+        // at once), and the loop takes it.
+        std::thread::park_timeout(left);
         self.meter.idle(t0.elapsed());
     }
 
