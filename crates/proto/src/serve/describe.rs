@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use crate::mpegts::MP2T_PAYLOAD_TYPE;
 use crate::rtsp::TRACK_PREFIX;
-use crate::sdp::{Connection, Media, SdpStream, Session};
+use crate::sdp::{Connection, Media, RefClock, SdpStream, Session};
 use crate::video::st2110_20::DEFAULT_PAYLOAD_TYPE;
 use crate::video::st2110_21::{Model, Scan, SenderSchedule, SenderType};
 use crate::{FrameRate, VideoFormat};
@@ -52,34 +52,53 @@ pub enum Track {
     Ts,
 }
 
+impl Track {
+    /// The stream serve sends of this track as path `name`, to `address`
+    /// port `port` from `source`, clocked by `clock`: every SDP serve
+    /// writes of a raw track (DESCRIBE's, an IS-05 transport file's)
+    /// declares the same format, type and UDP size limit. `None` for TS.
+    pub fn raw_stream(
+        &self,
+        name: &str,
+        (address, port, source): (IpAddr, u16, Option<IpAddr>),
+        clock: Option<RefClock>,
+    ) -> Option<SdpStream> {
+        let Track::Raw {
+            format,
+            rate,
+            max_udp,
+        } = *self
+        else {
+            return None;
+        };
+        Some(SdpStream {
+            address,
+            port,
+            ttl: None,
+            source,
+            payload_type: DEFAULT_PAYLOAD_TYPE,
+            format,
+            rate: Some(rate),
+            name: name.to_string(),
+            clock,
+            sender_type: Some(SENDER_TYPE),
+            tr_offset: None,
+            max_udp,
+        })
+    }
+}
+
 /// The DESCRIBE SDP of path `name` playing `track`, with origin session
 /// id `session_id` (the driver passes the time in seconds, so a changed
 /// path gets a newer id).
 pub fn sdp(name: &str, track: Track, session_id: u64) -> String {
     // 0.0.0.0: RTSP sends where SETUP says, the SDP names no address.
     let unspecified = IpAddr::from([0, 0, 0, 0]);
-    let mut session = match track {
-        Track::Raw {
-            format,
-            rate,
-            max_udp,
-        } => SdpStream {
-            address: unspecified,
-            port: 0,
-            ttl: None,
-            source: None,
-            payload_type: DEFAULT_PAYLOAD_TYPE,
-            format,
-            rate: Some(rate),
-            name: name.to_string(),
-            // RTSP clients ignore the clock line.
-            clock: None,
-            sender_type: Some(SENDER_TYPE),
-            tr_offset: None,
-            max_udp,
-        }
-        .to_session(session_id),
-        Track::Ts => {
+    // RTSP clients ignore the clock line.
+    let raw = track.raw_stream(name, (unspecified, 0, None), None);
+    let mut session = match raw {
+        Some(stream) => stream.to_session(session_id),
+        None => {
             let mut m = Media::new("video", 0, "RTP/AVP", MP2T_PAYLOAD_TYPE);
             m.encoding = Some("MP2T/90000".into());
             Session {

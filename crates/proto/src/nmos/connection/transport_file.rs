@@ -11,7 +11,6 @@ use super::params::{Leg, Param};
 use crate::mpegts::MP2T_PAYLOAD_TYPE;
 use crate::sdp::{Connection, Group, Media, Origin, RefClock, SdpStream, Session, SourceFilter};
 use crate::serve::describe::Track;
-use crate::video::st2110_20::DEFAULT_PAYLOAD_TYPE;
 
 /// The only transport file type nagare reads.
 pub const SDP_TYPE: &str = "application/sdp";
@@ -135,27 +134,9 @@ pub fn sender_sdp(
     let mut media = Vec::new();
     let mut session = None;
     for (address, port, source) in &enabled {
-        let one = match track {
-            Track::Raw {
-                format,
-                rate,
-                max_udp,
-            } => SdpStream {
-                address: *address,
-                port: *port,
-                ttl: None,
-                source: *source,
-                payload_type: DEFAULT_PAYLOAD_TYPE,
-                format,
-                rate: Some(rate),
-                name: name.to_string(),
-                clock,
-                sender_type: Some(crate::serve::describe::SENDER_TYPE),
-                tr_offset: None,
-                max_udp,
-            }
-            .to_session(session_id),
-            Track::Ts => ts_session(name, *address, *port, *source, session_id),
+        let one = match track.raw_stream(name, (*address, *port, *source), clock) {
+            Some(stream) => stream.to_session(session_id),
+            None => ts_session(name, *address, *port, *source, session_id),
         };
         media.extend(one.media.iter().cloned());
         session.get_or_insert(one);
