@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use nagare_api::serve::{PathList, ServeReport, StreamInfo, StreamList, StreamState};
 
-use super::harness::{FRAMES, Media, Reply, Rtsp, Serve, http};
+use super::harness::{FRAMES, Media, Reply, Rtsp, Serve, http, start_with_pattern};
 use crate::common::{Running, nagare, wait_until};
 
 /// Receives datagrams until `count` arrived or `quiet` passes without one
@@ -162,14 +162,7 @@ fn admission_refuses_what_max_rate_cannot_carry() {
 #[test]
 fn a_fresh_server_admits_a_4k_stream_by_its_copy_rate() {
     let media = Media::new("serve-admit-4k");
-    let config = media.dir.path("uhd.toml");
-    std::fs::write(
-        &config,
-        "[[media]]\nname = \"uhd\"\nsource = \"pattern:bars\"\nsize = \"3840x2160\"\n\
-         pix_fmt = \"uyvp\"\nfps = \"48\"\n",
-    )
-    .unwrap();
-    let serve = Serve::start(&media, &["--config", config.to_str().unwrap()]);
+    let serve = start_with_pattern(&media, ("uhd", "3840x2160", "uyvp", "48"), &[]);
     // Never read: the kernel drops what does not fit.
     let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
     let body = format!(

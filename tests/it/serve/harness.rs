@@ -433,11 +433,23 @@ pub fn start_with_tiny(media: &Media) -> Serve {
 
 /// [`start_with_tiny`], with `extra` flags.
 pub fn start_with_tiny_and(media: &Media, extra: &[&str]) -> Serve {
-    let config = media.dir.path("load.toml");
+    start_with_pattern(media, ("tiny", "64x36", "uyvy422", "25"), extra)
+}
+
+/// Starts serve on `media` with one more path, `name`: the test pattern
+/// of `size`, `pix_fmt` and `fps`; and `extra` flags.
+pub fn start_with_pattern(
+    media: &Media,
+    (name, size, pix_fmt, fps): (&str, &str, &str, &str),
+    extra: &[&str],
+) -> Serve {
+    let config = media.dir.path(&format!("{name}.toml"));
     std::fs::write(
         &config,
-        "[[media]]\nname = \"tiny\"\nsource = \"pattern:bars\"\nsize = \"64x36\"\n\
-         pix_fmt = \"uyvy422\"\nfps = \"25\"\n",
+        format!(
+            "[[media]]\nname = \"{name}\"\nsource = \"pattern:bars\"\nsize = \"{size}\"\n\
+             pix_fmt = \"{pix_fmt}\"\nfps = \"{fps}\"\n"
+        ),
     )
     .unwrap();
     let mut args = vec!["--config", config.to_str().unwrap()];

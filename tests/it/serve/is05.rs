@@ -300,6 +300,16 @@ fn an_activation_streams_a_path_to_recv_byte_identical_and_master_enable_false_s
     assert_eq!(sender["subscription"]["active"], false);
 }
 
+/// A socket on loopback for a sender's packets, read with a 10 s
+/// bound, and its port.
+fn sink() -> (UdpSocket, u16) {
+    let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sink.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let port = sink.local_addr().unwrap().port();
+    (sink, port)
+}
+
 /// A stripe sent in jumbo packets says so in its transport file:
 /// `MAXUDP=8960` (ST 2110-21), so that a receiver counts VRX_FULL in
 /// packets of that size (120 for W, not 720); within the standard UDP
@@ -311,10 +321,7 @@ fn a_jumbo_stripes_transport_file_declares_maxudp() {
         let serve = Serve::start(&media, &[]);
         let id = sender_id(&serve, "clip.yuv stripe 0/2 lines");
         let base = format!("{C}/single/senders/{id}");
-        let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
-        sink.set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        let port = sink.local_addr().unwrap().port();
+        let (sink, port) = sink();
         let go = json!({"master_enable": true,
             "transport_params": [{"destination_ip": "127.0.0.1", "destination_port": port}],
             "activation": {"mode": "activate_immediate"}});
@@ -350,10 +357,7 @@ fn a_stripe_sender_activated_for_a_frame_begins_on_that_frame() {
     let serve = Serve::start(&media, &[]);
     let id = sender_id(&serve, "clip.yuv stripe 1/2 lines");
     let staged = format!("{C}/single/senders/{id}/staged");
-    let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
-    sink.set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let port = sink.local_addr().unwrap().port();
+    let (sink, port) = sink();
     // The frame (25 fps: 40 ms) starting a second from now, in TAI.
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
