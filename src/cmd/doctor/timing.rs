@@ -90,7 +90,7 @@ pub(super) fn checks(planned: Planned, span: Duration) -> Result<Vec<Check>> {
     let w = stream.slack(SenderType::W);
     let mut checks: Vec<Check> = floor
         .iter()
-        .map(|f| floor_check(f, &stream, span))
+        .map(|f| floor_check(f, &stream, w, span))
         .collect();
     checks.extend(alone.iter().map(|b| alone_check(b, &stream, w)));
     checks.extend(
@@ -110,9 +110,8 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-/// One CPU's timer floor against W's slack.
-fn floor_check(w: &Wakeups, stream: &Stream, span: Duration) -> Check {
-    let slack = stream.slack(SenderType::W);
+/// One CPU's timer floor against W's `slack`.
+fn floor_check(w: &Wakeups, stream: &Stream, slack: Duration, span: Duration) -> Check {
     let ok = w.p999 < slack;
     Check {
         kind: CheckKind::TimerFloor,
