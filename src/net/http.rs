@@ -13,7 +13,7 @@ use hyper::header::{CONTENT_TYPE, HeaderValue};
 use hyper::server::conn::http1;
 use hyper::{HeaderMap, Response};
 use hyper_util::rt::TokioTimer;
-use tracing::error;
+use tokio::runtime::Runtime;
 
 use nagare_proto::serve::api_limits::{self as limits, MAX_BODY, MAX_HEAD_BYTES, MAX_HEADERS};
 
@@ -25,26 +25,26 @@ pub(crate) const BODY_TIMEOUT: Duration = Duration::from_nanos(limits::BODY_TIME
 pub(crate) const CONNECTION_LIFETIME: Duration =
     Duration::from_nanos(limits::CONNECTION_LIFETIME.as_nanos());
 
-/// Runs `accept_loop` on a single-threaded tokio runtime (the caller's
-/// thread is its event loop) with up to `handlers` blocking threads
-/// named `name` for the request handlers. Connection tasks still open
-/// when it returns (a stalled client) are dropped, not waited for: a
-/// stop never waits on a client. `what` names the API when the runtime
-/// cannot start.
-pub(crate) fn run(what: &str, name: &str, handlers: usize, accept_loop: impl Future<Output = ()>) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
+/// A single-threaded tokio runtime for a listener, with up to
+/// `handlers` blocking threads named `name` for the request handlers.
+/// Build it before the listener is announced: it takes descriptors (its
+/// poller), which a process out of them after the announcement (clients
+/// holding every one) could no longer get.
+pub(crate) fn runtime(name: &str, handlers: usize) -> std::io::Result<Runtime> {
+    tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .enable_time()
         .max_blocking_threads(handlers)
         .thread_name(name)
-        .build();
-    match runtime {
-        Ok(r) => {
-            r.block_on(accept_loop);
-            r.shutdown_background();
-        }
-        Err(e) => error!("{what} cannot start: {e}"),
-    }
+        .build()
+}
+
+/// Runs `accept_loop` on `runtime` (the caller's thread is its event
+/// loop). Connection tasks still open when it returns (a stalled client)
+/// are dropped, not waited for: a stop never waits on a client.
+pub(crate) fn run(runtime: Runtime, accept_loop: impl Future<Output = ()>) {
+    runtime.block_on(accept_loop);
+    runtime.shutdown_background();
 }
 
 /// hyper's HTTP/1 connection settings with the limits: a head within

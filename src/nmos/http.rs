@@ -22,7 +22,7 @@ use hyper_util::rt::TokioIo;
 
 use crate::net::accept;
 use crate::net::http::{
-    CONNECTION_LIFETIME, allow_cross_origin, connection_builder, read_body, response, run,
+    CONNECTION_LIFETIME, allow_cross_origin, connection_builder, read_body, response, run, runtime,
 };
 use crate::nmos::api::{self, PREFIX};
 use crate::nmos::reply::{Reply, error};
@@ -41,12 +41,10 @@ pub(crate) fn serve(listener: TcpListener, stopping: impl Fn() -> bool, handler:
     let accepting = accept::until_stopped(stopping, listener, "HTTP", |stream, peer| {
         admit(&handler, &open, stream, peer);
     });
-    run(
-        "the NMOS API",
-        "nmos-http-handler",
-        HANDLER_THREADS,
-        accepting,
-    );
+    match runtime("nmos-http-handler", HANDLER_THREADS) {
+        Ok(r) => run(r, accepting),
+        Err(e) => tracing::error!("the NMOS API cannot start: {e}"),
+    }
 }
 
 /// Starts the connection's task, unless [`MAX_CONNECTIONS`] are open.

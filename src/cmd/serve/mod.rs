@@ -191,8 +191,9 @@ pub(crate) fn main(args: ServeArgs) -> Result<ExitCode> {
     // port is a config error too) and before either is announced: one
     // that cannot start ends serve before a client could connect.
     start_configured(&server, &config)?;
+    let loops = front_loops()?;
     announce(&server, rtsp_addr, http_addr, credentials.is_some());
-    let threads = spawn(&server, rtsp_listener, http, credentials)?;
+    let threads = spawn(&server, (rtsp_listener, http), credentials, loops)?;
     let registration = nmos_registration(&server, &args)?;
     while !server.stopping() {
         std::thread::sleep(Duration::from_millis(50));
@@ -352,22 +353,33 @@ fn nmos_registration(
     Ok(t)
 }
 
+/// The front ends' event loops (RTSP's, the API's), built before either
+/// address is announced: each takes descriptors, and a client that
+/// connects as soon as it reads "listening" may take the last ones (a
+/// full test run once had 247 RTSP connections in before the API's loop
+/// was built, and the API never started).
+fn front_loops() -> Result<(tokio::runtime::Runtime, tokio::runtime::Runtime)> {
+    let rtsp = front::rtsp::runtime().context("RTSP cannot start")?;
+    let http = front::listener::runtime().context("the HTTP API cannot start")?;
+    Ok((rtsp, http))
+}
+
 /// Starts the two front ends, each on its own thread with its own event
 /// loop.
 fn spawn(
     server: &Arc<Server>,
-    rtsp_listener: TcpListener,
-    http: TcpListener,
+    (rtsp_listener, http): (TcpListener, TcpListener),
     credentials: Option<Arc<Credentials>>,
+    (rtsp_loop, http_loop): (tokio::runtime::Runtime, tokio::runtime::Runtime),
 ) -> Result<Vec<std::thread::JoinHandle<()>>> {
     let s = server.clone();
     let rtsp = std::thread::Builder::new()
         .name("serve-rtsp".into())
-        .spawn(move || front::rtsp::serve(s, rtsp_listener, credentials))?;
+        .spawn(move || front::rtsp::serve(s, rtsp_listener, credentials, rtsp_loop))?;
     let s = server.clone();
     let api = std::thread::Builder::new()
         .name("serve-http".into())
-        .spawn(move || front::listener::serve(s, http))?;
+        .spawn(move || front::listener::serve(s, http, http_loop))?;
     let s = server.clone();
     let is05 = std::thread::Builder::new()
         .name("serve-is05".into())

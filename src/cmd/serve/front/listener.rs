@@ -45,6 +45,8 @@ use crate::clock::Origin;
 use crate::cmd::serve::front::http::{ApiRequest, Reply, answer};
 use crate::cmd::serve::front::tenants::{self, Shared, Tenancy, Tenants};
 use crate::cmd::serve::hub::server::Server;
+use tokio::runtime::Runtime;
+
 use crate::net::accept;
 use crate::net::http::{
     CONNECTION_LIFETIME, allow_cross_origin, connection_builder, read_body, response, run,
@@ -54,14 +56,13 @@ use crate::net::http::{
 const HANDLER_THREADS: usize = 4;
 
 /// Answers HTTP on `listener` until the server stops.
-pub(crate) fn serve(server: Arc<Server>, listener: TcpListener) {
-    let accepting = accept_loop(&server, listener);
-    run(
-        "the HTTP API",
-        "serve-http-handler",
-        HANDLER_THREADS,
-        accepting,
-    );
+pub(crate) fn serve(server: Arc<Server>, listener: TcpListener, runtime: Runtime) {
+    run(runtime, accept_loop(&server, listener));
+}
+
+/// The API's event loop, built before serve announces its address.
+pub(crate) fn runtime() -> std::io::Result<Runtime> {
+    crate::net::http::runtime("serve-http-handler", HANDLER_THREADS)
 }
 
 /// Accepts connections and starts one task each, within the caps.

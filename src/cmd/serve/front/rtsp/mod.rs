@@ -40,22 +40,20 @@ pub(crate) fn serve(
     server: Arc<Server>,
     listener: TcpListener,
     credentials: Option<Arc<Credentials>>,
+    runtime: tokio::runtime::Runtime,
 ) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_io()
-        .enable_time()
-        .build();
-    let runtime = match runtime {
-        Ok(r) => r,
-        Err(e) => {
-            error!("RTSP cannot start: {e}");
-            return;
-        }
-    };
     runtime.block_on(accept_loop(&server, listener, credentials));
     // Connection tasks still open are dropped here (their sessions end as
     // they drop), not waited for: a stop never waits on a client.
     runtime.shutdown_background();
+}
+
+/// RTSP's event loop, built before serve announces its address.
+pub(crate) fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()
 }
 
 /// Accepts connections and starts one task each, within the caps.
